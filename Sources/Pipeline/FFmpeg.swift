@@ -1,0 +1,53 @@
+import CFFmpeg
+
+/// The one place where FFmpeg's return codes become `MediaError`s.
+enum FFmpeg {
+    static let eof = tc_averror_eof()
+    static let again = tc_averror_eagain()
+    static let noSpace = tc_averror_enospc()
+    static let noMemory = tc_averror_enomem()
+    static let invalidData = tc_averror_invaliddata()
+    static let noPTS = tc_nopts_value()
+    static let timeBaseQ = AVRational(num: 1, den: tc_time_base())
+
+    /// FFmpeg's text for an error code (`av_strerror`).
+    static func errorText(_ code: Int32) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(AV_ERROR_MAX_STRING_SIZE))
+        return buffer.withUnsafeMutableBufferPointer { pointer in
+            String(cString: tc_err2str(code, pointer.baseAddress, pointer.count))
+        }
+    }
+
+    /// Returns `result` when it is not negative; otherwise throws with what we were `doing`.
+    @discardableResult
+    static func check(_ result: Int32, _ doing: @autoclosure () -> String, code: String? = nil) throws(MediaError) -> Int32 {
+        if result < 0 { throw MediaError.ffmpeg(result, doing(), code: code) }
+        return result
+    }
+
+    /// Sets a string option on an FFmpeg object (`av_opt_set`), searching its children (codec private options).
+    static func setOption(_ object: UnsafeMutableRawPointer?, _ name: String, _ value: String) throws(MediaError) {
+        try check(av_opt_set(object, name, value, AV_OPT_SEARCH_CHILDREN), "setting \(name)=\(value)")
+    }
+
+    static func seconds(_ value: Int64, _ timeBase: AVRational) -> Double {
+        Double(value) * Double(timeBase.num) / Double(timeBase.den)
+    }
+
+    static func isValid(_ rational: AVRational) -> Bool { rational.num > 0 && rational.den > 0 }
+}
+
+/// An FFmpeg option dictionary (`AVDictionary`), freed when it goes away.
+final class OptionDictionary {
+    var pointer: OpaquePointer?
+
+    init(_ entries: [(String, String)] = []) {
+        for (key, value) in entries { set(key, value) }
+    }
+
+    func set(_ key: String, _ value: String) {
+        av_dict_set(&pointer, key, value, 0)
+    }
+
+    deinit { av_dict_free(&pointer) }
+}

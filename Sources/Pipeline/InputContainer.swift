@@ -1,0 +1,155 @@
+import CFFmpeg
+
+/// Owns an input `AVFormatContext` opened for reading; closed with `avformat_close_input`.
+///
+/// Untrusted media is opened with FFmpeg restricted to the `file` protocol and to a whitelist of demuxers,
+/// so a playlist (HLS, concat, DASH) or a file naming URLs can never make FFmpeg open anything else.
+final class InputContainer {
+    /// Demuxers an upload may use; playlists (`hls`, `concat`, `dash`) are absent on purpose.
+    static let allowedDemuxers = [
+        "mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska", "webm", "avi", "mpegts", "flv", "mpeg", "wav",
+        "mp3", "aac", "ogg", "flac",
+    ]
+
+    private(set) var context: UnsafeMutablePointer<AVFormatContext>?
+    let path: String
+
+    init(path: String) throws(MediaError) {
+        self.path = path
+        let options = OptionDictionary([
+            ("protocol_whitelist", "file"),
+            ("format_whitelist", Self.allowedDemuxers.joined(separator: ",")),
+        ])
+        var context: UnsafeMutablePointer<AVFormatContext>? = avformat_alloc_context()
+        guard context != nil else { throw MediaError(code: "out_of_memory", message: "Allocating the input failed.") }
+        // "file:" keeps a name such as "a:b.mp4" from being taken as a protocol.
+        let result = avformat_open_input(&context, "file:" + path, nil, &options.pointer)
+        if result < 0 {
+            // avformat_open_input frees the context on failure.
+            if result == tc_averror(ENOENT) {
+                throw MediaError(code: "input_not_found", message: "The input file \(path) does not exist.", averror: result)
+            }
+            throw MediaError(
+                code: "unsupported_format",
+                message: "The input is not a media file we can read (\(FFmpeg.errorText(result))).",
+                averror: result)
+        }
+        self.context = context
+        guard let name = context?.pointee.iformat?.pointee.name.map({ String(cString: $0) }),
+              name.split(separator: ",").contains(where: { Self.allowedDemuxers.contains(String($0)) })
+        else {
+            close()
+            throw MediaError(code: "unsupported_format", message: "The input's container format is not accepted.")
+        }
+        let info = avformat_find_stream_info(context, nil)
+        if info < 0 {
+            close()
+            throw MediaError.ffmpeg(info, "Reading the input's stream information", code: "unreadable_input")
+        }
+    }
+
+    var formatName: String {
+        context?.pointee.iformat?.pointee.name.map { String(cString: $0) } ?? "unknown"
+    }
+
+    var streamCount: Int { Int(context?.pointee.nb_streams ?? 0) }
+
+    func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> {
+        precondition(index >= 0 && index < streamCount, "stream index out of range")
+        return context!.pointee.streams[index]!
+    }
+
+    /// Container duration in seconds, or nil when unknown.
+    var duration: Double? {
+        guard let context, context.pointee.duration > 0 else { return nil }
+        return FFmpeg.seconds(context.pointee.duration, FFmpeg.timeBaseQ)
+    }
+
+    /// Container start time in seconds (0 when unknown).
+    var startTime: Double {
+        guard let context, context.pointee.start_time != FFmpeg.noPTS else { return 0 }
+        return FFmpeg.seconds(context.pointee.start_time, FFmpeg.timeBaseQ)
+    }
+
+    /// Whether the duration comes from an index or timestamps rather than a guess from the bit rate.
+    var durationIsDeclared: Bool {
+        guard let context else { return false }
+        return context.pointee.duration_estimation_method != AVFMT_DURATION_FROM_BITRATE
+    }
+
+    /// Reads the next packet into `packet`; false at the end of the input.
+    ///
+    /// A read error other than end of file also ends the input: what was read is kept, and the caller compares it
+    /// with the declared duration to tell a cut-short file from a complete one.
+    func read(into packet: Packet) -> Bool {
+        while true {
+            let result = av_read_frame(context, packet.pointer)
+            if result == FFmpeg.again { continue }
+            return result >= 0
+        }
+    }
+
+    func close() {
+        avformat_close_input(&context)
+    }
+
+    deinit { close() }
+}
+
+extension InputContainer {
+    /// Describes stream `index` as a `Track`.
+    func track(_ index: Int) -> Track {
+        let stream = stream(index)
+        let parameters = stream.pointee.codecpar!.pointee
+        let mediaType: Track.MediaType
+        switch parameters.codec_type {
+        case AVMEDIA_TYPE_VIDEO: mediaType = .video
+        case AVMEDIA_TYPE_AUDIO: mediaType = .audio
+        case AVMEDIA_TYPE_SUBTITLE: mediaType = .subtitle
+        case AVMEDIA_TYPE_DATA: mediaType = .data
+        case AVMEDIA_TYPE_ATTACHMENT: mediaType = .attachment
+        default: mediaType = .unknown
+        }
+        var track = Track(index: index, mediaType: mediaType, codec: String(cString: avcodec_get_name(parameters.codec_id)))
+        if let profile = avcodec_profile_name(parameters.codec_id, parameters.profile) {
+            track.profile = String(cString: profile)
+        }
+        if stream.pointee.duration > 0 {
+            track.duration = FFmpeg.seconds(stream.pointee.duration, stream.pointee.time_base)
+        } else {
+            track.duration = duration
+        }
+        if parameters.bit_rate > 0 { track.bitRate = Int(parameters.bit_rate) }
+        switch mediaType {
+        case .video:
+            track.width = Int(parameters.width)
+            track.height = Int(parameters.height)
+            let sar = av_guess_sample_aspect_ratio(context, stream, nil)
+            track.sampleAspectRatio = FFmpeg.isValid(sar) ? "\(sar.num):\(sar.den)" : "1:1"
+            track.rotation = Self.clockwiseRotation(stream)
+            let rate = av_guess_frame_rate(context, stream, nil)
+            if FFmpeg.isValid(rate) { track.frameRate = av_q2d(rate) }
+            if let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: parameters.format)) {
+                track.pixelFormat = String(cString: name)
+            }
+        case .audio:
+            track.sampleRate = Int(parameters.sample_rate)
+            track.channels = Int(parameters.ch_layout.nb_channels)
+            var layout = parameters.ch_layout
+            var buffer = [CChar](repeating: 0, count: 64)
+            if av_channel_layout_describe(&layout, &buffer, buffer.count) > 0 {
+                track.channelLayout = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            }
+        default:
+            break
+        }
+        return track
+    }
+
+    /// The display matrix's rotation as a clockwise multiple of 90 degrees.
+    static func clockwiseRotation(_ stream: UnsafeMutablePointer<AVStream>) -> Int {
+        let counterClockwise = tc_stream_display_rotation(stream)
+        let quarterTurns = Int((-counterClockwise / 90).rounded())
+        return ((quarterTurns % 4) + 4) % 4 * 90
+    }
+}

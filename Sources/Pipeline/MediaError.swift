@@ -1,0 +1,29 @@
+import CFFmpeg
+
+/// An error from the pipeline: a stable snake_case `code` for programs, a `message` for people, and the
+/// FFmpeg error code when FFmpeg reported it.
+public struct MediaError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Stable identifier, e.g. `input_truncated`, `unsupported_format`, `canceled`.
+    public let code: String
+    /// A sentence saying what went wrong and, where possible, what to change.
+    public let message: String
+    /// FFmpeg's negative `AVERROR` value, when the failure came from an FFmpeg call.
+    public let averror: Int32?
+
+    public init(code: String, message: String, averror: Int32? = nil) {
+        self.code = code
+        self.message = message
+        self.averror = averror
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    /// Builds an error for a failed FFmpeg call, keeping FFmpeg's own text and what we were doing.
+    static func ffmpeg(_ result: Int32, _ doing: String, code: String? = nil) -> MediaError {
+        let text = FFmpeg.errorText(result)
+        let resolved = code ?? (result == FFmpeg.noSpace ? "no_space" : (result == FFmpeg.noMemory ? "out_of_memory" : "ffmpeg_error"))
+        return MediaError(code: resolved, message: "\(doing) failed: \(text)", averror: result)
+    }
+
+    static let canceled = MediaError(code: "canceled", message: "The transcode was canceled.")
+}

@@ -1,0 +1,159 @@
+import Foundation
+import CFFmpeg
+
+/// Reads a media file's samples, in the manner of `AVAssetReader`: open a file, look at its tracks, add an output
+/// for each track you want (decoded frames, or passthrough packets), then pull samples in decoding order.
+///
+/// Not thread-safe: use one reader from one thread.
+public final class MediaReader {
+    /// A sample pulled from the reader; valid until the next call to `nextSample()`.
+    public enum Sample {
+        /// A decoded video frame or block of audio samples.
+        case frame(Frame, track: Int)
+        /// A compressed packet from a passthrough output.
+        case packet(Packet, track: Int)
+    }
+
+    /// All tracks of the file, in container order.
+    public let tracks: [Track]
+    /// FFmpeg's name for the container, e.g. `mov,mp4,m4a,3gp,3g2,mj2`.
+    public let formatName: String
+
+    let container: InputContainer
+    private var decoders: [Int: StreamDecoder] = [:]
+    private var passthrough: Set<Int> = []
+    private var readEnd: [Int: Double] = [:]
+    private let packet = Packet()
+    private let frame = Frame()
+    private var draining: StreamDecoder?
+    private var mustResend = false
+    private var reachedEnd = false
+    private var flushOrder: [StreamDecoder] = []
+
+    /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed.
+    public init(path: String) throws(MediaError) {
+        container = try InputContainer(path: path)
+        formatName = container.formatName
+        tracks = (0..<container.streamCount).map(container.track)
+    }
+
+    /// Container duration in seconds, when declared.
+    public var duration: Double? { container.duration }
+
+    /// Earliest presentation time in the file, in seconds.
+    public var startTime: Double { container.startTime }
+
+    /// The first video track that is a real picture sequence (cover art is skipped).
+    public var firstVideoTrack: Track? {
+        tracks.first { track in
+            track.mediaType == .video
+                && container.stream(track.index).pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0
+        }
+    }
+
+    /// The first audio track.
+    public var firstAudioTrack: Track? { tracks.first { $0.mediaType == .audio } }
+
+    /// Asks for decoded frames of track `index`.
+    public func addDecodedOutput(track index: Int) throws(MediaError) {
+        decoders[index] = try StreamDecoder(container: container, streamIndex: index)
+    }
+
+    /// Asks for the compressed packets of track `index`, untouched.
+    public func addPassthroughOutput(track index: Int) {
+        passthrough.insert(index)
+    }
+
+    func timeBase(of track: Int) -> AVRational { container.stream(track).pointee.time_base }
+
+    func stream(_ track: Int) -> UnsafeMutablePointer<AVStream> { container.stream(track) }
+
+    /// Packets of `track` the decoder rejected as invalid.
+    func invalidPackets(of track: Int) -> Int { decoders[track]?.invalidPackets ?? 0 }
+
+    /// The next sample of any output, or nil at the end of the file.
+    ///
+    /// At the end it drains every decoder, then checks that the file held as much media as it declared:
+    /// a file cut short fails with `input_truncated` rather than coming out as a shorter success.
+    public func nextSample() throws(MediaError) -> Sample? {
+        while true {
+            if let decoder = draining {
+                switch try decoder.receive(into: frame) {
+                case .frame:
+                    return .frame(frame, track: decoder.streamIndex)
+                case .needsInput:
+                    if mustResend {
+                        mustResend = try !decoder.send(packet)
+                        continue
+                    }
+                    draining = nil
+                case .endOfStream:
+                    draining = nil
+                }
+            }
+            if reachedEnd {
+                guard let decoder = flushOrder.popLast() else {
+                    try checkComplete()
+                    return nil
+                }
+                try decoder.sendEndOfStream()
+                draining = decoder
+                continue
+            }
+            packet.unref()
+            guard container.read(into: packet) else {
+                reachedEnd = true
+                flushOrder = decoders.keys.sorted(by: >).compactMap { decoders[$0] }
+                continue
+            }
+            let index = packet.streamIndex
+            if decoders[index] == nil && !passthrough.contains(index) { continue }
+            noteEnd(of: packet)
+            if passthrough.contains(index) { return .packet(packet, track: index) }
+            let decoder = decoders[index]!
+            mustResend = try !decoder.send(packet)
+            draining = decoder
+        }
+    }
+
+    private func noteEnd(of packet: Packet) {
+        let value = packet.pointer.pointee
+        let time = value.pts != FFmpeg.noPTS ? value.pts : value.dts
+        guard time != FFmpeg.noPTS else { return }
+        let end = FFmpeg.seconds(time + max(value.duration, 0), timeBase(of: value.stream_index.asInt))
+        readEnd[value.stream_index.asInt] = max(readEnd[value.stream_index.asInt] ?? -.infinity, end)
+    }
+
+    /// Seconds that the media read may fall short of the declared duration before we call the file truncated.
+    static func truncationTolerance(declared: Double) -> Double { max(0.5, declared * 0.02) }
+
+    private func checkComplete() throws(MediaError) {
+        guard container.durationIsDeclared else { return }
+        for index in Set(decoders.keys).union(passthrough) {
+            let stream = container.stream(index).pointee
+            var declaredEnd: Double
+            if stream.duration > 0 {
+                let start = stream.start_time != FFmpeg.noPTS ? stream.start_time : 0
+                declaredEnd = FFmpeg.seconds(start + stream.duration, stream.time_base)
+            } else if let duration = container.duration {
+                declaredEnd = container.startTime + duration
+            } else {
+                continue
+            }
+            let read = readEnd[index] ?? container.startTime
+            let declared = declaredEnd - container.startTime
+            if declaredEnd - read > Self.truncationTolerance(declared: declared) {
+                let have = max(0, read - container.startTime)
+                throw MediaError(
+                    code: "input_truncated",
+                    message: String(
+                        format: "The input declares %.2f s of media but its data ends at %.2f s: the file was cut short. Upload the complete file.",
+                        declared, have))
+            }
+        }
+    }
+}
+
+extension Int32 {
+    var asInt: Int { Int(self) }
+}

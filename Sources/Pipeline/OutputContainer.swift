@@ -1,0 +1,120 @@
+import CFFmpeg
+import Foundation
+
+/// Owns an output `AVFormatContext` and its file; written under a temporary name and renamed on success.
+///
+/// Freed differently from an input (`avio_closep` + `avformat_free_context`), hence a type of its own.
+final class OutputContainer {
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    let path: String
+    let temporaryPath: String
+    private var opened = false
+    private var finished = false
+    /// End of the latest sample written, in seconds on the output's timeline.
+    private(set) var lastPresentationTime = 0.0
+
+    init(path: String, fileType: FileType) throws(MediaError) {
+        self.path = path
+        let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        temporaryPath = path + ".\(suffix).partial"
+        let result = avformat_alloc_output_context2(&context, nil, fileType.muxerName, "file:" + temporaryPath)
+        try FFmpeg.check(result, "Creating the \(fileType.rawValue) output")
+    }
+
+    /// Whether encoders must put their headers (SPS/PPS, AudioSpecificConfig) in extradata.
+    var wantsGlobalHeader: Bool { context!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0 }
+
+    /// Whether the container can hold `codec` (for stream copy).
+    func accepts(_ codec: AVCodecID) -> Bool {
+        avformat_query_codec(context!.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
+    }
+
+    /// Adds a stream described by an opened encoder.
+    func addStream(encoder: StreamEncoder) throws(MediaError) -> Int {
+        let stream = try newStream()
+        try FFmpeg.check(avcodec_parameters_from_context(stream.pointee.codecpar, encoder.context), "Describing the output stream")
+        stream.pointee.time_base = encoder.timeBase
+        if let encoderContext = encoder.context, encoderContext.pointee.codec_type == AVMEDIA_TYPE_VIDEO {
+            stream.pointee.sample_aspect_ratio = encoderContext.pointee.sample_aspect_ratio
+            stream.pointee.avg_frame_rate = encoderContext.pointee.framerate
+        }
+        return Int(stream.pointee.index)
+    }
+
+    /// Adds a stream that copies `source`'s packets.
+    func addStream(copying source: UnsafeMutablePointer<AVStream>) throws(MediaError) -> Int {
+        let stream = try newStream()
+        try FFmpeg.check(avcodec_parameters_copy(stream.pointee.codecpar, source.pointee.codecpar), "Copying stream parameters")
+        // The source container's tag may mean nothing in ours; let the muxer choose.
+        stream.pointee.codecpar.pointee.codec_tag = 0
+        stream.pointee.time_base = source.pointee.time_base
+        stream.pointee.sample_aspect_ratio = source.pointee.sample_aspect_ratio
+        stream.pointee.avg_frame_rate = source.pointee.avg_frame_rate
+        var size = 0
+        if let matrix = av_stream_get_side_data(source, AV_PKT_DATA_DISPLAYMATRIX, &size), size > 0,
+           let copy = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, size) {
+            copy.update(from: matrix, count: size)
+        }
+        return Int(stream.pointee.index)
+    }
+
+    private func newStream() throws(MediaError) -> UnsafeMutablePointer<AVStream> {
+        guard let stream = avformat_new_stream(context, nil) else {
+            throw MediaError(code: "out_of_memory", message: "Adding an output stream failed.")
+        }
+        return stream
+    }
+
+    func timeBase(of stream: Int) -> AVRational { context!.pointee.streams[stream]!.pointee.time_base }
+
+    /// Opens the temporary file and writes the header; MP4-family files get their index (moov) first.
+    func open() throws(MediaError) {
+        let ioOptions = OptionDictionary([("protocol_whitelist", "file")])
+        try FFmpeg.check(
+            avio_open2(&context!.pointee.pb, "file:" + temporaryPath, AVIO_FLAG_WRITE, nil, &ioOptions.pointer),
+            "Creating the output file \(path)", code: nil)
+        opened = true
+        let options = OptionDictionary([("movflags", "+faststart")])
+        try FFmpeg.check(avformat_write_header(context, &options.pointer), "Writing the output header")
+    }
+
+    /// Writes one packet whose timestamps are in `timeBase` units; the muxer interleaves the streams.
+    func write(_ packet: Packet, stream: Int, timeBase: AVRational) throws(MediaError) {
+        packet.pointer.pointee.stream_index = Int32(stream)
+        let target = self.timeBase(of: stream)
+        av_packet_rescale_ts(packet.pointer, timeBase, target)
+        let value = packet.pointer.pointee
+        if value.pts != FFmpeg.noPTS {
+            let end = FFmpeg.seconds(value.pts + max(value.duration, 0), target)
+            lastPresentationTime = max(lastPresentationTime, end)
+        }
+        try FFmpeg.check(av_interleaved_write_frame(context, packet.pointer), "Writing the output")
+    }
+
+    /// Writes the trailer (and moves the index to the front), closes the file and renames it into place.
+    func finish() throws(MediaError) {
+        try FFmpeg.check(av_write_trailer(context), "Finishing the output")
+        let closed = avio_closep(&context!.pointee.pb)
+        opened = false
+        try FFmpeg.check(closed, "Closing the output file")
+        guard rename(temporaryPath, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            throw MediaError(code: "output_failed", message: "Moving the output into place at \(path) failed: \(reason).")
+        }
+        finished = true
+    }
+
+    /// Closes and deletes the temporary file; nothing is left behind.
+    func discard() {
+        if opened {
+            avio_closep(&context!.pointee.pb)
+            opened = false
+        }
+        if !finished { unlink(temporaryPath) }
+    }
+
+    deinit {
+        discard()
+        avformat_free_context(context)
+    }
+}

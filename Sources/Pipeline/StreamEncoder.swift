@@ -1,0 +1,91 @@
+import CFFmpeg
+
+/// Owns an encoding `AVCodecContext` (libx264 or FFmpeg's AAC encoder).
+final class StreamEncoder {
+    private(set) var context: UnsafeMutablePointer<AVCodecContext>?
+    let name: String
+    private var flushed = false
+
+    /// Opens libx264 with the resolved video settings; `globalHeader` when the container wants SPS/PPS out of band.
+    init(video settings: VideoEncoding, globalHeader: Bool) throws(MediaError) {
+        name = "H.264"
+        guard let codec = avcodec_find_encoder_by_name("libx264") else {
+            throw MediaError(code: "encoder_unavailable", message: "libx264 is not available in this FFmpeg build.")
+        }
+        try allocate(codec)
+        let context = context!
+        context.pointee.width = Int32(settings.width)
+        context.pointee.height = Int32(settings.height)
+        context.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+        context.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
+        context.pointee.time_base = settings.timeBase
+        context.pointee.framerate = settings.frameRate
+        context.pointee.bit_rate = Int64(settings.averageBitRate)
+        context.pointee.gop_size = Int32(settings.maxKeyFrameInterval)
+        context.pointee.level = Int32(settings.level)
+        context.pointee.thread_count = 0
+        if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
+        settings.colors.apply(to: context)
+        try FFmpeg.setOption(context.pointee.priv_data, "preset", settings.preset)
+        try FFmpeg.setOption(context.pointee.priv_data, "profile", settings.profile)
+        try open(codec)
+    }
+
+    /// Opens FFmpeg's AAC encoder (LC) with the resolved audio settings.
+    init(audio settings: AudioEncoding, globalHeader: Bool) throws(MediaError) {
+        name = "AAC"
+        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else {
+            throw MediaError(code: "encoder_unavailable", message: "The AAC encoder is not available in this FFmpeg build.")
+        }
+        try allocate(codec)
+        let context = context!
+        context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+        context.pointee.sample_rate = Int32(settings.sampleRate)
+        av_channel_layout_default(&context.pointee.ch_layout, Int32(settings.channels))
+        context.pointee.bit_rate = Int64(settings.bitRate)
+        context.pointee.time_base = AVRational(num: 1, den: Int32(settings.sampleRate))
+        if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
+        try open(codec)
+    }
+
+    private func allocate(_ codec: UnsafePointer<AVCodec>) throws(MediaError) {
+        context = avcodec_alloc_context3(codec)
+        guard context != nil else { throw MediaError(code: "out_of_memory", message: "Allocating the \(name) encoder failed.") }
+    }
+
+    private func open(_ codec: UnsafePointer<AVCodec>) throws(MediaError) {
+        try FFmpeg.check(avcodec_open2(context, codec, nil), "Opening the \(name) encoder", code: "encoder_failed")
+    }
+
+    var timeBase: AVRational { context!.pointee.time_base }
+
+    /// Samples per channel in every audio frame but the last.
+    var frameSize: Int { Int(context!.pointee.frame_size) }
+
+    /// Sends a frame; returns false when the encoder is full and packets must be received first.
+    func send(_ frame: Frame) throws(MediaError) -> Bool {
+        let result = avcodec_send_frame(context, frame.pointer)
+        if result == FFmpeg.again { return false }
+        try FFmpeg.check(result, "Encoding \(name)", code: "encode_failed")
+        return true
+    }
+
+    /// Tells the encoder no more frames come, so it hands out what it holds.
+    func sendEndOfStream() throws(MediaError) {
+        guard !flushed else { return }
+        flushed = true
+        let result = avcodec_send_frame(context, nil)
+        if result < 0 && result != FFmpeg.eof { try FFmpeg.check(result, "Flushing the \(name) encoder", code: "encode_failed") }
+    }
+
+    /// Receives the next packet; false when the encoder needs more input or has ended.
+    func receive(into packet: Packet) throws(MediaError) -> Bool {
+        packet.unref()
+        let result = avcodec_receive_packet(context, packet.pointer)
+        if result == FFmpeg.again || result == FFmpeg.eof { return false }
+        try FFmpeg.check(result, "Encoding \(name)", code: "encode_failed")
+        return true
+    }
+
+    deinit { avcodec_free_context(&context) }
+}

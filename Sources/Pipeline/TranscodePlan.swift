@@ -1,0 +1,216 @@
+import CFFmpeg
+
+/// The per-track work of a transcode, decided from the source's tracks and the settings: which tracks are
+/// encoded, copied or dropped, and the converters and writer inputs that carry each one.
+final class TranscodePlan {
+    private var video: VideoPath?
+    private var audio: AudioPath?
+    private var copies: [Int: PassthroughWriterInput] = [:]
+    /// Seconds of output expected from the source's declared durations (0 when unknown).
+    let expectedDuration: Double
+
+    init(reader: MediaReader, writer: MediaWriter, settings: TranscodeSettings) throws(MediaError) {
+        let videoTrack = settings.video == .drop ? nil : reader.firstVideoTrack
+        let audioTrack = settings.audio == .drop ? nil : reader.firstAudioTrack
+        guard videoTrack != nil || audioTrack != nil else {
+            let sourceHasTracks = reader.firstVideoTrack != nil || reader.firstAudioTrack != nil
+            throw sourceHasTracks
+                ? MediaError(code: "invalid_settings", message: "video, audio: the settings drop every track the input has.")
+                : MediaError(code: "no_media_tracks", message: "The input has neither a video nor an audio track.")
+        }
+        let selected = [videoTrack, audioTrack].compactMap { $0?.index }
+        let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
+        expectedDuration = max(0, selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0 - start)
+        writer.startSession(atSourceTime: start)
+
+        if let track = videoTrack {
+            switch settings.video {
+            case .encode(let videoSettings):
+                try reader.addDecodedOutput(track: track.index)
+                video = try VideoPath(reader: reader, track: track, settings: videoSettings, writer: writer)
+            case .copy:
+                copies[track.index] = try Self.copy(track, key: "video", reader: reader, writer: writer)
+            case .drop:
+                break
+            }
+        }
+        if let track = audioTrack {
+            switch settings.audio {
+            case .encode(let audioSettings):
+                try reader.addDecodedOutput(track: track.index)
+                audio = try AudioPath(track: track, timeBase: reader.timeBase(of: track.index),
+                                      encoding: audioSettings.resolved, writer: writer)
+            case .copy:
+                copies[track.index] = try Self.copy(track, key: "audio", reader: reader, writer: writer)
+            case .drop:
+                break
+            }
+        }
+    }
+
+    private static func copy(_ track: Track, key: String, reader: MediaReader, writer: MediaWriter) throws(MediaError) -> PassthroughWriterInput {
+        let stream = reader.stream(track.index)
+        guard writer.accepts(stream.pointee.codecpar.pointee.codec_id) else {
+            throw MediaError(code: "copy_not_supported",
+                             message: "\(key): the input's \(track.codec) \(key) cannot be copied into \(writer.fileType.rawValue); encode it instead.")
+        }
+        reader.addPassthroughOutput(track: track.index)
+        return try writer.addPassthroughInput(copying: stream)
+    }
+
+    private static func startTime(of stream: UnsafeMutablePointer<AVStream>, fallback: Double) -> Double {
+        stream.pointee.start_time == FFmpeg.noPTS ? fallback : FFmpeg.seconds(stream.pointee.start_time, stream.pointee.time_base)
+    }
+
+    private static func endTime(of stream: UnsafeMutablePointer<AVStream>, reader: MediaReader) -> Double {
+        if stream.pointee.duration > 0 {
+            return startTime(of: stream, fallback: reader.startTime) + FFmpeg.seconds(stream.pointee.duration, stream.pointee.time_base)
+        }
+        return reader.startTime + (reader.duration ?? 0)
+    }
+
+    /// Video frames handed to the encoder so far.
+    var framesEncoded: Int { video?.input.framesAppended ?? 0 }
+
+    /// Sends one sample from the reader down its track's path.
+    func handle(_ sample: MediaReader.Sample) throws(MediaError) {
+        switch sample {
+        case .frame(let frame, let track):
+            if track == video?.track {
+                try video?.append(frame)
+            } else if track == audio?.track {
+                try audio?.append(frame)
+            }
+        case .packet(let packet, let track):
+            try copies[track]?.append(packet)
+        }
+    }
+
+    /// Drains the converters at the end of the input; the writer drains the encoders.
+    func finish() throws(MediaError) {
+        try audio?.finish()
+        if let video, video.input.framesAppended == 0 {
+            throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
+        }
+        if let audio, audio.samplesWritten == 0 {
+            throw MediaError(code: "no_decodable_audio", message: "The input's audio track has no sample that could be decoded.")
+        }
+    }
+}
+
+/// Decoded video → converter → H.264 input, with timestamps moved onto the output timeline.
+private final class VideoPath {
+    let track: Int
+    let input: EncodingWriterInput
+    private let converter: VideoConverter
+    private let sourceTimeBase: AVRational
+    private let timeline: Timeline
+    private let frameTicks: Int64
+    private var lastTimestamp: Int64?
+
+    init(reader: MediaReader, track: Track, settings: VideoSettings, writer: MediaWriter) throws(MediaError) {
+        self.track = track.index
+        let stream = reader.stream(track.index)
+        sourceTimeBase = stream.pointee.time_base
+        timeline = writer.timeline
+        let geometry = try OutputGeometry.resolve(
+            sourceWidth: track.width ?? 0, sourceHeight: track.height ?? 0, sampleAspect: track.sampleAspectValue,
+            rotation: track.rotation ?? 0, settings: settings)
+        let parameters = stream.pointee.codecpar.pointee
+        let sourceColors = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
+        var frameRate: AVRational
+        var timeBase: AVRational
+        let constant = settings.frameRate != nil
+        if let rate = settings.frameRate {
+            frameRate = Self.rational(rate)
+            timeBase = av_inv_q(frameRate)
+        } else {
+            let guessed = av_guess_frame_rate(nil, stream, nil)
+            frameRate = FFmpeg.isValid(guessed) && av_q2d(guessed) <= 1000 ? guessed : AVRational(num: 30, den: 1)
+            timeBase = sourceTimeBase
+            // A time base coarser than a frame, or absurdly fine, is replaced by MPEG's 90 kHz clock.
+            if !FFmpeg.isValid(timeBase) || av_q2d(timeBase) > av_q2d(av_inv_q(frameRate)) || timeBase.den / max(timeBase.num, 1) > 10_000_000 {
+                timeBase = AVRational(num: 1, den: 90_000)
+            }
+        }
+        let encoding = VideoEncoding(
+            width: geometry.width, height: geometry.height,
+            scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
+            cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
+            rotation: geometry.rotation,
+            averageBitRate: settings.averageBitRate ?? geometry.width * geometry.height * 4,
+            maxKeyFrameInterval: settings.maxKeyFrameInterval ?? max(1, Int((2 * av_q2d(frameRate)).rounded())),
+            profile: settings.profile ?? "high",
+            level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
+            preset: settings.preset ?? "veryfast",
+            frameRate: frameRate, constantFrameRate: constant, timeBase: timeBase,
+            colors: ColorTags(source: parameters, assumingHeight: geometry.height))
+        converter = VideoConverter(encoding: encoding, sourceColors: sourceColors)
+        input = try writer.addInput(video: encoding)
+        frameTicks = max(1, av_rescale_q(1, av_inv_q(frameRate), timeBase))
+    }
+
+    /// NTSC rates as their exact 1001 fractions; others as close fractions.
+    static func rational(_ rate: Double) -> AVRational {
+        let ntsc = rate * 1001 / 1000
+        if abs(ntsc - ntsc.rounded()) < 0.001 && abs(rate - rate.rounded()) > 0.001 {
+            return AVRational(num: Int32(ntsc.rounded()) * 1000, den: 1001)
+        }
+        return av_d2q(rate, 100_000)
+    }
+
+    func append(_ frame: Frame) throws(MediaError) {
+        let value = frame.pointer.pointee
+        let source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
+        let timestamp: Int64
+        if source == FFmpeg.noPTS {
+            timestamp = (lastTimestamp ?? -frameTicks) + frameTicks
+        } else {
+            timestamp = timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
+        }
+        // Frames that do not move time forward (non-monotonic sources, or a lower output frame rate) are dropped.
+        if let last = lastTimestamp, timestamp <= last { return }
+        let converted = try converter.convert(frame)
+        converted.pointer.pointee.pts = timestamp
+        lastTimestamp = timestamp
+        try input.append(converted)
+    }
+}
+
+/// Decoded audio → resampler and FIFO → AAC input.
+private final class AudioPath {
+    let track: Int
+    private let input: EncodingWriterInput
+    private let converter: AudioConverter
+    private let sourceTimeBase: AVRational
+    private let timeline: Timeline
+    private(set) var samplesWritten = 0
+
+    init(track: Track, timeBase: AVRational, encoding: AudioEncoding, writer: MediaWriter) throws(MediaError) {
+        self.track = track.index
+        sourceTimeBase = timeBase
+        timeline = writer.timeline
+        input = try writer.addInput(audio: encoding)
+        converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize)
+    }
+
+    func append(_ frame: Frame) throws(MediaError) {
+        let value = frame.pointer.pointee
+        let source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
+        let timestamp = source == FFmpeg.noPTS ? nil : timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
+        try converter.push(frame, timestamp: timestamp)
+        try drain(final: false)
+    }
+
+    func finish() throws(MediaError) {
+        try converter.flush()
+        try drain(final: true)
+    }
+
+    private func drain(final: Bool) throws(MediaError) {
+        while let frame = try converter.nextFrame(final: final) {
+            samplesWritten += frame.sampleCount
+            try input.append(frame)
+        }
+    }
+}

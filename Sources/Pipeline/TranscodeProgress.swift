@@ -1,0 +1,27 @@
+/// How far a transcode has come: the presentation time of the last sample written over the expected duration.
+public struct TranscodeProgress: Sendable, Equatable, Codable {
+    /// End of the last sample written, in seconds of output; never above `duration`, never decreasing.
+    public var presentationTime: Double
+    /// Expected output duration in seconds.
+    public var duration: Double
+    /// Video frames encoded so far.
+    public var framesEncoded: Int
+    /// Wall-clock seconds since the transcode started.
+    public var elapsed: Double
+
+    /// `presentationTime / duration`, from 0 to 1.
+    public var fraction: Double { duration > 0 ? min(1, presentationTime / duration) : 0 }
+
+    /// Media seconds transcoded per wall-clock second.
+    public var speed: Double { elapsed > 0 ? presentationTime / elapsed : 0 }
+
+    /// Video frames encoded per wall-clock second.
+    public var framesPerSecond: Double { elapsed > 0 ? Double(framesEncoded) / elapsed : 0 }
+
+    public init(presentationTime: Double, duration: Double, framesEncoded: Int, elapsed: Double) {
+        self.presentationTime = presentationTime
+        self.duration = duration
+        self.framesEncoded = framesEncoded
+        self.elapsed = elapsed
+    }
+}

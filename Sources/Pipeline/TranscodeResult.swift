@@ -1,0 +1,18 @@
+/// What a finished transcode produced.
+public struct TranscodeResult: Sendable, Equatable, Codable {
+    /// Path of the output file.
+    public var path: String
+    /// Size of the output in bytes.
+    public var size: Int
+    public var container: FileType
+    /// The output's tracks, as read back from the written file.
+    public var tracks: [Track]
+    /// Output duration in seconds.
+    public var duration: Double
+    /// Video frames encoded (0 for copied or absent video).
+    public var framesEncoded: Int
+    /// Wall-clock seconds the transcode took.
+    public var elapsed: Double
+    /// MIME type to serve the file with.
+    public var mimeType: String
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// Everything that describes an output: container, and what becomes of the video and audio tracks.
+///
+/// The JSON form is what the CLI and the HTTP API accept: `{"container": "mp4", "video": {...} | "copy" | null,
+/// "audio": {...} | "copy" | null, "preset": "720p"}`. Every key is optional; unknown keys are refused.
+public struct TranscodeSettings: Sendable, Equatable, Codable {
+    /// Output file type; mp4 by default.
+    public var container: FileType
+    public var video: TrackChoice<VideoSettings>
+    public var audio: TrackChoice<AudioSettings>
+
+    public init(container: FileType = .mp4, video: TrackChoice<VideoSettings> = .encode(VideoSettings()),
+                audio: TrackChoice<AudioSettings> = .encode(AudioSettings())) {
+        self.container = container
+        self.video = video
+        self.audio = audio
+    }
+
+    public init(from decoder: any Decoder) throws {
+        try self.init(json: JSONValue(from: decoder))
+    }
+
+    /// Reads a settings document: an object, or the name of a preset as a string.
+    public init(json: JSONValue) throws(SettingsError) {
+        if case .string(let name) = json {
+            self = try Self.preset(named: name, key: "")
+            return
+        }
+        let reader = try SettingsReader(json, path: "", allowed: ["preset", "container", "video", "audio"])
+        var base = TranscodeSettings()
+        if reader.has("preset") {
+            guard case .string(let name)? = reader.value("preset") else {
+                throw SettingsError(key: "preset", message: "expected a preset name: \(Preset.names.joined(separator: ", "))")
+            }
+            base = try Self.preset(named: name, key: "preset")
+        }
+        self = base
+        if let name = try reader.string("container", oneOf: FileType.allCases.map(\.rawValue)) {
+            container = FileType(rawValue: name)!
+        }
+        if let value = reader.value("video") {
+            video = try Self.choice(value, key: "video") { value throws(SettingsError) in
+                try VideoSettings(value, path: "video", base: base.video.settings ?? VideoSettings())
+            }
+        }
+        if let value = reader.value("audio") {
+            audio = try Self.choice(value, key: "audio") { value throws(SettingsError) in
+                try AudioSettings(value, path: "audio", base: base.audio.settings ?? AudioSettings())
+            }
+        }
+    }
+
+    /// Parses settings from JSON text.
+    public static func parse(_ data: Data) throws(SettingsError) -> TranscodeSettings {
+        try TranscodeSettings(json: JSONValue.parse(data))
+    }
+
+    private static func preset(named name: String, key: String) throws(SettingsError) -> TranscodeSettings {
+        guard let preset = Preset.named(name) else {
+            throw SettingsError(key: key, message: "unknown preset \"\(name)\"; expected one of \(Preset.names.joined(separator: ", "))")
+        }
+        return preset.settings
+    }
+
+    private static func choice<S>(
+        _ value: JSONValue, key: String, read: (JSONValue) throws(SettingsError) -> S
+    ) throws(SettingsError) -> TrackChoice<S> {
+        switch value {
+        case .null: return .drop
+        case .string("copy"): return .copy
+        case .object: return .encode(try read(value))
+        default:
+            throw SettingsError(key: key, message: "expected an object of settings, \"copy\" or null, got \(value.typeName)")
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Dispatch
+import Foundation
+import Pipeline
+
+/// `transcoderd transcode INPUT OUTPUT`: one transcode in the foreground, with progress and Ctrl-C.
+enum TranscodeCommand {
+    enum ProgressMode: String { case bar, json, none }
+
+    struct Options {
+        var input = ""
+        var output = ""
+        var settings = TranscodeSettings()
+        var progress: ProgressMode = Console.stderrIsTerminal ? .bar : .none
+    }
+
+    static func run(_ arguments: [String]) -> Int32 {
+        if arguments.contains("-h") || arguments.contains("--help") {
+            print(Usage.transcode)
+            return 0
+        }
+        let options: Options
+        do {
+            options = try parse(arguments)
+        } catch {
+            Console.error(error.message)
+            return 2
+        }
+        let token = CancellationToken()
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let sources = [SIGINT, SIGTERM].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { token.cancel() }
+            source.resume()
+            return source
+        }
+        defer { sources.forEach { $0.cancel() } }
+
+        let session = TranscodeSession(inputPath: options.input, outputPath: options.output, settings: options.settings,
+                                       cancellation: token)
+        let bar = ProgressBar()
+        do {
+            let result = try session.run { progress in
+                switch options.progress {
+                case .bar: bar.show(progress)
+                case .json: Console.printJSON(ProgressLine(progress))
+                case .none: break
+                }
+            }
+            if options.progress == .bar { bar.end() }
+            Console.printJSON(result)
+            return 0
+        } catch {
+            if options.progress == .bar { bar.end() }
+            Console.error(error.description)
+            return error.code == "canceled" ? 130 : 1
+        }
+    }
+
+    struct UsageError: Error { let message: String }
+
+    static func parse(_ arguments: [String]) throws(UsageError) -> Options {
+        var options = Options()
+        var positional: [String] = []
+        var presetName: String?
+        var settingsText: String?
+        var index = 0
+        func value(_ flag: String) throws(UsageError) -> String {
+            index += 1
+            guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
+            return arguments[index]
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            switch argument {
+            case "--settings": settingsText = try value(argument)
+            case "--preset": presetName = try value(argument)
+            case "--progress":
+                let mode = try value(argument)
+                guard let parsed = ProgressMode(rawValue: mode) else {
+                    throw UsageError(message: "--progress: expected bar, json or none, got \"\(mode)\"")
+                }
+                options.progress = parsed
+            default:
+                if argument.hasPrefix("--") { throw UsageError(message: "unknown option \(argument); run transcoderd transcode --help") }
+                positional.append(argument)
+            }
+            index += 1
+        }
+        guard positional.count == 2 else {
+            throw UsageError(message: "transcode takes INPUT and OUTPUT; run transcoderd transcode --help")
+        }
+        options.input = positional[0]
+        options.output = positional[1]
+        options.settings = try settings(text: settingsText, preset: presetName)
+        return options
+    }
+
+    /// Settings from `--settings` (JSON or @file) on top of `--preset`.
+    static func settings(text: String?, preset: String?) throws(UsageError) -> TranscodeSettings {
+        var json = JSONValue.object([:])
+        if let text {
+            var data = Data(text.utf8)
+            if text.hasPrefix("@") {
+                let path = String(text.dropFirst())
+                guard let contents = FileManager.default.contents(atPath: path) else {
+                    throw UsageError(message: "--settings: cannot read \(path)")
+                }
+                data = contents
+            }
+            do { json = try JSONValue.parse(data) } catch { throw UsageError(message: "--settings: \(error.description)") }
+        }
+        if let preset {
+            switch json {
+            case .object(var object):
+                if object["preset"] == nil { object["preset"] = .string(preset) }
+                json = .object(object)
+            default:
+                throw UsageError(message: "--preset cannot be combined with a preset name in --settings")
+            }
+        }
+        do {
+            return try TranscodeSettings(json: json)
+        } catch {
+            throw UsageError(message: "invalid settings: \(error.description)")
+        }
+    }
+}
+
+/// One line of `--progress json`.
+struct ProgressLine: Encodable {
+    let event = "progress"
+    let presentationTime: Double
+    let duration: Double
+    let fraction: Double
+    let framesPerSecond: Double
+    let speed: Double
+
+    init(_ progress: TranscodeProgress) {
+        presentationTime = progress.presentationTime
+        duration = progress.duration
+        fraction = progress.fraction
+        framesPerSecond = progress.framesPerSecond
+        speed = progress.speed
+    }
+}

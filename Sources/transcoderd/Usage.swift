@@ -1,0 +1,72 @@
+import Pipeline
+
+/// Help texts of the command line.
+enum Usage {
+    static let version = "0.1.0"
+
+    static let main = """
+        transcoderd \(version) — an HTTP transcoding service on FFmpeg (H.264/AAC in MP4, MOV or M4V)
+
+        Usage:
+          transcoderd transcode INPUT OUTPUT [--settings JSON | --settings @FILE | --preset NAME] [--progress bar|json|none]
+          transcoderd presets            list the named presets and their settings
+          transcoderd probe INPUT        print the tracks of a media file as JSON
+          transcoderd --version
+
+        Run `transcoderd COMMAND --help` for a command's details.
+        """
+
+    static let transcode = """
+        Usage: transcoderd transcode INPUT OUTPUT [options]
+
+        Transcodes INPUT (a local file: MP4/MOV, Matroska/WebM, AVI, MPEG-TS/PS, FLV, WAV, MP3, AAC, Ogg, FLAC)
+        into OUTPUT as H.264 video and AAC audio. OUTPUT is written under a temporary name and appears only
+        when it is complete; on failure or Ctrl-C nothing is left behind.
+
+        Options:
+          --settings JSON     output settings as JSON text, or @FILE to read them from a file
+          --preset NAME       start from a named preset (\(Preset.names.joined(separator: ", "))); --settings adds to it
+          --progress MODE     bar (default on a terminal): a progress bar on stderr
+                              json: one JSON object per line on stdout while it runs
+                              none: no progress (default when stderr is not a terminal)
+          -h, --help          this help
+
+        Settings (every key optional; unknown keys are refused):
+          {
+            "container": "mp4" | "mov" | "m4v",                       default mp4
+            "video": {                                                or "copy", or null to drop the video
+              "codec": "h264",
+              "width": 1280, "height": 720,                           even, ≤ 8192; default the display size;
+                                                                      one of them alone keeps the aspect ratio
+              "scalingMode": "fit" | "fill" | "stretch",              with both: fit inside (the output shrinks
+                                                                      to the picture, no bars), crop to fill, or stretch
+              "averageBitRate": 2000000,                              bits/s; default width × height × 4
+              "maxKeyFrameInterval": 60,                              frames; default 2 s of frames
+              "profile": "baseline" | "main" | "high",                default high
+              "level": "4.1",                                         default: chosen by the encoder
+              "frameRate": 30,                                        frames/s; default the source's
+              "preset": "veryfast"                                    x264 speed preset
+            },
+            "audio": {                                                or "copy", or null to drop the audio
+              "codec": "aac", "bitRate": 128000, "sampleRate": 44100, "channels": 2
+            },
+            "preset": "720p"                                          a named preset to start from
+          }
+        Rotated sources come out upright and anamorphic ones with square pixels.
+
+        On success the last line on stdout is a JSON object describing the output. On failure the exit status is 1
+        and stderr has one line: `error: CODE: message`.
+        """
+
+    static let presets = """
+        Usage: transcoderd presets [--json]
+
+        Lists the named presets. With --json, prints them as a JSON array with their full settings.
+        """
+
+    static let probe = """
+        Usage: transcoderd probe INPUT
+
+        Prints INPUT's tracks as JSON, read the same locked-down way as a transcode.
+        """
+}

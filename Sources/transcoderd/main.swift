@@ -1,0 +1,26 @@
+import Foundation
+import Pipeline
+
+// Entry point: dispatch on the subcommand; each command prints its own help with --help.
+let arguments = Array(CommandLine.arguments.dropFirst())
+// FFmpeg's own chatter would drown our one-line errors; TRANSCODER_FFMPEG_LOG=info brings it back.
+MediaLog.setLevel(ProcessInfo.processInfo.environment["TRANSCODER_FFMPEG_LOG"] == "info" ? .info : .quiet)
+let exitCode: Int32
+switch arguments.first {
+case nil, "-h", "--help", "help":
+    print(Usage.main)
+    exitCode = arguments.isEmpty ? 2 : 0
+case "transcode":
+    exitCode = TranscodeCommand.run(Array(arguments.dropFirst()))
+case "presets":
+    exitCode = PresetsCommand.run(Array(arguments.dropFirst()))
+case "probe":
+    exitCode = ProbeCommand.run(Array(arguments.dropFirst()))
+case "--version", "version":
+    print("transcoderd \(Usage.version)")
+    exitCode = 0
+default:
+    Console.error("unknown command \"\(arguments[0])\"; run transcoderd --help")
+    exitCode = 2
+}
+exit(exitCode)
