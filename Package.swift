@@ -24,6 +24,7 @@ let package = Package(
         .executableTarget(name: "transcoderd", dependencies: ["Pipeline", "Server"]),
         .target(name: "TestSupport", dependencies: ["Pipeline"], path: "Tests/Support"),
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["transcoderd", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -45,6 +45,11 @@ struct OutputGeometry: Equatable {
                 if aspect > boxAspect { keepX = boxAspect / aspect } else { keepY = aspect / boxAspect }
             }
         }
+        if settings.allowUpscaling == false {
+            // Shrink the whole box so that no side exceeds the source's display size.
+            let factor = min(1, displayWidth / Double(width), displayHeight / Double(height))
+            if factor < 1 { (width, height) = (even(Double(width) * factor), even(Double(height) * factor)) }
+        }
         let limit = VideoSettings.maxDimension
         guard width <= limit, height <= limit else {
             throw MediaError(code: "output_too_large",

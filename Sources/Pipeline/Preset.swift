@@ -1,4 +1,6 @@
 /// A named set of settings that users can ask for by name (`"settings": "720p"`).
+///
+/// The video presets fit the picture inside their box and never make it larger than the source.
 public struct Preset: Sendable, Equatable, Codable {
     public let name: String
     /// One line on what the preset is for.
@@ -23,7 +25,8 @@ public struct Preset: Sendable, Equatable, Codable {
 
     private static func box(_ name: String, width: Int, height: Int, bitRate: Int, summary: String) -> Preset {
         let video = VideoSettings(codec: "h264", width: width, height: height, scalingMode: .fit, averageBitRate: bitRate,
-                                  profile: height <= 480 ? "main" : "high", preset: "veryfast")
+                                  profile: height <= 480 ? "main" : "high", preset: "veryfast",
+                                  allowUpscaling: false)
         let audio = AudioSettings(codec: "aac", bitRate: 128_000, sampleRate: 44_100, channels: 2)
         return Preset(name: name, summary: summary, settings: TranscodeSettings(video: .encode(video), audio: .encode(audio)))
     }

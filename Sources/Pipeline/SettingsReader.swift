@@ -28,6 +28,14 @@ struct SettingsReader {
         return text
     }
 
+    func bool(_ name: String) throws(SettingsError) -> Bool? {
+        guard let value = object[name], value != .null else { return nil }
+        guard case .bool(let flag) = value else {
+            throw SettingsError(key: key(name), message: "expected true or false, got \(describe(value))")
+        }
+        return flag
+    }
+
     func integer(_ name: String, in range: ClosedRange<Int>, unit: String) throws(SettingsError) -> Int? {
         guard let value = object[name], value != .null else { return nil }
         let number: Int?

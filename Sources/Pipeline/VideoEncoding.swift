@@ -32,7 +32,7 @@ struct VideoEncoding {
 }
 
 /// Audio settings with every default filled in: what the AAC encoder is opened with.
-struct AudioEncoding {
+struct AudioEncoding: Equatable {
     /// Bits per second.
     var bitRate: Int
     /// Samples per second.

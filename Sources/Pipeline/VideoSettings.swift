@@ -34,10 +34,12 @@ public struct VideoSettings: Sendable, Equatable, Codable {
     public var frameRate: Double?
     /// x264 speed preset, `veryfast` by default.
     public var preset: String?
+    /// Whether the output may be larger than the source's display size; default true. Presets set it to false.
+    public var allowUpscaling: Bool?
 
     public init(codec: String? = nil, width: Int? = nil, height: Int? = nil, scalingMode: ScalingMode? = nil,
                 averageBitRate: Int? = nil, maxKeyFrameInterval: Int? = nil, profile: String? = nil, level: String? = nil,
-                frameRate: Double? = nil, preset: String? = nil) {
+                frameRate: Double? = nil, preset: String? = nil, allowUpscaling: Bool? = nil) {
         self.codec = codec
         self.width = width
         self.height = height
@@ -48,13 +50,14 @@ public struct VideoSettings: Sendable, Equatable, Codable {
         self.level = level
         self.frameRate = frameRate
         self.preset = preset
+        self.allowUpscaling = allowUpscaling
     }
 
     /// Reads and validates the `video` object of a settings document, on top of `base`.
     init(_ value: JSONValue, path: String, base: VideoSettings) throws(SettingsError) {
         let reader = try SettingsReader(value, path: path, allowed: [
             "codec", "width", "height", "scalingMode", "averageBitRate", "maxKeyFrameInterval", "profile", "level",
-            "frameRate", "preset",
+            "frameRate", "preset", "allowUpscaling",
         ])
         self = base
         codec = try reader.string("codec", oneOf: ["h264"]) ?? base.codec
@@ -94,5 +97,6 @@ public struct VideoSettings: Sendable, Equatable, Codable {
         }
         frameRate = try reader.number("frameRate", in: 1...240, unit: "frames per second") ?? base.frameRate
         preset = try reader.string("preset", oneOf: Self.presets) ?? base.preset
+        allowUpscaling = try reader.bool("allowUpscaling") ?? base.allowUpscaling
     }
 }

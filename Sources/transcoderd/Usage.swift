@@ -45,12 +45,14 @@ enum Usage {
               "profile": "baseline" | "main" | "high",                default high
               "level": "4.1",                                         default: chosen by the encoder
               "frameRate": 30,                                        frames/s; default the source's
-              "preset": "veryfast"                                    x264 speed preset
+              "preset": "veryfast",                                   x264 speed preset
+              "allowUpscaling": true                                  false: never larger than the source
             },
             "audio": {                                                or "copy", or null to drop the audio
               "codec": "aac", "bitRate": 128000, "sampleRate": 44100, "channels": 2
             },
             "preset": "720p"                                          a named preset to start from
+                                                                      (presets fit their box, never upscale)
           }
         Rotated sources come out upright and anamorphic ones with square pixels.
 

@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The `transcoderd` binary, run as a user would.
+@Suite struct TranscodeCommandTests {
+    @Test func helpExplainsTheCommands() throws {
+        let help = try Shell.run(Binary.path, ["--help"])
+        #expect(help.status == 0 && help.stdout.contains("transcoderd transcode INPUT OUTPUT"))
+        let transcodeHelp = try Shell.run(Binary.path, ["transcode", "--help"])
+        #expect(transcodeHelp.status == 0)
+        for word in ["--settings", "--preset", "--progress", "scalingMode", "maxKeyFrameInterval", "\"copy\""] {
+            #expect(transcodeHelp.stdout.contains(word), "transcode --help mentions \(word)")
+        }
+    }
+
+    @Test func presetsAreListed() throws {
+        let output = try Shell.run(Binary.path, ["presets"])
+        #expect(output.status == 0)
+        for name in ["480p", "720p", "1080p", "audio"] { #expect(output.stdout.contains(name)) }
+        let json = try Shell.run(Binary.path, ["presets", "--json"])
+        let presets = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+        #expect(presets?.count == 4)
+    }
+
+    @Test func transcodeWithAPresetPrintsJSONProgressAndTheResult() throws {
+        let folder = try Media.scratch()
+        let output = folder.appendingPathComponent("small.mp4").path
+        let run = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), output, "--preset", "480p",
+                                              "--settings", #"{"video": {"averageBitRate": 500000}}"#, "--progress", "json"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(lines.allSatisfy { $0 != nil }, "every line is JSON")
+        let progress = lines.compactMap { $0 }.filter { $0["event"] as? String == "progress" }
+        #expect(!progress.isEmpty && progress.last?["fraction"] as? Double == 1)
+        let result = try #require(lines.last ?? nil)
+        #expect(result["path"] as? String == output)
+        let probe = try Probe.read(output)
+        #expect(probe.video?.width == 640 && probe.video?.height == 360 && probe.video?.profile == "Main", "480p never upscales a 360p source")
+    }
+
+    @Test func settingsFromAFile() throws {
+        let folder = try Media.scratch()
+        let settings = folder.appendingPathComponent("settings.json").path
+        try #"{"container": "m4v", "video": {"height": 180, "profile": "baseline"}, "audio": null}"#
+            .write(toFile: settings, atomically: true, encoding: .utf8)
+        let output = folder.appendingPathComponent("out.m4v").path
+        let run = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), output, "--settings", "@" + settings])
+        #expect(run.status == 0, "\(run.stderr)")
+        let probe = try Probe.read(output)
+        #expect(probe.video?.profile == "Constrained Baseline" || probe.video?.profile == "Baseline")
+        #expect(probe.video?.height == 180 && probe.audio == nil)
+    }
+
+    @Test func failuresExitNonZeroWithOneClearLine() throws {
+        let folder = try Media.scratch()
+        let input = try Media.randomBytes(10_000, into: folder, name: "noise.mov")
+        let run = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("o.mp4").path])
+        #expect(run.status == 1)
+        #expect(run.stderr.hasPrefix("error: unsupported_format: ") && run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+        let bad = try Shell.run(Binary.path, ["transcode", input, "o.mp4", "--settings", #"{"video": {"profile": "x"}}"#])
+        #expect(bad.status == 2 && bad.stderr.contains("video.profile: expected one of baseline, main, high"))
+        #expect(Media.files(in: folder) == ["noise.mov"])
+    }
+
+    @Test func interruptDeletesThePartialOutput() throws {
+        let folder = try Media.scratch()
+        let output = folder.appendingPathComponent("o.mp4").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binary.path)
+        process.arguments = ["transcode", try Media.path(.long), output, "--settings", #"{"video": {"preset": "slow"}}"#]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until the writer has created its temporary file, then interrupt.
+        let deadline = Date().addingTimeInterval(20)
+        while Media.files(in: folder).isEmpty && Date() < deadline { usleep(20_000) }
+        #expect(!Media.files(in: folder).isEmpty)
+        process.interrupt()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130)
+        #expect(Media.files(in: folder).isEmpty)
+    }
+}

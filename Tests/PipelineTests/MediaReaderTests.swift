@@ -1,0 +1,95 @@
+import Foundation
+import Pipeline
+import Testing
+import TestSupport
+
+/// Opening inputs: tracks, and what happens with broken, cut-short and hostile files.
+@Suite struct MediaReaderTests {
+    @Test func tracksDescribeTheSource() throws {
+        let tracks = try TranscodeSession.probe(path: try Media.path(.standard))
+        let video = try #require(tracks.first { $0.mediaType == .video })
+        #expect(video.codec == "h264" && video.width == 640 && video.height == 360 && video.frameRate == 30)
+        #expect(video.sampleAspectRatio == "1:1" && video.rotation == 0)
+        let audio = try #require(tracks.first { $0.mediaType == .audio })
+        #expect(audio.codec == "aac" && audio.sampleRate == 48_000 && audio.channels == 2 && audio.channelLayout == "stereo")
+        #expect(abs((audio.duration ?? 0) - 4) < 0.1)
+    }
+
+    @Test func rotationAndSampleAspectAreRead() throws {
+        let rotated = try #require(try TranscodeSession.probe(path: try Media.path(.rotated90)).first)
+        // ffmpeg 5.1 stores `rotate=90` as a matrix that players turn a quarter counter-clockwise.
+        #expect(rotated.rotation == 270)
+        let opposite = try #require(try TranscodeSession.probe(path: try Media.path(.rotated270)).first)
+        #expect(opposite.rotation == 90)
+        let anamorphic = try #require(try TranscodeSession.probe(path: try Media.path(.anamorphic)).first)
+        #expect(anamorphic.sampleAspectRatio == "16:15")
+        #expect(anamorphic.displaySize?.width == 768)
+    }
+
+    private func failure(_ input: String, folder: URL) throws -> MediaError? {
+        let session = TranscodeSession(inputPath: input, outputPath: folder.appendingPathComponent("out.mp4").path,
+                                       settings: TranscodeSettings())
+        do {
+            _ = try session.run()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test(arguments: [0.3, 0.6, 0.9])
+    func truncatedInputFailsInsteadOfComingOutShorter(fraction: Double) throws {
+        let folder = try Media.scratch()
+        let input = try Media.truncated(try Media.path(.tenSeconds), fraction: fraction, into: folder)
+        let error = try #require(try failure(input, folder: folder))
+        #expect(error.code == "input_truncated", "\(error)")
+        #expect(error.message.contains("cut short"))
+        #expect(Media.files(in: folder) == [URL(fileURLWithPath: input).lastPathComponent], "no output is left")
+    }
+
+    @Test func matroskaCutShortIsTruncated() throws {
+        let folder = try Media.scratch()
+        let input = try Media.truncated(try Media.path(.long), fraction: 0.5, into: folder)
+        let error = try #require(try failure(input, folder: folder))
+        #expect(error.code == "input_truncated", "\(error)")
+        #expect(Media.files(in: folder).count == 1)
+    }
+
+    @Test func indexLastMP4CutShortIsRefusedAsUnreadable() throws {
+        let folder = try Media.scratch()
+        let full = folder.appendingPathComponent("index-last.mp4").path
+        try Media.ffmpeg(["-i", try Media.path(.standard), "-c", "copy", full])
+        let input = try Media.truncated(full, fraction: 0.7, into: folder)
+        let error = try #require(try failure(input, folder: folder))
+        #expect(error.code == "unsupported_format" && error.message.contains("not a media file we can read"), "\(error)")
+        #expect(Media.files(in: folder).count == 2)
+    }
+
+    @Test func randomBytesAreRefused() throws {
+        let folder = try Media.scratch()
+        let input = try Media.randomBytes(200_000, into: folder)
+        let error = try #require(try failure(input, folder: folder))
+        #expect(error.code == "unsupported_format", "\(error)")
+        #expect(Media.files(in: folder) == ["random.mp4"])
+    }
+
+    @Test func emptyAndMissingFilesAreRefused() throws {
+        let folder = try Media.scratch()
+        let empty = folder.appendingPathComponent("empty.mov").path
+        _ = FileManager.default.createFile(atPath: empty, contents: Data())
+        #expect(try failure(empty, folder: folder)?.code == "unsupported_format")
+        #expect(try failure(folder.appendingPathComponent("missing.mp4").path, folder: folder)?.code == "input_not_found")
+    }
+
+    @Test func playlistsAreNeverFollowed() throws {
+        let folder = try Media.scratch()
+        let secret = try Media.path(.standard)
+        let playlist = folder.appendingPathComponent("list.m3u8").path
+        try "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:4,\nfile://\(secret)\n#EXT-X-ENDLIST\n"
+            .write(toFile: playlist, atomically: true, encoding: .utf8)
+        #expect(try failure(playlist, folder: folder)?.code == "unsupported_format")
+        let concat = folder.appendingPathComponent("list.txt").path
+        try "ffconcat version 1.0\nfile '\(secret)'\n".write(toFile: concat, atomically: true, encoding: .utf8)
+        #expect(try failure(concat, folder: folder)?.code == "unsupported_format")
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import Pipeline
+import Synchronization
+import Testing
+import TestSupport
+
+/// End-to-end transcodes of generated clips, each output checked with ffprobe.
+@Suite(.serialized) struct TranscodeSessionTests {
+    struct Run {
+        let result: TranscodeResult
+        let output: String
+        let folder: URL
+        let probe: Probe
+    }
+
+    private func transcode(_ input: String, _ json: String = "{}", name: String = "out.mp4",
+                           progress: (TranscodeProgress) -> Void = { _ in }) throws -> Run {
+        let folder = try Media.scratch()
+        let output = folder.appendingPathComponent(name).path
+        let settings = try TranscodeSettings.parse(Data(json.utf8))
+        let session = TranscodeSession(inputPath: input, outputPath: output, settings: settings)
+        let result = try session.run(progress: progress)
+        #expect(Media.files(in: folder) == [name], "only the finished output is left")
+        try? FileManager.default.removeItem(atPath: folder.appendingPathComponent("reference.mp4").path)
+        return Run(result: result, output: output, folder: folder, probe: try Probe.read(output))
+    }
+
+    @Test func defaultSettingsGiveH264HighAndAACStereo() throws {
+        let run = try transcode(try Media.path(.standard))
+        let video = try #require(run.probe.video)
+        let audio = try #require(run.probe.audio)
+        #expect(video.codec_name == "h264" && video.profile == "High" && video.pix_fmt == "yuv420p")
+        #expect(video.width == 640 && video.height == 360)
+        #expect(audio.codec_name == "aac" && audio.profile == "LC" && audio.sampleRate == 44_100 && audio.channels == 2)
+        #expect(abs(run.probe.format.durationSeconds - 4) < 0.1)
+        #expect(abs(video.startTime - audio.startTime) <= 1.0 / 30, "audio and video start within a frame")
+        #expect(run.result.tracks.map(\.mediaType) == [.video, .audio])
+        #expect(run.result.mimeType == "video/mp4")
+        #expect(run.result.size == (try FileManager.default.attributesOfItem(atPath: run.output)[.size] as? Int))
+    }
+
+    @Test func mp4IsWrittenWithTheIndexFirst() throws {
+        let run = try transcode(try Media.path(.standard))
+        let data = try Data(contentsOf: URL(fileURLWithPath: run.output))
+        var offset = 0
+        var atoms: [String] = []
+        while offset + 8 <= data.count {
+            let size = data[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+            atoms.append(String(decoding: data[offset + 4..<offset + 8], as: UTF8.self))
+            guard size >= 8 else { break }
+            offset += size
+        }
+        let moov = try #require(atoms.firstIndex(of: "moov"))
+        let mdat = try #require(atoms.firstIndex(of: "mdat"))
+        #expect(moov < mdat, "atoms: \(atoms)")
+    }
+
+    @Test func bitRateAndKeyFrameIntervalAreHonoured() throws {
+        let run = try transcode(try Media.path(.tenSeconds), """
+            {"video": {"averageBitRate": 800000, "maxKeyFrameInterval": 25, "profile": "main", "level": "3.1"},
+             "audio": {"bitRate": 96000}}
+            """)
+        let video = try #require(run.probe.video)
+        #expect(video.profile == "Main")
+        #expect(abs(video.bitRate - 800_000) / 800_000 <= 0.15, "video bit rate \(video.bitRate)")
+        let audio = try #require(run.probe.audio)
+        #expect(abs(audio.bitRate - 96_000) / 96_000 <= 0.15, "audio bit rate \(audio.bitRate)")
+        let (keys, count) = try Probe.keyFrames(run.output)
+        #expect(count == 300)
+        let gaps = zip(keys.dropFirst(), keys).map { $0 - $1 } + [count - (keys.last ?? 0)]
+        #expect(keys.first == 0 && gaps.allSatisfy { $0 <= 25 }, "key frames at \(keys)")
+        #expect(abs(run.probe.format.durationSeconds - 10) < 0.1)
+    }
+
+    @Test func defaultKeyFrameIntervalIsTwoSeconds() throws {
+        let run = try transcode(try Media.path(.standard))
+        let (keys, count) = try Probe.keyFrames(run.output)
+        let gaps = zip(keys.dropFirst(), keys).map { $0 - $1 } + [count - (keys.last ?? 0)]
+        #expect(gaps.allSatisfy { $0 <= 60 }, "key frames at \(keys)")
+    }
+
+    @Test func scalingModesShapeTheOutput() throws {
+        let input = try Media.path(.standard)
+        let width = try transcode(input, #"{"video": {"width": 320}}"#).probe.video
+        #expect(width?.width == 320 && width?.height == 180)
+        let fit = try transcode(input, #"{"video": {"width": 400, "height": 400, "scalingMode": "fit"}}"#).probe.video
+        #expect(fit?.width == 400 && fit?.height == 226)
+        let fill = try transcode(input, #"{"video": {"width": 400, "height": 400, "scalingMode": "fill"}}"#).probe.video
+        #expect(fill?.width == 400 && fill?.height == 400 && fill?.sample_aspect_ratio == "1:1")
+        let stretch = try transcode(input, #"{"video": {"width": 200, "height": 400, "scalingMode": "stretch"}}"#).probe.video
+        #expect(stretch?.width == 200 && stretch?.height == 400)
+    }
+
+    @Test(arguments: [Media.Clip.rotated90, .rotated270])
+    func rotatedSourcesComeOutUprightAsFFmpegShowsThem(clip: Media.Clip) throws {
+        let input = try Media.path(clip)
+        #expect(try Probe.read(input).video?.rotation != 0, "the fixture carries a quarter-turn display matrix")
+        let run = try transcode(input)
+        let video = try #require(run.probe.video)
+        #expect(video.width == 240 && video.height == 320)
+        #expect(video.rotation == 0)
+        // The source is red over blue. ffmpeg's own autorotate shows how players turn it; ours must match.
+        let reference = run.folder.appendingPathComponent("reference.mp4").path
+        try Media.ffmpeg(["-i", input, "-c:v", "libx264", "-preset", "ultrafast", reference])
+        for x in [10, 150] {
+            let ours = try Probe.meanColor(run.output, x: x, y: 100, width: 80, height: 120)
+            let theirs = try Probe.meanColor(reference, x: x, y: 100, width: 80, height: 120)
+            #expect(zip(ours, theirs).allSatisfy { abs($0 - $1) < 20 }, "x=\(x): ours \(ours), ffmpeg \(theirs)")
+            #expect(ours.max()! > 180, "a saturated colour, not a blend: \(ours)")
+        }
+        let left = try Probe.meanColor(run.output, x: 10, y: 100, width: 80, height: 120)
+        let right = try Probe.meanColor(run.output, x: 150, y: 100, width: 80, height: 120)
+        #expect((left[0] > 180) != (right[0] > 180), "red on one side only")
+    }
+
+    @Test func anamorphicSourcesComeOutWithSquarePixels() throws {
+        let run = try transcode(try Media.path(.anamorphic))
+        let video = try #require(run.probe.video)
+        #expect(video.width == 768 && video.height == 576)
+        #expect(video.sample_aspect_ratio == "1:1" && video.display_aspect_ratio == "4:3")
+        #expect(run.probe.audio == nil)
+    }
+
+    @Test func audioOnlyInputGivesAudioOnlyOutput() throws {
+        let run = try transcode(try Media.path(.audioOnly), name: "out.m4a")
+        #expect(run.probe.video == nil)
+        let audio = try #require(run.probe.audio)
+        #expect(audio.codec_name == "aac" && audio.channels == 2 && audio.sampleRate == 44_100)
+        #expect(abs(audio.durationSeconds - 3) < 0.1)
+        #expect(run.result.mimeType == "audio/mp4")
+    }
+
+    @Test func videoOnlyInputGivesVideoOnlyOutput() throws {
+        let run = try transcode(try Media.path(.videoOnly), #"{"container": "mov"}"#, name: "out.mov")
+        #expect(run.probe.audio == nil)
+        #expect(run.probe.video?.codec_name == "h264" && run.probe.video?.width == 320)
+        #expect(run.probe.format.format_name.contains("mov"))
+        #expect(abs(run.probe.format.durationSeconds - 2) < 0.1)
+    }
+
+    @Test func lateAudioKeepsItsOffset() throws {
+        let run = try transcode(try Media.path(.lateAudio))
+        let video = try #require(run.probe.video)
+        let audio = try #require(run.probe.audio)
+        #expect(abs(video.startTime) < 0.05)
+        #expect(abs(audio.startTime - 0.5) < 0.05, "audio starts at \(audio.startTime)")
+    }
+
+    @Test func copyKeepsPacketsBitIdentical() throws {
+        let input = try Media.path(.standard)
+        let run = try transcode(input, #"{"video": "copy", "audio": "copy"}"#)
+        #expect(try Probe.packetHashes(run.output, type: "v") == (try Probe.packetHashes(input, type: "v")))
+        #expect(try Probe.packetHashes(run.output, type: "a") == (try Probe.packetHashes(input, type: "a")))
+        #expect(run.result.framesEncoded == 0)
+    }
+
+    @Test func copyIntoAContainerThatCannotHoldTheCodecIsRefused() throws {
+        let folder = try Media.scratch()
+        let settings = try TranscodeSettings.parse(Data(#"{"video": "copy"}"#.utf8))
+        let session = TranscodeSession(inputPath: try Media.path(.videoOnly), outputPath: folder.appendingPathComponent("o.m4v").path,
+                                       settings: TranscodeSettings(container: .m4v, video: settings.video))
+        #expect { try session.run() } throws: { ($0 as? MediaError)?.code == "copy_not_supported" }
+        #expect(Media.files(in: folder).isEmpty)
+    }
+
+    @Test func droppingTheAudioAndChangingTheFrameRate() throws {
+        let run = try transcode(try Media.path(.standard), #"{"audio": null, "video": {"frameRate": 15}}"#)
+        #expect(run.probe.audio == nil)
+        let video = try #require(run.probe.video)
+        #expect(abs(video.frameRate - 15) < 0.5, "frame rate \(video.frameRate)")
+        #expect(abs(run.probe.format.durationSeconds - 4) < 0.15)
+    }
+
+    @Test func progressIsMonotonicFrequentAndEndsAtOne() throws {
+        var updates: [TranscodeProgress] = []
+        let started = Date()
+        let run = try transcode(try Media.path(.long), #"{"video": {"preset": "ultrafast", "width": 640}}"#) { updates.append($0) }
+        let wall = Date().timeIntervalSince(started)
+        #expect(run.probe.video?.width == 640)
+        let last = try #require(updates.last)
+        #expect(last.fraction == 1 && last.presentationTime == last.duration)
+        #expect(abs(last.duration - 8) < 0.1)
+        #expect(zip(updates, updates.dropFirst()).allSatisfy { $1.presentationTime >= $0.presentationTime })
+        #expect(updates.allSatisfy { $0.presentationTime <= $0.duration })
+        #expect(Double(updates.count) >= 4 * wall * 0.9, "\(updates.count) updates in \(wall) s")
+    }
+
+    @Test func cancellationStopsQuicklyAndLeavesNothing() throws {
+        let folder = try Media.scratch()
+        let token = CancellationToken()
+        let session = TranscodeSession(inputPath: try Media.path(.long), outputPath: folder.appendingPathComponent("o.mp4").path,
+                                       settings: TranscodeSettings(video: .encode(VideoSettings(preset: "medium"))),
+                                       cancellation: token)
+        let canceledAt = Mutex<Date?>(nil)
+        var error: MediaError?
+        do {
+            _ = try session.run { progress in
+                if progress.fraction > 0.1 && canceledAt.withLock({ $0 == nil }) {
+                    canceledAt.withLock { $0 = Date() }
+                    token.cancel()
+                }
+            }
+        } catch let caught {
+            error = caught
+        }
+        let stopped = Date()
+        #expect(error?.code == "canceled")
+        let asked = try #require(canceledAt.withLock { $0 })
+        #expect(stopped.timeIntervalSince(asked) < 1.0)
+        #expect(Media.files(in: folder).isEmpty, "left: \(Media.files(in: folder))")
+    }
+}

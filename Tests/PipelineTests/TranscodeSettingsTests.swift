@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+@testable import Pipeline
+
+@Suite struct TranscodeSettingsTests {
+    private func parse(_ json: String) throws(SettingsError) -> TranscodeSettings {
+        try TranscodeSettings.parse(Data(json.utf8))
+    }
+
+    private func error(_ json: String) -> String? {
+        do {
+            _ = try parse(json)
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test func emptyObjectMeansDefaults() throws {
+        let settings = try parse("{}")
+        #expect(settings == TranscodeSettings())
+        #expect(settings.container == .mp4)
+        #expect(settings.audio.settings?.resolved == AudioEncoding(bitRate: 128_000, sampleRate: 44_100, channels: 2))
+    }
+
+    @Test func fullDocumentFromTheIssueIsAccepted() throws {
+        let settings = try parse("""
+            {"container": "mp4",
+             "video": {"codec": "h264", "width": 1280, "height": 720, "scalingMode": "fit", "averageBitRate": 2000000,
+                       "maxKeyFrameInterval": 60, "profile": "high", "level": "4.1", "frameRate": 30, "preset": "veryfast"},
+             "audio": {"codec": "aac", "bitRate": 128000, "sampleRate": 44100, "channels": 2}}
+            """)
+        let video = try #require(settings.video.settings)
+        #expect(video.width == 1280 && video.height == 720 && video.scalingMode == .fit)
+        #expect(video.averageBitRate == 2_000_000 && video.maxKeyFrameInterval == 60 && video.level == "4.1")
+        #expect(settings.audio.settings?.sampleRate == 44_100)
+    }
+
+    @Test func copyAndNullChooseWhatHappensToATrack() throws {
+        let settings = try parse(#"{"video": "copy", "audio": null, "container": "mov"}"#)
+        #expect(settings.video == .copy)
+        #expect(settings.audio == .drop)
+        #expect(settings.container == .mov)
+    }
+
+    @Test(arguments: [
+        (#"{"vidoe": {}}"#, "vidoe: unknown key"),
+        (#"{"video": {"profile": "extreme"}}"#, "video.profile: expected one of baseline, main, high"),
+        (#"{"video": {"width": 1281}}"#, "video.width: expected an even number"),
+        (#"{"video": {"width": 9000}}"#, "video.width: expected a whole number of pixels from 2 to 8192"),
+        (#"{"video": {"height": "720"}}"#, "video.height: expected a whole number"),
+        (#"{"video": {"level": "9.9"}}"#, "video.level: expected one of"),
+        (#"{"video": {"scalingMode": "zoom"}}"#, "video.scalingMode: expected one of fit, fill, stretch"),
+        (#"{"video": {"bitrate": 1}}"#, "video.bitrate: unknown key"),
+        (#"{"audio": {"sampleRate": 44000}}"#, "audio.sampleRate: expected one of"),
+        (#"{"audio": {"channels": 0}}"#, "audio.channels: expected a whole number of channels from 1 to 8"),
+        (#"{"audio": "mute"}"#, "audio: expected an object of settings, \"copy\" or null"),
+        (#"{"container": "avi"}"#, "container: expected one of mp4, mov, m4v"),
+        (#"{"preset": "4k"}"#, "preset: unknown preset \"4k\""),
+        (#"[1, 2]"#, "expected an object"),
+        (#"{"video": "#, "not valid JSON"),
+    ])
+    func invalidSettingsNameTheKey(json: String, expected: String) {
+        let message = error(json)
+        #expect(message?.contains(expected) == true, "got \(message ?? "no error")")
+    }
+
+    @Test func levelMayBeANumber() throws {
+        #expect(try parse(#"{"video": {"level": 4.1}}"#).video.settings?.level == "4.1")
+        #expect(try parse(#"{"video": {"level": 3}}"#).video.settings?.level == "3")
+    }
+
+    @Test func presetsAreNamedAndAddedTo() throws {
+        #expect(Preset.names.contains("480p") && Preset.names.contains("720p") && Preset.names.contains("1080p"))
+        let audioOnly = try TranscodeSettings(json: .string("audio"))
+        #expect(audioOnly.video == .drop)
+        #expect(audioOnly.audio.settings?.codec == "aac")
+        let tuned = try parse(#"{"preset": "720p", "video": {"averageBitRate": 1000000}}"#)
+        let video = try #require(tuned.video.settings)
+        #expect(video.width == 1280 && video.height == 720 && video.averageBitRate == 1_000_000)
+        // A width alone over a preset's box keeps the aspect ratio instead of the box's height.
+        let widthOnly = try #require(try parse(#"{"preset": "720p", "video": {"width": 640}}"#).video.settings)
+        #expect(widthOnly.width == 640 && widthOnly.height == nil)
+    }
+
+    @Test func settingsRoundTripThroughJSON() throws {
+        let settings = try parse(#"{"preset": "1080p", "audio": "copy", "container": "m4v"}"#)
+        let data = try JSONEncoder().encode(settings)
+        let decoded = try JSONDecoder().decode(TranscodeSettings.self, from: data)
+        #expect(decoded == settings)
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Synchronization
+
+/// Test media, generated with the ffmpeg CLI (lavfi `testsrc2` and `sine`) on first use and shared by the tests
+/// of one process. Nothing binary is committed.
+public enum Media {
+    /// A generated clip; the name is its file name.
+    public enum Clip: String, CaseIterable, Sendable {
+        /// 640×360, 30 fps, 4 s, H.264 + AAC 48 kHz stereo in MP4 (moov first).
+        case standard = "standard.mp4"
+        /// 640×360, 30 fps, 10 s of moving noise-like picture, for bit-rate checks; index (moov) first.
+        case tenSeconds = "ten-seconds.mp4"
+        /// 320×240 red top half over blue bottom half, 2 s, H.264, tagged `rotate=90` (a quarter-turn display matrix).
+        case rotated90 = "rotated-90.mp4"
+        /// The same picture tagged `rotate=270`: the opposite quarter turn.
+        case rotated270 = "rotated-270.mp4"
+        /// 720×576 with a 16:15 sample aspect ratio (PAL 4:3), 2 s, MPEG-4 Part 2 in AVI.
+        case anamorphic = "anamorphic.avi"
+        /// 3 s of a 440 Hz sine, 48 kHz mono, WAV.
+        case audioOnly = "audio-only.wav"
+        /// 2 s of video only, 320×240 VP9 in WebM.
+        case videoOnly = "video-only.webm"
+        /// 8 s, 1280×720, for cancellation and progress.
+        case long = "long.mkv"
+        /// Audio starting 0.5 s after the video, MPEG-TS.
+        case lateAudio = "late-audio.ts"
+    }
+
+    private static let generated = Mutex<Set<String>>([])
+
+    /// Folder of the generated files for this test process.
+    public static let directory: URL = {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("transcoderd-tests")
+        // Folders of test processes that have ended are removed, so runs do not pile up in /tmp.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? [] {
+            if let pid = Int32(name), kill(pid, 0) != 0 { try? FileManager.default.removeItem(at: root.appendingPathComponent(name)) }
+        }
+        let url = root.appendingPathComponent(String(getpid()))
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }()
+
+    /// A fresh, empty folder for one test's outputs.
+    public static func scratch() throws -> URL {
+        let url = directory.appendingPathComponent("scratch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// The clip's path, generating it the first time.
+    public static func path(_ clip: Clip) throws -> String {
+        let path = directory.appendingPathComponent(clip.rawValue).path
+        try generated.withLock { done in
+            guard !done.contains(clip.rawValue) else { return }
+            try ffmpeg(arguments(clip, path))
+            if clip == .rotated90 || clip == .rotated270 {
+                // ffmpeg 5.1 ignores the rotate tag while encoding; a stream copy applies it.
+                let plain = path + ".plain.mp4"
+                try FileManager.default.moveItem(atPath: path, toPath: plain)
+                let angle = clip == .rotated90 ? "90" : "270"
+                try ffmpeg(["-i", plain, "-c", "copy", "-metadata:s:v:0", "rotate=" + angle, path])
+                try FileManager.default.removeItem(atPath: plain)
+            }
+            done.insert(clip.rawValue)
+        }
+        return path
+    }
+
+    private static func arguments(_ clip: Clip, _ path: String) -> [String] {
+        switch clip {
+        case .standard:
+            return ["-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=4", "-f", "lavfi", "-i", "sine=f=440:r=48000:d=4",
+                    "-ac", "2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                    "-movflags", "+faststart", path]
+        case .tenSeconds:
+            return ["-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=10,noise=alls=30:allf=t", "-f", "lavfi", "-i",
+                    "sine=f=440:r=44100:d=10", "-ac", "2", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "18",
+                    "-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart", path]
+        case .rotated90, .rotated270:
+            return ["-f", "lavfi", "-i", "color=red:s=320x120:r=30:d=2", "-f", "lavfi", "-i", "color=blue:s=320x120:r=30:d=2",
+                    "-filter_complex", "[0][1]vstack", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", path]
+        case .anamorphic:
+            return ["-f", "lavfi", "-i", "testsrc2=s=720x576:r=25:d=2,setsar=16/15", "-c:v", "mpeg4", "-q:v", "3", path]
+        case .audioOnly:
+            return ["-f", "lavfi", "-i", "sine=f=440:r=48000:d=3", "-ac", "1", path]
+        case .videoOnly:
+            return ["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-c:v", "libvpx-vp9", "-deadline", "realtime",
+                    "-cpu-used", "8", path]
+        case .long:
+            return ["-f", "lavfi", "-i", "testsrc2=s=1280x720:r=30:d=8", "-f", "lavfi", "-i", "sine=f=300:d=8",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", path]
+        case .lateAudio:
+            return ["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=3", "-itsoffset", "0.5", "-f", "lavfi", "-i",
+                    "sine=f=440:d=2.5", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+                    "-c:a", "aac", "-f", "mpegts", path]
+        }
+    }
+
+    /// Runs ffmpeg quietly, overwriting its output.
+    public static func ffmpeg(_ arguments: [String]) throws {
+        try Shell.check("ffmpeg", ["-v", "error", "-y", "-nostdin"] + arguments)
+    }
+
+    /// Writes the first `fraction` of `source`'s bytes to a new file: an upload cut short.
+    public static func truncated(_ source: String, fraction: Double, into folder: URL) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: source))
+        let path = folder.appendingPathComponent("truncated-\(Int(fraction * 100))-" + URL(fileURLWithPath: source).lastPathComponent).path
+        try data.prefix(Int(Double(data.count) * fraction)).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// A file of `count` pseudo-random bytes.
+    public static func randomBytes(_ count: Int, into folder: URL, name: String = "random.mp4") throws -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let path = folder.appendingPathComponent(name).path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Names of the files in `folder`.
+    public static func files(in folder: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// What `ffprobe` reads from a file: the independent check on every output.
+public struct Probe: Decodable, Sendable {
+    public struct Stream: Decodable, Sendable {
+        public let index: Int
+        public let codec_type: String
+        public let codec_name: String?
+        public let profile: String?
+        public let width: Int?
+        public let height: Int?
+        public let sample_aspect_ratio: String?
+        public let display_aspect_ratio: String?
+        public let pix_fmt: String?
+        public let sample_rate: String?
+        public let channels: Int?
+        public let bit_rate: String?
+        public let start_time: String?
+        public let duration: String?
+        public let avg_frame_rate: String?
+        public let nb_frames: String?
+        public let color_primaries: String?
+        public let color_transfer: String?
+        public let color_space: String?
+        public let color_range: String?
+        public let side_data_list: [SideData]?
+
+        public var startTime: Double { Double(start_time ?? "") ?? 0 }
+        public var durationSeconds: Double { Double(duration ?? "") ?? 0 }
+        public var bitRate: Double { Double(bit_rate ?? "") ?? 0 }
+        public var sampleRate: Int { Int(sample_rate ?? "") ?? 0 }
+        public var frameRate: Double {
+            let parts = (avg_frame_rate ?? "0/1").split(separator: "/").compactMap { Double($0) }
+            return parts.count == 2 && parts[1] != 0 ? parts[0] / parts[1] : 0
+        }
+        public var rotation: Int { side_data_list?.compactMap(\.rotation).first ?? 0 }
+    }
+
+    public struct SideData: Decodable, Sendable {
+        public let rotation: Int?
+    }
+
+    public struct Format: Decodable, Sendable {
+        public let format_name: String
+        public let duration: String?
+        public let bit_rate: String?
+        public var durationSeconds: Double { Double(duration ?? "") ?? 0 }
+    }
+
+    public let streams: [Stream]
+    public let format: Format
+
+    public var video: Stream? { streams.first { $0.codec_type == "video" } }
+    public var audio: Stream? { streams.first { $0.codec_type == "audio" } }
+
+    /// Probes `path`'s streams and container.
+    public static func read(_ path: String) throws -> Probe {
+        let json = try Shell.check("ffprobe", ["-v", "error", "-show_streams", "-show_format", "-of", "json", path])
+        return try JSONDecoder().decode(Probe.self, from: Data(json.utf8))
+    }
+
+    /// Presentation times (seconds) of the video key frames, in order, and the number of video frames.
+    public static func keyFrames(_ path: String) throws -> (keyFrames: [Int], frameCount: Int) {
+        let csv = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts,flags",
+                                              "-of", "csv=p=0", path])
+        let packets = csv.split(separator: "\n").map { line -> (Int, Bool) in
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            return (Int(fields.first ?? "") ?? 0, fields.dropFirst().first?.contains("K") ?? false)
+        }.sorted { $0.0 < $1.0 }
+        let keys = packets.enumerated().filter { $0.element.1 }.map(\.offset)
+        return (keys, packets.count)
+    }
+
+    /// MD5 of every packet of the first stream of `type` ("v" or "a"), as ffmpeg's framemd5 stream copy prints them.
+    public static func packetHashes(_ path: String, type: String) throws -> [String] {
+        let text = try Shell.check("ffmpeg", ["-v", "error", "-i", path, "-map", "0:\(type):0", "-c", "copy", "-f", "framemd5", "-"])
+        return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: ",").last.map {
+            $0.trimmingCharacters(in: .whitespaces) } }
+    }
+
+    /// Mean value of each RGB channel over a region of the frame at `time` seconds (0...255).
+    public static func meanColor(_ path: String, at time: Double = 0.5, x: Int, y: Int, width: Int, height: Int) throws -> [Double] {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let raw = directory.appendingPathComponent("frame.rgb").path
+        try Shell.check("ffmpeg", ["-v", "error", "-ss", String(time), "-i", path, "-frames:v", "1",
+                                   "-vf", "crop=\(width):\(height):\(x):\(y)", "-pix_fmt", "rgb24", "-f", "rawvideo", raw])
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw)))
+        var sums = [0.0, 0.0, 0.0]
+        for (offset, byte) in bytes.enumerated() { sums[offset % 3] += Double(byte) }
+        let pixels = Double(max(1, bytes.count / 3))
+        return sums.map { $0 / pixels }
+    }
+}
