@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Pipeline benchmark: `transcoderd transcode` against the ffmpeg CLI with identical settings, in alternation,
+# on a generated 1080p30 20 s clip. Prints the wall-time ratio, peak RSS of each and PSNR against the source.
+# Usage: bench/pipeline.sh [ROUNDS]   (default 3; the median of each side is compared)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/opt/swift/usr/bin:$PATH"
+rounds=${1:-3}
+scripts/deps
+swift build -c release --product transcoderd >&2
+bin=.build/release/transcoderd
+work=bench/out
+mkdir -p "$work"
+source="$work/source-1080p30-20s.mp4"
+if [ ! -f "$source" ]; then
+  echo "generating $source" >&2
+  ffmpeg -v error -y -f lavfi -i "testsrc2=s=1920x1080:r=30:d=20" -f lavfi -i "sine=f=440:r=48000:d=20" -ac 2 \
+    -c:v libx264 -preset ultrafast -crf 12 -pix_fmt yuv420p -c:a aac -b:a 192k -movflags +faststart "$source"
+fi
+settings='{"video":{"averageBitRate":2000000,"maxKeyFrameInterval":60,"profile":"high","preset":"veryfast"},
+ "audio":{"bitRate":128000,"sampleRate":44100,"channels":2},"container":"mp4"}'
+
+measure() { # name, output, command...: prints "seconds kilobytes"
+  local name=$1 output=$2; shift 2
+  rm -f "$output"
+  /usr/bin/time -f "%e %M" -o "$work/$name.time" "$@" >/dev/null 2>"$work/$name.log" || { cat "$work/$name.log" >&2; exit 1; }
+  cat "$work/$name.time"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+: >"$work/ours.runs"; : >"$work/ffmpeg.runs"
+for round in $(seq "$rounds"); do
+  measure ffmpeg "$work/ffmpeg.mp4" ffmpeg -nostdin -y -i "$source" -c:v libx264 -preset veryfast -b:v 2M -g 60 \
+    -profile:v high -c:a aac -b:a 128k -ar 44100 -ac 2 -movflags +faststart "$work/ffmpeg.mp4" >>"$work/ffmpeg.runs"
+  measure ours "$work/ours.mp4" "$bin" transcode "$source" "$work/ours.mp4" --settings "$settings" --progress none \
+    >>"$work/ours.runs"
+  echo "round $round: ffmpeg $(tail -1 "$work/ffmpeg.runs")  transcoderd $(tail -1 "$work/ours.runs")  (s KiB)" >&2
+done
+psnr() { ffmpeg -v info -nostdin -i "$1" -i "$source" -lavfi "[0:v][1:v]psnr" -f null - 2>&1 | sed -n 's/.*PSNR.* average:\([0-9.inf]*\).*/\1/p' | tail -1; }
+ours_time=$(cut -d' ' -f1 "$work/ours.runs" | median); ffmpeg_time=$(cut -d' ' -f1 "$work/ffmpeg.runs" | median)
+ours_rss=$(cut -d' ' -f2 "$work/ours.runs" | median); ffmpeg_rss=$(cut -d' ' -f2 "$work/ffmpeg.runs" | median)
+ours_psnr=$(psnr "$work/ours.mp4"); ffmpeg_psnr=$(psnr "$work/ffmpeg.mp4")
+echo "wall time   transcoderd ${ours_time}s  ffmpeg ${ffmpeg_time}s  ratio $(echo "scale=3; $ours_time / $ffmpeg_time" | bc -l)"
+echo "peak RSS    transcoderd $((ours_rss / 1024)) MiB  ffmpeg $((ffmpeg_rss / 1024)) MiB  ratio $(echo "scale=3; $ours_rss / $ffmpeg_rss" | bc -l)"
+echo "PSNR (dB)   transcoderd ${ours_psnr}  ffmpeg ${ffmpeg_psnr}  difference $(echo "scale=3; $ours_psnr - $ffmpeg_psnr" | bc -l)"
+ffprobe -v error -show_entries format=bit_rate:stream=codec_name,bit_rate -of compact "$work/ours.mp4" "$work/ffmpeg.mp4" 2>/dev/null | sed 's/^/  /' || true
