@@ -20,11 +20,13 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]
         ),
         .target(name: "Pipeline", dependencies: ["CFFmpeg"]),
-        .target(name: "Server", dependencies: ["Pipeline"]),
-        .executableTarget(name: "transcoderd", dependencies: ["Pipeline", "Server"]),
-        .target(name: "TestSupport", dependencies: ["Pipeline"], path: "Tests/Support"),
+        .target(name: "Jobs", dependencies: ["Pipeline", "CSQLite"]),
+        .target(name: "Server", dependencies: ["Jobs"]),
+        .executableTarget(name: "transcoderd", dependencies: ["Pipeline", "Jobs", "Server"]),
+        .target(name: "TestSupport", dependencies: ["Pipeline", "Jobs"], path: "Tests/Support"),
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["transcoderd", "TestSupport"]),
+        .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["transcoderd", "Jobs", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -25,5 +25,6 @@ public struct MediaError: Error, Sendable, Equatable, CustomStringConvertible {
         return MediaError(code: resolved, message: "\(doing) failed: \(text)", averror: result)
     }
 
-    static let canceled = MediaError(code: "canceled", message: "The transcode was canceled.")
+    /// The error a cancelled transcode ends with.
+    public static let canceled = MediaError(code: "canceled", message: "The transcode was canceled.")
 }

@@ -26,14 +26,7 @@ enum TranscodeCommand {
             return 2
         }
         let token = CancellationToken()
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let sources = [SIGINT, SIGTERM].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { token.cancel() }
-            source.resume()
-            return source
-        }
+        let sources = Signals.onTerminate { token.cancel() }
         defer { sources.forEach { $0.cancel() } }
 
         let session = TranscodeSession(inputPath: options.input, outputPath: options.output, settings: options.settings,

@@ -1,0 +1,63 @@
+import Foundation
+import Pipeline
+
+/// The data directory's layout: `transcoderd.sqlite`, `uploads/`, `outputs/`, and a lock file that keeps a
+/// second process from using the same directory.
+public struct DataDirectory: Sendable {
+    public let root: URL
+
+    public init(path: String) {
+        root = URL(fileURLWithPath: path, isDirectory: true).standardizedFileURL
+    }
+
+    public var databasePath: String { root.appendingPathComponent("transcoderd.sqlite").path }
+    public var uploads: URL { root.appendingPathComponent("uploads", isDirectory: true) }
+    public var outputs: URL { root.appendingPathComponent("outputs", isDirectory: true) }
+
+    /// Where a job's finished output goes.
+    public func outputPath(for job: Job) -> String {
+        outputs.appendingPathComponent("\(job.id).\(job.settings.container.fileExtension)").path
+    }
+
+    /// Where an upload's content goes.
+    public func uploadPath(id: String) -> String { uploads.appendingPathComponent(id).path }
+
+    /// Creates the folders if missing and checks that they are writable; the error says which one is not.
+    public func prepare() throws(StoreError) {
+        for folder in [root, uploads, outputs] {
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            } catch {
+                throw StoreError(code: "data_directory_unusable", message: "Cannot create \(folder.path): \(error.localizedDescription)")
+            }
+            guard access(folder.path, W_OK) == 0 else {
+                throw StoreError(code: "data_directory_unusable", message: "The data directory \(folder.path) is not writable.")
+            }
+        }
+    }
+
+    /// Takes the directory's exclusive lock for this process; fails if another process holds it.
+    public func lock() throws(StoreError) -> DirectoryLock {
+        try DirectoryLock(path: root.appendingPathComponent("transcoderd.lock").path)
+    }
+}
+
+/// Owns the file descriptor of an `flock`ed lock file; the lock goes with the process or with `deinit`.
+public final class DirectoryLock: Sendable {
+    private let descriptor: Int32
+
+    init(path: String) throws(StoreError) {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw StoreError(code: "data_directory_unusable", message: "Cannot open \(path): \(String(cString: strerror(errno))).")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw StoreError(code: "data_directory_locked",
+                             message: "Another transcoderd process is using \(URL(fileURLWithPath: path).deletingLastPathComponent().path).")
+        }
+        self.descriptor = descriptor
+    }
+
+    deinit { close(descriptor) }
+}

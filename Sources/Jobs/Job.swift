@@ -1,0 +1,33 @@
+import Pipeline
+
+/// A transcode request and everything the store knows about how it went.
+public struct Job: Sendable, Codable, Equatable {
+    /// Random UUID, lowercase.
+    public var id: String
+    public var state: JobState
+    public var settings: TranscodeSettings
+    /// Id of the upload that is the input.
+    public var inputUpload: String
+    /// Where the finished output is (set when it succeeded).
+    public var outputPath: String?
+    /// Output size in bytes.
+    public var outputSize: Int?
+    public var outputTracks: [Track]?
+    /// Seconds of output written, as last saved (saved at most once a second while running).
+    public var progressTime: Double
+    /// Expected output duration in seconds (0 until known).
+    public var progressDuration: Double
+    public var errorCode: String?
+    public var errorMessage: String?
+    /// Number of the current (or next) attempt, from 1; a crash of the process running it adds one.
+    public var attempts: Int
+    /// Higher runs first.
+    public var priority: Int
+    /// Seconds since 1970.
+    public var createdAt: Double
+    public var startedAt: Double?
+    public var finishedAt: Double?
+    public var updatedAt: Double
+    /// Which worker holds the job while it runs (`process-id/worker`).
+    public var lease: String?
+}

@@ -1,0 +1,294 @@
+import Dispatch
+import Foundation
+import Pipeline
+import Synchronization
+
+/// Runs queued jobs on N worker threads (not Swift's cooperative pool), with crash recovery at start, cancellation,
+/// a stall watchdog, retention and a graceful stop.
+public final class JobQueue: Sendable {
+    /// How the queue behaves; every number has a unit in its name or comment.
+    public struct Configuration: Sendable {
+        /// Worker threads; one x264 job already uses every core, so 1 by default.
+        public var workers = 1
+        /// A running job whose output has not advanced for this many seconds is failed with `stalled`.
+        public var stallTimeout = 120.0
+        /// Finished jobs (rows and files) are deleted this many hours after they end; nil keeps them.
+        public var retentionHours: Double?
+        /// Attempts a job may die in (process crashes) before it fails with `worker_crashed`.
+        public var maxAttempts = 3
+        /// Seconds between two progress writes to SQLite for one job.
+        public var progressSaveInterval = 1.0
+        /// Seconds an idle worker waits before looking at the store again (jobs from other processes).
+        public var pollInterval = 1.0
+
+        public init() {}
+    }
+
+    /// Why a running job's cancellation token fired.
+    private enum StopReason { case canceled, stalled, shuttingDown }
+
+    private struct Running {
+        let token: CancellationToken
+        var reason: StopReason?
+        var lastAdvance: Date
+        var lastTime: Double
+        var progress: TranscodeProgress?
+    }
+
+    private struct State {
+        var running: [String: Running] = [:]
+        var stopping = false
+        var started = false
+        var threads = 0
+    }
+
+    public let store: JobStore
+    public let directory: DataDirectory
+    public let events: JobEvents
+    public let configuration: Configuration
+    private let runner: any JobRunner
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchGroup()
+    private let instance = UUID().uuidString.prefix(8).lowercased()
+
+    public init(store: JobStore, directory: DataDirectory, runner: any JobRunner = TranscodeRunner(),
+                events: JobEvents = JobEvents(), configuration: Configuration = Configuration()) {
+        self.store = store
+        self.directory = directory
+        self.runner = runner
+        self.events = events
+        self.configuration = configuration
+    }
+
+    /// Recovers what a previous process left (jobs left running, stray outputs), then starts the workers and the
+    /// watchdog. Returns the ids recovery requeued and failed.
+    @discardableResult
+    public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
+        let recovered = try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
+        try removeStrayOutputs()
+        state.withLock { state in
+            state.started = true
+            state.threads = configuration.workers + 1
+        }
+        for index in 0..<configuration.workers {
+            spawn(name: "transcoderd-worker-\(index)") { [self] in work(lease: "\(getpid())-\(instance)/\(index)") }
+        }
+        spawn(name: "transcoderd-watchdog") { [self] in watch() }
+        return recovered
+    }
+
+    /// Whether the workers are up and not stopping.
+    public var isReady: Bool { state.withLock { $0.started && !$0.stopping } }
+
+    /// Tells an idle worker that a job was queued.
+    public func jobQueued() { wake.signal() }
+
+    /// The newest progress of a running job, fresher than the store's once-a-second copy.
+    public func liveProgress(of id: String) -> TranscodeProgress? { state.withLock { $0.running[id]?.progress } }
+
+    /// Jobs running now.
+    public var runningCount: Int { state.withLock { $0.running.count } }
+
+    /// Cancels a job: a queued one at once, a running one within a second (its partial output removed first).
+    /// Returns the job as it is now; throws `invalid_transition` if it had already finished.
+    @discardableResult
+    public func cancel(id: String) throws(StoreError) -> Job {
+        let deadline = Date().addingTimeInterval(5)
+        while true {
+            let signalled = state.withLock { state -> Bool in
+                guard var running = state.running[id] else { return false }
+                running.reason = running.reason ?? .canceled
+                state.running[id] = running
+                running.token.cancel()
+                return true
+            }
+            guard let job = try store.job(id: id) else { throw StoreError(code: "not_found", message: "No job has the id \(id).") }
+            if signalled { return job }
+            switch job.state {
+            case .queued:
+                do throws(StoreError) {
+                    let canceled = try store.markCanceled(id: id, from: .queued)
+                    events.publish(id, .state(canceled))
+                    return canceled
+                } catch where error.code == "invalid_transition" {
+                    continue // claimed meanwhile: cancel it as a running job
+                }
+            case .running where Date() < deadline:
+                usleep(10_000) // claimed but not yet registered by its worker
+            default:
+                throw StoreError(code: "invalid_transition", message: "The job has already \(job.state == .running ? "been claimed by another process" : "finished") (\(job.state.rawValue)).")
+            }
+        }
+    }
+
+    /// Stops taking jobs, lets running ones finish for up to `grace` seconds, then sends the rest back to the queue
+    /// for the next start, and waits for the threads to end.
+    public func stop(grace: Double) {
+        let threads = state.withLock { state -> Int in
+            state.stopping = true
+            return state.threads
+        }
+        for _ in 0..<threads { wake.signal() }
+        let deadline = Date().addingTimeInterval(grace)
+        while runningCount > 0 && Date() < deadline { usleep(20_000) }
+        state.withLock { state in
+            for (id, var running) in state.running {
+                running.reason = .shuttingDown
+                state.running[id] = running
+                running.token.cancel()
+            }
+        }
+        finished.wait()
+    }
+
+    // MARK: Threads
+
+    private func spawn(name: String, _ body: @escaping @Sendable () -> Void) {
+        finished.enter()
+        let thread = Thread { [finished] in
+            body()
+            finished.leave()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    private var stopping: Bool { state.withLock { $0.stopping } }
+
+    private func work(lease: String) {
+        while !stopping {
+            let job: Job?
+            do {
+                job = try store.claimNext(lease: lease)
+            } catch {
+                job = nil
+            }
+            guard let job else {
+                _ = wake.wait(timeout: .now() + configuration.pollInterval)
+                continue
+            }
+            process(job)
+        }
+    }
+
+    private func process(_ claimed: Job) {
+        let id = claimed.id
+        let token = CancellationToken()
+        state.withLock { $0.running[id] = Running(token: token, lastAdvance: Date(), lastTime: -1) }
+        events.publish(id, .state(claimed))
+        let outcome = execute(claimed, token: token)
+        let reason = state.withLock { $0.running.removeValue(forKey: id)?.reason }
+        let final: Job?
+        do {
+            final = try record(outcome, of: claimed, reason: reason)
+        } catch {
+            final = try? store.job(id: id)
+        }
+        if let final {
+            if final.state != .succeeded { try? FileManager.default.removeItem(atPath: directory.outputPath(for: claimed)) }
+            events.publish(id, .state(final))
+        }
+    }
+
+    private func execute(_ job: Job, token: CancellationToken) -> Result<TranscodeResult, MediaError> {
+        let upload: Upload
+        do {
+            guard let found = try store.upload(id: job.inputUpload) else {
+                return .failure(MediaError(code: "input_missing", message: "The job's input upload \(job.inputUpload) no longer exists."))
+            }
+            upload = found
+        } catch {
+            return .failure(MediaError(code: error.code, message: error.message))
+        }
+        guard FileManager.default.fileExists(atPath: upload.path) else {
+            return .failure(MediaError(code: "input_missing", message: "The input file of upload \(upload.id) has vanished from the data directory."))
+        }
+        var lastSaved = Date.distantPast
+        do throws(MediaError) {
+            return .success(try runner.run(job, input: upload, outputPath: directory.outputPath(for: job), cancellation: token) { progress in
+                let now = Date()
+                state.withLock { state in
+                    guard var running = state.running[job.id] else { return }
+                    if progress.presentationTime > running.lastTime {
+                        running.lastTime = progress.presentationTime
+                        running.lastAdvance = now
+                    }
+                    running.progress = progress
+                    state.running[job.id] = running
+                }
+                events.publish(job.id, .progress(progress))
+                if now.timeIntervalSince(lastSaved) >= configuration.progressSaveInterval {
+                    lastSaved = now
+                    try? store.saveProgress(id: job.id, time: progress.presentationTime, duration: progress.duration)
+                }
+            })
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, reason: StopReason?) throws(StoreError) -> Job {
+        switch (outcome, reason) {
+        case (.success(let result), _):
+            return try store.markSucceeded(id: job.id, outputPath: result.path, size: result.size, tracks: result.tracks,
+                                           duration: result.duration)
+        case (.failure, .canceled?):
+            return try store.markCanceled(id: job.id)
+        case (.failure, .stalled?):
+            return try store.markFailed(id: job.id, code: "stalled",
+                                        message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
+        case (.failure, .shuttingDown?):
+            return try store.requeue(id: job.id)
+        case (.failure(let error), nil):
+            return try store.markFailed(id: job.id, code: error.code, message: error.message)
+        }
+    }
+
+    private func watch() {
+        var lastSweep = Date.distantPast
+        while !stopping {
+            _ = wake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
+            let now = Date()
+            state.withLock { state in
+                for (id, var running) in state.running where running.reason == nil
+                    && now.timeIntervalSince(running.lastAdvance) > configuration.stallTimeout {
+                    running.reason = .stalled
+                    state.running[id] = running
+                    running.token.cancel()
+                }
+            }
+            if let hours = configuration.retentionHours, now.timeIntervalSince(lastSweep) >= 60 {
+                lastSweep = now
+                try? sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
+            }
+        }
+    }
+
+    /// Deletes finished jobs that ended before `time` (seconds since 1970), with their outputs, and uploads no job
+    /// uses any more that are older than `time`. Queued and running jobs are never touched.
+    public func sweep(olderThan time: Double) throws(StoreError) {
+        for job in try store.finishedJobs(before: time) {
+            if let path = job.outputPath { try? FileManager.default.removeItem(atPath: path) }
+            try store.deleteJob(id: job.id)
+        }
+        for upload in try store.unusedUploads(before: time) {
+            try? FileManager.default.removeItem(atPath: upload.path)
+            try store.deleteUpload(id: upload.id)
+        }
+    }
+
+    /// Removes files in `outputs/` that are not the output of a succeeded job: partial files of a process that died,
+    /// and outputs of jobs that will run again.
+    private func removeStrayOutputs() throws(StoreError) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.outputs.path)) ?? []
+        for name in names {
+            let id = String(name.prefix { $0 != "." })
+            let path = directory.outputs.appendingPathComponent(name).path
+            let job = try store.job(id: id)
+            if job?.state != .succeeded || job?.outputPath != path {
+                try? FileManager.default.removeItem(atPath: path)
+            }
+        }
+    }
+}

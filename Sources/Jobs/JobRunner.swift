@@ -1,0 +1,21 @@
+import Pipeline
+
+/// Does the work of one job; the queue calls it on a worker thread.
+public protocol JobRunner: Sendable {
+    /// Produces the job's output at `outputPath` from `input`, calling `progress` as it goes; stops with
+    /// `MediaError.canceled` soon after `cancellation` fires, leaving nothing at `outputPath`.
+    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult
+}
+
+/// The real runner: a `TranscodeSession` from the upload to the output.
+public struct TranscodeRunner: JobRunner {
+    public init() {}
+
+    public func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+                    progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        let session = TranscodeSession(inputPath: input.path, outputPath: outputPath, settings: job.settings,
+                                       cancellation: cancellation)
+        return try session.run(progress: progress)
+    }
+}

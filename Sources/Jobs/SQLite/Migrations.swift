@@ -1,0 +1,66 @@
+/// The schema, as numbered steps applied in order and recorded in `PRAGMA user_version`.
+enum Migrations {
+    /// Step n (1-based) brings the schema from version n-1 to n.
+    static let steps: [String] = [
+        """
+        CREATE TABLE uploads (
+            id TEXT PRIMARY KEY,
+            filename TEXT NOT NULL,
+            content_type TEXT,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            path TEXT NOT NULL,
+            tracks TEXT,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+            settings TEXT NOT NULL,
+            input_upload TEXT NOT NULL REFERENCES uploads(id),
+            output_path TEXT,
+            output_size INTEGER,
+            output_tracks TEXT,
+            progress_time REAL NOT NULL DEFAULT 0,
+            progress_duration REAL NOT NULL DEFAULT 0,
+            error_code TEXT,
+            error_message TEXT,
+            attempts INTEGER NOT NULL DEFAULT 1,
+            priority INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            updated_at REAL NOT NULL,
+            lease TEXT
+        );
+        CREATE INDEX jobs_queue ON jobs (state, priority DESC, created_at);
+        CREATE INDEX jobs_created ON jobs (created_at DESC, id DESC);
+        CREATE INDEX jobs_input ON jobs (input_upload);
+        -- The store refuses any state change outside the job state machine (staying put included), whoever
+        -- issues the UPDATE. running → queued is recovery: the process died or stopped before the job ended.
+        CREATE TRIGGER jobs_state_machine BEFORE UPDATE OF state ON jobs
+        WHEN NOT (
+            (OLD.state = 'queued' AND NEW.state IN ('running', 'canceled')) OR
+            (OLD.state = 'running' AND NEW.state IN ('succeeded', 'failed', 'canceled', 'queued'))
+        )
+        BEGIN
+            SELECT RAISE(ABORT, 'invalid job state transition');
+        END;
+        """,
+    ]
+
+    /// Applies the steps the database has not seen yet, each in its own transaction.
+    static func migrate(_ database: Database) throws(StoreError) {
+        let version = try database.query("PRAGMA user_version").first?["user_version"].int ?? 0
+        guard version <= steps.count else {
+            throw StoreError(code: "schema_too_new",
+                             message: "The database has schema version \(version); this transcoderd knows up to \(steps.count).")
+        }
+        for (index, step) in steps.enumerated().dropFirst(version) {
+            try database.transaction { () throws(StoreError) in
+                try database.execute(step)
+                try database.execute("PRAGMA user_version = \(index + 1)")
+            }
+        }
+    }
+}

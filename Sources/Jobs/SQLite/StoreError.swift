@@ -1,0 +1,25 @@
+import CSQLite
+
+/// An error from the job store: SQLite's extended result code and message, the SQL that failed, and a stable code.
+public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Stable snake_case identifier, e.g. `sqlite_error`, `invalid_transition`, `not_found`.
+    public let code: String
+    /// SQLite's extended result code, when SQLite reported the error.
+    public let resultCode: Int32?
+    /// What went wrong, with SQLite's own message kept.
+    public let message: String
+    /// The statement that failed, when there was one.
+    public let sql: String?
+
+    public init(code: String, message: String, resultCode: Int32? = nil, sql: String? = nil) {
+        self.code = code
+        self.message = message
+        self.resultCode = resultCode
+        self.sql = sql
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    /// Whether SQLite refused the statement with a constraint (or a trigger's RAISE(ABORT)).
+    public var isConstraint: Bool { resultCode.map { $0 & 0xff == SQLITE_CONSTRAINT } ?? false }
+}

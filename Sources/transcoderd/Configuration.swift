@@ -1,0 +1,92 @@
+import Foundation
+
+/// Settings of a long-running transcoderd (`serve`, `work`), from flags, then environment variables, then defaults.
+/// Parsed and validated once at start; invalid values stop start-up with one clear line.
+struct Configuration: Sendable {
+    var data = "./data"
+    var workers = 1
+    var stallTimeout = 120.0
+    var retentionHours: Double?
+    var exitWhenIdle = false
+
+    /// One option: its flag, environment variable, default shown in help, and how it is applied.
+    struct Option: Sendable {
+        let flag: String
+        let environment: String
+        let help: String
+        let apply: @Sendable (inout Configuration, String) throws(UsageError) -> Void
+    }
+
+    struct UsageError: Error, Sendable { let message: String }
+
+    static let options: [Option] = [
+        Option(flag: "--data", environment: "TRANSCODER_DATA", help: "data directory (SQLite, uploads, outputs); default ./data") {
+            config, value throws(UsageError) in
+            guard !value.isEmpty else { throw UsageError(message: "--data: expected a directory, got \"\"") }
+            config.data = value
+        },
+        Option(flag: "--workers", environment: "TRANSCODER_WORKERS", help: "transcodes run at once, 1-64; default 1") {
+            config, value throws(UsageError) in
+            config.workers = try integer(value, flag: "--workers", range: 1...64)
+        },
+        Option(flag: "--stall-timeout", environment: "TRANSCODER_STALL_TIMEOUT",
+               help: "seconds without progress before a job fails with `stalled`; default 120") { config, value throws(UsageError) in
+            config.stallTimeout = Double(try integer(value, flag: "--stall-timeout", range: 1...86_400))
+        },
+        Option(flag: "--retention-hours", environment: "TRANSCODER_RETENTION_HOURS",
+               help: "delete finished jobs and their files after this many hours; default keep") { config, value throws(UsageError) in
+            guard let hours = Double(value), hours > 0, hours.isFinite else {
+                throw UsageError(message: "--retention-hours: expected a positive number of hours, got \"\(value)\"")
+            }
+            config.retentionHours = hours
+        },
+    ]
+
+    static func integer(_ value: String, flag: String, range: ClosedRange<Int>) throws(UsageError) -> Int {
+        guard let number = Int(value), range.contains(number) else {
+            throw UsageError(message: "\(flag): expected \(range.lowerBound)-\(range.upperBound), got \"\(value)\"")
+        }
+        return number
+    }
+
+    /// Reads `arguments` over `environment`; `extraFlags` are boolean flags the command adds.
+    static func parse(_ arguments: [String], environment: [String: String], extraFlags: [String: (inout Configuration) -> Void] = [:])
+        throws(UsageError) -> Configuration {
+        var config = Configuration()
+        for option in options {
+            if let value = environment[option.environment] { try option.apply(&config, value) }
+        }
+        var index = 0
+        while index < arguments.count {
+            var argument = arguments[index]
+            var inlineValue: String?
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                inlineValue = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+            }
+            if let flag = extraFlags[argument] {
+                flag(&config)
+            } else if let option = options.first(where: { $0.flag == argument }) {
+                let value: String
+                if let inlineValue {
+                    value = inlineValue
+                } else {
+                    index += 1
+                    guard index < arguments.count else { throw UsageError(message: "\(argument) needs a value") }
+                    value = arguments[index]
+                }
+                try option.apply(&config, value)
+            } else {
+                throw UsageError(message: "unknown option \(argument)")
+            }
+            index += 1
+        }
+        return config
+    }
+
+    /// Help lines for the options: flag, environment variable, meaning.
+    static var help: String {
+        options.map { "  \($0.flag.padding(toLength: 20, withPad: " ", startingAt: 0)) $\($0.environment)\n      \($0.help)" }
+            .joined(separator: "\n")
+    }
+}

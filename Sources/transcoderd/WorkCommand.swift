@@ -1,0 +1,71 @@
+import Dispatch
+import Foundation
+import Jobs
+
+/// `transcoderd work`: runs the job queue of a data directory without the HTTP server.
+enum WorkCommand {
+    static let usage = """
+        Usage: transcoderd work [options]
+
+        Runs queued jobs of the data directory on worker threads, without the HTTP API: recovery of jobs a
+        crashed process left running happens first. SIGTERM/SIGINT stop it; running jobs go back to the queue.
+
+        Options (each also read from the environment variable shown):
+        \(Configuration.help)
+          --exit-when-idle
+              exit once no job is queued or running
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        if arguments.contains("-h") || arguments.contains("--help") {
+            print(usage)
+            return 0
+        }
+        let config: Configuration
+        do {
+            config = try Configuration.parse(arguments, environment: ProcessInfo.processInfo.environment,
+                                             extraFlags: ["--exit-when-idle": { $0.exitWhenIdle = true }])
+        } catch {
+            Console.error(error.message)
+            return 2
+        }
+        do {
+            let directory = DataDirectory(path: config.data)
+            try directory.prepare()
+            let lock = try directory.lock()
+            defer { withExtendedLifetime(lock) {} }
+            let store = try JobStore(path: directory.databasePath)
+            var queueConfig = JobQueue.Configuration()
+            queueConfig.workers = config.workers
+            queueConfig.stallTimeout = config.stallTimeout
+            queueConfig.retentionHours = config.retentionHours
+            let queue = JobQueue(store: store, directory: directory, configuration: queueConfig)
+            let stop = DispatchSemaphore(value: 0)
+            let signals = Signals.onTerminate { stop.signal() }
+            defer { signals.forEach { $0.cancel() } }
+            try queue.start()
+            while true {
+                if stop.wait(timeout: .now() + 0.2) == .success { break }
+                if config.exitWhenIdle, queue.runningCount == 0, (try store.counts()[.queued] ?? 0) == 0 { break }
+            }
+            queue.stop(grace: config.exitWhenIdle ? 30 : 0)
+            return 0
+        } catch {
+            Console.error(error.description)
+            return 1
+        }
+    }
+}
+
+/// SIGTERM and SIGINT as Dispatch sources (the signals themselves are ignored so the handler runs instead).
+enum Signals {
+    static func onTerminate(_ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: handler)
+            source.resume()
+            return source
+        }
+    }
+}

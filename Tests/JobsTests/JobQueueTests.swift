@@ -1,0 +1,161 @@
+import Foundation
+import Jobs
+import Pipeline
+import Synchronization
+import Testing
+import TestSupport
+
+/// A runner that never advances: stands in for a transcode stuck in a decoder, for the watchdog.
+struct StuckRunner: JobRunner {
+    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        while !cancellation.isCanceled { usleep(10_000) }
+        throw MediaError.canceled
+    }
+}
+
+@Suite(.serialized) struct JobQueueTests {
+    private func queue(_ fixture: StoreFixture, runner: any JobRunner = TranscodeRunner(),
+                       configure: (inout JobQueue.Configuration) -> Void = { _ in }) -> JobQueue {
+        var configuration = JobQueue.Configuration()
+        configuration.pollInterval = 0.1
+        configure(&configuration)
+        return JobQueue(store: fixture.store, directory: fixture.directory, runner: runner, configuration: configuration)
+    }
+
+    @Test func aQueuedJobRunsToSuccessWithEventsInOrder() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.standard))
+        let job = try fixture.store.createJob(input: upload.id, settings: try TranscodeSettings(json: .string("480p")))
+        let queue = queue(fixture)
+        let events = Mutex<[String]>([])
+        _ = queue.events.subscribe(job.id) { event in
+            switch event {
+            case .progress: events.withLock { if $0.last != "progress" { $0.append("progress") } }
+            case .state(let job): events.withLock { $0.append(job.state.rawValue) }
+            }
+        }
+        try queue.start()
+        queue.jobQueued()
+        #expect(try eventually { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 5)
+        let done = try #require(try fixture.store.job(id: job.id))
+        #expect(done.state == .succeeded, "\(done.errorCode ?? "") \(done.errorMessage ?? "")")
+        #expect(done.progressTime == done.progressDuration && done.progressDuration > 3.9)
+        let output = try #require(done.outputPath)
+        #expect(fixture.outputFiles == [URL(fileURLWithPath: output).lastPathComponent])
+        let probe = try Probe.read(output)
+        #expect(probe.video?.height == 360 && probe.audio?.codec_name == "aac")
+        #expect(done.outputSize == (try FileManager.default.attributesOfItem(atPath: output)[.size] as? Int))
+        #expect(done.outputTracks?.count == 2)
+        #expect(events.withLock { $0 } == ["running", "progress", "succeeded"])
+    }
+
+    @Test func aBrokenInputFailsItsJobAndTheNextJobStillRuns() throws {
+        let fixture = try StoreFixture()
+        let broken = try fixture.upload(try Media.truncated(try Media.path(.tenSeconds), fraction: 0.5, into: try Media.scratch()))
+        let good = try fixture.upload(try Media.path(.audioOnly))
+        let bad = try fixture.store.createJob(input: broken.id, settings: TranscodeSettings(), priority: 1)
+        let fine = try fixture.store.createJob(input: good.id, settings: TranscodeSettings())
+        let queue = queue(fixture)
+        try queue.start()
+        #expect(try eventually { try fixture.store.job(id: fine.id)?.state.isTerminal == true })
+        queue.stop(grace: 5)
+        let failed = try #require(try fixture.store.job(id: bad.id))
+        #expect(failed.state == .failed && failed.errorCode == "input_truncated")
+        #expect(failed.errorMessage?.contains("cut short") == true)
+        #expect(try fixture.store.job(id: fine.id)?.state == .succeeded)
+        #expect(fixture.outputFiles == ["\(fine.id).mp4"])
+    }
+
+    @Test func aVanishedInputFailsClearly() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try FileManager.default.removeItem(atPath: upload.path)
+        let queue = queue(fixture)
+        try queue.start()
+        #expect(try eventually { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 1)
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.state == .failed && failed.errorCode == "input_missing")
+    }
+
+    @Test func cancelingAQueuedJobIsImmediate() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture)
+        let canceled = try queue.cancel(id: job.id)
+        #expect(canceled.state == .canceled && canceled.finishedAt != nil)
+        #expect { try queue.cancel(id: job.id) } throws: { ($0 as? StoreError)?.code == "invalid_transition" }
+        #expect { try queue.cancel(id: "missing") } throws: { ($0 as? StoreError)?.code == "not_found" }
+    }
+
+    @Test func cancelingARunningJobStopsItWithinASecondAndRemovesItsOutput() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.long))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(video: .encode(VideoSettings(preset: "slow"))))
+        let queue = queue(fixture)
+        try queue.start()
+        #expect(eventually { (queue.liveProgress(of: job.id)?.presentationTime ?? 0) > 0 })
+        let asked = Date()
+        let running = try queue.cancel(id: job.id)
+        #expect(running.state == .running)
+        #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state == .canceled })
+        #expect(Date().timeIntervalSince(asked) < 1.0)
+        queue.stop(grace: 1)
+        #expect(fixture.outputFiles.isEmpty)
+    }
+
+    @Test func theWatchdogFailsAStalledJob() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture, runner: StuckRunner()) { $0.stallTimeout = 1 }
+        try queue.start()
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 1)
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.state == .failed && failed.errorCode == "stalled")
+    }
+
+    @Test func stoppingSendsRunningJobsBackToTheQueue() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture, runner: StuckRunner())
+        try queue.start()
+        #expect(try eventually { try fixture.store.job(id: job.id)?.state == .running })
+        queue.stop(grace: 0.2)
+        let requeued = try #require(try fixture.store.job(id: job.id))
+        #expect(requeued.state == .queued && requeued.attempts == 1, "a clean stop is not a crash")
+    }
+
+    @Test func retentionDeletesFinishedJobsOnly() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let spare = try fixture.upload(try Media.path(.audioOnly))
+        let done = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let output = fixture.directory.outputs.appendingPathComponent("\(done.id).mp4").path
+        try Data("x".utf8).write(to: URL(fileURLWithPath: output))
+        try fixture.store.move(done.id, to: .running)
+        try fixture.store.markSucceeded(id: done.id, outputPath: output, size: 1, tracks: [], duration: 1)
+        let waiting = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture)
+        try queue.sweep(olderThan: Date().timeIntervalSince1970 + 1)
+        #expect(try fixture.store.job(id: done.id) == nil)
+        #expect(!FileManager.default.fileExists(atPath: output))
+        #expect(try fixture.store.job(id: waiting.id)?.state == .queued)
+        #expect(try fixture.store.upload(id: upload.id) != nil, "still used by the queued job")
+        #expect(try fixture.store.upload(id: spare.id) == nil)
+        #expect(!FileManager.default.fileExists(atPath: spare.path))
+    }
+
+    @Test func aDirectoryServesOneProcessAtATime() throws {
+        let fixture = try StoreFixture()
+        let lock = try fixture.directory.lock()
+        #expect { try fixture.directory.lock() } throws: { ($0 as? StoreError)?.code == "data_directory_locked" }
+        withExtendedLifetime(lock) {}
+    }
+}
