@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "transcoderd", targets: ["transcoderd"]),
+        .executable(name: "jobs-bench", targets: ["JobsBench"]),
     ],
     targets: [
         .systemLibrary(
@@ -23,6 +24,7 @@ let package = Package(
         .target(name: "Jobs", dependencies: ["Pipeline", "CSQLite"]),
         .target(name: "Server", dependencies: ["Jobs"]),
         .executableTarget(name: "transcoderd", dependencies: ["Pipeline", "Jobs", "Server"]),
+        .executableTarget(name: "JobsBench", dependencies: ["Jobs"], path: "bench/JobsBench"),
         .target(name: "TestSupport", dependencies: ["Pipeline", "Jobs"], path: "Tests/Support"),
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "TestSupport"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),

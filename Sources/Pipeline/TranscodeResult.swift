@@ -15,4 +15,16 @@ public struct TranscodeResult: Sendable, Equatable, Codable {
     public var elapsed: Double
     /// MIME type to serve the file with.
     public var mimeType: String
+
+    public init(path: String, size: Int, container: FileType, tracks: [Track], duration: Double, framesEncoded: Int,
+                elapsed: Double, mimeType: String) {
+        self.path = path
+        self.size = size
+        self.container = container
+        self.tracks = tracks
+        self.duration = duration
+        self.framesEncoded = framesEncoded
+        self.elapsed = elapsed
+        self.mimeType = mimeType
+    }
 }
