@@ -15,6 +15,8 @@ let package = Package(
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev", "libswscale-dev",
                               "libswresample-dev"])]
         ),
+        .systemLibrary(name: "CSystem"),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -22,12 +24,13 @@ let package = Package(
         ),
         .target(name: "Pipeline", dependencies: ["CFFmpeg"]),
         .target(name: "Jobs", dependencies: ["Pipeline", "CSQLite"]),
-        .target(name: "Server", dependencies: ["Jobs"]),
+        .target(name: "Server", dependencies: ["Jobs", "CSystem", "CCrypto"]),
         .executableTarget(name: "transcoderd", dependencies: ["Pipeline", "Jobs", "Server"]),
         .executableTarget(name: "JobsBench", dependencies: ["Jobs"], path: "bench/JobsBench"),
         .target(name: "TestSupport", dependencies: ["Pipeline", "Jobs"], path: "Tests/Support"),
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "TestSupport"]),
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "TestSupport"]),
+        .testTarget(name: "ServerTests", dependencies: ["Server", "transcoderd", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["transcoderd", "Jobs", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -24,6 +24,21 @@ public final class JobQueue: Sendable {
         public init() {}
     }
 
+    /// What this process's workers have done, for metrics.
+    public struct Statistics: Sendable {
+        /// Upper bounds of the transcode duration histogram, in seconds.
+        public static let durationBuckets: [Double] = [1, 5, 10, 30, 60, 300, 900, 3600]
+        /// Jobs that ended, by final state.
+        public var finished: [String: Int] = [:]
+        /// Video frames encoded by successful jobs.
+        public var framesEncoded = 0
+        /// Cumulative counts of successful transcodes per duration bucket.
+        public var durationBuckets = [Int](repeating: 0, count: Statistics.durationBuckets.count)
+        public var durationCount = 0
+        /// Seconds.
+        public var durationSum = 0.0
+    }
+
     /// Why a running job's cancellation token fired.
     private enum StopReason { case canceled, stalled, shuttingDown }
 
@@ -48,6 +63,7 @@ public final class JobQueue: Sendable {
     public let configuration: Configuration
     private let runner: any JobRunner
     private let state = Mutex(State())
+    private let stats = Mutex(Statistics())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
     private let instance = UUID().uuidString.prefix(8).lowercased()
@@ -86,6 +102,9 @@ public final class JobQueue: Sendable {
 
     /// The newest progress of a running job, fresher than the store's once-a-second copy.
     public func liveProgress(of id: String) -> TranscodeProgress? { state.withLock { $0.running[id]?.progress } }
+
+    /// Counters since start.
+    public var statistics: Statistics { stats.withLock { $0 } }
 
     /// Jobs running now.
     public var runningCount: Int { state.withLock { $0.running.count } }
@@ -187,6 +206,18 @@ public final class JobQueue: Sendable {
         }
         if let final {
             if final.state != .succeeded { try? FileManager.default.removeItem(atPath: directory.outputPath(for: claimed)) }
+            stats.withLock { stats in
+                guard final.state.isTerminal else { return }
+                stats.finished[final.state.rawValue, default: 0] += 1
+                if final.state == .succeeded, case .success(let result) = outcome {
+                    stats.framesEncoded += result.framesEncoded
+                    for (index, bound) in Statistics.durationBuckets.enumerated() where result.elapsed <= bound {
+                        stats.durationBuckets[index] += 1
+                    }
+                    stats.durationCount += 1
+                    stats.durationSum += result.elapsed
+                }
+            }
             events.publish(id, .state(final))
         }
     }

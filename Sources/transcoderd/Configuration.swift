@@ -8,6 +8,15 @@ struct Configuration: Sendable {
     var stallTimeout = 120.0
     var retentionHours: Double?
     var exitWhenIdle = false
+    var host = "127.0.0.1"
+    var port = 8080
+    var token: String?
+    var maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024
+    var maxConnections = 4096
+    var headerTimeout = 10.0
+    var idleTimeout = 60.0
+    var shutdownGrace = 30.0
+    var logFormat = "json"
 
     /// One option: its flag, environment variable, default shown in help, and how it is applied.
     struct Option: Sendable {
@@ -39,6 +48,49 @@ struct Configuration: Sendable {
                 throw UsageError(message: "--retention-hours: expected a positive number of hours, got \"\(value)\"")
             }
             config.retentionHours = hours
+        },
+        Option(flag: "--host", environment: "TRANSCODER_HOST", help: "address to listen on; default 127.0.0.1 (0.0.0.0 or :: for all)") {
+            config, value throws(UsageError) in
+            guard !value.isEmpty else { throw UsageError(message: "--host: expected an address, got \"\"") }
+            config.host = value
+        },
+        Option(flag: "--port", environment: "TRANSCODER_PORT", help: "TCP port, 1-65535 (0: any free port); default 8080") {
+            config, value throws(UsageError) in
+            config.port = try integer(value, flag: "--port", range: 0...65535)
+        },
+        Option(flag: "--token", environment: "TRANSCODER_TOKEN",
+               help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none") {
+            config, value throws(UsageError) in
+            config.token = value.isEmpty ? nil : value
+        },
+        Option(flag: "--max-upload-bytes", environment: "TRANSCODER_MAX_UPLOAD_BYTES", help: "largest upload in bytes; default 21474836480 (20 GiB)") {
+            config, value throws(UsageError) in
+            guard let bytes = Int64(value), bytes > 0 else {
+                throw UsageError(message: "--max-upload-bytes: expected a positive number of bytes, got \"\(value)\"")
+            }
+            config.maxUploadBytes = bytes
+        },
+        Option(flag: "--max-connections", environment: "TRANSCODER_MAX_CONNECTIONS", help: "open connections at most (503 past it); default 4096") {
+            config, value throws(UsageError) in
+            config.maxConnections = try integer(value, flag: "--max-connections", range: 1...1_000_000)
+        },
+        Option(flag: "--header-timeout", environment: "TRANSCODER_HEADER_TIMEOUT", help: "seconds to send a request head; default 10") {
+            config, value throws(UsageError) in
+            config.headerTimeout = Double(try integer(value, flag: "--header-timeout", range: 1...3600))
+        },
+        Option(flag: "--idle-timeout", environment: "TRANSCODER_IDLE_TIMEOUT", help: "seconds an idle keep-alive connection stays open; default 60") {
+            config, value throws(UsageError) in
+            config.idleTimeout = Double(try integer(value, flag: "--idle-timeout", range: 1...86_400))
+        },
+        Option(flag: "--shutdown-grace", environment: "TRANSCODER_SHUTDOWN_GRACE",
+               help: "seconds running jobs may finish after SIGTERM before they go back to the queue; default 30") {
+            config, value throws(UsageError) in
+            config.shutdownGrace = Double(try integer(value, flag: "--shutdown-grace", range: 0...86_400))
+        },
+        Option(flag: "--log-format", environment: "TRANSCODER_LOG_FORMAT", help: "json (one object per line) or text; default json") {
+            config, value throws(UsageError) in
+            guard value == "json" || value == "text" else { throw UsageError(message: "--log-format: expected json or text, got \"\(value)\"") }
+            config.logFormat = value
         },
     ]
 

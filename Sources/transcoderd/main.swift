@@ -14,6 +14,8 @@ case "transcode":
     exitCode = TranscodeCommand.run(Array(arguments.dropFirst()))
 case "presets":
     exitCode = PresetsCommand.run(Array(arguments.dropFirst()))
+case "serve":
+    exitCode = ServeCommand.run(Array(arguments.dropFirst()))
 case "work":
     exitCode = WorkCommand.run(Array(arguments.dropFirst()))
 case "probe":

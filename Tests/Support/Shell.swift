@@ -51,5 +51,8 @@ public enum Shell {
 /// A tool that failed in a test helper.
 public struct ShellError: Error, CustomStringConvertible {
     public let message: String
+
+    public init(message: String) { self.message = message }
+
     public var description: String { message }
 }

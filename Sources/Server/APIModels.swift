@@ -1,0 +1,163 @@
+import Foundation
+import Jobs
+import Pipeline
+
+/// The JSON shapes of the API (see openapi.yaml); times are ISO 8601 strings.
+enum APIModels {
+    struct ProgressResource: Encodable {
+        /// Seconds of output written.
+        let presentationTime: Double
+        /// Expected output seconds.
+        let duration: Double
+        let fraction: Double
+        let framesPerSecond: Double
+        let speed: Double
+
+        init(_ progress: TranscodeProgress) {
+            presentationTime = Self.round(progress.presentationTime)
+            duration = Self.round(progress.duration)
+            fraction = Self.round(progress.fraction, places: 4)
+            framesPerSecond = Self.round(progress.framesPerSecond, places: 1)
+            speed = Self.round(progress.speed)
+        }
+
+        init(job: Job) {
+            presentationTime = Self.round(job.progressTime)
+            duration = Self.round(job.progressDuration)
+            fraction = job.state == .succeeded ? 1 : (job.progressDuration > 0 ? Self.round(min(1, job.progressTime / job.progressDuration), places: 4) : 0)
+            framesPerSecond = 0
+            speed = 0
+        }
+
+        private static func round(_ value: Double, places: Double = 3) -> Double {
+            let scale = pow(10, places)
+            return value.isFinite ? (value * scale).rounded() / scale : 0
+        }
+    }
+
+    struct UploadResource: Encodable {
+        let id: String
+        let filename: String
+        let contentType: String?
+        let size: Int
+        let sha256: String
+        let createdAt: String
+        let tracks: [Track]
+
+        init(_ upload: Upload) {
+            id = upload.id
+            filename = upload.filename
+            contentType = upload.contentType
+            size = upload.size
+            sha256 = upload.sha256
+            createdAt = timestamp(upload.createdAt)
+            tracks = upload.tracks
+        }
+    }
+
+    struct InputResource: Encodable {
+        let id: String
+        let filename: String?
+        let size: Int?
+        let tracks: [Track]
+    }
+
+    struct OutputResource: Encodable {
+        let size: Int
+        let mimeType: String
+        let tracks: [Track]
+        let url: String
+    }
+
+    struct ErrorDetail: Encodable {
+        let code: String
+        let message: String
+    }
+
+    struct JobResource: Encodable {
+        let id: String
+        let state: String
+        let progress: ProgressResource
+        let settings: TranscodeSettings
+        let input: InputResource
+        let output: OutputResource?
+        let error: ErrorDetail?
+        let attempts: Int
+        let priority: Int
+        let createdAt: String
+        let startedAt: String?
+        let finishedAt: String?
+
+        init(_ job: Job, upload: Upload?, live: TranscodeProgress?) {
+            id = job.id
+            state = job.state.rawValue
+            progress = live.map(ProgressResource.init) ?? ProgressResource(job: job)
+            settings = job.settings
+            input = InputResource(id: job.inputUpload, filename: upload?.filename, size: upload?.size, tracks: upload?.tracks ?? [])
+            if job.state == .succeeded, let size = job.outputSize {
+                let tracks = job.outputTracks ?? []
+                output = OutputResource(size: size, mimeType: job.settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }),
+                                        tracks: tracks, url: "/v1/jobs/\(job.id)/output")
+            } else {
+                output = nil
+            }
+            error = job.errorCode.map { ErrorDetail(code: $0, message: job.errorMessage ?? $0) }
+            attempts = job.attempts
+            priority = job.priority
+            createdAt = timestamp(job.createdAt)
+            startedAt = job.startedAt.map(timestamp)
+            finishedAt = job.finishedAt.map(timestamp)
+        }
+
+        /// Every key is always present; absent values are null.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(state, forKey: .state)
+            try container.encode(progress, forKey: .progress)
+            try container.encode(settings, forKey: .settings)
+            try container.encode(input, forKey: .input)
+            try container.encode(output, forKey: .output)
+            try container.encode(error, forKey: .error)
+            try container.encode(attempts, forKey: .attempts)
+            try container.encode(priority, forKey: .priority)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(startedAt, forKey: .startedAt)
+            try container.encode(finishedAt, forKey: .finishedAt)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, state, progress, settings, input, output, error, attempts, priority, createdAt, startedAt, finishedAt
+        }
+    }
+
+    struct JobPage: Encodable {
+        let jobs: [JobResource]
+        /// Cursor for the next page, or null on the last one.
+        let next: String?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(jobs, forKey: .jobs)
+            try container.encode(next, forKey: .next)
+        }
+
+        enum CodingKeys: String, CodingKey { case jobs, next }
+    }
+
+    struct PresetResource: Encodable {
+        let name: String
+        let summary: String
+        let settings: TranscodeSettings
+    }
+
+    struct Status: Encodable {
+        let status: String
+    }
+}
+
+/// Seconds since 1970 as ISO 8601 with milliseconds, UTC.
+func timestamp(_ seconds: Double) -> String {
+    Date(timeIntervalSince1970: seconds).formatted(
+        .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+}

@@ -1,0 +1,521 @@
+import CSystem
+import Foundation
+import Glibc
+
+/// One client connection, confined to the loop thread: reads and parses requests, streams bodies into sinks, hands
+/// complete requests to handlers on the work queue, and writes responses (data, files, event streams).
+///
+/// Requests on a connection are served one at a time; pipelined bytes wait in the buffer until the response before
+/// them is written.
+final class Connection {
+    private enum Phase {
+        /// Waiting for (or reading) a request head.
+        case idle
+        case readingBody(BodySink)
+        /// The handler runs on the work queue.
+        case awaitingResponse
+        case writing
+        /// An event stream is open; `cancel` unsubscribes its source.
+        case streaming(cancel: @Sendable () -> Void)
+        case closed
+    }
+
+    let token: UInt64
+    let fd: Int32
+    private unowned let loop: ServerLoop
+    private var inbound = ByteBuffer()
+    private var parser: RequestParser
+    private var phase: Phase = .idle
+    private var head: RequestHead?
+    private var route: Router.Route?
+    private var parameters: [String: String] = [:]
+    private var outbound: [Data] = []
+    private var outboundOffset = 0
+    private var file: (descriptor: Int32, offset: Int64, remaining: Int64)?
+    private var closeAfterWrite = false
+    private var interest: UInt32 = tc_epoll_in | tc_epoll_rdhup
+    private var lastActivity = ContinuousClock.now
+    private var headStarted: ContinuousClock.Instant?
+    private var requestStarted = ContinuousClock.now
+    private var requestID = ""
+    private var responseStatus = 0
+    private var responseBytes: Int64 = 0
+    private var uploadedBytes: Int64 = 0
+    private var isHead = false
+    private var lastWrite = ContinuousClock.now
+
+    init(token: UInt64, fd: Int32, loop: ServerLoop) {
+        self.token = token
+        self.fd = fd
+        self.loop = loop
+        parser = RequestParser(limits: .init(headerBytes: loop.configuration.maxHeaderBytes,
+                                             targetBytes: loop.configuration.maxTargetBytes))
+    }
+
+    var isBusy: Bool {
+        switch phase {
+        case .readingBody, .awaitingResponse, .writing: true
+        case .idle: parser.inProgress
+        default: false
+        }
+    }
+
+    // MARK: Events
+
+    func handle(events: UInt32) {
+        if events & (tc_epoll_err | tc_epoll_hup) != 0 && events & tc_epoll_in == 0 {
+            close()
+            return
+        }
+        if events & tc_epoll_out != 0 { flush() }
+        if events & tc_epoll_in != 0 || events & tc_epoll_rdhup != 0 { readAvailable() }
+    }
+
+    private var readsRequests: Bool {
+        switch phase {
+        case .idle, .readingBody: true
+        default: false
+        }
+    }
+
+    private func readAvailable() {
+        // Read while the request wants bytes; a few rounds at most, so one fast client cannot starve the others.
+        for _ in 0..<16 {
+            guard readsRequests || isStreamingOrWaiting else { return }
+            if inbound.count > 1024 * 1024 {
+                setInterest(reading: false)
+                return
+            }
+            let buffer = loop.readBuffer
+            let result: Posix.IOResult
+            do {
+                result = try Posix.read(fd, into: buffer)
+            } catch {
+                close()
+                return
+            }
+            switch result {
+            case .wouldBlock:
+                return
+            case .processed(0):
+                // The peer closed its side: a request cut short is dropped with whatever it wrote.
+                close()
+                return
+            case .processed(let count):
+                lastActivity = ContinuousClock.now
+                if isStreamingOrWaiting {
+                    // Bytes after a request while its response is pending: keep them for later (pipelining).
+                    _ = try? inbound.append(upTo: count) { target throws(IOError) in
+                        target.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                        return count
+                    }
+                    continue
+                }
+                if case .readingBody = phase, inbound.isEmpty {
+                    // Fast path for bodies: parse straight from the read buffer without copying it.
+                    processBody(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                } else {
+                    _ = try? inbound.append(upTo: count) { target throws(IOError) in
+                        target.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                        return count
+                    }
+                    processInbound()
+                }
+            }
+        }
+    }
+
+    private var isStreamingOrWaiting: Bool {
+        switch phase {
+        case .awaitingResponse, .writing, .streaming: true
+        default: false
+        }
+    }
+
+    /// Feeds body bytes that arrived in one read, keeping what the parser leaves (the next request) in the buffer.
+    private func processBody(_ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset < bytes.count, case .readingBody = phase {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            do {
+                let (event, consumed) = try parser.next(rest)
+                offset += consumed
+                try apply(event, in: rest)
+                if case .needMore = event, consumed == 0 { break }
+            } catch {
+                fail(error)
+                return
+            }
+        }
+        if isClosed { return }
+        if offset < bytes.count {
+            _ = try? inbound.append(upTo: bytes.count - offset) { target throws(IOError) in
+                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                return bytes.count - offset
+            }
+        }
+        // The parser may still owe an event (the end of a body whose last byte just arrived).
+        processInbound()
+    }
+
+    /// Parses what is buffered for as long as the current phase takes input.
+    private func processInbound() {
+        while readsRequests {
+            do {
+                let progressed = try inbound.withBytes { bytes throws(HTTPError) -> (Int, Bool) in
+                    if case .idle = phase, !bytes.isEmpty, headStarted == nil { headStarted = ContinuousClock.now }
+                    let (event, consumed) = try parser.next(bytes)
+                    try apply(event, in: bytes)
+                    if case .needMore = event { return (consumed, consumed > 0) }
+                    return (consumed, true)
+                }
+                inbound.consume(progressed.0)
+                if !progressed.1 { return }
+            } catch {
+                fail(error)
+                return
+            }
+        }
+    }
+
+    private func apply(_ event: RequestParser.Event, in bytes: UnsafeRawBufferPointer) throws(HTTPError) {
+        switch event {
+        case .needMore:
+            return
+        case .head(let head):
+            try begin(head)
+        case .body(let range):
+            guard case .readingBody(let sink) = phase else { return }
+            uploadedBytes += Int64(range.count)
+            try sink.write(UnsafeRawBufferPointer(rebasing: bytes[range]))
+        case .end:
+            guard case .readingBody(let sink) = phase else { return }
+            let body = try sink.finish()
+            dispatch(body: body)
+        }
+    }
+
+    // MARK: Requests
+
+    private func begin(_ head: RequestHead) throws(HTTPError) {
+        self.head = head
+        requestStarted = ContinuousClock.now
+        headStarted = nil
+        requestID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        isHead = head.method == "HEAD"
+        uploadedBytes = 0
+        let hasBody = parser.isChunked || (parser.contentLength ?? 0) > 0
+        // Whatever is refused before its body is read closes the connection, as that body cannot be skipped safely.
+        let refuse = { (error: HTTPError) -> HTTPError in
+            var error = error
+            if hasBody { error.closeConnection = true }
+            return error
+        }
+        switch loop.router.match(method: head.method, segments: head.segments) {
+        case .notFound:
+            throw refuse(HTTPError(.notFound, "not_found", "No route matches \(head.path)."))
+        case .methodNotAllowed(let allowed):
+            let list = Array(Set(allowed)).sorted().joined(separator: ", ")
+            throw refuse(HTTPError(.methodNotAllowed, "method_not_allowed", "\(head.method) is not allowed here; use \(list).",
+                                   headers: HTTPHeaders([("Allow", list)])))
+        case .found(let route, let parameters):
+            self.route = route
+            self.parameters = parameters
+        }
+        if let error = loop.authenticate(head) { throw refuse(error) }
+        let sink = try makeSink(for: route!.body, head: head, hasBody: hasBody)
+        if let expectation = head.headers["Expect"] {
+            guard expectation.caseInsensitiveEquals("100-continue") else {
+                sink.abort()
+                throw refuse(HTTPError(.expectationFailed, "expectation_failed", "Only Expect: 100-continue is supported."))
+            }
+            if hasBody { queue(Data("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
+        }
+        phase = .readingBody(sink)
+        if !outbound.isEmpty { flush() }
+    }
+
+    private func makeSink(for kind: Router.BodyKind, head: RequestHead, hasBody: Bool) throws(HTTPError) -> BodySink {
+        let configuration = loop.configuration
+        let contentType = head.headers["Content-Type"] ?? ""
+        let multipart = contentType.lowercased().hasPrefix("multipart/form-data")
+        if let length = parser.contentLength {
+            let limit: Int64 = switch kind {
+            case .upload, .uploadOrMultipart, .jsonOrMultipart: configuration.maxUploadBytes
+            case .json: Int64(configuration.maxJSONBytes)
+            case .none: 64 * 1024
+            }
+            if length > limit {
+                throw HTTPError(.contentTooLarge, "body_too_large", "The body is \(length) bytes; at most \(limit) are accepted here.",
+                                closeConnection: true)
+            }
+        }
+        let makeFile = { () throws(HTTPError) -> FileSink in
+            try FileSink(directory: configuration.uploadDirectory, limit: configuration.maxUploadBytes)
+        }
+        switch kind {
+        case .none:
+            return DataSink(limit: 64 * 1024)
+        case .json:
+            return DataSink(limit: configuration.maxJSONBytes)
+        case .upload:
+            return try makeFile()
+        case .uploadOrMultipart where multipart, .jsonOrMultipart where multipart:
+            return try MultipartSink(contentType: contentType, fieldLimit: configuration.maxJSONBytes, makeFileSink: makeFile)
+        case .uploadOrMultipart:
+            return try makeFile()
+        case .jsonOrMultipart:
+            return DataSink(limit: configuration.maxJSONBytes)
+        }
+    }
+
+    /// Hands the complete request to its handler on the work queue; the response comes back through the loop.
+    private func dispatch(body: Request.Body) {
+        guard let head, let route else { return }
+        phase = .awaitingResponse
+        setInterest(reading: false)
+        let request = Request(head: head, parameters: parameters, body: body, id: requestID)
+        let token = self.token
+        let eventLoop = loop.eventLoop
+        loop.workQueue.async {
+            var response: Response
+            do throws(HTTPError) {
+                response = try route.handler(request)
+            } catch {
+                response = .error(error)
+            }
+            Self.removeLeftovers(of: request.body)
+            let answer = response
+            eventLoop.execute { loop in
+                loop.connections[token]?.respond(answer)
+            }
+        }
+    }
+
+    /// Deletes a request's temporary files that the handler did not move into place.
+    private static func removeLeftovers(of body: Request.Body) {
+        switch body {
+        case .file(let file): unlink(file.path)
+        case .multipart(let file?, _): unlink(file.path)
+        default: break
+        }
+    }
+
+    private func fail(_ error: HTTPError) {
+        if case .readingBody(let sink) = phase { sink.abort() }
+        var error = error
+        if parser.inProgress || !parser.isDone { error.closeConnection = true }
+        if head == nil {
+            head = RequestHead(method: "-", target: "-", segments: [], query: [:], minorVersion: 1, headers: HTTPHeaders())
+        }
+        respond(.error(error))
+    }
+
+    // MARK: Responses
+
+    func respond(_ response: Response) {
+        guard !isClosed else { return }
+        var response = response
+        responseStatus = response.status.code
+        responseBytes = 0
+        let keepAlive = (head?.keepAlive ?? false) && response.headers["Connection"]?.caseInsensitiveEquals("close") != true
+        closeAfterWrite = !keepAlive || !parser.isDone
+        if closeAfterWrite { response.headers.set("Connection", "close") }
+        var bodyData: Data?
+        switch response.body {
+        case .empty:
+            if response.status.code != 204 && response.status.code != 304 { response.headers.set("Content-Length", "0") }
+        case .data(let data):
+            response.headers.set("Content-Length", String(data.count))
+            bodyData = data
+        case .file(let path, let offset, let length):
+            response.headers.set("Content-Length", String(length))
+            if !isHead {
+                let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+                guard descriptor >= 0 else {
+                    respond(.error(HTTPError(.notFound, "not_found", "The file is no longer available.")))
+                    return
+                }
+                file = (descriptor, offset, length)
+            }
+        case .eventStream:
+            response.headers.set("Transfer-Encoding", "chunked")
+            closeAfterWrite = false
+        }
+        var text = "HTTP/1.1 \(response.status.code) \(response.status.reason)\r\n"
+        text += "Date: \(loop.dateHeader)\r\n"
+        text += "X-Request-Id: \(requestID)\r\n"
+        for (name, value) in response.headers { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        queue(Data(text.utf8))
+        if let bodyData, !isHead {
+            queue(bodyData)
+            responseBytes += Int64(bodyData.count)
+        }
+        if case .eventStream(let source) = response.body, !isHead {
+            startStream(source)
+        } else {
+            phase = .writing
+        }
+        flush()
+    }
+
+    private func startStream(_ source: any EventSource) {
+        let token = self.token
+        let eventLoop = loop.eventLoop
+        let cancel = source.start { text in
+            eventLoop.execute { loop in loop.connections[token]?.sendEvent(text) }
+        }
+        phase = .streaming(cancel: cancel)
+        loop.metrics.streamOpened()
+        setInterest(reading: true)
+    }
+
+    /// Writes one event-stream chunk; nil ends the stream (and the response).
+    private func sendEvent(_ text: String?) {
+        guard case .streaming(let cancel) = phase else { return }
+        guard let text else {
+            cancel()
+            loop.metrics.streamClosed()
+            phase = .writing
+            queue(Data("0\r\n\r\n".utf8))
+            flush()
+            return
+        }
+        let payload = Data(text.utf8)
+        queue(Data((String(payload.count, radix: 16) + "\r\n").utf8) + payload + Data("\r\n".utf8))
+        responseBytes += Int64(payload.count)
+        flush()
+    }
+
+    private func queue(_ data: Data) {
+        outbound.append(data)
+    }
+
+    private func flush() {
+        do {
+            while let first = outbound.first {
+                let result = try first.withUnsafeBytes { bytes -> Result<Posix.IOResult, IOError> in
+                    do throws(IOError) {
+                        return .success(try Posix.send(fd, UnsafeRawBufferPointer(rebasing: bytes[outboundOffset...])))
+                    } catch {
+                        return .failure(error)
+                    }
+                }.get()
+                guard case .processed(let count) = result else { return waitForWritable() }
+                lastWrite = ContinuousClock.now
+                outboundOffset += count
+                if outboundOffset == first.count {
+                    outbound.removeFirst()
+                    outboundOffset = 0
+                }
+            }
+            while let current = file, current.remaining > 0 {
+                var offset = current.offset
+                let result = try Posix.sendfile(fd, file: current.descriptor, offset: &offset, count: Int(min(current.remaining, 1 << 20)))
+                guard case .processed(let count) = result else { return waitForWritable() }
+                if count == 0 { throw IOError(errnoCode: EIO, reason: "the file ended early") }
+                lastWrite = ContinuousClock.now
+                responseBytes += Int64(count)
+                file = (current.descriptor, offset, current.remaining - Int64(count))
+            }
+        } catch {
+            close()
+            return
+        }
+        if let current = file {
+            Glibc.close(current.descriptor)
+            file = nil
+        }
+        if interest & tc_epoll_out != 0 { setInterest(writing: false) }
+        if case .writing = phase { writeComplete() }
+    }
+
+    private func waitForWritable() {
+        if interest & tc_epoll_out == 0 { setInterest(writing: true) }
+    }
+
+    private func writeComplete() {
+        logRequest()
+        if closeAfterWrite {
+            close()
+            return
+        }
+        phase = .idle
+        head = nil
+        route = nil
+        parser.reset()
+        lastActivity = ContinuousClock.now
+        setInterest(reading: true)
+        processInbound()
+    }
+
+    private func logRequest() {
+        guard let head else { return }
+        let route = self.route?.name ?? "unmatched"
+        let elapsed = ContinuousClock.now - requestStarted
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        loop.metrics.countResponse(route: route, status: responseStatus, seconds: milliseconds / 1000,
+                                   sent: responseBytes, received: uploadedBytes)
+        loop.logger.info("request", [
+            "request_id": .string(requestID), "method": .string(head.method), "path": .string(String(head.path.prefix(200))),
+            "route": .string(route), "status": .int(responseStatus), "bytes": .int(Int(responseBytes)),
+            "duration_ms": .double((milliseconds * 100).rounded() / 100),
+        ])
+    }
+
+    // MARK: State
+
+    private func setInterest(reading: Bool? = nil, writing: Bool? = nil) {
+        var next = interest
+        if let reading { next = reading ? next | tc_epoll_in : next & ~tc_epoll_in }
+        if let writing { next = writing ? next | tc_epoll_out : next & ~tc_epoll_out }
+        guard next != interest, !isClosed else { return }
+        interest = next
+        loop.eventLoop.modify(fd, token: token, events: interest)
+    }
+
+    private var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        switch phase {
+        case .readingBody(let sink): sink.abort()
+        case .streaming(let cancel):
+            cancel()
+            loop.metrics.streamClosed()
+        default: break
+        }
+        if let current = file { Glibc.close(current.descriptor) }
+        file = nil
+        phase = .closed
+        loop.remove(self)
+        Posix.close(fd)
+    }
+
+    /// Applies the header, body, idle and write timeouts, and sends heartbeats on quiet event streams.
+    func checkTimeouts(now: ContinuousClock.Instant) {
+        let configuration = loop.configuration
+        switch phase {
+        case .idle:
+            if let started = headStarted, now - started > .seconds(configuration.headerTimeout) {
+                respond(.error(HTTPError(.requestTimeout, "request_timeout",
+                                         "The request head did not arrive within \(Int(configuration.headerTimeout)) seconds.",
+                                         closeConnection: true)))
+            } else if headStarted == nil && now - lastActivity > .seconds(configuration.idleTimeout) {
+                close()
+            }
+        case .readingBody:
+            if now - lastActivity > .seconds(configuration.transferTimeout) { close() }
+        case .writing:
+            if !outbound.isEmpty || file != nil, now - lastWrite > .seconds(configuration.transferTimeout) { close() }
+        case .streaming:
+            if now - lastWrite > .seconds(configuration.heartbeatInterval) { sendEvent(": heartbeat\n\n") }
+        case .awaitingResponse, .closed:
+            break
+        }
+    }
+}

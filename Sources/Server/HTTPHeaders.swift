@@ -1,0 +1,41 @@
+/// Header fields in the order received; names compare case-insensitively.
+public struct HTTPHeaders: Sendable, Sequence {
+    private var fields: [(name: String, value: String)] = []
+
+    public init(_ fields: [(String, String)] = []) {
+        self.fields = fields.map { (name: $0.0, value: $0.1) }
+    }
+
+    /// The first value of `name`, if any.
+    public subscript(_ name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveEquals(name) }?.value
+    }
+
+    /// Every value of `name`, in order.
+    public func values(_ name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
+    }
+
+    public mutating func add(_ name: String, _ value: String) {
+        fields.append((name, value))
+    }
+
+    /// Replaces every value of `name` with `value`.
+    public mutating func set(_ name: String, _ value: String) {
+        fields.removeAll { $0.name.caseInsensitiveEquals(name) }
+        fields.append((name, value))
+    }
+
+    public func contains(_ name: String) -> Bool { self[name] != nil }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+}
+
+extension String {
+    /// ASCII case-insensitive equality, as header names and tokens compare.
+    func caseInsensitiveEquals(_ other: String) -> Bool {
+        let left = utf8, right = other.utf8
+        guard left.count == right.count else { return false }
+        return zip(left, right).allSatisfy { ($0 | 0x20) == ($1 | 0x20) || $0 == $1 }
+    }
+}

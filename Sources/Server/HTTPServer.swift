@@ -1,0 +1,143 @@
+import CSystem
+import Foundation
+import Glibc
+import Synchronization
+
+/// An HTTP/1.1 server on one epoll event loop thread (non-blocking sockets, no thread per connection); handlers
+/// run on a work queue.
+public final class HTTPServer: Sendable {
+    public let configuration: HTTPServerConfiguration
+    public let metrics = ServerMetrics()
+    private let router: Router
+    private let logger: Logger
+    private let authenticate: @Sendable (RequestHead) -> HTTPError?
+    private let eventLoop: EventLoop
+    private let boundPorts = Mutex<[Int]>([])
+    private let finished = DispatchSemaphore(value: 0)
+
+    public init(configuration: HTTPServerConfiguration, router: Router, logger: Logger,
+                authenticate: @escaping @Sendable (RequestHead) -> HTTPError? = { _ in nil }) throws(IOError) {
+        self.configuration = configuration
+        self.router = router
+        self.logger = logger
+        self.authenticate = authenticate
+        eventLoop = try EventLoop()
+    }
+
+    /// The port actually bound (useful with port 0).
+    public var port: Int { boundPorts.withLock { $0.first ?? 0 } }
+
+    /// Binds every address `host` resolves to, then starts the loop thread.
+    public func start() throws(IOError) {
+        let sockets = try Self.listen(host: configuration.host, port: configuration.port)
+        boundPorts.withLock { $0 = sockets.map(\.port) }
+        let loop = ServerLoop(eventLoop: eventLoop, configuration: configuration, router: router, logger: logger,
+                              metrics: metrics, authenticate: authenticate)
+        for socket in sockets { try loop.addListener(socket.fd) }
+        let finished = self.finished
+        let box = LoopBox(loop)
+        let thread = Thread {
+            box.take().run()
+            finished.signal()
+        }
+        thread.name = "transcoderd-http"
+        thread.start()
+    }
+
+    /// Stops accepting, waits up to `grace` seconds for requests in flight (not event streams), then closes
+    /// every connection and ends the loop thread.
+    public func stop(grace: Double) {
+        eventLoop.execute { loop in loop.stopAccepting() }
+        let deadline = Date().addingTimeInterval(grace)
+        while Date() < deadline {
+            let busy = Mutex<Int?>(nil)
+            let asked = DispatchSemaphore(value: 0)
+            eventLoop.execute { loop in
+                busy.withLock { $0 = loop.busyConnections }
+                asked.signal()
+            }
+            asked.wait()
+            if busy.withLock({ $0 }) == 0 { break }
+            usleep(20_000)
+        }
+        eventLoop.execute { loop in loop.closeAll() }
+        finished.wait()
+    }
+
+    private static func listen(host: String, port: Int) throws(IOError) -> [(fd: Int32, port: Int)] {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            throw IOError(errnoCode: EINVAL, reason: "resolving --host \(host): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(list) }
+        var sockets: [(fd: Int32, port: Int)] = []
+        var chosenPort = port
+        var lastError: IOError?
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let info = entry {
+            entry = info.pointee.ai_next
+            let family = info.pointee.ai_family
+            guard family == AF_INET || family == AF_INET6 else { continue }
+            if chosenPort != port, let address = info.pointee.ai_addr {
+                // With port 0, every address gets the port the first one was given.
+                Self.setPort(address, family: family, port: chosenPort)
+            }
+            let fd = tc_socket_stream(family)
+            guard fd >= 0 else { continue }
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            if family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+            guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, Glibc.listen(fd, 1024) == 0 else {
+                lastError = IOError(errnoCode: errno, reason: "listening on \(host):\(port)")
+                Posix.close(fd)
+                continue
+            }
+            let actual = Self.localPort(fd)
+            if port == 0 && chosenPort == 0 { chosenPort = actual }
+            sockets.append((fd, actual))
+        }
+        guard !sockets.isEmpty else { throw lastError ?? IOError(errnoCode: EADDRNOTAVAIL, reason: "listening on \(host):\(port)") }
+        return sockets
+    }
+
+    private static func setPort(_ address: UnsafeMutablePointer<sockaddr>, family: Int32, port: Int) {
+        if family == AF_INET {
+            address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_port = in_port_t(UInt16(port).bigEndian) }
+        } else {
+            address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_port = in_port_t(UInt16(port).bigEndian) }
+        }
+    }
+
+    private static func localPort(_ fd: Int32) -> Int {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        let family = storage.ss_family
+        return withUnsafePointer(to: &storage) { pointer in
+            if family == sa_family_t(AF_INET) {
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+        }
+    }
+}
+
+/// Hands the loop-confined `ServerLoop` to the thread that will own it. The value is set before the thread starts
+/// and taken once on that thread, so it is never touched from two threads at once.
+private final class LoopBox: @unchecked Sendable {
+    private var loop: ServerLoop?
+
+    init(_ loop: ServerLoop) { self.loop = loop }
+
+    func take() -> ServerLoop {
+        defer { loop = nil }
+        return loop!
+    }
+}

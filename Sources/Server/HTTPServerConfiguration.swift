@@ -1,0 +1,33 @@
+import Foundation
+
+/// Network settings and limits of the HTTP server; every number has its unit in its name.
+public struct HTTPServerConfiguration: Sendable {
+    /// Address to listen on (`127.0.0.1`, `0.0.0.0`, `::1`, `::`, or a host name).
+    public var host = "127.0.0.1"
+    /// TCP port; 0 picks a free one.
+    public var port = 8080
+    /// Largest header section (431 past it), bytes.
+    public var maxHeaderBytes = 16 * 1024
+    /// Longest request target (414 past it), bytes.
+    public var maxTargetBytes = 8 * 1024
+    /// Largest upload (413 past it), bytes.
+    public var maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024
+    /// Largest JSON body or multipart field, bytes.
+    public var maxJSONBytes = 1024 * 1024
+    /// Time allowed to send a whole header section (slowloris), seconds.
+    public var headerTimeout = 10.0
+    /// Time an idle keep-alive connection stays open, seconds.
+    public var idleTimeout = 60.0
+    /// Time a body upload or a response download may stall, seconds.
+    public var transferTimeout = 60.0
+    /// Seconds between heartbeat comments on an idle event stream.
+    public var heartbeatInterval = 15.0
+    /// Open connections at most; past it new ones get 503.
+    public var maxConnections = 4096
+    /// Folder where uploads are streamed to before the handler takes them.
+    public var uploadDirectory: URL
+
+    public init(uploadDirectory: URL) {
+        self.uploadDirectory = uploadDirectory
+    }
+}

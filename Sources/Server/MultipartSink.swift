@@ -1,0 +1,193 @@
+import Foundation
+
+/// Parses a `multipart/form-data` body as it streams: the part named `file` goes to disk through a `FileSink`,
+/// other parts (such as `settings`) are kept in memory up to a limit.
+final class MultipartSink: BodySink {
+    private enum State {
+        case preamble
+        case partHeaders
+        case partData
+        case afterDelimiter
+        case epilogue
+    }
+
+    private let delimiter: [UInt8]
+    private let makeFileSink: () throws(HTTPError) -> FileSink
+    private let fieldLimit: Int
+    private var state: State = .preamble
+    private var pending: [UInt8] = []
+    private var fileSink: FileSink?
+    private var fileFinished: UploadedFile?
+    private var fieldSink: DataSink?
+    private var fieldName: String?
+    private var fields: [String: Data] = [:]
+
+    /// `contentType` is the request's header; it must name a boundary.
+    init(contentType: String, fieldLimit: Int, makeFileSink: @escaping () throws(HTTPError) -> FileSink) throws(HTTPError) {
+        guard let boundary = Self.parameter("boundary", in: contentType), !boundary.isEmpty, boundary.utf8.count <= 70 else {
+            throw HTTPError(.badRequest, "invalid_multipart", "multipart/form-data needs a boundary parameter of 1 to 70 characters.",
+                            closeConnection: true)
+        }
+        // The first delimiter may open the body without a CRLF before it: start as if one had been seen.
+        delimiter = Array("\r\n--\(boundary)".utf8)
+        pending = [13, 10]
+        self.fieldLimit = fieldLimit
+        self.makeFileSink = makeFileSink
+    }
+
+    /// A parameter of a header value such as `multipart/form-data; boundary="x"`.
+    static func parameter(_ name: String, in value: String) -> String? {
+        for part in value.split(separator: ";").dropFirst() {
+            let pair = part.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).caseInsensitiveEquals(name) else { continue }
+            var text = pair[1].trimmingCharacters(in: .whitespaces)
+            if text.hasPrefix("\"") && text.hasSuffix("\"") && text.count >= 2 { text = String(text.dropFirst().dropLast()) }
+            return text
+        }
+        return nil
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
+        pending.append(contentsOf: bytes)
+        do {
+            try process()
+        } catch {
+            abort()
+            throw error
+        }
+    }
+
+    private func process() throws(HTTPError) {
+        var index = 0
+        defer { pending.removeFirst(index) }
+        while true {
+            switch state {
+            case .preamble:
+                guard let found = find(delimiter, from: index) else {
+                    index = max(index, pending.count - delimiter.count)
+                    return
+                }
+                index = found + delimiter.count
+                state = .afterDelimiter
+            case .afterDelimiter:
+                guard pending.count - index >= 2 else { return }
+                if pending[index] == UInt8(ascii: "-") && pending[index + 1] == UInt8(ascii: "-") {
+                    state = .epilogue
+                    index = pending.count
+                    return
+                }
+                // Transport padding (spaces, tabs) may follow a delimiter before its CRLF.
+                var cursor = index
+                while cursor < pending.count, pending[cursor] == 0x20 || pending[cursor] == 0x09 { cursor += 1 }
+                guard pending.count - cursor >= 2 else { return }
+                guard pending[cursor] == 13 && pending[cursor + 1] == 10 else {
+                    throw HTTPError(.badRequest, "invalid_multipart", "A multipart boundary is not followed by CRLF.", closeConnection: true)
+                }
+                index = cursor + 2
+                state = .partHeaders
+            case .partHeaders:
+                guard let end = find([13, 10, 13, 10], from: index) else {
+                    if pending.count - index > 16 * 1024 {
+                        throw HTTPError(.badRequest, "invalid_multipart", "A multipart part's headers exceed 16 KiB.", closeConnection: true)
+                    }
+                    return
+                }
+                try startPart(headers: String(decoding: pending[index..<end], as: UTF8.self))
+                index = end + 4
+                state = .partData
+            case .partData:
+                if let found = find(delimiter, from: index) {
+                    try emit(index..<found)
+                    try endPart()
+                    index = found + delimiter.count
+                    state = .afterDelimiter
+                } else {
+                    // Keep the tail that could be the start of a delimiter.
+                    let safe = max(index, pending.count - delimiter.count + 1)
+                    try emit(index..<safe)
+                    index = safe
+                    return
+                }
+            case .epilogue:
+                index = pending.count
+                return
+            }
+        }
+    }
+
+    private func startPart(headers: String) throws(HTTPError) {
+        var disposition: String?
+        var contentType: String?
+        for line in headers.components(separatedBy: "\r\n") {
+            let pair = line.split(separator: ":", maxSplits: 1)
+            guard pair.count == 2 else { continue }
+            let value = pair[1].trimmingCharacters(in: .whitespaces)
+            if String(pair[0]).caseInsensitiveEquals("Content-Disposition") { disposition = value }
+            if String(pair[0]).caseInsensitiveEquals("Content-Type") { contentType = value }
+        }
+        guard let disposition, let name = Self.parameter("name", in: disposition) else {
+            throw HTTPError(.badRequest, "invalid_multipart", "Every multipart part needs Content-Disposition: form-data; name=\"...\".",
+                            closeConnection: true)
+        }
+        if name == "file" {
+            guard fileSink == nil && fileFinished == nil else {
+                throw HTTPError(.badRequest, "duplicate_part", "The multipart body has more than one part named file.", closeConnection: true)
+            }
+            let sink = try makeFileSink()
+            sink.filename = Self.parameter("filename", in: disposition)
+            sink.contentType = contentType
+            fileSink = sink
+        } else {
+            guard fields[name] == nil else {
+                throw HTTPError(.badRequest, "duplicate_part", "The multipart body has more than one part named \(name).", closeConnection: true)
+            }
+            fieldName = name
+            fieldSink = DataSink(limit: fieldLimit)
+        }
+    }
+
+    private func emit(_ range: Range<Int>) throws(HTTPError) {
+        guard !range.isEmpty else { return }
+        try pending.withUnsafeBytes { bytes -> Result<Void, HTTPError> in
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
+            do throws(HTTPError) {
+                if let fileSink { try fileSink.write(slice) } else { try fieldSink?.write(slice) }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
+
+    private func endPart() throws(HTTPError) {
+        if let sink = fileSink {
+            fileFinished = try sink.finishFile()
+            fileSink = nil
+        } else if let sink = fieldSink, let name = fieldName {
+            fields[name] = sink.collected
+            fieldSink = nil
+            fieldName = nil
+        }
+    }
+
+    private func find(_ pattern: [UInt8], from start: Int) -> Int? {
+        pending.withUnsafeBytes { RequestParser.find(pattern, in: $0, from: start) }
+    }
+
+    func finish() throws(HTTPError) -> Request.Body {
+        guard case .epilogue = state else {
+            abort()
+            throw HTTPError(.badRequest, "invalid_multipart", "The multipart body ended without its closing boundary.")
+        }
+        return .multipart(file: fileFinished, fields: fields)
+    }
+
+    func abort() {
+        fileSink?.abort()
+        fileSink = nil
+        if let finished = fileFinished {
+            unlink(finished.path)
+            fileFinished = nil
+        }
+    }
+}

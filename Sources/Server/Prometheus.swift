@@ -1,0 +1,59 @@
+import Jobs
+
+/// The `/metrics` page in Prometheus' text format (version 0.0.4).
+public enum Prometheus {
+    public static func render(server: ServerMetrics?, queue: JobQueue) -> String {
+        var lines: [String] = []
+        func family(_ name: String, _ type: String, _ help: String) {
+            lines.append("# HELP \(name) \(help)")
+            lines.append("# TYPE \(name) \(type)")
+        }
+        let counts = (try? queue.store.counts()) ?? [:]
+        family("transcoderd_jobs", "gauge", "Jobs in the store by state.")
+        for state in JobState.allCases { lines.append("transcoderd_jobs{state=\"\(state.rawValue)\"} \(counts[state] ?? 0)") }
+        family("transcoderd_queue_depth", "gauge", "Jobs waiting to run.")
+        lines.append("transcoderd_queue_depth \(counts[.queued] ?? 0)")
+        family("transcoderd_jobs_running", "gauge", "Jobs running in this process.")
+        lines.append("transcoderd_jobs_running \(queue.runningCount)")
+        let stats = queue.statistics
+        family("transcoderd_jobs_finished_total", "counter", "Jobs finished by this process, by result.")
+        for (result, count) in stats.finished.sorted(by: { $0.key < $1.key }) {
+            lines.append("transcoderd_jobs_finished_total{result=\"\(result)\"} \(count)")
+        }
+        family("transcoderd_frames_encoded_total", "counter", "Video frames encoded by this process.")
+        lines.append("transcoderd_frames_encoded_total \(stats.framesEncoded)")
+        family("transcoderd_transcode_duration_seconds", "histogram", "Wall time of successful transcodes.")
+        for (index, bound) in JobQueue.Statistics.durationBuckets.enumerated() {
+            lines.append("transcoderd_transcode_duration_seconds_bucket{le=\"\(bound)\"} \(stats.durationBuckets[index])")
+        }
+        lines.append("transcoderd_transcode_duration_seconds_bucket{le=\"+Inf\"} \(stats.durationCount)")
+        lines.append("transcoderd_transcode_duration_seconds_sum \(stats.durationSum)")
+        lines.append("transcoderd_transcode_duration_seconds_count \(stats.durationCount)")
+        if let snapshot = server?.snapshot {
+            family("transcoderd_http_requests_total", "counter", "HTTP requests by route and status.")
+            for (route, statuses) in snapshot.requests.sorted(by: { $0.key < $1.key }) {
+                for (status, count) in statuses.sorted(by: { $0.key < $1.key }) {
+                    lines.append("transcoderd_http_requests_total{route=\"\(escape(route))\",status=\"\(status)\"} \(count)")
+                }
+            }
+            family("transcoderd_http_request_duration_seconds", "histogram", "Time from request head to the end of the response.")
+            for (index, bound) in ServerMetrics.durationBuckets.enumerated() {
+                lines.append("transcoderd_http_request_duration_seconds_bucket{le=\"\(bound)\"} \(snapshot.durationBuckets[index])")
+            }
+            lines.append("transcoderd_http_request_duration_seconds_bucket{le=\"+Inf\"} \(snapshot.durationCount)")
+            lines.append("transcoderd_http_request_duration_seconds_sum \(snapshot.durationSum)")
+            lines.append("transcoderd_http_request_duration_seconds_count \(snapshot.durationCount)")
+            family("transcoderd_bytes_uploaded_total", "counter", "Request body bytes received.")
+            lines.append("transcoderd_bytes_uploaded_total \(snapshot.bytesReceived)")
+            family("transcoderd_bytes_served_total", "counter", "Response body bytes sent.")
+            lines.append("transcoderd_bytes_served_total \(snapshot.bytesSent)")
+            family("transcoderd_sse_clients", "gauge", "Open Server-Sent Events streams.")
+            lines.append("transcoderd_sse_clients \(snapshot.openStreams)")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+    }
+}

@@ -1,0 +1,24 @@
+/// A parsed request line and header section.
+public struct RequestHead: Sendable {
+    public var method: String
+    /// The request target as sent, e.g. `/v1/jobs?state=running`.
+    public var target: String
+    /// Path segments, each percent-decoded (a `%2F` stays inside its segment).
+    public var segments: [String]
+    /// Query parameters, percent-decoded; the first value of a repeated name wins.
+    public var query: [String: String]
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    public var minorVersion: Int
+    public var headers: HTTPHeaders
+
+    /// Whether the client wants the connection kept open after this exchange.
+    public var keepAlive: Bool {
+        let tokens = headers.values("Connection").flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if tokens.contains("close") { return false }
+        return minorVersion >= 1 || tokens.contains("keep-alive")
+    }
+
+    /// The raw path, before the `?`.
+    public var path: String { String(target.prefix { $0 != "?" }) }
+}

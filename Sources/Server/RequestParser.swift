@@ -1,0 +1,322 @@
+import Foundation
+
+/// An incremental HTTP/1.1 request parser (RFC 9112): request line, header section, and a body framed by
+/// `Content-Length` or `Transfer-Encoding: chunked`. It is a value with no I/O: feed it bytes, get events.
+struct RequestParser {
+    struct Limits {
+        /// Largest header section (request line included), in bytes; past it: 431.
+        var headerBytes = 16 * 1024
+        /// Longest request target, in bytes; past it: 414.
+        var targetBytes = 8 * 1024
+    }
+
+    enum Event {
+        /// More bytes are needed.
+        case needMore
+        case head(RequestHead)
+        /// Body bytes: this range of the bytes just given.
+        case body(Range<Int>)
+        /// The request (body included) is complete.
+        case end
+    }
+
+    private enum State {
+        case head(scanned: Int)
+        case fixed(remaining: Int64)
+        case chunkSize
+        case chunkData(remaining: Int64)
+        case chunkDataEnd
+        case trailers(scanned: Int)
+        case done
+    }
+
+    private var state: State = .head(scanned: 0)
+    let limits: Limits
+    /// Body length announced by Content-Length; nil for chunked or no body.
+    private(set) var contentLength: Int64?
+    private(set) var isChunked = false
+    private var trailerBytes = 0
+
+    init(limits: Limits = Limits()) { self.limits = limits }
+
+    /// Whether a request is under way (its head has started arriving but it has not ended).
+    var inProgress: Bool {
+        switch state {
+        case .head(let scanned): scanned > 0
+        case .done: false
+        default: true
+        }
+    }
+
+    var isDone: Bool { if case .done = state { true } else { false } }
+
+    /// Readies the parser for the next request on the same connection.
+    mutating func reset() {
+        state = .head(scanned: 0)
+        contentLength = nil
+        isChunked = false
+        trailerBytes = 0
+    }
+
+    /// Parses from the start of `bytes`; returns the event and how many bytes it consumed.
+    mutating func next(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) -> (Event, consumed: Int) {
+        switch state {
+        case .head(let scanned):
+            // The request line is checked first, so an overlong target gets 414 rather than 431.
+            let lineEnd = Self.find(crlf, in: bytes, from: 0)
+            if (lineEnd ?? bytes.count) > limits.targetBytes + 32 {
+                throw HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.",
+                                closeConnection: true)
+            }
+            guard let end = Self.find(crlfcrlf, in: bytes, from: max(0, scanned - 3)) else {
+                if bytes.count > limits.headerBytes { throw Self.headersTooLarge(limits) }
+                state = .head(scanned: bytes.count)
+                return (.needMore, 0)
+            }
+            if end + 4 > limits.headerBytes { throw Self.headersTooLarge(limits) }
+            let head = try parseHead(UnsafeRawBufferPointer(rebasing: bytes[0..<end]))
+            return (.head(head), end + 4)
+        case .fixed(let remaining):
+            if remaining == 0 {
+                state = .done
+                return (.end, 0)
+            }
+            guard !bytes.isEmpty else { return (.needMore, 0) }
+            let take = Int(min(Int64(bytes.count), remaining))
+            state = .fixed(remaining: remaining - Int64(take))
+            return (.body(0..<take), take)
+        case .chunkSize:
+            guard let lineEnd = Self.find(crlf, in: bytes, from: 0) else {
+                if bytes.count > 1024 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
+                return (.needMore, 0)
+            }
+            let line = bytes[0..<lineEnd]
+            let sizeEnd = line.firstIndex { $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") } ?? lineEnd
+            let digits = bytes[0..<sizeEnd]
+            guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(Self.isHex),
+                  let size = Int64(String(decoding: digits, as: UTF8.self), radix: 16) else {
+                throw HTTPError.malformed("A chunk size is not a hexadecimal number.")
+            }
+            state = size == 0 ? .trailers(scanned: 0) : .chunkData(remaining: size)
+            return (.needMore, lineEnd + 2)
+        case .chunkData(let remaining):
+            guard !bytes.isEmpty else { return (.needMore, 0) }
+            let take = Int(min(Int64(bytes.count), remaining))
+            state = remaining - Int64(take) == 0 ? .chunkDataEnd : .chunkData(remaining: remaining - Int64(take))
+            return (.body(0..<take), take)
+        case .chunkDataEnd:
+            guard bytes.count >= 2 else { return (.needMore, 0) }
+            guard bytes[0] == 13 && bytes[1] == 10 else { throw HTTPError.malformed("A chunk is not followed by CRLF.") }
+            state = .chunkSize
+            return (.needMore, 2)
+        case .trailers:
+            guard let lineEnd = Self.find(crlf, in: bytes, from: 0) else {
+                if trailerBytes + bytes.count > limits.headerBytes { throw Self.headersTooLarge(limits) }
+                return (.needMore, 0)
+            }
+            trailerBytes += lineEnd + 2
+            if trailerBytes > limits.headerBytes { throw Self.headersTooLarge(limits) }
+            if lineEnd == 0 {
+                state = .done
+                return (.end, 2)
+            }
+            return (.needMore, lineEnd + 2)
+        case .done:
+            return (.needMore, 0)
+        }
+    }
+
+    /// Whether the event loop should call `next` again on the remaining bytes without reading more.
+    var wantsMoreParsing: Bool {
+        switch state {
+        case .fixed(let remaining): remaining == 0
+        case .done: false
+        default: true
+        }
+    }
+
+    private static func headersTooLarge(_ limits: Limits) -> HTTPError {
+        HTTPError(.headersTooLarge, "headers_too_large", "The request header section is larger than \(limits.headerBytes) bytes.",
+                  closeConnection: true)
+    }
+
+    private mutating func parseHead(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) -> RequestHead {
+        var lines: [Slice<UnsafeRawBufferPointer>] = []
+        var start = 0
+        while start <= bytes.count {
+            let end = Self.find(crlf, in: bytes, from: start) ?? bytes.count
+            lines.append(bytes[start..<end])
+            start = end + 2
+        }
+        guard let requestLine = lines.first else { throw HTTPError.malformed("The request line is missing.") }
+        let parts = requestLine.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(Self.isToken) else {
+            throw HTTPError.malformed("The request line must be METHOD SP TARGET SP HTTP-VERSION.")
+        }
+        let method = String(decoding: parts[0], as: UTF8.self)
+        guard parts[1].count <= limits.targetBytes else {
+            throw HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.", closeConnection: true)
+        }
+        guard !parts[1].isEmpty, parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw HTTPError.malformed("The request target has spaces, control characters or non-ASCII bytes.")
+        }
+        let target = String(decoding: parts[1], as: UTF8.self)
+        guard target.hasPrefix("/") || (target == "*" && method == "OPTIONS") else {
+            throw HTTPError.malformed("The request target must be a path starting with /.")
+        }
+        let version = String(decoding: parts[2], as: UTF8.self)
+        let minor: Int
+        switch version {
+        case "HTTP/1.1": minor = 1
+        case "HTTP/1.0": minor = 0
+        default:
+            if version.hasPrefix("HTTP/") && version.count == 8 {
+                throw HTTPError(.versionNotSupported, "http_version_not_supported", "Only HTTP/1.0 and HTTP/1.1 are served.",
+                                closeConnection: true)
+            }
+            throw HTTPError.malformed("The HTTP version \(version.prefix(16)) is not valid.")
+        }
+        var headers = HTTPHeaders()
+        for line in lines.dropFirst() {
+            guard let first = line.first else { throw HTTPError.malformed("An empty line inside the header section.") }
+            if first == 0x20 || first == 0x09 { throw HTTPError.malformed("Folded header lines (obs-fold) are not accepted.") }
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
+                throw HTTPError.malformed("A header line has no colon.")
+            }
+            let name = line[line.startIndex..<colon]
+            guard !name.isEmpty, name.allSatisfy(Self.isToken) else {
+                throw HTTPError.malformed("A header name has characters a token cannot have.")
+            }
+            var value = line[(colon + 1)...]
+            while let byte = value.first, byte == 0x20 || byte == 0x09 { value = value.dropFirst() }
+            while let byte = value.last, byte == 0x20 || byte == 0x09 { value = value.dropLast() }
+            guard value.allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) else {
+                throw HTTPError.malformed("A header value has a control character (NUL, CR, LF or other).")
+            }
+            headers.add(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+        }
+        if minor == 1 {
+            let hosts = headers.values("Host")
+            guard hosts.count == 1 else { throw HTTPError.malformed("An HTTP/1.1 request needs exactly one Host header.") }
+        }
+        try frameBody(headers)
+        let (segments, query) = try Self.splitTarget(target)
+        return RequestHead(method: method, target: target, segments: segments, query: query, minorVersion: minor, headers: headers)
+    }
+
+    /// Decides how the body is delimited (RFC 9112 §6.3).
+    private mutating func frameBody(_ headers: HTTPHeaders) throws(HTTPError) {
+        let encodings = headers.values("Transfer-Encoding")
+        let lengths = headers.values("Content-Length")
+        if !encodings.isEmpty {
+            guard lengths.isEmpty else {
+                throw HTTPError.malformed("A request cannot have both Content-Length and Transfer-Encoding.")
+            }
+            let codings = encodings.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard codings == ["chunked"] else {
+                throw HTTPError.malformed("Only Transfer-Encoding: chunked is accepted.")
+            }
+            isChunked = true
+            state = .chunkSize
+            return
+        }
+        guard lengths.count <= 1 else { throw HTTPError.malformed("The request has more than one Content-Length.") }
+        if let text = lengths.first {
+            guard !text.isEmpty, text.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int64(text) else {
+                throw HTTPError.malformed("Content-Length must be a number of bytes.")
+            }
+            contentLength = length
+            state = .fixed(remaining: length)
+        } else {
+            contentLength = 0
+            state = .fixed(remaining: 0)
+        }
+    }
+
+    static func splitTarget(_ target: String) throws(HTTPError) -> ([String], [String: String]) {
+        let pathPart = target.prefix { $0 != "?" }
+        var segments: [String] = []
+        for raw in pathPart.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
+            guard let decoded = percentDecode(raw, plusIsSpace: false) else {
+                throw HTTPError(.badRequest, "malformed_request", "The path has an invalid percent-encoding.")
+            }
+            segments.append(decoded)
+        }
+        var query: [String: String] = [:]
+        if let mark = target.firstIndex(of: "?") {
+            for pair in target[target.index(after: mark)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let name = percentDecode(parts[0], plusIsSpace: true),
+                      let value = percentDecode(parts.count > 1 ? parts[1] : "", plusIsSpace: true) else {
+                    throw HTTPError(.badRequest, "malformed_request", "The query has an invalid percent-encoding.")
+                }
+                if query[name] == nil { query[name] = value }
+            }
+        }
+        return (segments, query)
+    }
+
+    /// Decodes `%XX` escapes; nil for a bad escape or bytes that are not UTF-8.
+    static func percentDecode(_ text: Substring, plusIsSpace: Bool) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%") {
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                bytes.append(high << 4 | low)
+            } else if plusIsSpace && byte == UInt8(ascii: "+") {
+                bytes.append(0x20)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: byte - 0x30
+        case 0x41...0x46: byte - 0x41 + 10
+        case 0x61...0x66: byte - 0x61 + 10
+        default: nil
+        }
+    }
+
+    private static func isHex(_ byte: UInt8) -> Bool { hexValue(byte) != nil }
+
+    /// RFC 9110 tchar.
+    static func isToken(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+             UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"): true
+        default: false
+        }
+    }
+
+    private static let crlf: [UInt8] = [13, 10]
+    private static let crlfcrlf: [UInt8] = [13, 10, 13, 10]
+    private var crlf: [UInt8] { Self.crlf }
+    private var crlfcrlf: [UInt8] { Self.crlfcrlf }
+
+    /// Index of the first occurrence of `pattern` in `bytes` at or after `start`.
+    static func find(_ pattern: [UInt8], in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard bytes.count >= pattern.count, start <= bytes.count - pattern.count else { return nil }
+        var index = start
+        let last = bytes.count - pattern.count
+        let first = pattern[0]
+        while index <= last {
+            if bytes[index] == first {
+                var matched = true
+                for offset in 1..<pattern.count where bytes[index + offset] != pattern[offset] {
+                    matched = false
+                    break
+                }
+                if matched { return index }
+            }
+            index += 1
+        }
+        return nil
+    }
+}

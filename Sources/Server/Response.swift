@@ -1,0 +1,62 @@
+import Foundation
+
+/// What a handler answers: status, headers and one kind of body.
+public struct Response: Sendable {
+    public enum Body: Sendable {
+        case empty
+        case data(Data)
+        /// `length` bytes of the file at `path` from `offset`, sent with sendfile.
+        case file(path: String, offset: Int64, length: Int64)
+        /// A Server-Sent Events stream (chunked, open until the source ends it or the client leaves).
+        case eventStream(any EventSource)
+    }
+
+    public var status: HTTPStatus
+    public var headers: HTTPHeaders
+    public var body: Body
+
+    public init(_ status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: Body = .empty) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response from an Encodable value.
+    public static func json<T: Encodable>(_ value: T, status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
+        var headers = headers
+        headers.set("Content-Type", "application/json")
+        return Response(status, headers: headers, body: .data(JSON.encode(value)))
+    }
+
+    /// The JSON error body every error response has: `{"error": {"code", "message"}}`.
+    public static func error(_ error: HTTPError) -> Response {
+        var response = json(ErrorBody(error: .init(code: error.code, message: error.message)), status: error.status,
+                            headers: error.headers)
+        if error.closeConnection { response.headers.set("Connection", "close") }
+        return response
+    }
+
+    struct ErrorBody: Encodable {
+        struct Detail: Encodable {
+            let code: String
+            let message: String
+        }
+        let error: Detail
+    }
+}
+
+/// Produces the events of a Server-Sent Events response.
+public protocol EventSource: Sendable {
+    /// Starts the stream: call `send` with each event's text (already in `event:`/`data:` form), and with nil to
+    /// end the stream. Returns what to call when the client goes away first.
+    func start(send: @escaping @Sendable (String?) -> Void) -> @Sendable () -> Void
+}
+
+/// The API's one JSON encoder setup.
+enum JSON {
+    static func encode<T: Encodable>(_ value: T) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)) ?? Data("{}".utf8)
+    }
+}

@@ -1,0 +1,76 @@
+/// Maps a method and a path to a handler; a path known under other methods answers 405 with `Allow`.
+public final class Router: Sendable {
+    /// How a route takes its request body.
+    public enum BodyKind: Sendable {
+        /// No body expected; a small one is read and ignored.
+        case none
+        /// JSON, held in memory (at most `Limits.jsonBodyBytes`).
+        case json
+        /// Raw bytes streamed to a file (an upload).
+        case upload
+        /// Raw bytes to a file, or multipart/form-data with a `file` part.
+        case uploadOrMultipart
+        /// JSON, or multipart/form-data with a `file` part and small fields.
+        case jsonOrMultipart
+    }
+
+    public typealias Handler = @Sendable (Request) throws(HTTPError) -> Response
+
+    struct Route: Sendable {
+        let method: String
+        let pattern: [Segment]
+        let body: BodyKind
+        /// Route name for logs and metrics, e.g. `GET /v1/jobs/{id}`.
+        let name: String
+        let handler: Handler
+    }
+
+    enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+    }
+
+    enum Match {
+        case found(Route, parameters: [String: String])
+        case methodNotAllowed(allowed: [String])
+        case notFound
+    }
+
+    private let routes: [Route]
+
+    public init(_ routes: [(method: String, path: String, body: BodyKind, handler: Handler)]) {
+        self.routes = routes.map { route in
+            let pattern = route.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { part -> Segment in
+                part.hasPrefix("{") && part.hasSuffix("}") ? .parameter(String(part.dropFirst().dropLast())) : .literal(String(part))
+            }
+            return Route(method: route.method, pattern: pattern, body: route.body, name: "\(route.method) \(route.path)",
+                         handler: route.handler)
+        }
+    }
+
+    /// Finds the route for `method` and path `segments`; HEAD is served by GET routes.
+    func match(method: String, segments: [String]) -> Match {
+        var allowed: [String] = []
+        for route in routes {
+            guard let parameters = Self.bind(route.pattern, segments) else { continue }
+            if route.method == method || (method == "HEAD" && route.method == "GET") {
+                return .found(route, parameters: parameters)
+            }
+            allowed.append(route.method)
+            if route.method == "GET" { allowed.append("HEAD") }
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+    }
+
+    private static func bind(_ pattern: [Segment], _ segments: [String]) -> [String: String]? {
+        guard pattern.count == segments.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (part, segment) in zip(pattern, segments) {
+            switch part {
+            case .literal(let text): guard text == segment else { return nil }
+            case .parameter(let name): parameters[name] = segment
+            }
+        }
+        return parameters
+    }
+}

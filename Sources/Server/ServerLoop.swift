@@ -1,0 +1,153 @@
+import CSystem
+import Dispatch
+import Foundation
+import Glibc
+
+/// The event loop's side of the server: listening sockets and connections, touched only on the loop's thread.
+final class ServerLoop {
+    let eventLoop: EventLoop
+    let configuration: HTTPServerConfiguration
+    let router: Router
+    let logger: Logger
+    let authenticate: @Sendable (RequestHead) -> HTTPError?
+    let metrics: ServerMetrics
+    /// Handlers run here: they may block on SQLite or FFmpeg probes, so never on the loop or the cooperative pool.
+    let workQueue = DispatchQueue(label: "transcoderd.http.handlers", qos: .userInitiated, attributes: .concurrent)
+    private var listeners: [UInt64: Int32] = [:]
+    var connections: [UInt64: Connection] = [:]
+    private var nextToken: UInt64 = 1
+    private(set) var dateHeader = ""
+    private var accepting = true
+    private var stopped = false
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+
+    init(eventLoop: EventLoop, configuration: HTTPServerConfiguration, router: Router, logger: Logger,
+         metrics: ServerMetrics, authenticate: @escaping @Sendable (RequestHead) -> HTTPError?) {
+        self.eventLoop = eventLoop
+        self.configuration = configuration
+        self.router = router
+        self.logger = logger
+        self.metrics = metrics
+        self.authenticate = authenticate
+        updateDate()
+    }
+
+    deinit { readBuffer.deallocate() }
+
+    func addListener(_ fd: Int32) throws(IOError) {
+        let token = takeToken()
+        listeners[token] = fd
+        try eventLoop.register(fd, token: token, events: tc_epoll_in)
+    }
+
+    func takeToken() -> UInt64 {
+        defer { nextToken += 1 }
+        return nextToken
+    }
+
+    /// Runs until `stop` has closed everything.
+    func run() {
+        var data = [UInt64](repeating: 0, count: 256)
+        var events = [UInt32](repeating: 0, count: 256)
+        var lastSweep = ContinuousClock.now
+        while !stopped {
+            let count = tc_epoll_wait(eventLoop.epoll, &data, &events, 256, 250)
+            for index in 0..<max(0, Int(count)) {
+                let token = data[index]
+                if token == EventLoop.wakeToken {
+                    for task in eventLoop.takeTasks() { task(self) }
+                } else if let listener = listeners[token] {
+                    acceptAll(listener)
+                } else if let connection = connections[token] {
+                    connection.handle(events: events[index])
+                }
+            }
+            let now = ContinuousClock.now
+            if now - lastSweep >= .seconds(1) {
+                lastSweep = now
+                updateDate()
+                for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
+            }
+        }
+    }
+
+    private func acceptAll(_ listener: Int32) {
+        while accepting {
+            let client: Int32?
+            do {
+                client = try Posix.accept(listener)
+            } catch {
+                if error.errnoCode == EMFILE || error.errnoCode == ENFILE {
+                    logger.error("accept failed: out of file descriptors", ["error": .string(error.description)])
+                }
+                return
+            }
+            guard let client else { return }
+            if connections.count >= configuration.maxConnections {
+                rejectBusy(client)
+                continue
+            }
+            var one: Int32 = 1
+            setsockopt(client, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let token = takeToken()
+            let connection = Connection(token: token, fd: client, loop: self)
+            connections[token] = connection
+            do {
+                try eventLoop.register(client, token: token, events: tc_epoll_in | tc_epoll_rdhup)
+            } catch {
+                connections[token] = nil
+                Posix.close(client)
+            }
+        }
+    }
+
+    private func rejectBusy(_ fd: Int32) {
+        let body = #"{"error":{"code":"too_many_connections","message":"The server has too many open connections; try again shortly."}}"#
+        let text = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" +
+            "Retry-After: 1\r\nConnection: close\r\n\r\n" + body
+        _ = text.utf8CString.withUnsafeBytes { bytes in
+            try? Posix.send(fd, UnsafeRawBufferPointer(rebasing: bytes.dropLast()))
+        }
+        Posix.close(fd)
+        metrics.countResponse(route: "connection limit", status: 503)
+    }
+
+    func remove(_ connection: Connection) {
+        connections[connection.token] = nil
+        eventLoop.unregister(connection.fd)
+    }
+
+    /// Stops accepting: listening sockets are closed so new connections are refused.
+    func stopAccepting() {
+        accepting = false
+        for (_, fd) in listeners {
+            eventLoop.unregister(fd)
+            Posix.close(fd)
+        }
+        listeners.removeAll()
+    }
+
+    /// Connections with a request in flight (reading its body, waiting for its handler, or writing its response).
+    var busyConnections: Int { connections.values.filter(\.isBusy).count }
+
+    /// Closes every connection and ends `run`.
+    func closeAll() {
+        for connection in Array(connections.values) { connection.close() }
+        stopped = true
+    }
+
+    /// IMF-fixdate, as HTTP's Date header uses: `Sun, 06 Nov 1994 08:49:37 GMT`.
+    static func httpDate(_ date: Date) -> String {
+        var time = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private func updateDate() {
+        dateHeader = Self.httpDate(Date())
+    }
+}
+

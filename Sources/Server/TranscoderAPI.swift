@@ -1,0 +1,365 @@
+import Foundation
+import Glibc
+import Jobs
+import Pipeline
+
+/// The transcoderd API: uploads, jobs, live progress, downloads, presets and health. Handlers run on the server's
+/// work queue (they block on SQLite and on probing uploads), never on the event loop.
+public final class TranscoderAPI: Sendable {
+    let queue: JobQueue
+    let logger: Logger
+    let metricsText: @Sendable () -> String
+
+    public init(queue: JobQueue, logger: Logger, metricsText: @escaping @Sendable () -> String = { "" }) {
+        self.queue = queue
+        self.logger = logger
+        self.metricsText = metricsText
+    }
+
+    private var store: JobStore { queue.store }
+    private var directory: DataDirectory { queue.directory }
+
+    /// Every route of the API.
+    public var router: Router {
+        Router([
+            ("GET", "/healthz", .none, { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) }),
+            ("GET", "/readyz", .none, { [self] _ throws(HTTPError) in try ready() }),
+            ("GET", "/metrics", .none, { [self] _ throws(HTTPError) in metrics() }),
+            ("GET", "/v1/presets", .none, { _ throws(HTTPError) in
+                .json(Preset.all.map { APIModels.PresetResource(name: $0.name, summary: $0.summary, settings: $0.settings) })
+            }),
+            ("POST", "/v1/uploads", .uploadOrMultipart, { [self] request throws(HTTPError) in try createUpload(request) }),
+            ("PUT", "/v1/uploads/{filename}", .upload, { [self] request throws(HTTPError) in try createUpload(request) }),
+            ("POST", "/v1/jobs", .jsonOrMultipart, { [self] request throws(HTTPError) in try createJob(request) }),
+            ("GET", "/v1/jobs", .none, { [self] request throws(HTTPError) in try listJobs(request) }),
+            ("GET", "/v1/jobs/{id}", .none, { [self] request throws(HTTPError) in .json(resource(try job(request))) }),
+            ("DELETE", "/v1/jobs/{id}", .none, { [self] request throws(HTTPError) in try deleteJob(request) }),
+            ("GET", "/v1/jobs/{id}/events", .none, { [self] request throws(HTTPError) in try events(request) }),
+            ("GET", "/v1/jobs/{id}/output", .none, { [self] request throws(HTTPError) in try output(request) }),
+            ("POST", "/v1/jobs/{id}/cancel", .none, { [self] request throws(HTTPError) in try cancel(request) }),
+        ])
+    }
+
+    // MARK: Health
+
+    private func ready() throws(HTTPError) -> Response {
+        do {
+            _ = try store.counts()
+        } catch {
+            return .json(APIModels.Status(status: "store unavailable: \(error.message)"), status: .serviceUnavailable)
+        }
+        guard queue.isReady else { return .json(APIModels.Status(status: "workers not running"), status: .serviceUnavailable) }
+        return .json(APIModels.Status(status: "ready"))
+    }
+
+    private func metrics() -> Response {
+        var headers = HTTPHeaders()
+        headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        return Response(.ok, headers: headers, body: .data(Data(metricsText().utf8)))
+    }
+
+    // MARK: Uploads
+
+    private func createUpload(_ request: Request) throws(HTTPError) -> Response {
+        let file: UploadedFile
+        switch request.body {
+        case .file(let uploaded):
+            var named = uploaded
+            named.filename = request.parameters["filename"].flatMap { $0.isEmpty ? nil : $0 }
+                ?? request.headers["Content-Disposition"].flatMap { MultipartSink.parameter("filename", in: $0) }
+            named.contentType = request.headers["Content-Type"]
+            file = named
+        case .multipart(let uploaded?, _):
+            file = uploaded
+        case .multipart(nil, _):
+            throw HTTPError(.badRequest, "missing_file", "The multipart body needs a part named file (curl -F file=@in.mov).")
+        default:
+            throw HTTPError(.badRequest, "missing_file", "Send the media as the request body or as a multipart part named file.")
+        }
+        let upload = try store(file)
+        var headers = HTTPHeaders()
+        headers.set("Location", "/v1/uploads/\(upload.id)")
+        return .json(APIModels.UploadResource(upload), status: .created, headers: headers)
+    }
+
+    /// Makes an uploaded body durable, probes it, and records it; a file FFmpeg cannot read is refused (422) and
+    /// deleted.
+    private func store(_ file: UploadedFile) throws(HTTPError) -> Upload {
+        guard file.size > 0 else {
+            throw HTTPError(.unprocessableContent, "empty_upload", "The upload is empty.")
+        }
+        let tracks: [Track]
+        do {
+            tracks = try TranscodeSession.probe(path: file.path)
+        } catch {
+            throw HTTPError(.unprocessableContent, error.code, error.message)
+        }
+        guard tracks.contains(where: { $0.mediaType == .video || $0.mediaType == .audio }) else {
+            throw HTTPError(.unprocessableContent, "no_media_tracks", "The file has neither a video nor an audio track.")
+        }
+        let id = UUID().uuidString.lowercased()
+        let path = directory.uploadPath(id: id)
+        let descriptor = open(file.path, O_RDONLY | O_CLOEXEC)
+        if descriptor >= 0 {
+            fsync(descriptor)
+            close(descriptor)
+        }
+        guard rename(file.path, path) == 0 else {
+            throw HTTPError(.internalServerError, "storage_error", "Storing the upload failed: \(String(cString: strerror(errno))).")
+        }
+        let upload = Upload(id: id, filename: Self.cleanFilename(file.filename), contentType: file.contentType, size: Int(file.size),
+                            sha256: file.sha256, path: path, tracks: tracks, createdAt: Date().timeIntervalSince1970)
+        do {
+            try store.insert(upload)
+        } catch {
+            unlink(path)
+            throw Self.storeFailure(error)
+        }
+        logger.info("upload stored", ["upload_id": .string(id), "bytes": .int(upload.size)])
+        return upload
+    }
+
+    /// A display name: the last path component, without control characters, at most 255 bytes.
+    static func cleanFilename(_ name: String?) -> String {
+        let last = (name ?? "").split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        let cleaned = String(last.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
+        let trimmed = cleaned.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed != ".", trimmed != ".." else { return "upload" }
+        return String(trimmed.utf8.prefix(255)) ?? "upload"
+    }
+
+    // MARK: Jobs
+
+    private func createJob(_ request: Request) throws(HTTPError) -> Response {
+        let input: String
+        let settings: TranscodeSettings
+        var priority = 0
+        switch request.body {
+        case .data(let data):
+            guard request.headers["Content-Type"]?.lowercased().hasPrefix("application/json") ?? true else {
+                throw HTTPError(.unsupportedMediaType, "unsupported_media_type",
+                                "Send application/json, or multipart/form-data with a file part.")
+            }
+            let object = try Self.jsonObject(data)
+            if let unknown = object.keys.sorted().first(where: { !["input", "settings", "priority"].contains($0) }) {
+                throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected input, settings, priority.")
+            }
+            guard case .string(let id)? = object["input"] else {
+                throw HTTPError(.badRequest, "invalid_request", "input: expected the id of an upload (a string).")
+            }
+            input = id
+            settings = try Self.settings(object["settings"] ?? .object([:]))
+            priority = try Self.priority(object["priority"])
+            guard (try? store.upload(id: input)) != nil else {
+                throw HTTPError(.badRequest, "upload_not_found", "input: no upload has the id \(input).")
+            }
+        case .multipart(let file, let fields):
+            guard let file else {
+                throw HTTPError(.badRequest, "missing_file", "The multipart body needs a part named file (curl -F file=@in.mov).")
+            }
+            if let unknown = fields.keys.sorted().first(where: { !["settings", "priority"].contains($0) }) {
+                throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown part; expected file, settings, priority.")
+            }
+            settings = try fields["settings"].map { data throws(HTTPError) in try Self.settings(Self.settingsField(data)) }
+                ?? TranscodeSettings()
+            if let text = fields["priority"] {
+                priority = try Self.priority(.integer(Int64(String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespaces)) ?? .max))
+            }
+            input = try store(file).id
+        default:
+            throw HTTPError(.badRequest, "invalid_request", "Send {\"input\": \"<upload id>\", \"settings\": {...}} as JSON, or a multipart body.")
+        }
+        let job: Job
+        do {
+            job = try store.createJob(input: input, settings: settings, priority: priority)
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        queue.jobQueued()
+        logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(input)])
+        var headers = HTTPHeaders()
+        headers.set("Location", "/v1/jobs/\(job.id)")
+        return .json(resource(job), status: .created, headers: headers)
+    }
+
+    private static func jsonObject(_ data: Data) throws(HTTPError) -> [String: JSONValue] {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(data)
+        } catch {
+            throw HTTPError(.badRequest, "invalid_json", "The body is not valid JSON.")
+        }
+        guard case .object(let object) = value else {
+            throw HTTPError(.badRequest, "invalid_request", "The body must be a JSON object.")
+        }
+        return object
+    }
+
+    /// A multipart `settings` field: JSON, or a bare preset name.
+    private static func settingsField(_ data: Data) -> JSONValue {
+        if let value = try? JSONValue.parse(data) { return value }
+        return .string(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    private static func settings(_ value: JSONValue) throws(HTTPError) -> TranscodeSettings {
+        do {
+            return try TranscodeSettings(json: value)
+        } catch {
+            let key = error.key.isEmpty ? "settings" : "settings.\(error.key)"
+            throw HTTPError(.badRequest, "invalid_settings", "\(key): \(error.message)")
+        }
+    }
+
+    private static func priority(_ value: JSONValue?) throws(HTTPError) -> Int {
+        guard let value, value != .null else { return 0 }
+        guard case .integer(let number) = value, (-1000...1000).contains(number) else {
+            throw HTTPError(.badRequest, "invalid_request", "priority: expected a whole number from -1000 to 1000 (higher runs first).")
+        }
+        return Int(number)
+    }
+
+    private func listJobs(_ request: Request) throws(HTTPError) -> Response {
+        let query = request.head.query
+        var state: JobState?
+        if let text = query["state"] {
+            guard let parsed = JobState(rawValue: text) else {
+                throw HTTPError(.badRequest, "invalid_request",
+                                "state: expected one of \(JobState.allCases.map(\.rawValue).joined(separator: ", ")).")
+            }
+            state = parsed
+        }
+        var limit = 50
+        if let text = query["limit"] {
+            guard let parsed = Int(text), (1...200).contains(parsed) else {
+                throw HTTPError(.badRequest, "invalid_request", "limit: expected a whole number from 1 to 200.")
+            }
+            limit = parsed
+        }
+        do {
+            let page = try store.jobs(state: state, limit: limit, cursor: query["cursor"])
+            return .json(APIModels.JobPage(jobs: page.jobs.map { resource($0) }, next: page.next))
+        } catch where error.code == "invalid_cursor" {
+            throw HTTPError(.badRequest, "invalid_cursor", "cursor: \(error.message)")
+        } catch {
+            throw Self.storeFailure(error)
+        }
+    }
+
+    private func job(_ request: Request) throws(HTTPError) -> Job {
+        let id = request.parameters["id"] ?? ""
+        let found: Job?
+        do {
+            found = try store.job(id: id)
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        guard let found else { throw HTTPError(.notFound, "job_not_found", "No job has the id \(id.prefix(64)).") }
+        return found
+    }
+
+    func resource(_ job: Job) -> APIModels.JobResource {
+        APIModels.JobResource(job, upload: try? store.upload(id: job.inputUpload),
+                              live: job.state == .running ? queue.liveProgress(of: job.id) : nil)
+    }
+
+    private func events(_ request: Request) throws(HTTPError) -> Response {
+        let job = try job(request)
+        var headers = HTTPHeaders()
+        headers.set("Content-Type", "text/event-stream")
+        headers.set("Cache-Control", "no-cache")
+        headers.set("X-Accel-Buffering", "no")
+        let stream = JobEventStream(jobID: job.id, queue: queue) { [self] job in JSON.encode(resource(job)) }
+        return Response(.ok, headers: headers, body: .eventStream(stream))
+    }
+
+    private func output(_ request: Request) throws(HTTPError) -> Response {
+        let job = try job(request)
+        guard job.state == .succeeded, let path = job.outputPath else {
+            throw HTTPError(.conflict, "job_not_succeeded", "The job is \(job.state.rawValue); its output exists once it has succeeded.")
+        }
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw HTTPError(.notFound, "output_missing", "The job's output file is gone from the data directory.")
+        }
+        let size = Int64(status.st_size)
+        let etag = "\"\(job.id.prefix(8))-\(size)-\(Int64(job.finishedAt ?? 0))\""
+        var headers = HTTPHeaders()
+        let tracks = job.outputTracks ?? []
+        headers.set("Content-Type", job.settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }))
+        headers.set("Content-Disposition", Self.disposition(for: job, upload: try? store.upload(id: job.inputUpload)))
+        headers.set("ETag", etag)
+        headers.set("Accept-Ranges", "bytes")
+        headers.set("Last-Modified", ServerLoop.httpDate(Date(timeIntervalSince1970: job.finishedAt ?? 0)))
+        if let match = request.headers["If-None-Match"], match.split(separator: ",").contains(where: {
+            $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*"
+        }) {
+            return Response(.notModified, headers: headers)
+        }
+        // A Range is honoured only when If-Range (if any) still names this file.
+        let rangeHeader = request.headers["If-Range"].map { $0 == etag } ?? true ? request.headers["Range"] : nil
+        switch ByteRange.parse(rangeHeader, size: size) {
+        case .full:
+            return Response(.ok, headers: headers, body: .file(path: path, offset: 0, length: size))
+        case .partial(let start, let end):
+            headers.set("Content-Range", "bytes \(start)-\(end)/\(size)")
+            return Response(.partialContent, headers: headers, body: .file(path: path, offset: start, length: end - start + 1))
+        case .unsatisfiable:
+            var error = HTTPError(.rangeNotSatisfiable, "range_not_satisfiable", "The file is \(size) bytes; the range asked for is outside it.")
+            error.headers.set("Content-Range", "bytes */\(size)")
+            throw error
+        }
+    }
+
+    /// `attachment; filename="input-name.mp4"` with an ASCII fallback and the UTF-8 name (RFC 6266).
+    static func disposition(for job: Job, upload: Upload?) -> String {
+        let base = (upload?.filename ?? "output").split(separator: ".").dropLast().joined(separator: ".")
+        let name = (base.isEmpty ? (upload?.filename ?? "output") : base) + "." + job.settings.container.fileExtension
+        let ascii = String(name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 0x20 ? Character($0) : "_" })
+        let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: ".-_"))) ?? ascii
+        return "attachment; filename=\"\(ascii)\"; filename*=UTF-8''\(encoded)"
+    }
+
+    private func cancel(_ request: Request) throws(HTTPError) -> Response {
+        let job = try job(request)
+        do {
+            let current = try queue.cancel(id: job.id)
+            return .json(resource(current), status: .accepted)
+        } catch where error.code == "invalid_transition" {
+            throw HTTPError(.conflict, "job_finished", "The job has already finished (\(job.state.rawValue)); nothing to cancel.")
+        } catch {
+            throw Self.storeFailure(error)
+        }
+    }
+
+    private func deleteJob(_ request: Request) throws(HTTPError) -> Response {
+        var job = try job(request)
+        if !job.state.isTerminal {
+            _ = try? queue.cancel(id: job.id)
+            let deadline = Date().addingTimeInterval(5)
+            while !job.state.isTerminal && Date() < deadline {
+                usleep(20_000)
+                job = (try? store.job(id: job.id)) ?? job
+            }
+            guard job.state.isTerminal else {
+                throw HTTPError(.conflict, "job_busy", "The job did not stop in time; try again.")
+            }
+        }
+        do {
+            if let path = job.outputPath { unlink(path) }
+            try store.deleteJob(id: job.id)
+            if let upload = try store.upload(id: job.inputUpload), (try? store.deleteUpload(id: upload.id)) != nil {
+                unlink(upload.path)
+            }
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        return Response(.noContent)
+    }
+
+    static func storeFailure(_ error: StoreError) -> HTTPError {
+        if error.code == "no_space" {
+            return HTTPError(.insufficientStorage, "no_space", "The server's disk is full.")
+        }
+        return HTTPError(.internalServerError, "store_error", "The job store failed: \(error.message)")
+    }
+}

@@ -1,0 +1,103 @@
+import Dispatch
+import Foundation
+import Jobs
+import Pipeline
+import Server
+import Synchronization
+
+/// `transcoderd serve`: the HTTP API and the job queue over one data directory.
+enum ServeCommand {
+    static let usage = """
+        Usage: transcoderd serve [options]
+
+        Serves the HTTP API (uploads, jobs, live progress, downloads) and runs the job queue. Jobs and uploads live
+        in the data directory (SQLite file transcoderd.sqlite, uploads/, outputs/), created if missing.
+        SIGTERM/SIGINT: stop accepting, finish requests in flight, let running jobs finish for --shutdown-grace
+        seconds, send the rest back to the queue for the next start, exit 0. A second signal exits at once.
+
+        Options (each also read from the environment variable shown; flags win):
+        \(Configuration.help)
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        if arguments.contains("-h") || arguments.contains("--help") {
+            print(usage)
+            return 0
+        }
+        let config: Configuration
+        do {
+            config = try Configuration.parse(arguments, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            Console.error(error.message)
+            return 2
+        }
+        let logger = Logger(format: config.logFormat == "text" ? .text : .json)
+        raiseFileLimit()
+        do {
+            let directory = DataDirectory(path: config.data)
+            try directory.prepare()
+            let lock = try directory.lock()
+            defer { withExtendedLifetime(lock) {} }
+            let store = try JobStore(path: directory.databasePath)
+            var queueConfig = JobQueue.Configuration()
+            queueConfig.workers = config.workers
+            queueConfig.stallTimeout = config.stallTimeout
+            queueConfig.retentionHours = config.retentionHours
+            let queue = JobQueue(store: store, directory: directory, configuration: queueConfig)
+            let recovered = try queue.start()
+            if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
+                logger.info("recovered jobs left running", ["requeued": .int(recovered.requeued.count), "failed": .int(recovered.failed.count)])
+            }
+            var serverConfig = HTTPServerConfiguration(uploadDirectory: directory.uploads)
+            serverConfig.host = config.host
+            serverConfig.port = config.port
+            serverConfig.maxUploadBytes = config.maxUploadBytes
+            serverConfig.maxConnections = config.maxConnections
+            serverConfig.headerTimeout = config.headerTimeout
+            serverConfig.idleTimeout = config.idleTimeout
+            let metricsBox = Mutex<ServerMetrics?>(nil)
+            let api = TranscoderAPI(queue: queue, logger: logger) {
+                Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)
+            }
+            let server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
+                                        authenticate: BearerToken(config.token).check)
+            metricsBox.withLock { $0 = server.metrics }
+            try server.start()
+            logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(directory.root.path),
+                                      "workers": .int(config.workers)])
+            let signals = Mutex(0)
+            let stop = DispatchSemaphore(value: 0)
+            let sources = Signals.onTerminate {
+                let count = signals.withLock { count in
+                    count += 1
+                    return count
+                }
+                if count == 1 { stop.signal() } else { exit(1) }
+            }
+            defer { sources.forEach { $0.cancel() } }
+            stop.wait()
+            logger.info("shutting down", ["grace_seconds": .int(Int(config.shutdownGrace))])
+            server.stop(grace: min(config.shutdownGrace, 10))
+            queue.stop(grace: config.shutdownGrace)
+            logger.info("stopped")
+            return 0
+        } catch let error as StoreError {
+            Console.error(error.message)
+            return 1
+        } catch let error as IOError {
+            Console.error(error.description)
+            return 1
+        } catch {
+            Console.error("\(error)")
+            return 1
+        }
+    }
+
+    /// Lets the process hold as many connections as the hard limit allows.
+    private static func raiseFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}

@@ -1,0 +1,271 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The API of a real `transcoderd serve` on 127.0.0.1, driven with curl and raw sockets.
+@Suite(.serialized) struct APITests {
+    static let shared = Result { try TestServer() }
+
+    private var server: TestServer { get throws { try Self.shared.get() } }
+
+    private func upload(_ path: String) throws -> [String: Any] {
+        let (status, object) = try server.json("/v1/uploads/", ["-T", path])
+        #expect(status == 201, "\(object)")
+        return object
+    }
+
+    private func waitForState(_ id: String, _ states: Set<String>, seconds: Double = 60) throws -> [String: Any] {
+        var job: [String: Any] = [:]
+        _ = try eventually(seconds) {
+            job = try server.json("/v1/jobs/\(id)").object
+            return states.contains(job["state"] as? String ?? "")
+        }
+        return job
+    }
+
+    private var uploadFolderEntries: [String] {
+        get throws { Media.files(in: try server.data.appendingPathComponent("uploads")) }
+    }
+
+    @Test func healthReadinessAndUnknownRoutes() throws {
+        #expect(try server.json("/healthz").object["status"] as? String == "ok")
+        #expect(try server.json("/readyz").status == 200)
+        let missing = try server.json("/nope")
+        #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "not_found")
+        for method in ["TRACE", "FOO", "DELETE", "PUT"] {
+            let output = try Shell.run("curl", ["-s", "-i", "-X", method, try server.base + "/healthz"])
+            #expect(output.stdout.hasPrefix("HTTP/1.1 405"), "\(method): \(output.stdout.prefix(80))")
+            #expect(output.stdout.contains("Allow: GET, HEAD"))
+            #expect(output.stdout.contains(#""code":"method_not_allowed""#))
+        }
+        let head = try Shell.run("curl", ["-s", "-I", try server.base + "/v1/presets"])
+        #expect(head.stdout.hasPrefix("HTTP/1.1 200") && head.stdout.contains("Content-Length: "))
+    }
+
+    @Test func uploadsByRawBodyMultipartAndPut() throws {
+        let input = try Media.path(.standard)
+        let sha = String(try Shell.check("sha256sum", [input]).prefix(64))
+        let raw = try server.json("/v1/uploads", ["--data-binary", "@" + input, "-H", "Content-Type: video/mp4"])
+        let multipart = try server.json("/v1/uploads", ["-F", "file=@" + input])
+        let put = try server.json("/v1/uploads/", ["-T", input])
+        for (status, object) in [raw, multipart, put] {
+            #expect(status == 201, "\(object)")
+            #expect(object["sha256"] as? String == sha)
+            #expect(object["size"] as? Int == (try FileManager.default.attributesOfItem(atPath: input)[.size] as? Int))
+            #expect((object["tracks"] as? [[String: Any]])?.count == 2)
+        }
+        #expect(put.object["filename"] as? String == "standard.mp4")
+        #expect(multipart.object["filename"] as? String == "standard.mp4")
+        #expect(raw.object["contentType"] as? String == "video/mp4")
+    }
+
+    @Test func chunkedAndExpectContinueUploads() throws {
+        let input = try Media.path(.tenSeconds)
+        let chunked = try Shell.run("curl", ["-s", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + input,
+                                             "-w", "\n%{http_code}", try server.base + "/v1/uploads"])
+        #expect(chunked.stdout.hasSuffix("\n201"), "\(chunked.stdout.suffix(300))")
+        // curl sends Expect: 100-continue for bodies over 1 MiB and waits a second for the interim answer.
+        let size = (try FileManager.default.attributesOfItem(atPath: input)[.size] as? Int) ?? 0
+        #expect(size > 1024 * 1024)
+        let expect = try Shell.run("curl", ["-s", "-v", "-T", input, "-o", "/dev/null", "-w", "%{http_code} %{time_total}",
+                                            try server.base + "/v1/uploads/"])
+        #expect(expect.stderr.contains("Expect: 100-continue") && expect.stderr.contains("HTTP/1.1 100 Continue"))
+        let fields = expect.stdout.split(separator: " ")
+        #expect(fields.first == "201")
+        #expect((Double(fields.last ?? "") ?? 9) < 1.0, "no 1 s wait for 100-continue: \(expect.stdout)")
+    }
+
+    @Test func unreadableUploadsAreRefusedAndNothingIsKept() throws {
+        let folder = try Media.scratch()
+        let noise = try Media.randomBytes(300_000, into: folder, name: "noise.mov")
+        let refused = try server.json("/v1/uploads/", ["-T", noise])
+        #expect(refused.status == 422)
+        #expect((refused.object["error"] as? [String: Any])?["code"] as? String == "unsupported_format")
+        let empty = try server.json("/v1/uploads", ["--data-binary", ""])
+        #expect(empty.status == 422)
+        let noFile = try server.json("/v1/uploads", ["-F", "other=x"])
+        #expect(noFile.status == 400)
+        #expect(try eventually(5) { try uploadFolderEntries.allSatisfy { !$0.hasSuffix(".partial") } })
+    }
+
+    @Test func anUploadAbortedMidwayLeavesNothing() throws {
+        let folder = try Media.scratch()
+        let big = folder.appendingPathComponent("big.bin").path
+        try Shell.check("truncate", ["-s", "200M", big])
+        let before = try uploadFolderEntries
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        client.arguments = ["-s", "--limit-rate", "2M", "-T", big, try server.base + "/v1/uploads/"]
+        client.standardOutput = FileHandle.nullDevice
+        try client.run()
+        #expect(try eventually(10) { try uploadFolderEntries.count > before.count }, "the upload started")
+        kill(client.processIdentifier, SIGKILL)
+        client.waitUntilExit()
+        let settled = try eventually(5) { try uploadFolderEntries == before }
+        #expect(settled, "left: \((try? uploadFolderEntries) ?? [])")
+        #expect(try server.json("/healthz").status == 200)
+    }
+
+    @Test func jobsAreCreatedValidatedListedAndRun() throws {
+        let uploadID = try #require(try upload(try Media.path(.standard))["id"] as? String)
+        let invalid = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                   #"{"input": "\#(uploadID)", "settings": {"video": {"profile": "ultra"}}}"#])
+        #expect(invalid.status == 400)
+        #expect(((invalid.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.video.profile: expected one of") == true)
+        let unknown = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "nope"}"#])
+        #expect(unknown.status == 400)
+        let extra = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "x", "sttings": {}}"#])
+        #expect(extra.status == 400)
+        let notJSON = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", "{"])
+        #expect(notJSON.status == 400 && (notJSON.object["error"] as? [String: Any])?["code"] as? String == "invalid_json")
+
+        let created = try Shell.run("curl", ["-s", "-i", "-H", "Content-Type: application/json", "-d",
+                                             #"{"input": "\#(uploadID)", "settings": "480p", "priority": 3}"#, try server.base + "/v1/jobs"])
+        #expect(created.stdout.hasPrefix("HTTP/1.1 201"))
+        let location = try #require(created.stdout.split(separator: "\r\n").first { $0.hasPrefix("Location: ") })
+        let id = String(location.dropFirst("Location: /v1/jobs/".count))
+        let done = try waitForState(id, ["succeeded", "failed"])
+        #expect(done["state"] as? String == "succeeded", "\(done)")
+        #expect(done["priority"] as? Int == 3 && done["attempts"] as? Int == 1)
+        let progress = try #require(done["progress"] as? [String: Any])
+        #expect(progress["fraction"] as? Double == 1)
+        let output = try #require(done["output"] as? [String: Any])
+        #expect(output["url"] as? String == "/v1/jobs/\(id)/output" && output["mimeType"] as? String == "video/mp4")
+        #expect(done["error"] is NSNull && done["finishedAt"] is String)
+
+        let page = try server.json("/v1/jobs?state=succeeded&limit=1")
+        #expect(page.status == 200 && (page.object["jobs"] as? [[String: Any]])?.count == 1)
+        #expect(try server.json("/v1/jobs?state=nope").status == 400)
+        #expect(try server.json("/v1/jobs?limit=0").status == 400)
+        #expect(try server.json("/v1/jobs?cursor=garbage").status == 400)
+        #expect(try server.json("/v1/jobs/\(UUID().uuidString.lowercased())").status == 404)
+        #expect(try server.json("/v1/jobs/..%2F..%2Fetc%2Fpasswd").status == 404)
+    }
+
+    @Test func oneShotMultipartJobAndDownloadWithRanges() throws {
+        let input = try Media.path(.standard)
+        let created = try server.json("/v1/jobs", ["-F", "file=@" + input, "-F", #"settings={"video":{"width":320},"container":"mov"}"#])
+        #expect(created.status == 201, "\(created.object)")
+        let id = try #require(created.object["id"] as? String)
+        #expect(try server.json("/v1/jobs/\(id)/output").status == 409 || (try server.json("/v1/jobs/\(id)").object["state"] as? String) == "succeeded")
+        _ = try waitForState(id, ["succeeded", "failed"])
+        let folder = try Media.scratch()
+        let file = folder.appendingPathComponent("out.mov").path
+        let headers = try Shell.run("curl", ["-s", "-D", "-", "-o", file, try server.base + "/v1/jobs/\(id)/output"]).stdout
+        #expect(headers.hasPrefix("HTTP/1.1 200"))
+        #expect(headers.contains("Content-Type: video/quicktime"))
+        #expect(headers.contains("Content-Disposition: attachment; filename=\"standard.mov\""))
+        #expect(headers.contains("Accept-Ranges: bytes"))
+        let probe = try Probe.read(file)
+        #expect(probe.video?.width == 320 && probe.video?.height == 180)
+        let size = (try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+
+        let partial = folder.appendingPathComponent("part").path
+        let ranged = try Shell.run("curl", ["-s", "-D", "-", "-r", "100-199", "-o", partial, try server.base + "/v1/jobs/\(id)/output"]).stdout
+        #expect(ranged.hasPrefix("HTTP/1.1 206") && ranged.contains("Content-Range: bytes 100-199/\(size)"))
+        let whole = try Data(contentsOf: URL(fileURLWithPath: file))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: partial)) == whole[100..<200])
+        let outside = try Shell.run("curl", ["-s", "-D", "-", "-o", "/dev/null", "-r", "\(size + 10)-", try server.base + "/v1/jobs/\(id)/output"]).stdout
+        #expect(outside.hasPrefix("HTTP/1.1 416") && outside.contains("Content-Range: bytes */\(size)"))
+        let head = try Shell.run("curl", ["-s", "-I", try server.base + "/v1/jobs/\(id)/output"]).stdout
+        #expect(head.contains("Content-Length: \(size)"))
+        let etag = try #require(head.split(separator: "\r\n").first { $0.hasPrefix("ETag: ") }?.dropFirst(6))
+        let cached = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "If-None-Match: \(etag)",
+                                            try server.base + "/v1/jobs/\(id)/output"]).stdout
+        #expect(cached == "304")
+    }
+
+    @Test func eventsArriveInOrderAndEndWithTheJob() throws {
+        let uploadID = try #require(try upload(try Media.path(.long))["id"] as? String)
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                   #"{"input": "\#(uploadID)", "settings": {"video": {"preset": "faster", "width": 640}}}"#])
+        let id = try #require(created.object["id"] as? String)
+        let stream = try Shell.run("curl", ["-s", "-N", "--max-time", "120", try server.base + "/v1/jobs/\(id)/events"])
+        let events = stream.stdout.components(separatedBy: "\n\n").filter { !$0.isEmpty }
+        let names = events.compactMap { $0.split(separator: "\n").first { $0.hasPrefix("event: ") }?.dropFirst(7) }.map(String.init)
+        #expect(names.first == "state")
+        #expect(names.last == "state")
+        #expect(names.filter { $0 == "progress" }.count >= 3, "\(names)")
+        let states = events.filter { $0.hasPrefix("event: state") }.compactMap { event -> String? in
+            let data = event.split(separator: "\n").first { $0.hasPrefix("data: ") }?.dropFirst(6) ?? ""
+            return (try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any])?["state"] as? String
+        }
+        #expect(states.last == "succeeded" && states.contains("running"), "\(states)")
+        let fractions = events.filter { $0.hasPrefix("event: progress") }.compactMap { event -> Double? in
+            let data = event.split(separator: "\n").first { $0.hasPrefix("data: ") }?.dropFirst(6) ?? ""
+            return (try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any])?["fraction"] as? Double
+        }
+        #expect(fractions == fractions.sorted(), "progress only grows")
+        // A late watcher gets the final state at once and the stream ends.
+        let late = try Shell.run("curl", ["-s", "-N", "--max-time", "10", try server.base + "/v1/jobs/\(id)/events"])
+        #expect(late.stdout.hasPrefix("event: state") && late.stdout.contains(#""state":"succeeded""#))
+    }
+
+    @Test func cancelAndDelete() throws {
+        let uploadID = try #require(try upload(try Media.path(.long))["id"] as? String)
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                   #"{"input": "\#(uploadID)", "settings": {"video": {"preset": "slow"}}}"#])
+        let id = try #require(created.object["id"] as? String)
+        _ = try waitForState(id, ["running"])
+        let canceled = try server.json("/v1/jobs/\(id)/cancel", ["-X", "POST"])
+        #expect(canceled.status == 202)
+        let final = try waitForState(id, ["canceled"], seconds: 5)
+        #expect(final["state"] as? String == "canceled")
+        #expect(try server.json("/v1/jobs/\(id)/cancel", ["-X", "POST"]).status == 409)
+        #expect(try server.json("/v1/jobs/\(id)/output").status == 409)
+        #expect(try server.curl("/v1/jobs/\(id)", ["-X", "DELETE"]).status == 204)
+        #expect(try server.json("/v1/jobs/\(id)").status == 404)
+        #expect(try server.json("/v1/jobs/\(id)", ["-X", "DELETE"]).status == 404)
+        #expect(try !uploadFolderEntries.contains(uploadID), "the job's upload went with it")
+    }
+
+    @Test func keepAlivePipeliningAndFramingErrors() throws {
+        let client = try RawClient(port: try server.port)
+        client.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/presets HTTP/1.1\r\nHost: x\r\n\r\n")
+        let both = client.read(until: "\"audio\"")
+        #expect(both.components(separatedBy: "HTTP/1.1 200 OK").count == 3, "two responses on one connection")
+
+        let smuggle = try RawClient(port: try server.port)
+        smuggle.send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        let refused = smuggle.read()
+        #expect(refused.hasPrefix("HTTP/1.1 400") && refused.contains("Connection: close"))
+        #expect(smuggle.isClosedByPeer)
+
+        let huge = try RawClient(port: try server.port)
+        huge.send("GET /healthz HTTP/1.1\r\nHost: x\r\n" + String(repeating: "X-A: " + String(repeating: "b", count: 1000) + "\r\n", count: 20) + "\r\n")
+        #expect(huge.read().hasPrefix("HTTP/1.1 431"))
+
+        let long = try RawClient(port: try server.port)
+        long.send("GET /" + String(repeating: "a", count: 65536) + " HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(long.read().hasPrefix("HTTP/1.1 414"))
+        #expect(try server.json("/healthz").status == 200)
+    }
+
+    @Test func aThousandIdleEventStreamsWhileAPollStillAnswers() throws {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        let uploadID = try #require(try upload(try Media.path(.long))["id"] as? String)
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                   #"{"input": "\#(uploadID)", "settings": {"video": {"preset": "veryslow"}}}"#])
+        let id = try #require(created.object["id"] as? String)
+        var clients: [RawClient] = []
+        for _ in 0..<1000 {
+            let client = try RawClient(port: try server.port)
+            client.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: x\r\n\r\n")
+            clients.append(client)
+        }
+        let opened = clients.map { $0.read(until: "event: state", timeout: 10) }
+        #expect(opened.allSatisfy { $0.contains("text/event-stream") && $0.contains("event: state") },
+                "\(opened.filter { !$0.contains("event: state") }.count) streams did not start")
+        let started = Date()
+        let poll = try server.json("/v1/jobs/\(id)")
+        #expect(poll.status == 200 && Date().timeIntervalSince(started) < 1)
+        let metrics = try server.curl("/metrics").body
+        #expect(metrics.contains("transcoderd_sse_clients 1000"))
+        #expect(try server.json("/v1/jobs/\(id)/cancel", ["-X", "POST"]).status == 202)
+        let ended = clients.map { $0.read(until: "0\r\n\r\n", timeout: 10) }
+        #expect(ended.allSatisfy { $0.contains(#""state":"canceled""#) }, "every stream saw the job end")
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import Testing
+@testable import Server
+
+/// The parser as a value: bytes in, events out, no sockets.
+@Suite struct RequestParserTests {
+    /// Feeds `text` in pieces of `step` bytes; returns the heads, the body and whether the request ended.
+    private func parse(_ text: String, step: Int = .max, limits: RequestParser.Limits = .init()) throws(HTTPError)
+        -> (heads: [RequestHead], body: String, ended: Bool) {
+        var parser = RequestParser(limits: limits)
+        let bytes = Array(text.utf8)
+        var buffer: [UInt8] = []
+        var heads: [RequestHead] = []
+        var body: [UInt8] = []
+        var ended = false
+        var fed = 0
+        while !ended {
+            if fed < bytes.count {
+                let next = min(bytes.count, fed + step)
+                buffer += bytes[fed..<next]
+                fed = next
+            }
+            while true {
+                let result = try buffer.withUnsafeBytes { pointer -> Result<(RequestParser.Event, Int), HTTPError> in
+                    do throws(HTTPError) { return .success(try parser.next(pointer)) } catch { return .failure(error) }
+                }.get()
+                let (event, consumed) = result
+                switch event {
+                case .head(let head): heads.append(head)
+                case .body(let range): body += buffer[range]
+                case .end: ended = true
+                case .needMore: break
+                }
+                buffer.removeFirst(consumed)
+                if ended || (consumed == 0 && { if case .needMore = event { return true } else { return false } }()) { break }
+            }
+            if fed >= bytes.count && !ended { break }
+        }
+        return (heads, String(decoding: body, as: UTF8.self), ended)
+    }
+
+    private func error(_ text: String) -> HTTPError? {
+        do {
+            _ = try parse(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test(arguments: [1, 3, 1000])
+    func aRequestWithALengthParsesInAnyPieces(step: Int) throws {
+        let result = try parse("POST /v1/jobs?state=running&x=a%20b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", step: step)
+        #expect(result.ended && result.body == "hello")
+        let head = try #require(result.heads.first)
+        #expect(head.method == "POST" && head.segments == ["v1", "jobs"] && head.query == ["state": "running", "x": "a b"])
+        #expect(head.keepAlive)
+    }
+
+    @Test(arguments: [1, 7, 1000])
+    func chunkedBodiesAreReassembled(step: Int) throws {
+        let text = "PUT /v1/uploads/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+            "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: yes\r\n\r\n"
+        let result = try parse(text, step: step)
+        #expect(result.ended && result.body == "hello world")
+    }
+
+    @Test func percentEncodedSegmentsStayInside() throws {
+        let head = try #require(try parse("GET /v1/jobs/..%2F..%2Fetc%2Fpasswd HTTP/1.1\r\nHost: x\r\n\r\n").heads.first)
+        #expect(head.segments == ["v1", "jobs", "../../etc/passwd"])
+    }
+
+    @Test(arguments: [
+        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1e3\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\n folded: value\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\nHost: x\r\nName: a\u{0}b\r\n\r\n", 400),
+        ("GET / HTTP/1.1\r\n\r\n", 400),
+        ("GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+        ("GET / FOO\r\nHost: x\r\n\r\n", 400),
+        ("GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ])
+    func malformedRequestsAreRefused(text: String, status: Int) {
+        let failure = error(text)
+        #expect(failure?.status.code == status, "\(text.debugDescription): \(String(describing: failure?.message))")
+    }
+
+    @Test func limitsGive431And414() {
+        let longHeaders = "GET / HTTP/1.1\r\nHost: x\r\n" + String(repeating: "X-Filler: " + String(repeating: "a", count: 100) + "\r\n", count: 200) + "\r\n"
+        #expect(error(longHeaders)?.status.code == 431)
+        let longTarget = "GET /" + String(repeating: "a", count: 65536) + " HTTP/1.1\r\nHost: x\r\n\r\n"
+        #expect(error(longTarget)?.status.code == 414)
+    }
+
+    @Test func http10ClosesUnlessAskedToKeepAlive() throws {
+        #expect(try parse("GET / HTTP/1.0\r\n\r\n").heads.first?.keepAlive == false)
+        #expect(try parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").heads.first?.keepAlive == true)
+        #expect(try parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").heads.first?.keepAlive == false)
+    }
+
+    @Test func byteRangesResolveAgainstTheSize() {
+        func describe(_ range: ByteRange) -> String {
+            switch range {
+            case .full: "full"
+            case .partial(let start, let end): "\(start)-\(end)"
+            case .unsatisfiable: "416"
+            }
+        }
+        #expect(describe(ByteRange.parse("bytes=0-99", size: 1000)) == "0-99")
+        #expect(describe(ByteRange.parse("bytes=900-", size: 1000)) == "900-999")
+        #expect(describe(ByteRange.parse("bytes=-100", size: 1000)) == "900-999")
+        #expect(describe(ByteRange.parse("bytes=500-5000", size: 1000)) == "500-999")
+        #expect(describe(ByteRange.parse("bytes=1000-", size: 1000)) == "416")
+        #expect(describe(ByteRange.parse("bytes=0-1,5-6", size: 1000)) == "full")
+        #expect(describe(ByteRange.parse(nil, size: 1000)) == "full")
+    }
+
+    @Test func tokensCompareInConstantTime() {
+        #expect(BearerToken.constantTimeEquals(Array("secret".utf8), Array("secret".utf8)))
+        #expect(!BearerToken.constantTimeEquals(Array("secret".utf8), Array("secreT".utf8)))
+        #expect(!BearerToken.constantTimeEquals(Array("secret".utf8), Array("secret2".utf8)))
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Limits and options that need a server of their own.
+@Suite struct ServerLimitsTests {
+    @Test func aTwoGigabyteUploadStreamsWithFlatMemory() throws {
+        let server = try TestServer()
+        let folder = try Media.scratch()
+        let sparse = folder.appendingPathComponent("sparse.bin").path
+        try Shell.check("truncate", ["-s", "2G", sparse])
+        let (status, body) = try server.curl("/v1/uploads/", ["-T", sparse])
+        // Two gigabytes of zeros are no media: they stream to disk, get probed, and are refused.
+        #expect(status == 422, "\(body)")
+        let peak = server.peakMemory
+        #expect(peak > 0 && peak < 200 * 1024 * 1024, "peak RSS \(peak / 1024 / 1024) MiB")
+        #expect(Media.files(in: server.data.appendingPathComponent("uploads")).isEmpty)
+        #expect(try server.json("/healthz").status == 200)
+    }
+
+    @Test func uploadsOverTheLimitGet413() throws {
+        let server = try TestServer(["--max-upload-bytes", "100000"])
+        let (status, body) = try server.curl("/v1/uploads/", ["-T", try Media.path(.standard)])
+        #expect(status == 413, "\(body)")
+        #expect(body.contains("\"code\""))
+        let chunked = try server.curl("/v1/uploads", ["-H", "Transfer-Encoding: chunked", "--data-binary", "@" + (try Media.path(.standard))])
+        #expect(chunked.status == 413)
+        #expect(Media.files(in: server.data.appendingPathComponent("uploads")).isEmpty)
+    }
+
+    @Test func aTokenGuardsEverythingButHealth() throws {
+        let server = try TestServer([], environment: ["TRANSCODER_TOKEN": "s3cret"])
+        #expect(try server.json("/healthz").status == 200)
+        #expect(try server.json("/readyz").status == 200)
+        let denied = try Shell.run("curl", ["-s", "-i", server.base + "/v1/jobs"]).stdout
+        #expect(denied.hasPrefix("HTTP/1.1 401") && denied.contains("WWW-Authenticate: Bearer"))
+        #expect(try server.json("/v1/jobs", ["-H", "Authorization: Bearer wrong"]).status == 401)
+        #expect(try server.json("/v1/jobs", ["-H", "Authorization: Bearer s3cret"]).status == 200)
+    }
+
+    @Test func slowHeadersTimeOut() throws {
+        let server = try TestServer(["--header-timeout", "1"])
+        let client = try RawClient(port: server.port)
+        client.send("GET /healthz HTTP/1.1\r\n")
+        let started = Date()
+        let answer = client.read(timeout: 5)
+        #expect(answer.hasPrefix("HTTP/1.1 408"))
+        #expect(Date().timeIntervalSince(started) < 3)
+    }
+
+    @Test func invalidOptionsStopStartUpWithOneLine() throws {
+        let run = try Shell.run(Binary.path, ["serve", "--port", "abc"])
+        #expect(run.status == 2 && run.stderr == "error: --port: expected 0-65535, got \"abc\"\n")
+        let env = try Shell.run(Binary.path, ["serve"], environment: ["TRANSCODER_WORKERS": "0"])
+        #expect(env.status == 2 && env.stderr.contains("--workers: expected 1-64"))
+    }
+
+    @Test func sigtermStopsCleanlyAndJobsSurviveARestart() throws {
+        let first = try TestServer()
+        let created = try first.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))])
+        let id = try #require(created.object["id"] as? String)
+        _ = try eventually { try first.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded" }
+        #expect(first.stop() == 0)
+        #expect(first.log.contains("\"stopped\""))
+        let second = try TestServer([], data: first.data)
+        #expect(try second.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded")
+        let download = try second.curl("/v1/jobs/\(id)/output", ["-o", "/dev/null"])
+        #expect(download.status == 200, "\(download.body.prefix(300))")
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+
+/// A real `transcoderd serve` child process on 127.0.0.1 with a fresh data directory and a free port.
+public final class TestServer: @unchecked Sendable {
+    // @unchecked: the fields are set in init and only read afterwards; the process handle is thread-safe.
+    public let process = Process()
+    public let data: URL
+    public let port: Int
+    public let logPath: String
+
+    public var base: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts the server with `arguments` added to `serve --data … --port 0`, and waits until it listens.
+    public init(_ arguments: [String] = [], data: URL? = nil, environment: [String: String] = [:]) throws {
+        self.data = try data ?? Media.scratch().appendingPathComponent("data")
+        let folder = self.data.deletingLastPathComponent()
+        logPath = folder.appendingPathComponent("server-\(UUID().uuidString.prefix(6)).log").path
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: Binary.path)
+        process.arguments = ["serve", "--data", self.data.path, "--port", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        var found: Int?
+        let deadline = Date().addingTimeInterval(20)
+        while found == nil && Date() < deadline && process.isRunning {
+            usleep(20_000)
+            let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            for line in log.split(separator: "\n") where line.contains("\"listening\"") {
+                if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] {
+                    found = object["port"] as? Int
+                }
+            }
+        }
+        guard let found else {
+            process.terminate()
+            throw ShellError(message: "the server did not start: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
+        }
+        port = found
+    }
+
+    /// The server's log so far.
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Peak resident memory of the server process so far, in bytes (VmHWM).
+    public var peakMemory: Int {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+
+    /// Runs curl against the server: `path` is appended to the base URL. Returns status code and body.
+    public func curl(_ path: String, _ arguments: [String] = []) throws -> (status: Int, body: String) {
+        let sink = arguments.contains("-o") ? [] : ["-o", "-"]
+        let output = try Shell.run("curl", ["-s", "-S"] + sink + ["-w", "\n%{http_code}"] + arguments + [base + path])
+        var lines = output.stdout.components(separatedBy: "\n")
+        let status = Int(lines.popLast() ?? "") ?? 0
+        return (status, lines.joined(separator: "\n"))
+    }
+
+    /// `curl` whose body is JSON: the parsed object.
+    public func json(_ path: String, _ arguments: [String] = []) throws -> (status: Int, object: [String: Any]) {
+        let (status, body) = try curl(path, arguments)
+        let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
+        return (status, object)
+    }
+
+    deinit { stop() }
+}
+
+/// A plain TCP client for what curl will not send (malformed requests, pipelining, many idle streams).
+public final class RawClient {
+    public let fd: Int32
+
+    public init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw ShellError(message: "connect failed: \(String(cString: strerror(errno)))")
+        }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    public func send(_ text: String) { send(Data(text.utf8)) }
+
+    public func send(_ data: Data) {
+        _ = data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads until the peer closes, `until` appears in what was read, or the timeout passes.
+    public func read(until marker: String? = nil, timeout: Double = 10) -> String {
+        var received = Data()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received.append(contentsOf: buffer[0..<count])
+            if let marker, String(decoding: received, as: UTF8.self).contains(marker) { break }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    /// Whether the server has closed the connection (a read returns end of file).
+    public var isClosedByPeer: Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, 0) == 0
+    }
+
+    deinit { close(fd) }
+}
