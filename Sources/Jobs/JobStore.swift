@@ -76,6 +76,13 @@ public final class JobStore: Sendable {
         }
     }
 
+    /// When the job last changed (seconds since 1970), or nil if there is no such job: a cheap check for caches.
+    public func lastUpdate(of id: String) throws(StoreError) -> Double? {
+        try withDatabase { database throws(StoreError) in
+            try database.query("SELECT updated_at FROM jobs WHERE id = ?", [.text(id)]).first?["updated_at"].double
+        }
+    }
+
     /// A page of jobs, newest first, optionally in one state; `cursor` is the `next` of the previous page.
     public func jobs(state: JobState? = nil, limit: Int = 50, cursor: String? = nil) throws(StoreError) -> (jobs: [Job], next: String?) {
         var conditions: [String] = []

@@ -201,7 +201,7 @@ final class Connection {
         self.head = head
         requestStarted = ContinuousClock.now
         headStarted = nil
-        requestID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        requestID = loop.nextRequestID()
         isHead = head.method == "HEAD"
         uploadedBytes = 0
         let hasBody = parser.isChunked || (parser.contentLength ?? 0) > 0
@@ -272,9 +272,17 @@ final class Connection {
     /// Hands the complete request to its handler on the work queue; the response comes back through the loop.
     private func dispatch(body: Request.Body) {
         guard let head, let route else { return }
+        // Reading stays on: pipelined bytes wait in the buffer (up to 1 MiB), and a client that leaves is noticed.
         phase = .awaitingResponse
-        setInterest(reading: false)
         let request = Request(head: head, parameters: parameters, body: body, id: requestID)
+        if route.inline {
+            do throws(HTTPError) {
+                respond(try route.handler(request))
+            } catch {
+                respond(.error(error))
+            }
+            return
+        }
         let token = self.token
         let eventLoop = loop.eventLoop
         loop.workQueue.async {

@@ -3,15 +3,15 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// An HTTP/1.1 server on one epoll event loop thread (non-blocking sockets, no thread per connection); handlers
-/// run on a work queue.
+/// An HTTP/1.1 server on a few epoll event loop threads (non-blocking sockets, no thread per connection; the kernel
+/// spreads connections over the loops with SO_REUSEPORT); handlers run on a work queue.
 public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     public let metrics = ServerMetrics()
     private let router: Router
     private let logger: Logger
     private let authenticate: @Sendable (RequestHead) -> HTTPError?
-    private let eventLoop: EventLoop
+    private let eventLoops: [EventLoop]
     private let boundPorts = Mutex<[Int]>([])
     private let finished = DispatchSemaphore(value: 0)
 
@@ -21,47 +21,62 @@ public final class HTTPServer: Sendable {
         self.router = router
         self.logger = logger
         self.authenticate = authenticate
-        eventLoop = try EventLoop()
+        var loops: [EventLoop] = []
+        for _ in 0..<max(1, configuration.eventLoops) { loops.append(try EventLoop()) }
+        eventLoops = loops
     }
 
     /// The port actually bound (useful with port 0).
     public var port: Int { boundPorts.withLock { $0.first ?? 0 } }
 
-    /// Binds every address `host` resolves to, then starts the loop thread.
+    /// Binds every address `host` resolves to (once per loop), then starts the loop threads.
     public func start() throws(IOError) {
-        let sockets = try Self.listen(host: configuration.host, port: configuration.port)
-        boundPorts.withLock { $0 = sockets.map(\.port) }
-        let loop = ServerLoop(eventLoop: eventLoop, configuration: configuration, router: router, logger: logger,
-                              metrics: metrics, authenticate: authenticate)
-        for socket in sockets { try loop.addListener(socket.fd) }
-        let finished = self.finished
-        let box = LoopBox(loop)
-        let thread = Thread {
-            box.take().run()
-            finished.signal()
+        var port = configuration.port
+        var perLoop: [[(fd: Int32, port: Int)]] = []
+        for _ in eventLoops {
+            let sockets = try Self.listen(host: configuration.host, port: port)
+            port = sockets.first?.port ?? port
+            perLoop.append(sockets)
         }
-        thread.name = "transcoderd-http"
-        thread.start()
+        boundPorts.withLock { $0 = perLoop.first?.map(\.port) ?? [] }
+        var limits = configuration
+        limits.maxConnections = max(1, configuration.maxConnections / eventLoops.count)
+        for (index, eventLoop) in eventLoops.enumerated() {
+            let loop = ServerLoop(eventLoop: eventLoop, configuration: limits, router: router, logger: logger,
+                                  metrics: metrics, authenticate: authenticate)
+            for socket in perLoop[index] { try loop.addListener(socket.fd) }
+            let finished = self.finished
+            let box = LoopBox(loop)
+            let thread = Thread {
+                box.take().run()
+                finished.signal()
+            }
+            thread.name = "transcoderd-http-\(index)"
+            thread.start()
+        }
     }
 
     /// Stops accepting, waits up to `grace` seconds for requests in flight (not event streams), then closes
-    /// every connection and ends the loop thread.
+    /// every connection and ends the loop threads.
     public func stop(grace: Double) {
-        eventLoop.execute { loop in loop.stopAccepting() }
+        for eventLoop in eventLoops { eventLoop.execute { loop in loop.stopAccepting() } }
         let deadline = Date().addingTimeInterval(grace)
         while Date() < deadline {
-            let busy = Mutex<Int?>(nil)
-            let asked = DispatchSemaphore(value: 0)
-            eventLoop.execute { loop in
-                busy.withLock { $0 = loop.busyConnections }
-                asked.signal()
+            let busy = Mutex(0)
+            let asked = DispatchGroup()
+            for eventLoop in eventLoops {
+                asked.enter()
+                eventLoop.execute { loop in
+                    busy.withLock { $0 += loop.busyConnections }
+                    asked.leave()
+                }
             }
             asked.wait()
             if busy.withLock({ $0 }) == 0 { break }
             usleep(20_000)
         }
-        eventLoop.execute { loop in loop.closeAll() }
-        finished.wait()
+        for eventLoop in eventLoops { eventLoop.execute { loop in loop.closeAll() } }
+        for _ in eventLoops { finished.wait() }
     }
 
     private static func listen(host: String, port: Int) throws(IOError) -> [(fd: Int32, port: Int)] {
@@ -91,6 +106,7 @@ public final class HTTPServer: Sendable {
             guard fd >= 0 else { continue }
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
             if family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
             guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, Glibc.listen(fd, 1024) == 0 else {
                 lastError = IOError(errnoCode: errno, reason: "listening on \(host):\(port)")

@@ -24,6 +24,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var heartbeatInterval = 15.0
     /// Open connections at most; past it new ones get 503.
     public var maxConnections = 4096
+    /// Event loop threads, each with its own listening socket (SO_REUSEPORT); default one per core, at most 4.
+    public var eventLoops = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))
     /// Folder where uploads are streamed to before the handler takes them.
     public var uploadDirectory: URL
 

@@ -1,6 +1,9 @@
 import Foundation
+import Glibc
 
 /// One log line per event on stderr: JSON objects (time, level, message and fields) or plain text for people.
+///
+/// Lines are formatted by hand (no JSONEncoder, no date formatter): the server logs every request.
 public struct Logger: Sendable {
     public enum Format: String, Sendable { case json, text }
     public enum Level: String, Sendable { case debug, info, warning, error }
@@ -13,30 +16,82 @@ public struct Logger: Sendable {
         self.quiet = quiet
     }
 
-    public func log(_ level: Level, _ message: String, _ fields: [String: LogValue] = [:]) {
+    public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) {
         guard !quiet || level == .error else { return }
-        let time = Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
-        let line: String
+        var line = ""
+        line.reserveCapacity(256)
+        let time = Self.now()
         switch format {
         case .json:
-            var object: [String: LogValue] = fields
-            object["time"] = .string(time)
-            object["level"] = .string(level.rawValue)
-            object["message"] = .string(message)
-            line = String(decoding: JSON.encode(object), as: UTF8.self)
+            line += "{\"time\":\"\(time)\",\"level\":\"\(level.rawValue)\",\"message\":"
+            Self.appendQuoted(message, to: &line)
+            for (key, value) in fields {
+                line += ",\""
+                line += key
+                line += "\":"
+                value.appendJSON(to: &line)
+            }
+            line += "}\n"
         case .text:
-            let rest = fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.text)" }.joined(separator: " ")
-            line = "\(time) \(level.rawValue.uppercased()) \(message)\(rest.isEmpty ? "" : " " + rest)"
+            line += "\(time) \(level.rawValue.uppercased()) \(message)"
+            for (key, value) in fields { line += " \(key)=\(value.text)" }
+            line += "\n"
         }
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        line.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+                if written <= 0 { break }
+                offset += written
+            }
+        }
     }
 
-    public func info(_ message: String, _ fields: [String: LogValue] = [:]) { log(.info, message, fields) }
-    public func error(_ message: String, _ fields: [String: LogValue] = [:]) { log(.error, message, fields) }
+    public func info(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.info, message, fields) }
+    public func error(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.error, message, fields) }
+
+    /// UTC time as ISO 8601 with milliseconds.
+    static func now() -> String {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        var seconds = spec.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let millis = spec.tv_nsec / 1_000_000
+        let fraction = millis < 10 ? "00\(millis)" : (millis < 100 ? "0\(millis)" : "\(millis)")
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(fraction)Z"
+    }
+
+    static func appendQuoted(_ text: String, to line: inout String) {
+        line += "\""
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            line += text
+            line += "\""
+            return
+        }
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": line += "\\\""
+            case "\\": line += "\\\\"
+            case "\n": line += "\\n"
+            case "\r": line += "\\r"
+            case "\t": line += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    line += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    line.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        line += "\""
+    }
 }
 
 /// A value in a log line.
-public enum LogValue: Sendable, Encodable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
+public enum LogValue: Sendable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
     case string(String)
     case int(Int)
     case double(Double)
@@ -52,12 +107,11 @@ public enum LogValue: Sendable, Encodable, ExpressibleByStringLiteral, Expressib
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
+    func appendJSON(to line: inout String) {
         switch self {
-        case .string(let value): try container.encode(value)
-        case .int(let value): try container.encode(value)
-        case .double(let value): try container.encode(value)
+        case .string(let value): Logger.appendQuoted(value, to: &line)
+        case .int(let value): line += String(value)
+        case .double(let value): line += value.isFinite ? String(value) : "null"
         }
     }
 }

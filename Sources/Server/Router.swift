@@ -22,6 +22,8 @@ public final class Router: Sendable {
         let body: BodyKind
         /// Route name for logs and metrics, e.g. `GET /v1/jobs/{id}`.
         let name: String
+        /// Whether the handler is quick and never blocks, so it may run on the event loop itself.
+        let inline: Bool
         let handler: Handler
     }
 
@@ -38,13 +40,31 @@ public final class Router: Sendable {
 
     private let routes: [Route]
 
-    public init(_ routes: [(method: String, path: String, body: BodyKind, handler: Handler)]) {
+    /// A route: method, path with `{name}` parameters, body kind, whether the handler may run on the event loop
+    /// (quick, never blocking), and the handler.
+    public struct Definition: Sendable {
+        let method: String
+        let path: String
+        let body: BodyKind
+        let inline: Bool
+        let handler: Handler
+
+        public init(_ method: String, _ path: String, body: BodyKind = .none, inline: Bool = false, _ handler: @escaping Handler) {
+            self.method = method
+            self.path = path
+            self.body = body
+            self.inline = inline
+            self.handler = handler
+        }
+    }
+
+    public init(_ routes: [Definition]) {
         self.routes = routes.map { route in
             let pattern = route.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { part -> Segment in
                 part.hasPrefix("{") && part.hasSuffix("}") ? .parameter(String(part.dropFirst().dropLast())) : .literal(String(part))
             }
             return Route(method: route.method, pattern: pattern, body: route.body, name: "\(route.method) \(route.path)",
-                         handler: route.handler)
+                         inline: route.inline, handler: route.handler)
         }
     }
 

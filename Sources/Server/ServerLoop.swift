@@ -16,6 +16,9 @@ final class ServerLoop {
     private var listeners: [UInt64: Int32] = [:]
     var connections: [UInt64: Connection] = [:]
     private var nextToken: UInt64 = 1
+    private var requestCounter: UInt64 = 0
+    /// Prefix that keeps request ids of different loops and processes apart.
+    private let requestPrefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
     private(set) var dateHeader = ""
     private var accepting = true
     private var stopped = false
@@ -38,6 +41,12 @@ final class ServerLoop {
         let token = takeToken()
         listeners[token] = fd
         try eventLoop.register(fd, token: token, events: tc_epoll_in)
+    }
+
+    /// A request id for logs and the X-Request-Id header: unique per process, cheap (no system call).
+    func nextRequestID() -> String {
+        requestCounter += 1
+        return requestPrefix + "-" + String(requestCounter, radix: 36)
     }
 
     func takeToken() -> UInt64 {

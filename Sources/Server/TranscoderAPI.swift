@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Jobs
 import Pipeline
+import Synchronization
 
 /// The transcoderd API: uploads, jobs, live progress, downloads, presets and health. Handlers run on the server's
 /// work queue (they block on SQLite and on probing uploads), never on the event loop.
@@ -9,6 +10,15 @@ public final class TranscoderAPI: Sendable {
     let queue: JobQueue
     let logger: Logger
     let metricsText: @Sendable () -> String
+    /// Rendered job JSON by id, valid while the job's `updated_at` and live progress are unchanged: pollers of a
+    /// job that is not moving get the same bytes without decoding and encoding it again.
+    private let rendered = Mutex<[String: RenderedJob]>([:])
+
+    private struct RenderedJob {
+        let updatedAt: Double
+        let liveTime: Double?
+        let data: Data
+    }
 
     public init(queue: JobQueue, logger: Logger, metricsText: @escaping @Sendable () -> String = { "" }) {
         self.queue = queue
@@ -22,21 +32,21 @@ public final class TranscoderAPI: Sendable {
     /// Every route of the API.
     public var router: Router {
         Router([
-            ("GET", "/healthz", .none, { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) }),
-            ("GET", "/readyz", .none, { [self] _ throws(HTTPError) in try ready() }),
-            ("GET", "/metrics", .none, { [self] _ throws(HTTPError) in metrics() }),
-            ("GET", "/v1/presets", .none, { _ throws(HTTPError) in
+            .init("GET", "/healthz", inline: true) { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) },
+            .init("GET", "/readyz") { [self] _ throws(HTTPError) in try ready() },
+            .init("GET", "/metrics") { [self] _ throws(HTTPError) in metrics() },
+            .init("GET", "/v1/presets", inline: true) { _ throws(HTTPError) in
                 .json(Preset.all.map { APIModels.PresetResource(name: $0.name, summary: $0.summary, settings: $0.settings) })
-            }),
-            ("POST", "/v1/uploads", .uploadOrMultipart, { [self] request throws(HTTPError) in try createUpload(request) }),
-            ("PUT", "/v1/uploads/{filename}", .upload, { [self] request throws(HTTPError) in try createUpload(request) }),
-            ("POST", "/v1/jobs", .jsonOrMultipart, { [self] request throws(HTTPError) in try createJob(request) }),
-            ("GET", "/v1/jobs", .none, { [self] request throws(HTTPError) in try listJobs(request) }),
-            ("GET", "/v1/jobs/{id}", .none, { [self] request throws(HTTPError) in .json(resource(try job(request))) }),
-            ("DELETE", "/v1/jobs/{id}", .none, { [self] request throws(HTTPError) in try deleteJob(request) }),
-            ("GET", "/v1/jobs/{id}/events", .none, { [self] request throws(HTTPError) in try events(request) }),
-            ("GET", "/v1/jobs/{id}/output", .none, { [self] request throws(HTTPError) in try output(request) }),
-            ("POST", "/v1/jobs/{id}/cancel", .none, { [self] request throws(HTTPError) in try cancel(request) }),
+            },
+            .init("POST", "/v1/uploads", body: .uploadOrMultipart) { [self] request throws(HTTPError) in try createUpload(request) },
+            .init("PUT", "/v1/uploads/{filename}", body: .upload) { [self] request throws(HTTPError) in try createUpload(request) },
+            .init("POST", "/v1/jobs", body: .jsonOrMultipart) { [self] request throws(HTTPError) in try createJob(request) },
+            .init("GET", "/v1/jobs") { [self] request throws(HTTPError) in try listJobs(request) },
+            .init("GET", "/v1/jobs/{id}") { [self] request throws(HTTPError) in try jobJSON(request) },
+            .init("DELETE", "/v1/jobs/{id}") { [self] request throws(HTTPError) in try deleteJob(request) },
+            .init("GET", "/v1/jobs/{id}/events") { [self] request throws(HTTPError) in try events(request) },
+            .init("GET", "/v1/jobs/{id}/output") { [self] request throws(HTTPError) in try output(request) },
+            .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
         ])
     }
 
@@ -255,6 +265,31 @@ public final class TranscoderAPI: Sendable {
         }
         guard let found else { throw HTTPError(.notFound, "job_not_found", "No job has the id \(id.prefix(64)).") }
         return found
+    }
+
+    /// `GET /v1/jobs/{id}`, served from the rendered cache when the job has not changed.
+    private func jobJSON(_ request: Request) throws(HTTPError) -> Response {
+        let id = request.parameters["id"] ?? ""
+        let updatedAt: Double?
+        do {
+            updatedAt = try store.lastUpdate(of: id)
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        guard let updatedAt else { throw HTTPError(.notFound, "job_not_found", "No job has the id \(id.prefix(64)).") }
+        let live = queue.liveProgress(of: id)?.presentationTime
+        var headers = HTTPHeaders()
+        headers.set("Content-Type", "application/json")
+        if let cached = rendered.withLock({ $0[id] }), cached.updatedAt == updatedAt, cached.liveTime == live {
+            return Response(.ok, headers: headers, body: .data(cached.data))
+        }
+        let job = try job(request)
+        let data = JSON.encode(resource(job))
+        rendered.withLock { cache in
+            if cache.count >= 4096 { cache.removeAll(keepingCapacity: true) }
+            cache[id] = RenderedJob(updatedAt: job.updatedAt, liveTime: job.state == .running ? live : nil, data: data)
+        }
+        return Response(.ok, headers: headers, body: .data(data))
     }
 
     func resource(_ job: Job) -> APIModels.JobResource {

@@ -13,6 +13,7 @@ enum Usage {
           transcoderd transcode INPUT OUTPUT [--settings JSON | --settings @FILE | --preset NAME] [--progress bar|json|none]
           transcoderd work [--data DIR] [--workers N] [--exit-when-idle]
                                          run the data directory's queued jobs (no HTTP)
+          transcoderd healthcheck        exit 0 if the local server answers /healthz (for containers)
           transcoderd presets            list the named presets and their settings
           transcoderd probe INPUT        print the tracks of a media file as JSON
           transcoderd --version

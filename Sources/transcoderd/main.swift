@@ -16,6 +16,8 @@ case "presets":
     exitCode = PresetsCommand.run(Array(arguments.dropFirst()))
 case "serve":
     exitCode = ServeCommand.run(Array(arguments.dropFirst()))
+case "healthcheck":
+    exitCode = HealthcheckCommand.run(Array(arguments.dropFirst()))
 case "work":
     exitCode = WorkCommand.run(Array(arguments.dropFirst()))
 case "probe":

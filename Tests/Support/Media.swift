@@ -1,4 +1,5 @@
 import Foundation
+import Pipeline
 import Synchronization
 
 /// Test media, generated with the ffmpeg CLI (lavfi `testsrc2` and `sine`) on first use and shared by the tests
@@ -30,6 +31,8 @@ public enum Media {
 
     /// Folder of the generated files for this test process.
     public static let directory: URL = {
+        // FFmpeg's own chatter from in-process transcodes would bury the test report; errors still show.
+        MediaLog.setLevel(.error)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("transcoderd-tests")
         // Folders of test processes that have ended are removed, so runs do not pile up in /tmp.
         for name in (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? [] {
