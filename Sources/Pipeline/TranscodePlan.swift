@@ -12,6 +12,19 @@ final class TranscodePlan {
     init(reader: MediaReader, writer: MediaWriter, settings: TranscodeSettings) throws(MediaError) {
         let videoTrack = settings.video == .drop ? nil : reader.firstVideoTrack
         let audioTrack = settings.audio == .drop ? nil : reader.firstAudioTrack
+        let container = settings.container
+        if videoTrack != nil && !container.holdsVideo {
+            throw MediaError(code: "invalid_settings",
+                             message: "video: a \(container.rawValue) file holds audio only; set \"video\": null to drop the input's video.")
+        }
+        if audioTrack != nil && !container.holdsAudio {
+            throw MediaError(code: "invalid_settings",
+                             message: "audio: a raw \(container.rawValue) stream holds video only; set \"audio\": null to drop the input's audio.")
+        }
+        if videoTrack != nil && settings.video == .copy && container == .h264 {
+            throw MediaError(code: "copy_not_supported",
+                             message: "video: \"copy\" is not available for raw H.264 output; encode it instead.")
+        }
         guard videoTrack != nil || audioTrack != nil else {
             let sourceHasTracks = reader.firstVideoTrack != nil || reader.firstAudioTrack != nil
             throw sourceHasTracks

@@ -49,6 +49,14 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
                 try AudioSettings(value, path: "audio", base: base.audio.settings ?? AudioSettings())
             }
         }
+        // Raw and audio-only files hold one kind of track: asking for the other one explicitly is an error here;
+        // left to its default, it is refused only if the input has such a track.
+        if !container.holdsAudio, reader.has("audio"), audio != .drop {
+            throw SettingsError(key: "audio", message: "a raw \(container.rawValue) stream holds video only; use null")
+        }
+        if !container.holdsVideo, reader.has("video"), video != .drop {
+            throw SettingsError(key: "video", message: "a \(container.rawValue) file holds audio only; use null")
+        }
     }
 
     /// Parses settings from JSON text.

@@ -38,7 +38,8 @@ enum Usage {
 
         Settings (every key optional; unknown keys are refused):
           {
-            "container": "mp4" | "mov" | "m4v",                       default mp4
+            "container": "mp4" | "mov" | "m4v" | "m4a"                default mp4; m4a: audio only;
+                       | "h264" | "aac",                              h264/aac: raw Annex B / ADTS streams
             "video": {                                                or "copy", or null to drop the video
               "codec": "h264",
               "width": 1280, "height": 720,                           even, ≤ 8192; default the display size;
