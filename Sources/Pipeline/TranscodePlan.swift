@@ -157,7 +157,7 @@ private final class VideoPath {
             level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
             preset: settings.preset ?? "veryfast",
             frameRate: frameRate, constantFrameRate: constant, timeBase: timeBase,
-            colors: ColorTags(source: parameters, assumingHeight: geometry.height))
+            colors: ColorTags(source: parameters, assumingHeight: geometry.height).overridden(by: settings.color))
         converter = VideoConverter(encoding: encoding, sourceColors: sourceColors)
         input = try writer.addInput(video: encoding)
         frameTicks = max(1, av_rescale_q(1, av_inv_q(frameRate), timeBase))

@@ -59,6 +59,17 @@ struct ColorTags {
         range = parameters.color_range == AVCOL_RANGE_JPEG ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
     }
 
+    /// These tags with what `settings` names replaced.
+    func overridden(by settings: ColorSettings?) -> ColorTags {
+        guard let settings else { return self }
+        var tags = self
+        if let name = settings.primaries { tags.primaries = name == "bt709" ? AVCOL_PRI_BT709 : AVCOL_PRI_SMPTE170M }
+        if let name = settings.transfer { tags.transfer = name == "bt709" ? AVCOL_TRC_BT709 : AVCOL_TRC_SMPTE170M }
+        if let name = settings.matrix { tags.matrix = name == "bt709" ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M }
+        if let name = settings.range { tags.range = name == "pc" ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG }
+        return tags
+    }
+
     func apply(to context: UnsafeMutablePointer<AVCodecContext>) {
         context.pointee.color_primaries = primaries
         context.pointee.color_trc = transfer

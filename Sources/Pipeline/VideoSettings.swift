@@ -36,6 +36,9 @@ public struct VideoSettings: Sendable, Equatable, Codable {
     public var preset: String?
     /// Whether the output may be larger than the source's display size; default true. Presets set it to false.
     public var allowUpscaling: Bool?
+    /// Colour tags for the output (and the matrix the picture is converted to); default the source's tags, or
+    /// BT.709 for HD and BT.601 for SD when the source has none.
+    public var color: ColorSettings?
 
     public init(codec: String? = nil, width: Int? = nil, height: Int? = nil, scalingMode: ScalingMode? = nil,
                 averageBitRate: Int? = nil, maxKeyFrameInterval: Int? = nil, profile: String? = nil, level: String? = nil,
@@ -57,7 +60,7 @@ public struct VideoSettings: Sendable, Equatable, Codable {
     init(_ value: JSONValue, path: String, base: VideoSettings) throws(SettingsError) {
         let reader = try SettingsReader(value, path: path, allowed: [
             "codec", "width", "height", "scalingMode", "averageBitRate", "maxKeyFrameInterval", "profile", "level",
-            "frameRate", "preset", "allowUpscaling",
+            "frameRate", "preset", "allowUpscaling", "color",
         ])
         self = base
         codec = try reader.string("codec", oneOf: ["h264"]) ?? base.codec
@@ -98,5 +101,8 @@ public struct VideoSettings: Sendable, Equatable, Codable {
         frameRate = try reader.number("frameRate", in: 1...240, unit: "frames per second") ?? base.frameRate
         preset = try reader.string("preset", oneOf: Self.presets) ?? base.preset
         allowUpscaling = try reader.bool("allowUpscaling") ?? base.allowUpscaling
+        if let value = reader.value("color"), value != .null {
+            color = try ColorSettings(value, path: reader.key("color"))
+        }
     }
 }

@@ -52,7 +52,10 @@ enum Usage {
               "level": "4.1",                                         default: chosen by the encoder
               "frameRate": 30,                                        frames/s; default the source's
               "preset": "veryfast",                                   x264 speed preset
-              "allowUpscaling": true                                  false: never larger than the source
+              "allowUpscaling": true,                                 false: never larger than the source
+              "color": {"primaries": "bt709", "transfer": "bt709",    tags written and matrix converted to;
+                        "matrix": "bt709" | "bt601", "range": "tv"}   default the source's (untagged: BT.601
+                                                                      for SD, BT.709 for HD)
             },
             "audio": {                                                or "copy", or null to drop the audio
               "codec": "aac", "bitRate": 128000, "sampleRate": 44100, "channels": 2

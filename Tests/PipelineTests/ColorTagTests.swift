@@ -1,0 +1,56 @@
+import Foundation
+import Pipeline
+import Testing
+import TestSupport
+
+/// Colour tags in the output (H.264 VUI and the MP4 `colr` atom) and colours that survive an SD → HD scale.
+@Suite(.serialized) struct ColorTagTests {
+    private func transcode(_ input: String, _ json: String) throws -> (path: String, probe: Probe) {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: try TranscodeSettings.parse(Data(json.utf8))).run()
+        return (output, try Probe.read(output))
+    }
+
+    /// 640×480 with a red left half and a blue right half, H.264, tagged BT.601 or untagged.
+    private func source(tagged: Bool) throws -> String {
+        let path = try Media.scratch().appendingPathComponent(tagged ? "bt601.mp4" : "untagged.mp4").path
+        let tags = tagged ? ["-colorspace", "smpte170m", "-color_primaries", "smpte170m", "-color_trc", "smpte170m", "-color_range", "tv"] : []
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=320x480:d=1", "-f", "lavfi", "-i", "color=blue:s=320x480:d=1",
+                          "-filter_complex", "[0][1]hstack,format=yuv420p", "-c:v", "libx264", "-preset", "ultrafast"] + tags + [path])
+        return path
+    }
+
+    @Test func untaggedSDGetsBT601AndHDGetsBT709() throws {
+        let input = try source(tagged: false)
+        let sd = try transcode(input, "{}").probe.video
+        #expect(sd?.color_space == "smpte170m" && sd?.color_primaries == "smpte170m" && sd?.color_transfer == "smpte170m")
+        #expect(sd?.color_range == "tv")
+        let hd = try transcode(input, #"{"video": {"height": 1080}}"#)
+        #expect(hd.probe.video?.color_space == "bt709" && hd.probe.video?.color_primaries == "bt709")
+        let red = try Probe.meanColor(hd.path, x: 100, y: 300, width: 400, height: 400)
+        #expect(red[0] > 235 && red[1] < 20 && red[2] < 20, "red stays red after the 601 → 709 conversion: \(red)")
+    }
+
+    @Test func aBT601SourceScaledTo1080pKeepsItsRed() throws {
+        let result = try transcode(try source(tagged: true), #"{"video": {"width": 1440, "height": 1080}}"#)
+        let video = try #require(result.probe.video)
+        #expect(video.color_space == "smpte170m" && video.color_primaries == "smpte170m", "the source's tags are kept")
+        let red = try Probe.meanColor(result.path, x: 100, y: 300, width: 400, height: 400)
+        let blue = try Probe.meanColor(result.path, x: 900, y: 300, width: 400, height: 400)
+        #expect(red[0] > 235 && red[1] < 20 && red[2] < 20, "red patch \(red)")
+        #expect(blue[2] > 235 && blue[0] < 20 && blue[1] < 20, "blue patch \(blue)")
+    }
+
+    @Test func colorSettingsOverrideTheTagsAndTheMatrix() throws {
+        let result = try transcode(try source(tagged: true),
+                                   #"{"video": {"color": {"primaries": "bt709", "transfer": "bt709", "matrix": "bt709", "range": "pc"}}}"#)
+        let video = try #require(result.probe.video)
+        #expect(video.color_primaries == "bt709" && video.color_transfer == "bt709" && video.color_space == "bt709")
+        #expect(video.color_range == "pc")
+        let red = try Probe.meanColor(result.path, x: 100, y: 200, width: 200, height: 200)
+        #expect(red[0] > 235 && red[1] < 20 && red[2] < 20, "converted, not just retagged: \(red)")
+        #expect { try TranscodeSettings.parse(Data(#"{"video": {"color": {"matrix": "bt2020"}}}"#.utf8)) } throws: {
+            ($0 as? SettingsError)?.key == "video.color.matrix"
+        }
+    }
+}
