@@ -28,7 +28,7 @@ COPY --from=builder /out/transcoderd /usr/local/bin/transcoderd
 ENV TRANSCODER_HOST=0.0.0.0 \
     TRANSCODER_PORT=8080 \
     TRANSCODER_DATA=/data
-USER transcoderd
+USER 10001:10001
 WORKDIR /data
 VOLUME /data
 EXPOSE 8080
