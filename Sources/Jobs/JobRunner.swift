@@ -10,12 +10,17 @@ public protocol JobRunner: Sendable {
 
 /// The real runner: a `TranscodeSession` from the upload to the output.
 public struct TranscodeRunner: JobRunner {
-    public init() {}
+    /// Bounds on what an input may demand.
+    public let limits: MediaLimits
+
+    public init(limits: MediaLimits = MediaLimits()) {
+        self.limits = limits
+    }
 
     public func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         let session = TranscodeSession(inputPath: input.path, outputPath: outputPath, settings: job.settings,
-                                       cancellation: cancellation)
+                                       cancellation: cancellation, limits: limits)
         return try session.run(progress: progress)
     }
 }

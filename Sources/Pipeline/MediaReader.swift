@@ -54,9 +54,10 @@ public final class MediaReader {
     /// The first audio track.
     public var firstAudioTrack: Track? { tracks.first { $0.mediaType == .audio } }
 
-    /// Asks for decoded frames of track `index`.
-    public func addDecodedOutput(track index: Int) throws(MediaError) {
-        decoders[index] = try StreamDecoder(container: container, streamIndex: index)
+    /// Asks for decoded frames of track `index`; the decoder refuses pictures of more than `maxPixels` pixels
+    /// (a stream that changes its size mid-way cannot get past the limits checked on its header).
+    public func addDecodedOutput(track index: Int, maxPixels: Int = 8192 * 8192) throws(MediaError) {
+        decoders[index] = try StreamDecoder(container: container, streamIndex: index, maxPixels: maxPixels)
     }
 
     /// Asks for the compressed packets of track `index`, untouched.

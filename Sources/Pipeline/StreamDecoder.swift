@@ -10,7 +10,7 @@ final class StreamDecoder {
     private(set) var invalidPackets = 0
     private var flushed = false
 
-    init(container: InputContainer, streamIndex: Int) throws(MediaError) {
+    init(container: InputContainer, streamIndex: Int, maxPixels: Int) throws(MediaError) {
         self.container = container
         self.streamIndex = streamIndex
         let stream = container.stream(streamIndex)
@@ -25,6 +25,7 @@ final class StreamDecoder {
         try FFmpeg.check(avcodec_parameters_to_context(context, parameters), "Configuring the \(name) decoder")
         context!.pointee.pkt_timebase = timeBase
         context!.pointee.thread_count = 0
+        context!.pointee.max_pixels = Int64(maxPixels)
         try FFmpeg.check(avcodec_open2(context, codec, nil), "Opening the \(name) decoder", code: "unsupported_codec")
     }
 

@@ -9,7 +9,7 @@ final class TranscodePlan {
     /// Seconds of output expected from the source's declared durations (0 when unknown).
     let expectedDuration: Double
 
-    init(reader: MediaReader, writer: MediaWriter, settings: TranscodeSettings) throws(MediaError) {
+    init(reader: MediaReader, writer: MediaWriter, settings: TranscodeSettings, limits: MediaLimits) throws(MediaError) {
         let videoTrack = settings.video == .drop ? nil : reader.firstVideoTrack
         let audioTrack = settings.audio == .drop ? nil : reader.firstAudioTrack
         let container = settings.container
@@ -31,6 +31,13 @@ final class TranscodePlan {
                 ? MediaError(code: "invalid_settings", message: "video, audio: the settings drop every track the input has.")
                 : MediaError(code: "no_media_tracks", message: "The input has neither a video nor an audio track.")
         }
+        for track in [videoTrack, audioTrack].compactMap({ $0 }) {
+            try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)))
+        }
+        if let duration = reader.duration, duration > limits.maxDuration {
+            throw MediaError(code: "input_too_long",
+                             message: "The input lasts \(Int(duration)) s; the longest accepted is \(Int(limits.maxDuration)) s.")
+        }
         let selected = [videoTrack, audioTrack].compactMap { $0?.index }
         let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
         expectedDuration = max(0, selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0 - start)
@@ -39,7 +46,7 @@ final class TranscodePlan {
         if let track = videoTrack {
             switch settings.video {
             case .encode(let videoSettings):
-                try reader.addDecodedOutput(track: track.index)
+                try reader.addDecodedOutput(track: track.index, maxPixels: limits.maxDimension * limits.maxDimension)
                 video = try VideoPath(reader: reader, track: track, settings: videoSettings, writer: writer)
             case .copy:
                 copies[track.index] = try Self.copy(track, key: "video", reader: reader, writer: writer)
@@ -69,6 +76,13 @@ final class TranscodePlan {
         }
         reader.addPassthroughOutput(track: track.index)
         return try writer.addPassthroughInput(copying: stream)
+    }
+
+    /// Bytes a decoded pixel of the stream's format takes (4 when the format is unknown, the worst common case).
+    private static func bytesPerPixel(_ stream: UnsafeMutablePointer<AVStream>) -> Double {
+        let format = AVPixelFormat(rawValue: stream.pointee.codecpar.pointee.format)
+        guard let descriptor = av_pix_fmt_desc_get(format) else { return 4 }
+        return Double(av_get_bits_per_pixel(descriptor)) / 8
     }
 
     private static func startTime(of stream: UnsafeMutablePointer<AVStream>, fallback: Double) -> Double {
@@ -151,7 +165,8 @@ private final class VideoPath {
             scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
             cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
             rotation: geometry.rotation,
-            averageBitRate: settings.averageBitRate ?? geometry.width * geometry.height * 4,
+            // width × height × 4, but at least 64 kb/s: x264 counts in kb/s and refuses 0 (a 2×2 input gave 16 b/s).
+            averageBitRate: settings.averageBitRate ?? max(geometry.width * geometry.height * 4, 64_000),
             maxKeyFrameInterval: settings.maxKeyFrameInterval ?? max(1, Int((2 * av_q2d(frameRate)).rounded())),
             profile: settings.profile ?? "high",
             level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,

@@ -11,15 +11,18 @@ public final class TranscodeSession {
     public let outputPath: String
     public let settings: TranscodeSettings
     public let cancellation: CancellationToken
+    /// Bounds on what the input may demand (checked before decoding).
+    public let limits: MediaLimits
     /// Shortest wall-clock time between two progress calls, in seconds.
     public var progressInterval = 0.05
 
     public init(inputPath: String, outputPath: String, settings: TranscodeSettings,
-                cancellation: CancellationToken = CancellationToken()) {
+                cancellation: CancellationToken = CancellationToken(), limits: MediaLimits = MediaLimits()) {
         self.inputPath = inputPath
         self.outputPath = outputPath
         self.settings = settings
         self.cancellation = cancellation
+        self.limits = limits
     }
 
     /// Transcodes the input into the output file and reports the output's tracks.
@@ -31,7 +34,7 @@ public final class TranscodeSession {
         let started = ContinuousClock.now
         let reader = try MediaReader(path: inputPath)
         let writer = try MediaWriter(path: outputPath, fileType: settings.container)
-        let plan = try TranscodePlan(reader: reader, writer: writer, settings: settings)
+        let plan = try TranscodePlan(reader: reader, writer: writer, settings: settings, limits: limits)
         let reporter = ProgressReporter(duration: plan.expectedDuration, interval: progressInterval, started: started)
         do throws(MediaError) {
             try writer.startWriting()

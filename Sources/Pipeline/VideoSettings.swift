@@ -22,7 +22,7 @@ public struct VideoSettings: Sendable, Equatable, Codable {
     /// Output height in pixels (even, at most 8192).
     public var height: Int?
     public var scalingMode: ScalingMode?
-    /// Average bit rate in bits per second; default width × height × 4.
+    /// Average bit rate in bits per second; default width × height × 4, at least 64,000.
     public var averageBitRate: Int?
     /// Largest distance between key frames, in frames; default 2 seconds of frames.
     public var maxKeyFrameInterval: Int?

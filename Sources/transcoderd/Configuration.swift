@@ -1,4 +1,5 @@
 import Foundation
+import Pipeline
 
 /// Settings of a long-running transcoderd (`serve`, `work`), from flags, then environment variables, then defaults.
 /// Parsed and validated once at start; invalid values stop start-up with one clear line.
@@ -17,6 +18,7 @@ struct Configuration: Sendable {
     var idleTimeout = 60.0
     var shutdownGrace = 30.0
     var logFormat = "json"
+    var limits = MediaLimits()
 
     /// One option: its flag, environment variable, default shown in help, and how it is applied.
     struct Option: Sendable {
@@ -86,6 +88,19 @@ struct Configuration: Sendable {
                help: "seconds running jobs may finish after SIGTERM before they go back to the queue; default 30") {
             config, value throws(UsageError) in
             config.shutdownGrace = Double(try integer(value, flag: "--shutdown-grace", range: 0...86_400))
+        },
+        Option(flag: "--max-input-duration", environment: "TRANSCODER_MAX_INPUT_DURATION",
+               help: "longest input in seconds; longer ones fail with input_too_long; default 21600 (6 h)") { config, value throws(UsageError) in
+            config.limits.maxDuration = Double(try integer(value, flag: "--max-input-duration", range: 1...7 * 86_400))
+        },
+        Option(flag: "--max-input-dimension", environment: "TRANSCODER_MAX_INPUT_DIMENSION",
+               help: "largest input width or height in pixels, refused before decoding (input_too_large); default 8192") {
+            config, value throws(UsageError) in
+            config.limits.maxDimension = try integer(value, flag: "--max-input-dimension", range: 16...16_384)
+        },
+        Option(flag: "--max-frame-mib", environment: "TRANSCODER_MAX_FRAME_MIB",
+               help: "largest decoded input picture in MiB, refused before decoding; default 512") { config, value throws(UsageError) in
+            config.limits.maxFrameBytes = try integer(value, flag: "--max-frame-mib", range: 1...16_384) * 1024 * 1024
         },
         Option(flag: "--log-format", environment: "TRANSCODER_LOG_FORMAT", help: "json (one object per line) or text; default json") {
             config, value throws(UsageError) in

@@ -43,7 +43,8 @@ enum ServeCommand {
             queueConfig.workers = config.workers
             queueConfig.stallTimeout = config.stallTimeout
             queueConfig.retentionHours = config.retentionHours
-            let queue = JobQueue(store: store, directory: directory, configuration: queueConfig)
+            let queue = JobQueue(store: store, directory: directory, runner: TranscodeRunner(limits: config.limits),
+                                 configuration: queueConfig)
             let recovered = try queue.start()
             if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
                 logger.info("recovered jobs left running", ["requeued": .int(recovered.requeued.count), "failed": .int(recovered.failed.count)])

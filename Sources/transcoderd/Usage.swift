@@ -46,7 +46,7 @@ enum Usage {
                                                                       one of them alone keeps the aspect ratio
               "scalingMode": "fit" | "fill" | "stretch",              with both: fit inside (the output shrinks
                                                                       to the picture, no bars), crop to fill, or stretch
-              "averageBitRate": 2000000,                              bits/s; default width × height × 4
+              "averageBitRate": 2000000,                              bits/s; default width × height × 4 (min 64000)
               "maxKeyFrameInterval": 60,                              frames; default 2 s of frames
               "profile": "baseline" | "main" | "high",                default high
               "level": "4.1",                                         default: chosen by the encoder

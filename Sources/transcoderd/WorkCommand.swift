@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Jobs
+import Pipeline
 
 /// `transcoderd work`: runs the job queue of a data directory without the HTTP server.
 enum WorkCommand {
@@ -39,7 +40,8 @@ enum WorkCommand {
             queueConfig.workers = config.workers
             queueConfig.stallTimeout = config.stallTimeout
             queueConfig.retentionHours = config.retentionHours
-            let queue = JobQueue(store: store, directory: directory, configuration: queueConfig)
+            let queue = JobQueue(store: store, directory: directory, runner: TranscodeRunner(limits: config.limits),
+                                 configuration: queueConfig)
             let stop = DispatchSemaphore(value: 0)
             let signals = Signals.onTerminate { stop.signal() }
             defer { signals.forEach { $0.cancel() } }

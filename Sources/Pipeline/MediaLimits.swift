@@ -1,0 +1,36 @@
+/// What an input may demand before it is refused: bounds checked from the headers before anything is decoded, so a
+/// decompression bomb (a tiny file that declares huge frames) never gets to allocate them.
+public struct MediaLimits: Sendable, Equatable {
+    /// Longest accepted input, in seconds.
+    public var maxDuration: Double
+    /// Largest accepted picture width or height, in pixels.
+    public var maxDimension: Int
+    /// Largest accepted decoded picture, in bytes (width × height × bytes per pixel of the source format).
+    public var maxFrameBytes: Int
+
+    /// 6 hours, 8192 pixels, 512 MiB.
+    public init(maxDuration: Double = 6 * 3600, maxDimension: Int = 8192, maxFrameBytes: Int = 512 * 1024 * 1024) {
+        self.maxDuration = maxDuration
+        self.maxDimension = maxDimension
+        self.maxFrameBytes = maxFrameBytes
+    }
+
+    /// Throws `input_too_large` / `input_too_long` when a track or the file is over a limit.
+    func check(_ track: Track, bytesPerPixel: Double) throws(MediaError) {
+        if track.mediaType == .video, let width = track.width, let height = track.height {
+            guard width <= maxDimension, height <= maxDimension else {
+                throw MediaError(code: "input_too_large",
+                                 message: "The input's video is \(width)×\(height); the largest accepted is \(maxDimension)×\(maxDimension).")
+            }
+            let bytes = Double(width) * Double(height) * bytesPerPixel
+            guard bytes <= Double(maxFrameBytes) else {
+                throw MediaError(code: "input_too_large",
+                                 message: "A decoded \(width)×\(height) picture would take \(Int(bytes / 1_048_576)) MiB; the limit is \(maxFrameBytes / 1_048_576) MiB.")
+            }
+        }
+        if let duration = track.duration, duration > maxDuration {
+            throw MediaError(code: "input_too_long",
+                             message: "The input lasts \(Int(duration)) s; the longest accepted is \(Int(maxDuration)) s.")
+        }
+    }
+}
