@@ -1,4 +1,5 @@
 import Foundation
+import Jobs
 import Pipeline
 
 /// Settings of a long-running transcoderd (`serve`, `work`), from flags, then environment variables, then defaults.
@@ -149,6 +150,22 @@ struct Configuration: Sendable {
             index += 1
         }
         return config
+    }
+
+    /// Prepares and locks the data directory, opens the store, and builds the job queue (not started yet).
+    /// The lock must stay alive as long as the queue runs.
+    func openQueue() throws(StoreError) -> (JobQueue, DirectoryLock) {
+        let directory = DataDirectory(path: data)
+        try directory.prepare()
+        let lock = try directory.lock()
+        let store = try JobStore(path: directory.databasePath)
+        var queueConfiguration = JobQueue.Configuration()
+        queueConfiguration.workers = workers
+        queueConfiguration.stallTimeout = stallTimeout
+        queueConfiguration.retentionHours = retentionHours
+        let queue = JobQueue(store: store, directory: directory, runner: TranscodeRunner(limits: limits),
+                             configuration: queueConfiguration)
+        return (queue, lock)
     }
 
     /// Help lines for the options: flag, environment variable, meaning.

@@ -34,22 +34,13 @@ enum ServeCommand {
         let logger = Logger(format: config.logFormat == "text" ? .text : .json)
         raiseFileLimit()
         do {
-            let directory = DataDirectory(path: config.data)
-            try directory.prepare()
-            let lock = try directory.lock()
+            let (queue, lock) = try config.openQueue()
             defer { withExtendedLifetime(lock) {} }
-            let store = try JobStore(path: directory.databasePath)
-            var queueConfig = JobQueue.Configuration()
-            queueConfig.workers = config.workers
-            queueConfig.stallTimeout = config.stallTimeout
-            queueConfig.retentionHours = config.retentionHours
-            let queue = JobQueue(store: store, directory: directory, runner: TranscodeRunner(limits: config.limits),
-                                 configuration: queueConfig)
             let recovered = try queue.start()
             if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
                 logger.info("recovered jobs left running", ["requeued": .int(recovered.requeued.count), "failed": .int(recovered.failed.count)])
             }
-            var serverConfig = HTTPServerConfiguration(uploadDirectory: directory.uploads)
+            var serverConfig = HTTPServerConfiguration(uploadDirectory: queue.directory.uploads)
             serverConfig.host = config.host
             serverConfig.port = config.port
             serverConfig.maxUploadBytes = config.maxUploadBytes
@@ -64,7 +55,7 @@ enum ServeCommand {
                                         authenticate: BearerToken(config.token).check)
             metricsBox.withLock { $0 = server.metrics }
             try server.start()
-            logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(directory.root.path),
+            logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(queue.directory.root.path),
                                       "workers": .int(config.workers)])
             let signals = Mutex(0)
             let stop = DispatchSemaphore(value: 0)

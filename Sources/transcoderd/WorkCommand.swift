@@ -31,24 +31,15 @@ enum WorkCommand {
             return 2
         }
         do {
-            let directory = DataDirectory(path: config.data)
-            try directory.prepare()
-            let lock = try directory.lock()
+            let (queue, lock) = try config.openQueue()
             defer { withExtendedLifetime(lock) {} }
-            let store = try JobStore(path: directory.databasePath)
-            var queueConfig = JobQueue.Configuration()
-            queueConfig.workers = config.workers
-            queueConfig.stallTimeout = config.stallTimeout
-            queueConfig.retentionHours = config.retentionHours
-            let queue = JobQueue(store: store, directory: directory, runner: TranscodeRunner(limits: config.limits),
-                                 configuration: queueConfig)
             let stop = DispatchSemaphore(value: 0)
             let signals = Signals.onTerminate { stop.signal() }
             defer { signals.forEach { $0.cancel() } }
             try queue.start()
             while true {
                 if stop.wait(timeout: .now() + 0.2) == .success { break }
-                if config.exitWhenIdle, queue.runningCount == 0, (try store.counts()[.queued] ?? 0) == 0 { break }
+                if config.exitWhenIdle, queue.runningCount == 0, (try queue.store.counts()[.queued] ?? 0) == 0 { break }
             }
             queue.stop(grace: config.exitWhenIdle ? 30 : 0)
             return 0
