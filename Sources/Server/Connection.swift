@@ -313,6 +313,7 @@ final class Connection {
         if case .readingBody(let sink) = phase { sink.abort() }
         var error = error
         if parser.inProgress || !parser.isDone { error.closeConnection = true }
+        if requestID.isEmpty { requestID = loop.nextRequestID() }
         if head == nil {
             head = RequestHead(method: "-", target: "-", segments: [], query: [:], minorVersion: 1, headers: HTTPHeaders())
         }
@@ -452,6 +453,7 @@ final class Connection {
         phase = .idle
         head = nil
         route = nil
+        requestID = ""
         parser.reset()
         lastActivity = ContinuousClock.now
         setInterest(reading: true)

@@ -26,6 +26,5 @@ public struct HTTPStatus: Sendable, Equatable {
     public static let headersTooLarge = HTTPStatus(code: 431, reason: "Request Header Fields Too Large")
     public static let internalServerError = HTTPStatus(code: 500, reason: "Internal Server Error")
     public static let serviceUnavailable = HTTPStatus(code: 503, reason: "Service Unavailable")
-    public static let versionNotSupported = HTTPStatus(code: 505, reason: "HTTP Version Not Supported")
     public static let insufficientStorage = HTTPStatus(code: 507, reason: "Insufficient Storage")
 }

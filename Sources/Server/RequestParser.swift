@@ -171,7 +171,8 @@ struct RequestParser {
         case "HTTP/1.0": minor = 0
         default:
             if version.hasPrefix("HTTP/") && version.count == 8 {
-                throw HTTPError(.versionNotSupported, "http_version_not_supported", "Only HTTP/1.0 and HTTP/1.1 are served.",
+                // A client's choice of version is its mistake, answered with a 4xx (RFC 9110 would allow 505).
+                throw HTTPError(.badRequest, "http_version_not_supported", "Only HTTP/1.0 and HTTP/1.1 are served.",
                                 closeConnection: true)
             }
             throw HTTPError.malformed("The HTTP version \(version.prefix(16)) is not valid.")

@@ -83,7 +83,7 @@ import Testing
         ("GET / HTTP/1.1\r\n\r\n", 400),
         ("GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         ("GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-        ("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+        ("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 400),
         ("GET / FOO\r\nHost: x\r\n\r\n", 400),
         ("GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ])

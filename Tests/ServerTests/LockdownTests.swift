@@ -1,0 +1,83 @@
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// Uploads that try to make FFmpeg open other files or URLs never do: a canary HTTP server counts every connection
+/// and a secret file's content must never come back.
+@Suite struct LockdownTests {
+    /// A TCP listener on 127.0.0.1 that counts the connections it accepts.
+    final class Canary: Sendable {
+        final class Hits: Sendable {
+            let value = Mutex(0)
+        }
+
+        let port: Int
+        private let fd: Int32
+        private let hits = Hits()
+
+        init() throws {
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+            listen(listener, 16)
+            _ = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+            }
+            fd = listener
+            port = Int(UInt16(bigEndian: address.sin_port))
+            let hits = self.hits
+            Thread {
+                while true {
+                    let client = accept(listener, nil, nil)
+                    if client < 0 { return }
+                    hits.value.withLock { $0 += 1 }
+                    close(client)
+                }
+            }.start()
+        }
+
+        var count: Int { hits.value.withLock { $0 } }
+
+        deinit {
+            shutdown(fd, Int32(SHUT_RDWR))
+            close(fd)
+        }
+    }
+
+    @Test func playlistsAndURLsInUploadsNeverReachAnything() throws {
+        let server = try TestServer()
+        let canary = try Canary()
+        let folder = try Media.scratch()
+        let secretText = "canary-secret-\(UUID().uuidString)"
+        let secret = folder.appendingPathComponent("secret.txt").path
+        try secretText.write(toFile: secret, atomically: true, encoding: .utf8)
+        let url = "http://127.0.0.1:\(canary.port)/segment.ts"
+        let media = try Media.path(.standard)
+        let uploads: [(String, String)] = [
+            ("hls.m3u8", "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\n\(url)\n#EXTINF:4,\nfile://\(secret)\n#EXT-X-ENDLIST\n"),
+            ("hls-named.mp4", "#EXTM3U\n#EXTINF:4,\n\(url)\n"),
+            ("concat.txt", "ffconcat version 1.0\nfile '\(media)'\nfile '\(url)'\n"),
+            ("urls.mov", "concat:\(media)|\(secret)\nsubfile:,,start,0,end,0,,:\(secret)\nfile:\(secret)\n\(url)\n"),
+            ("dash.mpd", "<?xml version=\"1.0\"?><MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\"><Period><AdaptationSet><Representation><BaseURL>\(url)</BaseURL></Representation></AdaptationSet></Period></MPD>"),
+        ]
+        for (name, content) in uploads {
+            let path = folder.appendingPathComponent(name).path
+            try content.write(toFile: path, atomically: true, encoding: .utf8)
+            let upload = try server.curl("/v1/uploads/", ["-T", path])
+            #expect(upload.status == 422, "\(name): \(upload.status) \(upload.body)")
+            #expect(!upload.body.contains(secretText))
+            let job = try server.curl("/v1/jobs", ["-F", "file=@" + path])
+            #expect(job.status == 422, "\(name) as a one-shot job: \(job.status)")
+            #expect(!job.body.contains(secretText))
+        }
+        usleep(300_000)
+        #expect(canary.count == 0, "FFmpeg connected to the canary \(canary.count) times")
+        #expect(!server.log.contains(secretText))
+        let uploadsFolder = server.data.appendingPathComponent("uploads")
+        #expect(Media.files(in: uploadsFolder).isEmpty, "nothing refused is kept")
+    }
+}
