@@ -17,6 +17,9 @@ final class Connection {
         case writing
         /// An event stream is open; `cancel` unsubscribes its source.
         case streaming(cancel: @Sendable () -> Void)
+        /// The response is sent and our side shut; what the client still sends is read and dropped for a moment, so
+        /// that closing with unread bytes does not reset the connection before the client has read the response.
+        case lingering(since: ContinuousClock.Instant)
         case closed
     }
 
@@ -81,6 +84,10 @@ final class Connection {
     private func readAvailable() {
         // Read while the request wants bytes; a few rounds at most, so one fast client cannot starve the others.
         for _ in 0..<16 {
+            if case .lingering = phase {
+                discardInput()
+                return
+            }
             guard readsRequests || isStreamingOrWaiting else { return }
             if inbound.count > 1024 * 1024 {
                 setInterest(reading: false)
@@ -447,7 +454,14 @@ final class Connection {
     private func writeComplete() {
         logRequest()
         if closeAfterWrite {
-            close()
+            if parser.isDone {
+                close()
+            } else {
+                shutdown(fd, Int32(SHUT_WR))
+                phase = .lingering(since: ContinuousClock.now)
+                setInterest(reading: true)
+                discardInput()
+            }
             return
         }
         phase = .idle
@@ -472,6 +486,26 @@ final class Connection {
             "route": .string(route), "status": .int(responseStatus), "bytes": .int(Int(responseBytes)),
             "duration_ms": .double((milliseconds * 100).rounded() / 100),
         ])
+    }
+
+    /// Reads and drops what the client still sends while lingering; closes at its end of file.
+    private func discardInput() {
+        for _ in 0..<64 {
+            let result: Posix.IOResult
+            do {
+                result = try Posix.read(fd, into: loop.readBuffer)
+            } catch {
+                close()
+                return
+            }
+            switch result {
+            case .wouldBlock: return
+            case .processed(0):
+                close()
+                return
+            case .processed: continue
+            }
+        }
     }
 
     // MARK: State
@@ -524,6 +558,8 @@ final class Connection {
             if !outbound.isEmpty || file != nil, now - lastWrite > .seconds(configuration.transferTimeout) { close() }
         case .streaming:
             if now - lastWrite > .seconds(configuration.heartbeatInterval) { sendEvent(": heartbeat\n\n") }
+        case .lingering(let since):
+            if now - since > .seconds(2) { close() }
         case .awaitingResponse, .closed:
             break
         }

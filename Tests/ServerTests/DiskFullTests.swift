@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// A data directory on a small tmpfs: a full disk refuses uploads with 507, fails a job with `no_space`, keeps the
+/// server serving, and everything works again once space is freed. Needs root (mount), as CI and the session have.
+@Suite struct DiskFullTests {
+    @Test func aFullDiskIsReportedAndRecoveredFrom() throws {
+        let mountPoint = try Media.scratch()
+        try Shell.check("mount", ["-t", "tmpfs", "-o", "size=48m", "tmpfs", mountPoint.path])
+        defer { _ = try? Shell.run("umount", ["-l", mountPoint.path]) }
+        let server = try TestServer([], data: mountPoint.appendingPathComponent("data"))
+        defer { server.stop() }
+        let folder = try Media.scratch()
+
+        // 1. An upload larger than the free space: 507, and its partial file is gone.
+        let big = folder.appendingPathComponent("big.bin").path
+        try Shell.check("truncate", ["-s", "80M", big])
+        let refused = try server.json("/v1/uploads/", ["-T", big])
+        #expect(refused.status == 507, "\(refused.object)")
+        #expect((refused.object["error"] as? [String: Any])?["code"] as? String == "no_space")
+        #expect(Media.files(in: server.data.appendingPathComponent("uploads")).isEmpty)
+
+        // 2. A job whose output cannot be written fails with no_space.
+        let upload = try server.json("/v1/uploads/", ["-T", try Media.path(.tenSeconds)])
+        let uploadID = try #require(upload.object["id"] as? String, "\(upload.object)")
+        let filler = mountPoint.appendingPathComponent("filler").path
+        let free = try freeBytes(mountPoint.path)
+        try Shell.check("fallocate", ["-l", String(max(0, free - 3 * 1024 * 1024)), filler])
+        let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                               #"{"input": "\#(uploadID)", "settings": {"video": {"averageBitRate": 40000000, "preset": "ultrafast"}}}"#])
+        let jobID = try #require(job.object["id"] as? String, "\(job.object)")
+        var state: [String: Any] = [:]
+        _ = try eventually(60) {
+            state = try server.json("/v1/jobs/\(jobID)").object
+            return ["succeeded", "failed"].contains(state["state"] as? String ?? "")
+        }
+        #expect(state["state"] as? String == "failed")
+        #expect((state["error"] as? [String: Any])?["code"] as? String == "no_space", "\(state["error"] ?? "")")
+        #expect(try server.json("/healthz").status == 200)
+        #expect(!Media.files(in: server.data.appendingPathComponent("outputs")).contains { $0.hasSuffix(".partial") })
+
+        // 3. Space freed: the same request now works.
+        try FileManager.default.removeItem(atPath: filler)
+        let again = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(uploadID)", "settings": "480p"}"#])
+        let againID = try #require(again.object["id"] as? String)
+        _ = try eventually(60) { try server.json("/v1/jobs/\(againID)").object["state"] as? String == "succeeded" }
+        #expect(try server.json("/v1/jobs/\(againID)").object["state"] as? String == "succeeded")
+    }
+
+    private func freeBytes(_ path: String) throws -> Int {
+        let attributes = try FileManager.default.attributesOfFileSystem(forPath: path)
+        return (attributes[.systemFreeSize] as? Int) ?? 0
+    }
+}
