@@ -53,6 +53,9 @@ import TestSupport
         #expect(run.status == 2 && run.stderr == "error: --port: expected 0-65535, got \"abc\"\n")
         let env = try Shell.run(Binary.path, ["serve"], environment: ["TRANSCODER_WORKERS": "0"])
         #expect(env.status == 2 && env.stderr.contains("--workers: expected 1-64"))
+        // A data directory that cannot be created is refused at start, not at the first upload.
+        let unusable = try Shell.run(Binary.path, ["serve", "--port", "0", "--data", "/dev/null/data"])
+        #expect(unusable.status == 1 && unusable.stderr.hasPrefix("error: Cannot create /dev/null/data"), "\(unusable.stderr)")
     }
 
     @Test func sigtermStopsCleanlyAndJobsSurviveARestart() throws {
