@@ -22,7 +22,7 @@ final class ServerLoop {
     private(set) var dateHeader = ""
     private var accepting = true
     private var stopped = false
-    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
 
     init(eventLoop: EventLoop, configuration: HTTPServerConfiguration, router: Router, logger: Logger,
          metrics: ServerMetrics, authenticate: @escaping @Sendable (RequestHead) -> HTTPError?) {

@@ -106,6 +106,39 @@ import TestSupport
         #expect(try server.json("/healthz").status == 200)
     }
 
+    @Test func filenamesNeverBecomePaths() throws {
+        for name in ["..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fshadow", "%2E%2E", "a%00b.mp4", "%5C..%5Cwin.ini"] {
+            let (status, object) = try server.json("/v1/uploads/\(name)", ["-X", "PUT", "--data-binary", "@" + (try Media.path(.audioOnly))])
+            #expect(status == 201, "\(name): \(status) \(object)")
+            if status == 201 {
+                let filename = object["filename"] as? String ?? ""
+                #expect(!filename.contains("/") && filename != ".." && !filename.contains("\0"), "\(name) became \(filename)")
+                #expect(FileManager.default.fileExists(atPath: try server.data.appendingPathComponent("uploads/\(object["id"] as? String ?? "")").path))
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: "/etc/passwd.mp4"))
+    }
+
+    @Test func aClientThatVanishesMidDownloadLeavesTheServerWell() throws {
+        let created = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.tenSeconds)), "-F", "settings={\"video\":{\"averageBitRate\":8000000}}"])
+        let id = try #require(created.object["id"] as? String)
+        _ = try waitForState(id, ["succeeded"])
+        for _ in 0..<5 {
+            let client = Process()
+            client.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            client.arguments = ["-s", "--limit-rate", "100K", "-o", "/dev/null", try server.base + "/v1/jobs/\(id)/output"]
+            try client.run()
+            usleep(300_000)
+            kill(client.processIdentifier, SIGKILL)
+            client.waitUntilExit()
+        }
+        let events = try RawClient(port: try server.port)
+        events.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = events.read(until: "event: state", timeout: 5)
+        #expect(try server.json("/healthz").status == 200)
+        #expect(try server.curl("/v1/jobs/\(id)/output", ["-o", "/dev/null"]).status == 200)
+    }
+
     @Test func jobsAreCreatedValidatedListedAndRun() throws {
         let uploadID = try #require(try upload(try Media.path(.standard))["id"] as? String)
         let invalid = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
