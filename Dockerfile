@@ -19,7 +19,8 @@ RUN swift build -c release --product transcoderd --static-swift-stdlib \
 FROM ${BASE_IMAGE}
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        libavformat59 libavcodec59 libavutil57 libswscale6 libswresample4 libx264-164 libsqlite3-0 libssl3 ca-certificates \
+        libavformat59 libavcodec59 libavutil57 libswscale6 libswresample4 libavfilter8 libx264-164 libsqlite3-0 libssl3 \
+        ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 transcoderd \
     && useradd --system --uid 10001 --gid transcoderd --home-dir /data --shell /usr/sbin/nologin transcoderd \

@@ -17,6 +17,9 @@
 #include <libavutil/samplefmt.h>
 #include <libswscale/swscale.h>
 #include <libswresample/swresample.h>
+#include <libavfilter/avfilter.h>
+#include <libavfilter/buffersink.h>
+#include <libavfilter/buffersrc.h>
 
 static inline int tc_averror(int posixError) { return AVERROR(posixError); }
 static inline int tc_averror_eof(void) { return AVERROR_EOF; }

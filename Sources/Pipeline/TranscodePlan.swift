@@ -40,14 +40,15 @@ final class TranscodePlan {
         }
         let selected = [videoTrack, audioTrack].compactMap { $0?.index }
         let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
-        expectedDuration = max(0, selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0 - start)
+        let tempo = settings.filters?.tempo ?? 1
+        expectedDuration = max(0, (selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0) - start) / tempo
         writer.startSession(atSourceTime: start)
 
         if let track = videoTrack {
             switch settings.video {
             case .encode(let videoSettings):
                 try reader.addDecodedOutput(track: track.index, maxPixels: limits.maxDimension * limits.maxDimension)
-                video = try VideoPath(reader: reader, track: track, settings: videoSettings, writer: writer)
+                video = try VideoPath(reader: reader, track: track, settings: videoSettings, filters: settings.filters, writer: writer)
             case .copy:
                 copies[track.index] = try Self.copy(track, key: "video", reader: reader, writer: writer)
             case .drop:
@@ -59,7 +60,7 @@ final class TranscodePlan {
             case .encode(let audioSettings):
                 try reader.addDecodedOutput(track: track.index)
                 audio = try AudioPath(track: track, timeBase: reader.timeBase(of: track.index),
-                                      encoding: audioSettings.resolved, writer: writer)
+                                      encoding: audioSettings.resolved, filters: settings.filters, writer: writer)
             case .copy:
                 copies[track.index] = try Self.copy(track, key: "audio", reader: reader, writer: writer)
             case .drop:
@@ -115,6 +116,7 @@ final class TranscodePlan {
 
     /// Drains the converters at the end of the input; the writer drains the encoders.
     func finish() throws(MediaError) {
+        try video?.finish()
         try audio?.finish()
         if let video, video.input.framesAppended == 0 {
             throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
@@ -134,14 +136,26 @@ private final class VideoPath {
     private let timeline: Timeline
     private let frameTicks: Int64
     private var lastTimestamp: Int64?
+    private let filterChain: String?
+    private var filters: FilterGraph?
 
-    init(reader: MediaReader, track: Track, settings: VideoSettings, writer: MediaWriter) throws(MediaError) {
+    init(reader: MediaReader, track: Track, settings: VideoSettings, filters filterSettings: FilterSettings?,
+         writer: MediaWriter) throws(MediaError) {
         self.track = track.index
         let stream = reader.stream(track.index)
         sourceTimeBase = stream.pointee.time_base
         timeline = writer.timeline
+        filterChain = filterSettings?.videoChain()
+        var sourceWidth = track.width ?? 0, sourceHeight = track.height ?? 0
+        if let crop = filterSettings?.video?.crop {
+            guard crop.x + crop.width <= sourceWidth, crop.y + crop.height <= sourceHeight else {
+                throw MediaError(code: "invalid_settings",
+                                 message: "filters.video.crop: the rectangle is outside the \(sourceWidth)×\(sourceHeight) picture.")
+            }
+            (sourceWidth, sourceHeight) = (crop.width, crop.height)
+        }
         let geometry = try OutputGeometry.resolve(
-            sourceWidth: track.width ?? 0, sourceHeight: track.height ?? 0, sampleAspect: track.sampleAspectValue,
+            sourceWidth: sourceWidth, sourceHeight: sourceHeight, sampleAspect: track.sampleAspectValue,
             rotation: track.rotation ?? 0, settings: settings)
         let parameters = stream.pointee.codecpar.pointee
         let sourceColors = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
@@ -188,13 +202,38 @@ private final class VideoPath {
     }
 
     func append(_ frame: Frame) throws(MediaError) {
+        guard let chain = filterChain else { return try encode(frame, timeBase: sourceTimeBase, filtered: false) }
+        if filters == nil {
+            filters = try FilterGraph(video: frame.pointer.pointee, timeBase: sourceTimeBase, chain: chain)
+        }
+        let value = frame.pointer
+        if value.pointee.best_effort_timestamp != FFmpeg.noPTS { value.pointee.pts = value.pointee.best_effort_timestamp }
+        try filters?.push(frame)
+        try drainFilters()
+    }
+
+    /// Flushes the filters at the end of the input.
+    func finish() throws(MediaError) {
+        guard let filters else { return }
+        try filters.push(nil)
+        try drainFilters()
+    }
+
+    private func drainFilters() throws(MediaError) {
+        guard let filters else { return }
+        while let filtered = try filters.pull() {
+            try encode(filtered, timeBase: filters.outputTimeBase, filtered: true)
+        }
+    }
+
+    private func encode(_ frame: Frame, timeBase: AVRational, filtered: Bool) throws(MediaError) {
         let value = frame.pointer.pointee
-        let source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
+        let source = !filtered && value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
         let timestamp: Int64
         if source == FFmpeg.noPTS {
             timestamp = (lastTimestamp ?? -frameTicks) + frameTicks
         } else {
-            timestamp = timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
+            timestamp = timeline.convert(source, from: timeBase, to: input.encoder.timeBase)
         }
         // Frames that do not move time forward (non-monotonic sources, or a lower output frame rate) are dropped.
         if let last = lastTimestamp, timestamp <= last { return }
@@ -213,11 +252,16 @@ private final class AudioPath {
     private let sourceTimeBase: AVRational
     private let timeline: Timeline
     private(set) var samplesWritten = 0
+    private let filterSettings: FilterSettings?
+    private var filters: FilterGraph?
+    private var filterStart: Int64?
 
-    init(track: Track, timeBase: AVRational, encoding: AudioEncoding, writer: MediaWriter) throws(MediaError) {
+    init(track: Track, timeBase: AVRational, encoding: AudioEncoding, filters: FilterSettings?,
+         writer: MediaWriter) throws(MediaError) {
         self.track = track.index
         sourceTimeBase = timeBase
         timeline = writer.timeline
+        filterSettings = filters
         input = try writer.addInput(audio: encoding)
         converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize)
     }
@@ -226,13 +270,36 @@ private final class AudioPath {
         let value = frame.pointer.pointee
         let source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
         let timestamp = source == FFmpeg.noPTS ? nil : timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
-        try converter.push(frame, timestamp: timestamp)
-        try drain(final: false)
+        guard let chain = filterSettings?.audioChain(sampleRate: Int(value.sample_rate)) else {
+            try converter.push(frame, timestamp: timestamp)
+            return try drain(final: false)
+        }
+        if filters == nil {
+            filters = try FilterGraph(audio: value, chain: chain)
+            // The filters count samples from zero; the output keeps the source's start (scaled by the tempo).
+            filterStart = timestamp.map { Int64(Double($0) / (filterSettings?.tempo ?? 1)) }
+        }
+        // The graph's time base is 1/sample rate: number samples continuously from zero.
+        frame.pointer.pointee.pts = FFmpeg.noPTS
+        try filters?.push(frame)
+        try drainFilters()
     }
 
     func finish() throws(MediaError) {
+        if let filters {
+            try filters.push(nil)
+            try drainFilters()
+        }
         try converter.flush()
         try drain(final: true)
+    }
+
+    private func drainFilters() throws(MediaError) {
+        guard let filters else { return }
+        while let filtered = try filters.pull() {
+            try converter.push(filtered, timestamp: filterStart)
+            try drain(final: false)
+        }
     }
 
     private func drain(final: Bool) throws(MediaError) {

@@ -9,12 +9,15 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
     public var container: FileType
     public var video: TrackChoice<VideoSettings>
     public var audio: TrackChoice<AudioSettings>
+    /// Effects applied to the decoded source before scaling and encoding.
+    public var filters: FilterSettings?
 
     public init(container: FileType = .mp4, video: TrackChoice<VideoSettings> = .encode(VideoSettings()),
-                audio: TrackChoice<AudioSettings> = .encode(AudioSettings())) {
+                audio: TrackChoice<AudioSettings> = .encode(AudioSettings()), filters: FilterSettings? = nil) {
         self.container = container
         self.video = video
         self.audio = audio
+        self.filters = filters
     }
 
     public init(from decoder: any Decoder) throws {
@@ -27,7 +30,7 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
             self = try Self.preset(named: name, key: "")
             return
         }
-        let reader = try SettingsReader(json, path: "", allowed: ["preset", "container", "video", "audio"])
+        let reader = try SettingsReader(json, path: "", allowed: ["preset", "container", "video", "audio", "filters"])
         var base = TranscodeSettings()
         if reader.has("preset") {
             guard case .string(let name)? = reader.value("preset") else {
@@ -48,6 +51,9 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
             audio = try Self.choice(value, key: "audio") { value throws(SettingsError) in
                 try AudioSettings(value, path: "audio", base: base.audio.settings ?? AudioSettings())
             }
+        }
+        if let value = reader.value("filters"), value != .null {
+            filters = try FilterSettings(value)
         }
         // Raw and audio-only files hold one kind of track: asking for the other one explicitly is an error here;
         // left to its default, it is refused only if the input has such a track.

@@ -60,6 +60,11 @@ enum Usage {
             "audio": {                                                or "copy", or null to drop the audio
               "codec": "aac", "bitRate": 128000, "sampleRate": 44100, "channels": 2
             },
+            "filters": {                                              effects before scaling and encoding
+              "video": {"crop": {"x": 0, "y": 0, "width": 1280, "height": 720}, "grayscale": true,
+                        "brightness": 0.1, "contrast": 1.2, "saturation": 1.0},
+              "audio": {"volume": 1.5, "pitch": 1.25, "tempo": 1.0, "normalize": true}
+            },
             "preset": "720p"                                          a named preset to start from
                                                                       (presets fit their box, never upscale)
           }

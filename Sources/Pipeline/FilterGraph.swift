@@ -1,0 +1,72 @@
+import CFFmpeg
+
+/// Owns an `AVFilterGraph` with one buffer source and one buffer sink: frames go in, filtered frames come out.
+/// The chain between them is built by `FilterSettings` from validated numbers only.
+final class FilterGraph {
+    private var graph: UnsafeMutablePointer<AVFilterGraph>?
+    private var source: UnsafeMutablePointer<AVFilterContext>?
+    private var sink: UnsafeMutablePointer<AVFilterContext>?
+    private let output = Frame()
+
+    /// A video graph for frames like `frame`, whose timestamps are in `timeBase`.
+    convenience init(video frame: AVFrame, timeBase: AVRational, chain: String) throws(MediaError) {
+        let aspect = FFmpeg.isValid(frame.sample_aspect_ratio) ? frame.sample_aspect_ratio : AVRational(num: 1, den: 1)
+        let arguments = "video_size=\(frame.width)x\(frame.height):pix_fmt=\(frame.format)"
+            + ":time_base=\(timeBase.num)/\(timeBase.den):pixel_aspect=\(aspect.num)/\(aspect.den)"
+        try self.init(source: "buffer", sink: "buffersink", arguments: arguments, chain: chain)
+    }
+
+    /// An audio graph for frames like `frame` (timestamps in 1/sample rate).
+    convenience init(audio frame: AVFrame, chain: String) throws(MediaError) {
+        var layout = frame.ch_layout
+        if layout.order == AV_CHANNEL_ORDER_UNSPEC { av_channel_layout_default(&layout, frame.ch_layout.nb_channels) }
+        var buffer = [CChar](repeating: 0, count: 128)
+        _ = av_channel_layout_describe(&layout, &buffer, buffer.count)
+        let layoutName = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        let formatName = av_get_sample_fmt_name(AVSampleFormat(rawValue: frame.format)).map { String(cString: $0) } ?? "fltp"
+        let arguments = "time_base=1/\(frame.sample_rate):sample_rate=\(frame.sample_rate):sample_fmt=\(formatName)"
+            + ":channel_layout=\(layoutName)"
+        try self.init(source: "abuffer", sink: "abuffersink", arguments: arguments, chain: chain)
+    }
+
+    private init(source sourceName: String, sink sinkName: String, arguments: String, chain: String) throws(MediaError) {
+        graph = avfilter_graph_alloc()
+        guard graph != nil else { throw MediaError(code: "out_of_memory", message: "Allocating a filter graph failed.") }
+        try FFmpeg.check(avfilter_graph_create_filter(&source, avfilter_get_by_name(sourceName), "in", arguments, nil, graph),
+                         "Creating the filter input", code: "filter_failed")
+        try FFmpeg.check(avfilter_graph_create_filter(&sink, avfilter_get_by_name(sinkName), "out", nil, nil, graph),
+                         "Creating the filter output", code: "filter_failed")
+        var outputs = avfilter_inout_alloc()
+        var inputs = avfilter_inout_alloc()
+        defer {
+            avfilter_inout_free(&outputs)
+            avfilter_inout_free(&inputs)
+        }
+        outputs?.pointee.name = av_strdup("in")
+        outputs?.pointee.filter_ctx = source
+        inputs?.pointee.name = av_strdup("out")
+        inputs?.pointee.filter_ctx = sink
+        try FFmpeg.check(avfilter_graph_parse_ptr(graph, chain, &inputs, &outputs, nil), "Building the filters", code: "filter_failed")
+        try FFmpeg.check(avfilter_graph_config(graph, nil), "Configuring the filters", code: "filter_failed")
+    }
+
+    /// Time base of the frames that come out.
+    var outputTimeBase: AVRational { av_buffersink_get_time_base(sink) }
+
+    /// Sends a frame in; nil says the input has ended.
+    func push(_ frame: Frame?) throws(MediaError) {
+        let result = av_buffersrc_add_frame_flags(source, frame?.pointer, Int32(AV_BUFFERSRC_FLAG_KEEP_REF))
+        if result < 0 && result != FFmpeg.eof { try FFmpeg.check(result, "Filtering", code: "filter_failed") }
+    }
+
+    /// The next filtered frame (valid until the next call), or nil when the graph needs more input or has ended.
+    func pull() throws(MediaError) -> Frame? {
+        output.unref()
+        let result = av_buffersink_get_frame(sink, output.pointer)
+        if result == FFmpeg.again || result == FFmpeg.eof { return nil }
+        try FFmpeg.check(result, "Filtering", code: "filter_failed")
+        return output
+    }
+
+    deinit { avfilter_graph_free(&graph) }
+}

@@ -1,0 +1,102 @@
+/// The `filters` section: effects applied to the decoded source before scaling and encoding. Only this schema is
+/// accepted; each key maps to a filter built here from validated numbers, never to a user's filtergraph text.
+public struct FilterSettings: Sendable, Equatable, Codable {
+    /// A rectangle of the source picture, in stored pixels (before any rotation is applied).
+    public struct Crop: Sendable, Equatable, Codable {
+        public var x: Int
+        public var y: Int
+        public var width: Int
+        public var height: Int
+    }
+
+    public struct Video: Sendable, Equatable, Codable {
+        public var crop: Crop?
+        /// Drops all colour (chroma at neutral).
+        public var grayscale: Bool?
+        /// -1 to 1; 0 leaves it.
+        public var brightness: Double?
+        /// 0 to 3; 1 leaves it.
+        public var contrast: Double?
+        /// 0 to 3; 1 leaves it.
+        public var saturation: Double?
+    }
+
+    public struct Audio: Sendable, Equatable, Codable {
+        /// Gain factor, 0 to 10; 1 leaves it.
+        public var volume: Double?
+        /// Pitch factor without changing tempo, 0.5 to 2 (2 = an octave up).
+        public var pitch: Double?
+        /// Tempo factor without changing pitch, 0.5 to 2; the duration (and progress) follow it.
+        public var tempo: Double?
+        /// EBU R128 loudness normalisation (`loudnorm`, -16 LUFS).
+        public var normalize: Bool?
+    }
+
+    public var video: Video?
+    public var audio: Audio?
+
+    public init(video: Video? = nil, audio: Audio? = nil) {
+        self.video = video
+        self.audio = audio
+    }
+
+    init(_ value: JSONValue) throws(SettingsError) {
+        let reader = try SettingsReader(value, path: "filters", allowed: ["video", "audio"])
+        if let value = reader.value("video"), value != .null {
+            let video = try SettingsReader(value, path: "filters.video",
+                                           allowed: ["crop", "grayscale", "brightness", "contrast", "saturation"])
+            var result = Video()
+            if let value = video.value("crop"), value != .null {
+                let crop = try SettingsReader(value, path: "filters.video.crop", allowed: ["x", "y", "width", "height"])
+                let x = try crop.integer("x", in: 0...16_384, unit: "pixels") ?? 0
+                let y = try crop.integer("y", in: 0...16_384, unit: "pixels") ?? 0
+                guard let width = try crop.integer("width", in: 2...16_384, unit: "pixels"),
+                      let height = try crop.integer("height", in: 2...16_384, unit: "pixels") else {
+                    throw SettingsError(key: "filters.video.crop", message: "needs width and height (pixels)")
+                }
+                result.crop = Crop(x: x, y: y, width: width, height: height)
+            }
+            result.grayscale = try video.bool("grayscale")
+            result.brightness = try video.number("brightness", in: -1...1, unit: "brightness")
+            result.contrast = try video.number("contrast", in: 0...3, unit: "contrast")
+            result.saturation = try video.number("saturation", in: 0...3, unit: "saturation")
+            self.video = result
+        }
+        if let value = reader.value("audio"), value != .null {
+            let audio = try SettingsReader(value, path: "filters.audio", allowed: ["volume", "pitch", "tempo", "normalize"])
+            self.audio = Audio(volume: try audio.number("volume", in: 0...10, unit: "gain"),
+                               pitch: try audio.number("pitch", in: 0.5...2, unit: "pitch factor"),
+                               tempo: try audio.number("tempo", in: 0.5...2, unit: "tempo factor"),
+                               normalize: try audio.bool("normalize"))
+        }
+    }
+
+    /// Speed-up of the output timeline (1 when no tempo is set).
+    var tempo: Double { audio?.tempo ?? 1 }
+
+    /// The video filter chain, or nil when nothing is asked. Numbers only: no text from the user reaches it.
+    func videoChain() -> String? {
+        var filters: [String] = []
+        if let crop = video?.crop { filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1") }
+        if video?.grayscale == true { filters.append("hue=s=0") }
+        let brightness = video?.brightness ?? 0, contrast = video?.contrast ?? 1, saturation = video?.saturation ?? 1
+        if brightness != 0 || contrast != 1 || saturation != 1 {
+            filters.append("eq=brightness=\(brightness):contrast=\(contrast):saturation=\(saturation)")
+        }
+        if tempo != 1 { filters.append("setpts=PTS/\(tempo)") }
+        return filters.isEmpty ? nil : filters.joined(separator: ",")
+    }
+
+    /// The audio filter chain for input at `sampleRate`, or nil when nothing is asked.
+    func audioChain(sampleRate: Int) -> String? {
+        var filters: [String] = []
+        if let volume = audio?.volume, volume != 1 { filters.append("volume=\(volume)") }
+        if let pitch = audio?.pitch, pitch != 1 {
+            // Play faster by the pitch factor, then stretch back to the original tempo.
+            filters.append("asetrate=\(Int((Double(sampleRate) * pitch).rounded())),aresample=\(sampleRate),atempo=\(1 / pitch)")
+        }
+        if tempo != 1 { filters.append("atempo=\(tempo)") }
+        if audio?.normalize == true { filters.append("loudnorm=I=-16:TP=-1.5:LRA=11") }
+        return filters.isEmpty ? nil : filters.joined(separator: ",")
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Pipeline
+import Testing
+import TestSupport
+
+/// The `filters` section, checked by measuring its effect on the output.
+@Suite(.serialized) struct FilterTests {
+    private func transcode(_ input: String, _ json: String) throws -> String {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: try TranscodeSettings.parse(Data(json.utf8))).run()
+        return output
+    }
+
+    /// One decoded frame at `time` as 8-bit 4:2:0 planes.
+    private func planes(_ path: String, time: Double = 1) throws -> (y: [UInt8], u: [UInt8], v: [UInt8]) {
+        let probe = try Probe.read(path)
+        let width = probe.video?.width ?? 0, height = probe.video?.height ?? 0
+        let raw = try Media.scratch().appendingPathComponent("frame.yuv").path
+        try Media.ffmpeg(["-ss", String(time), "-i", path, "-frames:v", "1", "-pix_fmt", "yuv420p", "-f", "rawvideo", raw])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
+        let luma = width * height, chroma = luma / 4
+        return (Array(bytes[0..<luma]), Array(bytes[luma..<luma + chroma]), Array(bytes[luma + chroma..<luma + 2 * chroma]))
+    }
+
+    /// The output's audio as mono 32-bit float samples at 44.1 kHz.
+    private func samples(_ path: String) throws -> [Float] {
+        let raw = try Media.scratch().appendingPathComponent("audio.f32").path
+        try Media.ffmpeg(["-i", path, "-vn", "-ac", "1", "-ar", "44100", "-f", "f32le", raw])
+        let data = try Data(contentsOf: URL(fileURLWithPath: raw))
+        return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+    }
+
+    private func mean(_ values: [UInt8]) -> Double { Double(values.reduce(0) { $0 + Int($1) }) / Double(max(1, values.count)) }
+
+    private func rms(_ values: [Float]) -> Double {
+        let middle = values.dropFirst(values.count / 10).dropLast(values.count / 10)
+        return sqrt(middle.reduce(0) { $0 + Double($1) * Double($1) } / Double(max(1, middle.count)))
+    }
+
+    /// Dominant frequency of a tone from its rising zero crossings, in Hz.
+    private func frequency(_ values: [Float]) -> Double {
+        let middle = Array(values.dropFirst(values.count / 10).dropLast(values.count / 10))
+        let crossings = zip(middle, middle.dropFirst()).filter { $0 < 0 && $1 >= 0 }.count
+        return Double(crossings) / (Double(middle.count) / 44_100)
+    }
+
+    @Test func grayscaleFlattensChromaAndBrightnessRaisesLuma() throws {
+        let input = try Media.path(.standard)
+        let plain = try planes(try transcode(input, "{}"))
+        #expect(plain.u.contains { abs(Int($0) - 128) > 20 }, "the test picture has colour")
+        let gray = try planes(try transcode(input, #"{"filters": {"video": {"grayscale": true}}}"#))
+        #expect(gray.u.allSatisfy { abs(Int($0) - 128) <= 2 } && gray.v.allSatisfy { abs(Int($0) - 128) <= 2 })
+        let bright = try planes(try transcode(input, #"{"filters": {"video": {"brightness": 0.2}}}"#))
+        #expect(mean(bright.y) > mean(plain.y) + 20, "luma \(mean(plain.y)) → \(mean(bright.y))")
+    }
+
+    @Test func cropComesBeforeTheGeometry() throws {
+        let output = try transcode(try Media.path(.standard),
+                                   #"{"filters": {"video": {"crop": {"x": 0, "y": 0, "width": 320, "height": 180}}}, "video": {"width": 160}}"#)
+        let video = try #require(try Probe.read(output).video)
+        #expect(video.width == 160 && video.height == 90)
+        #expect { try transcode(try Media.path(.standard), #"{"filters": {"video": {"crop": {"x": 600, "y": 0, "width": 320, "height": 180}}}}"#) }
+            throws: { ($0 as? MediaError)?.message.hasPrefix("filters.video.crop:") == true }
+    }
+
+    @Test func pitchDoublesTheFrequencyAtTheSameDuration() throws {
+        let input = try Media.path(.audioOnly)
+        let plain = try samples(try transcode(input, "{}"))
+        let shifted = try samples(try transcode(input, #"{"filters": {"audio": {"pitch": 2.0}}}"#))
+        #expect(abs(frequency(plain) - 440) < 10, "source tone \(frequency(plain)) Hz")
+        #expect(abs(frequency(shifted) - 880) < 25, "shifted tone \(frequency(shifted)) Hz")
+        #expect(abs(Double(shifted.count) - Double(plain.count)) / Double(plain.count) < 0.03, "same duration")
+    }
+
+    @Test func tempoHalvesTheDurationAndVolumeLowersTheLevel() throws {
+        let input = try Media.path(.standard)
+        let fast = try Probe.read(try transcode(input, #"{"filters": {"audio": {"tempo": 2.0}}}"#))
+        #expect(abs(fast.format.durationSeconds - 2) < 0.1, "duration \(fast.format.durationSeconds)")
+        #expect(abs((fast.video?.durationSeconds ?? 0) - 2) < 0.1 && abs((fast.audio?.durationSeconds ?? 0) - 2) < 0.1)
+        let plain = rms(try samples(try transcode(input, "{}")))
+        let quiet = rms(try samples(try transcode(input, #"{"filters": {"audio": {"volume": 0.5}}}"#)))
+        let decibels = 20 * log10(quiet / plain)
+        #expect(abs(decibels + 6.02) < 0.5, "volume 0.5 changed the level by \(decibels) dB")
+    }
+
+    @Test func normalizeReachesTheLoudnessTarget() throws {
+        let output = try transcode(try Media.path(.audioOnly), #"{"filters": {"audio": {"volume": 0.1, "normalize": true}}}"#)
+        let report = try Shell.run("ffmpeg", ["-nostdin", "-i", output, "-af", "ebur128", "-f", "null", "-"]).stderr
+        let integrated = report.split(separator: "\n").last { $0.contains("I:") && $0.contains("LUFS") }
+            .flatMap { line in line.split(separator: " ").compactMap { Double($0) }.first }
+        #expect(integrated.map { abs($0 + 16) < 2 } == true, "integrated loudness \(String(describing: integrated)) LUFS")
+    }
+
+    @Test func filterSettingsAreValidated() {
+        for (json, key) in [(#"{"filters": {"video": {"blur": 3}}}"#, "filters.video.blur"),
+                            (#"{"filters": {"audio": {"pitch": 4}}}"#, "filters.audio.pitch"),
+                            (#"{"filters": {"video": {"brightness": "x"}}}"#, "filters.video.brightness"),
+                            (#"{"filters": {"graph": "movie=/etc/passwd"}}"#, "filters.graph")] {
+            #expect { try TranscodeSettings.parse(Data(json.utf8)) } throws: { ($0 as? SettingsError)?.key == key }
+        }
+    }
+}
