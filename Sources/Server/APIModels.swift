@@ -4,37 +4,6 @@ import Pipeline
 
 /// The JSON shapes of the API (see openapi.yaml); times are ISO 8601 strings.
 enum APIModels {
-    struct ProgressResource: Encodable {
-        /// Seconds of output written.
-        let presentationTime: Double
-        /// Expected output seconds.
-        let duration: Double
-        let fraction: Double
-        let framesPerSecond: Double
-        let speed: Double
-
-        init(_ progress: TranscodeProgress) {
-            presentationTime = Self.round(progress.presentationTime)
-            duration = Self.round(progress.duration)
-            fraction = Self.round(progress.fraction, places: 4)
-            framesPerSecond = Self.round(progress.framesPerSecond, places: 1)
-            speed = Self.round(progress.speed)
-        }
-
-        init(job: Job) {
-            presentationTime = Self.round(job.progressTime)
-            duration = Self.round(job.progressDuration)
-            fraction = job.state == .succeeded ? 1 : (job.progressDuration > 0 ? Self.round(min(1, job.progressTime / job.progressDuration), places: 4) : 0)
-            framesPerSecond = 0
-            speed = 0
-        }
-
-        private static func round(_ value: Double, places: Double = 3) -> Double {
-            let scale = pow(10, places)
-            return value.isFinite ? (value * scale).rounded() / scale : 0
-        }
-    }
-
     struct UploadResource: Encodable {
         let id: String
         let filename: String
@@ -77,7 +46,7 @@ enum APIModels {
     struct JobResource: Encodable {
         let id: String
         let state: String
-        let progress: ProgressResource
+        let progress: ProgressReport
         let settings: TranscodeSettings
         let input: InputResource
         let output: OutputResource?
@@ -91,7 +60,7 @@ enum APIModels {
         init(_ job: Job, upload: Upload?, live: TranscodeProgress?) {
             id = job.id
             state = job.state.rawValue
-            progress = live.map(ProgressResource.init) ?? ProgressResource(job: job)
+            progress = live.map(ProgressReport.init) ?? ProgressReport(job: job)
             settings = job.settings
             input = InputResource(id: job.inputUpload, filename: upload?.filename, size: upload?.size, tracks: upload?.tracks ?? [])
             if job.state == .succeeded, let size = job.outputSize {

@@ -31,7 +31,7 @@ struct JobEventStream: EventSource {
                     let now = Date()
                     guard state.lastState == .running, now.timeIntervalSince(state.lastProgress) >= Self.progressInterval else { return }
                     state.lastProgress = now
-                    send(Self.event("progress", JSON.encode(APIModels.ProgressResource(progress))))
+                    send(Self.event("progress", JSON.encode(ProgressReport(progress))))
                 case .state(let job):
                     guard job.state != state.lastState else { return }
                     state.lastState = job.state

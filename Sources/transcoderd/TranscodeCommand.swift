@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Pipeline
+import Server
 
 /// `transcoderd transcode INPUT OUTPUT`: one transcode in the foreground, with progress and Ctrl-C.
 enum TranscodeCommand {
@@ -120,20 +121,19 @@ enum TranscodeCommand {
     }
 }
 
-/// One line of `--progress json`.
+/// One line of `--progress json`: `{"event": "progress", ...the API's progress fields}`.
 struct ProgressLine: Encodable {
-    let event = "progress"
-    let presentationTime: Double
-    let duration: Double
-    let fraction: Double
-    let framesPerSecond: Double
-    let speed: Double
+    let report: ProgressReport
 
     init(_ progress: TranscodeProgress) {
-        presentationTime = progress.presentationTime
-        duration = progress.duration
-        fraction = progress.fraction
-        framesPerSecond = progress.framesPerSecond
-        speed = progress.speed
+        report = ProgressReport(progress)
+    }
+
+    private enum CodingKeys: String, CodingKey { case event }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode("progress", forKey: .event)
+        try report.encode(to: encoder)
     }
 }

@@ -1,0 +1,41 @@
+import Foundation
+import Jobs
+import Pipeline
+
+/// Progress as the API and the CLI show it: seconds written, expected seconds, fraction, frames per second and
+/// speed, rounded for people.
+public struct ProgressReport: Encodable, Sendable {
+    /// Seconds of output written.
+    public let presentationTime: Double
+    /// Expected output seconds.
+    public let duration: Double
+    /// 0 to 1.
+    public let fraction: Double
+    /// Video frames encoded per wall-clock second.
+    public let framesPerSecond: Double
+    /// Media seconds per wall-clock second.
+    public let speed: Double
+
+    public init(_ progress: TranscodeProgress) {
+        presentationTime = Self.round(progress.presentationTime)
+        duration = Self.round(progress.duration)
+        fraction = Self.round(progress.fraction, places: 4)
+        framesPerSecond = Self.round(progress.framesPerSecond, places: 1)
+        speed = Self.round(progress.speed)
+    }
+
+    /// What the store last saved of a job (no rates: they are only known while it runs here).
+    init(job: Job) {
+        presentationTime = Self.round(job.progressTime)
+        duration = Self.round(job.progressDuration)
+        fraction = job.state == .succeeded
+            ? 1 : (job.progressDuration > 0 ? Self.round(min(1, job.progressTime / job.progressDuration), places: 4) : 0)
+        framesPerSecond = 0
+        speed = 0
+    }
+
+    private static func round(_ value: Double, places: Double = 3) -> Double {
+        let scale = pow(10, places)
+        return value.isFinite ? (value * scale).rounded() / scale : 0
+    }
+}
