@@ -1,4 +1,4 @@
-/// Inbound bytes of a connection: appended at the end by reads, consumed from the front by the parser.
+/// Inbound bytes of a connection: appended at the end after reads, consumed from the front by the parser.
 struct ByteBuffer {
     private(set) var storage: [UInt8] = []
     private var start = 0
@@ -6,26 +6,10 @@ struct ByteBuffer {
     var count: Int { storage.count - start }
     var isEmpty: Bool { count == 0 }
 
-    /// Reads into free space at the end with `fill`, which returns how many bytes it wrote.
-    mutating func append(upTo capacity: Int, _ fill: (UnsafeMutableRawBufferPointer) throws(IOError) -> Int) throws(IOError) -> Int {
-        if start > 0 && (start >= storage.count / 2 || storage.count + capacity > storage.capacity) { compact() }
-        let oldCount = storage.count
-        storage.append(contentsOf: repeatElement(0, count: capacity))
-        let result = storage.withUnsafeMutableBytes { bytes -> Result<Int, IOError> in
-            do throws(IOError) {
-                return .success(try fill(UnsafeMutableRawBufferPointer(rebasing: bytes[oldCount...])))
-            } catch {
-                return .failure(error)
-            }
-        }
-        switch result {
-        case .success(let written):
-            storage.removeLast(capacity - written)
-            return written
-        case .failure(let error):
-            storage.removeLast(capacity)
-            throw error
-        }
+    /// Appends bytes that were read from the socket.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if start > 0 && start >= storage.count / 2 { compact() }
+        storage.append(contentsOf: bytes)
     }
 
     /// Calls `body` with the unconsumed bytes.

@@ -112,20 +112,14 @@ final class Connection {
                 lastActivity = ContinuousClock.now
                 if isStreamingOrWaiting {
                     // Bytes after a request while its response is pending: keep them for later (pipelining).
-                    _ = try? inbound.append(upTo: count) { target throws(IOError) in
-                        target.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                        return count
-                    }
+                    inbound.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                     continue
                 }
                 if case .readingBody = phase, inbound.isEmpty {
                     // Fast path for bodies: parse straight from the read buffer without copying it.
                     processBody(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 } else {
-                    _ = try? inbound.append(upTo: count) { target throws(IOError) in
-                        target.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                        return count
-                    }
+                    inbound.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                     processInbound()
                 }
             }
@@ -156,10 +150,7 @@ final class Connection {
         }
         if isClosed { return }
         if offset < bytes.count {
-            _ = try? inbound.append(upTo: bytes.count - offset) { target throws(IOError) in
-                target.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
-                return bytes.count - offset
-            }
+            inbound.append(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
         }
         // The parser may still owe an event (the end of a body whose last byte just arrived).
         processInbound()

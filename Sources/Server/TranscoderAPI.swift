@@ -263,8 +263,12 @@ public final class TranscoderAPI: Sendable {
         } catch {
             throw Self.storeFailure(error)
         }
-        guard let found else { throw HTTPError(.notFound, "job_not_found", "No job has the id \(id.prefix(64)).") }
+        guard let found else { throw Self.jobNotFound(id) }
         return found
+    }
+
+    private static func jobNotFound(_ id: String) -> HTTPError {
+        HTTPError(.notFound, "job_not_found", "No job has the id \(id.prefix(64)).")
     }
 
     /// `GET /v1/jobs/{id}`, served from the rendered cache when the job has not changed.
@@ -276,7 +280,7 @@ public final class TranscoderAPI: Sendable {
         } catch {
             throw Self.storeFailure(error)
         }
-        guard let updatedAt else { throw HTTPError(.notFound, "job_not_found", "No job has the id \(id.prefix(64)).") }
+        guard let updatedAt else { throw Self.jobNotFound(id) }
         let live = queue.liveProgress(of: id)?.presentationTime
         var headers = HTTPHeaders()
         headers.set("Content-Type", "application/json")
