@@ -70,4 +70,26 @@ import TestSupport
         let download = try second.curl("/v1/jobs/\(id)/output", ["-o", "/dev/null"])
         #expect(download.status == 200, "\(download.body.prefix(300))")
     }
+
+    @Test func shutdownSendsRunningJobsBackAndASecondSignalExitsAtOnce() throws {
+        let first = try TestServer(["--shutdown-grace", "0"])
+        let created = try first.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.long)), "-F", #"settings={"video":{"preset":"veryslow"}}"#])
+        let id = try #require(created.object["id"] as? String)
+        _ = try eventually { try first.json("/v1/jobs/\(id)").object["state"] as? String == "running" }
+        #expect(first.stop() == 0)
+        let second = try TestServer(["--shutdown-grace", "60"], data: first.data)
+        let resumed = try second.json("/v1/jobs/\(id)").object
+        #expect(["queued", "running"].contains(resumed["state"] as? String ?? ""), "\(resumed["state"] ?? "")")
+        #expect(resumed["attempts"] as? Int == 1, "a clean stop is not a crash")
+        _ = try eventually { try second.json("/v1/jobs/\(id)").object["state"] as? String == "running" }
+        // With a long grace the first SIGTERM waits for the job; a second one ends the process at once.
+        kill(second.process.processIdentifier, SIGTERM)
+        usleep(300_000)
+        #expect(second.process.isRunning, "the first signal waits for the running job")
+        let sent = Date()
+        kill(second.process.processIdentifier, SIGTERM)
+        second.process.waitUntilExit()
+        #expect(Date().timeIntervalSince(sent) < 2)
+        #expect(second.process.terminationStatus == 1)
+    }
 }
