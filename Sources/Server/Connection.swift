@@ -472,7 +472,7 @@ final class Connection {
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         loop.metrics.countResponse(route: route, status: responseStatus, seconds: milliseconds / 1000,
                                    sent: responseBytes, received: uploadedBytes)
-        loop.logger.info("request", [
+        loop.log("request", [
             "request_id": .string(requestID), "method": .string(head.method), "path": .string(String(head.path.prefix(200))),
             "route": .string(route), "status": .int(responseStatus), "bytes": .int(Int(responseBytes)),
             "duration_ms": .double((milliseconds * 100).rounded() / 100),

@@ -17,7 +17,13 @@ public struct Logger: Sendable {
     }
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) {
-        guard !quiet || level == .error else { return }
+        guard let line = line(level, message, fields) else { return }
+        Self.write(line)
+    }
+
+    /// The formatted line (ending in a newline), or nil when the level is filtered out.
+    func line(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, LogValue>) -> String? {
+        guard !quiet || level == .error else { return nil }
         var line = ""
         line.reserveCapacity(256)
         let time = Self.now()
@@ -37,10 +43,16 @@ public struct Logger: Sendable {
             for (key, value) in fields { line += " \(key)=\(value.text)" }
             line += "\n"
         }
+        return line
+    }
+
+    /// Writes whole lines to stderr in one call.
+    static func write(_ text: String) {
+        var line = text
         line.withUTF8 { bytes in
             var offset = 0
             while offset < bytes.count {
-                let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+                let written = Glibc.write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
                 if written <= 0 { break }
                 offset += written
             }

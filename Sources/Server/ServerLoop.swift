@@ -23,6 +23,8 @@ final class ServerLoop {
     private var accepting = true
     private var stopped = false
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+    /// Request log lines of this round of events, written together when the round ends (one system call).
+    private var pendingLog = ""
 
     init(eventLoop: EventLoop, configuration: HTTPServerConfiguration, router: Router, logger: Logger,
          metrics: ServerMetrics, authenticate: @escaping @Sendable (RequestHead) -> HTTPError?) {
@@ -70,6 +72,10 @@ final class ServerLoop {
                 } else if let connection = connections[token] {
                     connection.handle(events: events[index])
                 }
+            }
+            if !pendingLog.isEmpty {
+                Logger.write(pendingLog)
+                pendingLog.removeAll(keepingCapacity: true)
             }
             let now = ContinuousClock.now
             if now - lastSweep >= .seconds(1) {
@@ -121,6 +127,11 @@ final class ServerLoop {
         metrics.countResponse(route: "connection limit", status: 503)
     }
 
+    /// Queues a request log line; it is written at the end of the current round of events.
+    func log(_ message: String, _ fields: KeyValuePairs<String, LogValue>) {
+        if let line = logger.line(.info, message, fields) { pendingLog += line }
+    }
+
     func remove(_ connection: Connection) {
         connections[connection.token] = nil
         eventLoop.unregister(connection.fd)
@@ -142,6 +153,8 @@ final class ServerLoop {
     /// Closes every connection and ends `run`.
     func closeAll() {
         for connection in Array(connections.values) { connection.close() }
+        if !pendingLog.isEmpty { Logger.write(pendingLog) }
+        pendingLog = ""
         stopped = true
     }
 
