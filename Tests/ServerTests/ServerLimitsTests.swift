@@ -92,4 +92,26 @@ import TestSupport
         #expect(Date().timeIntervalSince(sent) < 2)
         #expect(second.process.terminationStatus == 1)
     }
+
+    @Test func ipv6AndTheConnectionCapAndIdleTimeout() throws {
+        let v6 = try TestServer(["--host", "::1"])
+        let answer = try Shell.run("curl", ["-s", "-g", "http://[::1]:\(v6.port)/healthz"])
+        #expect(answer.stdout == #"{"status":"ok"}"#, "\(answer.stderr)")
+
+        let capped = try TestServer(["--max-connections", "2", "--idle-timeout", "1"])
+        var clients: [RawClient] = []
+        for _ in 0..<4 { clients.append(try RawClient(port: capped.port)) }
+        for client in clients { client.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") }
+        let answers = clients.map { $0.read(until: "}", timeout: 3) }
+        let refused = answers.filter { $0.hasPrefix("HTTP/1.1 503") }
+        #expect(!refused.isEmpty && refused.allSatisfy { $0.contains("too_many_connections") }, "\(answers.map { $0.prefix(12) })")
+        #expect(answers.filter { $0.hasPrefix("HTTP/1.1 200") }.count >= 1)
+        // Idle keep-alive connections are closed after --idle-timeout (checked once a second).
+        clients.removeAll()
+        usleep(300_000)
+        let idle = try RawClient(port: capped.port)
+        usleep(2_600_000)
+        #expect(idle.isClosedByPeer)
+        #expect(try capped.json("/healthz").status == 200)
+    }
 }
