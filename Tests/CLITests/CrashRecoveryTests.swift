@@ -16,7 +16,7 @@ import TestSupport
         worker.arguments = ["work", "--data", fixture.directory.root.path]
         worker.standardOutput = FileHandle.nullDevice
         worker.standardError = FileHandle.nullDevice
-        try worker.run()
+        try Shell.launch(worker)
         // Mid-transcode: running, with progress saved and a partial file being written.
         let midway = try eventually(60) {
             let current = try fixture.store.job(id: job.id)

@@ -71,7 +71,7 @@ import TestSupport
         process.arguments = ["transcode", try Media.path(.long), output, "--settings", #"{"video": {"preset": "slow"}}"#]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try Shell.launch(process)
         // Wait until the writer has created its temporary file, then interrupt.
         let deadline = Date().addingTimeInterval(20)
         while Media.files(in: folder).isEmpty && Date() < deadline { usleep(20_000) }

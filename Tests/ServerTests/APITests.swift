@@ -99,7 +99,7 @@ import TestSupport
         client.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         client.arguments = ["-s", "--limit-rate", "2M", "-T", big, try server.base + "/v1/uploads/"]
         client.standardOutput = FileHandle.nullDevice
-        try client.run()
+        try Shell.launch(client)
         #expect(try eventually(10) { try uploadFolderEntries.count > before.count }, "the upload started")
         kill(client.processIdentifier, SIGKILL)
         client.waitUntilExit()
@@ -129,7 +129,7 @@ import TestSupport
             let client = Process()
             client.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
             client.arguments = ["-s", "--limit-rate", "100K", "-o", "/dev/null", try server.base + "/v1/jobs/\(id)/output"]
-            try client.run()
+            try Shell.launch(client)
             usleep(300_000)
             kill(client.processIdentifier, SIGKILL)
             client.waitUntilExit()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs command-line tools (ffmpeg, ffprobe, the built binary) for tests.
 public enum Shell {
@@ -7,6 +8,14 @@ public enum Shell {
         public let status: Int32
         public let stdout: String
         public let stderr: String
+    }
+
+    private static let launching = Mutex(())
+
+    /// Starts `process`. Launches are serialised: Foundation's Process on Linux has crashed the test runner (a
+    /// null call on a dispatch thread) when many tests started children at the same moment.
+    public static func launch(_ process: Process) throws {
+        try launching.withLock { _ in try process.run() }
     }
 
     /// Runs `executable` (looked up in PATH) with `arguments` and waits for it.
@@ -28,7 +37,7 @@ public enum Shell {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
         process.waitUntilExit()
         try out.close()
         try err.close()

@@ -22,7 +22,7 @@ public final class TestServer: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try Shell.launch(process)
         var found: Int?
         let deadline = Date().addingTimeInterval(20)
         while found == nil && Date() < deadline && process.isRunning {
