@@ -235,6 +235,14 @@ public final class JobQueue: Sendable {
         guard FileManager.default.fileExists(atPath: upload.path) else {
             return .failure(MediaError(code: "input_missing", message: "The input file of upload \(upload.id) has vanished from the data directory."))
         }
+        var job = job
+        if let id = job.settings.filters?.video?.watermark?.upload {
+            // The pipeline takes the watermark as a file: find the upload it names.
+            guard let image = try? store.upload(id: id), FileManager.default.fileExists(atPath: image.path) else {
+                return .failure(MediaError(code: "input_missing", message: "filters.video.watermark.upload: the upload \(id) no longer exists."))
+            }
+            job.settings.filters?.video?.watermark?.imagePath = image.path
+        }
         var lastSaved = Date.distantPast
         do throws(MediaError) {
             return .success(try runner.run(job, input: upload, outputPath: directory.outputPath(for: job), cancellation: token) { progress in

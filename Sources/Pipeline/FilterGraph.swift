@@ -6,14 +6,21 @@ final class FilterGraph {
     private var graph: UnsafeMutablePointer<AVFilterGraph>?
     private var source: UnsafeMutablePointer<AVFilterContext>?
     private var sink: UnsafeMutablePointer<AVFilterContext>?
+    /// Second input, named `wm`, fed once with a still image (a watermark).
+    private var imageSource: UnsafeMutablePointer<AVFilterContext>?
     private let output = Frame()
 
-    /// A video graph for frames like `frame`, whose timestamps are in `timeBase`.
-    convenience init(video frame: AVFrame, timeBase: AVRational, chain: String) throws(MediaError) {
+    /// A video graph for frames like `frame`, whose timestamps are in `timeBase`; `image`, if given, feeds the
+    /// chain's `[wm]` input once.
+    convenience init(video frame: AVFrame, timeBase: AVRational, chain: String, image: Frame? = nil) throws(MediaError) {
+        try self.init(source: "buffer", sink: "buffersink", arguments: Self.videoArguments(frame, timeBase: timeBase),
+                      chain: chain, image: image)
+    }
+
+    private static func videoArguments(_ frame: AVFrame, timeBase: AVRational) -> String {
         let aspect = FFmpeg.isValid(frame.sample_aspect_ratio) ? frame.sample_aspect_ratio : AVRational(num: 1, den: 1)
-        let arguments = "video_size=\(frame.width)x\(frame.height):pix_fmt=\(frame.format)"
+        return "video_size=\(frame.width)x\(frame.height):pix_fmt=\(frame.format)"
             + ":time_base=\(timeBase.num)/\(timeBase.den):pixel_aspect=\(aspect.num)/\(aspect.den)"
-        try self.init(source: "buffer", sink: "buffersink", arguments: arguments, chain: chain)
     }
 
     /// An audio graph for frames like `frame` (timestamps in 1/sample rate).
@@ -29,7 +36,8 @@ final class FilterGraph {
         try self.init(source: "abuffer", sink: "abuffersink", arguments: arguments, chain: chain)
     }
 
-    private init(source sourceName: String, sink sinkName: String, arguments: String, chain: String) throws(MediaError) {
+    private init(source sourceName: String, sink sinkName: String, arguments: String, chain: String,
+                 image: Frame? = nil) throws(MediaError) {
         graph = avfilter_graph_alloc()
         guard graph != nil else { throw MediaError(code: "out_of_memory", message: "Allocating a filter graph failed.") }
         try FFmpeg.check(avfilter_graph_create_filter(&source, avfilter_get_by_name(sourceName), "in", arguments, nil, graph),
@@ -46,8 +54,25 @@ final class FilterGraph {
         outputs?.pointee.filter_ctx = source
         inputs?.pointee.name = av_strdup("out")
         inputs?.pointee.filter_ctx = sink
+        if let image {
+            let timeBase = AVRational(num: 1, den: 1000)
+            try FFmpeg.check(avfilter_graph_create_filter(&imageSource, avfilter_get_by_name("buffer"), "wm",
+                                                          Self.videoArguments(image.pointer.pointee, timeBase: timeBase), nil, graph),
+                             "Creating the watermark input", code: "filter_failed")
+            let second = avfilter_inout_alloc()
+            second?.pointee.name = av_strdup("wm")
+            second?.pointee.filter_ctx = imageSource
+            outputs?.pointee.next = second
+        }
         try FFmpeg.check(avfilter_graph_parse_ptr(graph, chain, &inputs, &outputs, nil), "Building the filters", code: "filter_failed")
         try FFmpeg.check(avfilter_graph_config(graph, nil), "Configuring the filters", code: "filter_failed")
+        if let image {
+            // One frame, then the end: overlay keeps showing the last image for the rest of the video.
+            image.pointer.pointee.pts = 0
+            try FFmpeg.check(av_buffersrc_add_frame_flags(imageSource, image.pointer, Int32(AV_BUFFERSRC_FLAG_KEEP_REF)),
+                             "Adding the watermark", code: "filter_failed")
+            try FFmpeg.check(av_buffersrc_add_frame_flags(imageSource, nil, 0), "Adding the watermark", code: "filter_failed")
+        }
     }
 
     /// Time base of the frames that come out.

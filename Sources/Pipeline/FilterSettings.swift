@@ -9,8 +9,28 @@ public struct FilterSettings: Sendable, Equatable, Codable {
         public var height: Int
     }
 
+    /// An image laid over the picture. `upload` names an uploaded PNG or JPEG; the job layer resolves it to
+    /// `imagePath` before the transcode (the pipeline itself knows nothing of uploads).
+    public struct Watermark: Sendable, Equatable, Codable {
+        public enum Position: String, Sendable, Codable, CaseIterable {
+            case topLeft, topRight, bottomLeft, bottomRight, center
+        }
+
+        public var upload: String
+        public var position: Position
+        /// Pixels between the image and the picture's edges.
+        public var margin: Int
+        /// 0 (invisible) to 1 (opaque).
+        public var opacity: Double
+        /// Local path of the image, set by the job layer; never read from JSON.
+        public var imagePath: String?
+
+        private enum CodingKeys: String, CodingKey { case upload, position, margin, opacity }
+    }
+
     public struct Video: Sendable, Equatable, Codable {
         public var crop: Crop?
+        public var watermark: Watermark?
         /// Drops all colour (chroma at neutral).
         public var grayscale: Bool?
         /// -1 to 1; 0 leaves it.
@@ -44,7 +64,7 @@ public struct FilterSettings: Sendable, Equatable, Codable {
         let reader = try SettingsReader(value, path: "filters", allowed: ["video", "audio"])
         if let value = reader.value("video"), value != .null {
             let video = try SettingsReader(value, path: "filters.video",
-                                           allowed: ["crop", "grayscale", "brightness", "contrast", "saturation"])
+                                           allowed: ["crop", "grayscale", "brightness", "contrast", "saturation", "watermark"])
             var result = Video()
             if let value = video.value("crop"), value != .null {
                 let crop = try SettingsReader(value, path: "filters.video.crop", allowed: ["x", "y", "width", "height"])
@@ -55,6 +75,16 @@ public struct FilterSettings: Sendable, Equatable, Codable {
                     throw SettingsError(key: "filters.video.crop", message: "needs width and height (pixels)")
                 }
                 result.crop = Crop(x: x, y: y, width: width, height: height)
+            }
+            if let value = video.value("watermark"), value != .null {
+                let mark = try SettingsReader(value, path: "filters.video.watermark", allowed: ["upload", "position", "margin", "opacity"])
+                guard case .string(let upload)? = mark.value("upload"), !upload.isEmpty else {
+                    throw SettingsError(key: "filters.video.watermark.upload", message: "expected the id of an uploaded PNG or JPEG image")
+                }
+                let position = try mark.string("position", oneOf: Watermark.Position.allCases.map(\.rawValue)) ?? "bottomRight"
+                result.watermark = Watermark(upload: upload, position: Watermark.Position(rawValue: position)!,
+                                             margin: try mark.integer("margin", in: 0...4096, unit: "pixels") ?? 16,
+                                             opacity: try mark.number("opacity", in: 0...1, unit: "opacity") ?? 1)
             }
             result.grayscale = try video.bool("grayscale")
             result.brightness = try video.number("brightness", in: -1...1, unit: "brightness")
@@ -74,6 +104,20 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// Speed-up of the output timeline (1 when no tempo is set).
     var tempo: Double { audio?.tempo ?? 1 }
 
+    /// The overlay that puts the image (`[mark]`) on the filtered picture (`[main]`), or nil without a watermark.
+    func watermarkChain() -> String? {
+        guard let mark = video?.watermark else { return nil }
+        let m = mark.margin
+        let (x, y): (String, String) = switch mark.position {
+        case .topLeft: ("\(m)", "\(m)")
+        case .topRight: ("W-w-\(m)", "\(m)")
+        case .bottomLeft: ("\(m)", "H-h-\(m)")
+        case .bottomRight: ("W-w-\(m)", "H-h-\(m)")
+        case .center: ("(W-w)/2", "(H-h)/2")
+        }
+        return "[wm]format=rgba,colorchannelmixer=aa=\(mark.opacity)[mark];[main][mark]overlay=x=\(x):y=\(y):format=auto[out]"
+    }
+
     /// The video filter chain, or nil when nothing is asked. Numbers only: no text from the user reaches it.
     func videoChain() -> String? {
         var filters: [String] = []
@@ -84,6 +128,10 @@ public struct FilterSettings: Sendable, Equatable, Codable {
             filters.append("eq=brightness=\(brightness):contrast=\(contrast):saturation=\(saturation)")
         }
         if tempo != 1 { filters.append("setpts=PTS/\(tempo)") }
+        if let overlay = watermarkChain() {
+            let main = filters.isEmpty ? "null" : filters.joined(separator: ",")
+            return "[in]\(main)[main];" + overlay
+        }
         return filters.isEmpty ? nil : filters.joined(separator: ",")
     }
 

@@ -8,7 +8,7 @@ final class InputContainer {
     /// Demuxers an upload may use; playlists (`hls`, `concat`, `dash`) are absent on purpose.
     static let allowedDemuxers = [
         "mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska", "webm", "avi", "mpegts", "flv", "mpeg", "wav",
-        "mp3", "aac", "ogg", "flac",
+        "mp3", "aac", "ogg", "flac", "png_pipe", "jpeg_pipe",
     ]
 
     private(set) var context: UnsafeMutablePointer<AVFormatContext>?

@@ -155,6 +155,25 @@ public final class MediaReader {
     }
 }
 
+extension MediaReader {
+    /// The first picture of an image file (PNG, JPEG), decoded, for a watermark.
+    static func firstPicture(path: String) throws(MediaError) -> Frame {
+        let reader = try MediaReader(path: path)
+        guard let track = reader.firstVideoTrack else {
+            throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the upload is not an image.")
+        }
+        try reader.addDecodedOutput(track: track.index, maxPixels: 4096 * 4096)
+        while let sample = try reader.nextSample() {
+            if case .frame(let frame, _) = sample {
+                let copy = Frame()
+                try FFmpeg.check(av_frame_ref(copy.pointer, frame.pointer), "Reading the watermark")
+                return copy
+            }
+        }
+        throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the image has no picture.")
+    }
+}
+
 extension Int32 {
     var asInt: Int { Int(self) }
 }

@@ -138,6 +138,7 @@ private final class VideoPath {
     private var lastTimestamp: Int64?
     private let filterChain: String?
     private var filters: FilterGraph?
+    private let watermark: Frame?
 
     init(reader: MediaReader, track: Track, settings: VideoSettings, filters filterSettings: FilterSettings?,
          writer: MediaWriter) throws(MediaError) {
@@ -146,6 +147,14 @@ private final class VideoPath {
         sourceTimeBase = stream.pointee.time_base
         timeline = writer.timeline
         filterChain = filterSettings?.videoChain()
+        if let mark = filterSettings?.video?.watermark {
+            guard let path = mark.imagePath else {
+                throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the image was not found.")
+            }
+            watermark = try MediaReader.firstPicture(path: path)
+        } else {
+            watermark = nil
+        }
         var sourceWidth = track.width ?? 0, sourceHeight = track.height ?? 0
         if let crop = filterSettings?.video?.crop {
             guard crop.x + crop.width <= sourceWidth, crop.y + crop.height <= sourceHeight else {
@@ -204,7 +213,7 @@ private final class VideoPath {
     func append(_ frame: Frame) throws(MediaError) {
         guard let chain = filterChain else { return try encode(frame, timeBase: sourceTimeBase, filtered: false) }
         if filters == nil {
-            filters = try FilterGraph(video: frame.pointer.pointee, timeBase: sourceTimeBase, chain: chain)
+            filters = try FilterGraph(video: frame.pointer.pointee, timeBase: sourceTimeBase, chain: chain, image: watermark)
         }
         let value = frame.pointer
         if value.pointee.best_effort_timestamp != FFmpeg.noPTS { value.pointee.pts = value.pointee.best_effort_timestamp }

@@ -179,6 +179,7 @@ public final class TranscoderAPI: Sendable {
         default:
             throw HTTPError(.badRequest, "invalid_request", "Send {\"input\": \"<upload id>\", \"settings\": {...}} as JSON, or a multipart body.")
         }
+        try checkWatermark(settings)
         let job: Job
         do {
             job = try store.createJob(input: input, settings: settings, priority: priority)
@@ -190,6 +191,19 @@ public final class TranscoderAPI: Sendable {
         var headers = HTTPHeaders()
         headers.set("Location", "/v1/jobs/\(job.id)")
         return .json(resource(job), status: .created, headers: headers)
+    }
+
+    /// A watermark must name an upload that is a still image.
+    private func checkWatermark(_ settings: TranscodeSettings) throws(HTTPError) {
+        guard let id = settings.filters?.video?.watermark?.upload else { return }
+        let key = "settings.filters.video.watermark.upload"
+        guard let upload = try? store.upload(id: id) else {
+            throw HTTPError(.badRequest, "invalid_settings", "\(key): no upload has the id \(id.prefix(64)).")
+        }
+        let images = ["png", "mjpeg"]
+        guard upload.tracks.count == 1, let track = upload.tracks.first, track.mediaType == .video, images.contains(track.codec) else {
+            throw HTTPError(.badRequest, "invalid_settings", "\(key): the upload is not a PNG or JPEG image.")
+        }
     }
 
     private static func jsonObject(_ data: Data) throws(HTTPError) -> [String: JSONValue] {
