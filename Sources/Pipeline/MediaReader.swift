@@ -69,8 +69,6 @@ public final class MediaReader {
 
     func stream(_ track: Int) -> UnsafeMutablePointer<AVStream> { container.stream(track) }
 
-    /// Packets of `track` the decoder rejected as invalid.
-    func invalidPackets(of track: Int) -> Int { decoders[track]?.invalidPackets ?? 0 }
 
     /// The next sample of any output, or nil at the end of the file.
     ///

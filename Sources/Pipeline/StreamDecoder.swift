@@ -6,8 +6,6 @@ final class StreamDecoder {
     private let container: InputContainer
     let streamIndex: Int
     let timeBase: AVRational
-    /// Packets the decoder refused as invalid; decoding goes on past them, as players do.
-    private(set) var invalidPackets = 0
     private var flushed = false
 
     init(container: InputContainer, streamIndex: Int, maxPixels: Int) throws(MediaError) {
@@ -33,10 +31,8 @@ final class StreamDecoder {
     func send(_ packet: Packet) throws(MediaError) -> Bool {
         let result = avcodec_send_packet(context, packet.pointer)
         if result == FFmpeg.again { return false }
-        if result == FFmpeg.invalidData {
-            invalidPackets += 1
-            return true
-        }
+        // A packet the decoder refuses as invalid is skipped; decoding goes on past it, as players do.
+        if result == FFmpeg.invalidData { return true }
         try FFmpeg.check(result, "Decoding the input", code: "decode_failed")
         return true
     }
@@ -57,10 +53,7 @@ final class StreamDecoder {
         let result = avcodec_receive_frame(context, frame.pointer)
         if result == FFmpeg.again { return .needsInput }
         if result == FFmpeg.eof { return .endOfStream }
-        if result == FFmpeg.invalidData {
-            invalidPackets += 1
-            return .needsInput
-        }
+        if result == FFmpeg.invalidData { return .needsInput }
         try FFmpeg.check(result, "Decoding the input", code: "decode_failed")
         return .frame
     }

@@ -170,7 +170,6 @@ private final class VideoPath {
         let sourceColors = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
         var frameRate: AVRational
         var timeBase: AVRational
-        let constant = settings.frameRate != nil
         if let rate = settings.frameRate {
             frameRate = Self.rational(rate)
             timeBase = av_inv_q(frameRate)
@@ -194,7 +193,7 @@ private final class VideoPath {
             profile: settings.profile ?? "high",
             level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
             preset: settings.preset ?? "veryfast",
-            frameRate: frameRate, constantFrameRate: constant, timeBase: timeBase,
+            frameRate: frameRate, timeBase: timeBase,
             colors: ColorTags(source: parameters, assumingHeight: geometry.height).overridden(by: settings.color))
         converter = VideoConverter(encoding: encoding, sourceColors: sourceColors)
         input = try writer.addInput(video: encoding)

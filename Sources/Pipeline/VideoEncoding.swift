@@ -23,9 +23,9 @@ struct VideoEncoding {
     /// Level times ten, e.g. 41 for 4.1.
     var level: Int
     var preset: String
-    /// Frames per second the encoder is told; with `constantFrameRate` the output is resampled to it.
+    /// Frames per second the encoder is told. With a frame rate in the settings the time base is 1/rate, so
+    /// frames that land on an already used tick are dropped.
     var frameRate: AVRational
-    var constantFrameRate: Bool
     /// Time base of the frames handed to the encoder.
     var timeBase: AVRational
     var colors: ColorTags

@@ -126,15 +126,6 @@ struct RequestParser {
         }
     }
 
-    /// Whether the event loop should call `next` again on the remaining bytes without reading more.
-    var wantsMoreParsing: Bool {
-        switch state {
-        case .fixed(let remaining): remaining == 0
-        case .done: false
-        default: true
-        }
-    }
-
     private static func headersTooLarge(_ limits: Limits) -> HTTPError {
         HTTPError(.headersTooLarge, "headers_too_large", "The request header section is larger than \(limits.headerBytes) bytes.",
                   closeConnection: true)

@@ -50,9 +50,6 @@ final class Database {
         return try statement.rows(arguments)
     }
 
-    /// Rows changed by the last INSERT, UPDATE or DELETE.
-    var changes: Int { Int(sqlite3_changes(handle)) }
-
     /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`): committed if it returns, rolled back if it throws.
     /// The first error is the one rethrown, even when the rollback fails too.
     func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
