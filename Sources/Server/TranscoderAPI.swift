@@ -180,11 +180,8 @@ public final class TranscoderAPI: Sendable {
             throw HTTPError(.badRequest, "invalid_request", "Send {\"input\": \"<upload id>\", \"settings\": {...}} as JSON, or a multipart body.")
         }
         try checkWatermark(settings)
-        let job: Job
-        do {
-            job = try store.createJob(input: input, settings: settings, priority: priority)
-        } catch {
-            throw Self.storeFailure(error)
+        let job = try Self.fromStore { () throws(StoreError) in
+            try store.createJob(input: input, settings: settings, priority: priority)
         }
         queue.jobQueued()
         logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(input)])
@@ -271,12 +268,7 @@ public final class TranscoderAPI: Sendable {
 
     private func job(_ request: Request) throws(HTTPError) -> Job {
         let id = request.parameters["id"] ?? ""
-        let found: Job?
-        do {
-            found = try store.job(id: id)
-        } catch {
-            throw Self.storeFailure(error)
-        }
+        let found = try Self.fromStore { () throws(StoreError) in try store.job(id: id) }
         guard let found else { throw Self.jobNotFound(id) }
         return found
     }
@@ -288,12 +280,7 @@ public final class TranscoderAPI: Sendable {
     /// `GET /v1/jobs/{id}`, served from the rendered cache when the job has not changed.
     private func jobJSON(_ request: Request) throws(HTTPError) -> Response {
         let id = request.parameters["id"] ?? ""
-        let updatedAt: Double?
-        do {
-            updatedAt = try store.lastUpdate(of: id)
-        } catch {
-            throw Self.storeFailure(error)
-        }
+        let updatedAt = try Self.fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
         guard let updatedAt else { throw Self.jobNotFound(id) }
         let live = queue.liveProgress(of: id)?.presentationTime
         var headers = HTTPHeaders()
@@ -407,6 +394,15 @@ public final class TranscoderAPI: Sendable {
             throw Self.storeFailure(error)
         }
         return Response(.noContent)
+    }
+
+    /// Runs a store call, turning its failure into the API's answer for it.
+    private static func fromStore<T>(_ body: () throws(StoreError) -> T) throws(HTTPError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw storeFailure(error)
+        }
     }
 
     static func storeFailure(_ error: StoreError) -> HTTPError {
