@@ -80,4 +80,47 @@ import TestSupport
         let uploadsFolder = server.data.appendingPathComponent("uploads")
         #expect(Media.files(in: uploadsFolder).isEmpty, "nothing refused is kept")
     }
+
+    /// CVE-2017-9993's shape: an AVI whose GAB2 subtitle chunk holds an HLS playlist naming the canary and the
+    /// secret. A control file with an SRT in the same place proves the chunk is really parsed (the ffmpeg CLI prints
+    /// its text), so the upload's harmlessness is not an artefact of a broken fixture.
+    @Test func playlistInAnAVISubtitleChunkIsNeverFollowed() throws {
+        let folder = try Media.scratch()
+        let srt = "1\n00:00:00,000 --> 00:00:00,900\ngab2 control text\n\n"
+        let control = try GAB2AVI.write(payload: Data(srt.utf8), name: "control.avi", into: folder)
+        let extracted = try Shell.run("ffmpeg", ["-v", "error", "-i", control, "-map", "0:s", "-f", "srt", "-"])
+        #expect(extracted.stdout.contains("gab2 control text"), "the fixture's GAB2 chunk is read: \(extracted.stderr)")
+
+        let server = try TestServer()
+        let canary = try Canary()
+        let secretText = "canary-secret-\(UUID().uuidString)"
+        let secret = folder.appendingPathComponent("secret.txt").path
+        try secretText.write(toFile: secret, atomically: true, encoding: .utf8)
+        let url = "http://127.0.0.1:\(canary.port)/segment.ts"
+        let playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\n\(url)\n#EXTINF:1,\nfile://\(secret)\n#EXT-X-ENDLIST\n"
+        let hostile = try GAB2AVI.write(payload: Data(playlist.utf8), name: "gab2.avi", into: folder)
+
+        let upload = try server.json("/v1/uploads/", ["-T", hostile])
+        #expect([201, 422].contains(upload.status), "\(upload.status) \(upload.object)")
+        let (status, job) = try server.json("/v1/jobs", ["-F", "file=@" + hostile])
+        #expect([201, 422].contains(status), "\(status) \(job)")
+        if status == 201, let id = job["id"] as? String {
+            var state = ""
+            #expect(try eventually(60) {
+                state = try server.json("/v1/jobs/\(id)").object["state"] as? String ?? ""
+                return ["succeeded", "failed"].contains(state)
+            })
+            if state == "succeeded" {
+                let output = folder.appendingPathComponent("out.mp4").path
+                #expect(try server.curl("/v1/jobs/\(id)/output", ["-o", output]).status == 200)
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: output))
+                #expect(bytes.range(of: Data(secretText.utf8)) == nil, "the secret is not in the output")
+                #expect(try Probe.read(output).video?.codec_name == "h264")
+            }
+        }
+        usleep(300_000)
+        #expect(canary.count == 0, "FFmpeg connected to the canary \(canary.count) times")
+        #expect(!server.log.contains(secretText))
+        #expect(!(try server.curl("/v1/jobs")).body.contains(secretText))
+    }
 }
