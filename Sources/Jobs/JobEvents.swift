@@ -1,6 +1,6 @@
 import Foundation
 import Pipeline
-import Synchronization
+import Locks
 
 /// Something that happened to a job, for live watchers.
 public enum JobEvent: Sendable {
@@ -15,7 +15,7 @@ public enum JobEvent: Sendable {
 public final class JobEvents: Sendable {
     public typealias Handler = @Sendable (JobEvent) -> Void
 
-    private let subscribers = Mutex<[String: [UUID: Handler]]>([:])
+    private let subscribers = LockedValue<[String: [UUID: Handler]]>([:])
 
     public init() {}
 

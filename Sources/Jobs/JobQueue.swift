@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Pipeline
-import Synchronization
+import Locks
 
 /// Runs queued jobs on N worker threads (not Swift's cooperative pool), with crash recovery at start, cancellation,
 /// a stall watchdog, retention and a graceful stop.
@@ -62,8 +62,8 @@ public final class JobQueue: Sendable {
     public let events: JobEvents
     public let configuration: Configuration
     private let runner: any JobRunner
-    private let state = Mutex(State())
-    private let stats = Mutex(Statistics())
+    private let state = LockedValue(State())
+    private let stats = LockedValue(Statistics())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
     private let instance = UUID().uuidString.prefix(8).lowercased()

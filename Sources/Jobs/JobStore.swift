@@ -1,5 +1,6 @@
 import Foundation
 import Pipeline
+import Locks
 import Synchronization
 
 /// Jobs and uploads in one SQLite file. The state machine is enforced by the database itself (a trigger), and a
@@ -8,7 +9,7 @@ import Synchronization
 /// Thread-safe: the connection is behind a mutex, and every method runs one short statement or transaction.
 /// Methods block (SQLite I/O); call them from worker threads, not from Swift's cooperative pool.
 public final class JobStore: Sendable {
-    private let database: Mutex<Database>
+    private let database: LockedValue<Database>
     /// The database file.
     public let path: String
 
@@ -17,7 +18,7 @@ public final class JobStore: Sendable {
         let connection = try Database(path: path)
         try Migrations.migrate(connection)
         self.path = path
-        database = Mutex(connection)
+        database = LockedValue(connection)
     }
 
     @discardableResult

@@ -1,13 +1,13 @@
 import CSystem
 import Glibc
-import Synchronization
+import Locks
 
 /// An epoll loop on one dedicated thread. Other threads hand it work with `execute`, which wakes it through an
 /// eventfd; everything else about it (registrations, connections) lives on its thread.
 final class EventLoop: Sendable {
     let epoll: Int32
     private let wakeFD: Int32
-    private let pending = Mutex<[@Sendable (ServerLoop) -> Void]>([])
+    private let pending = LockedValue<[@Sendable (ServerLoop) -> Void]>([])
     /// epoll data value reserved for the wake-up eventfd.
     static let wakeToken: UInt64 = .max
 

@@ -1,7 +1,7 @@
 import CSystem
 import Foundation
 import Glibc
-import Synchronization
+import Locks
 
 /// An HTTP/1.1 server on a few epoll event loop threads (non-blocking sockets, no thread per connection; the kernel
 /// spreads connections over the loops with SO_REUSEPORT); handlers run on a work queue.
@@ -12,7 +12,7 @@ public final class HTTPServer: Sendable {
     private let logger: Logger
     private let authenticate: @Sendable (RequestHead) -> HTTPError?
     private let eventLoops: [EventLoop]
-    private let boundPorts = Mutex<[Int]>([])
+    private let boundPorts = LockedValue<[Int]>([])
     private let finished = DispatchSemaphore(value: 0)
 
     public init(configuration: HTTPServerConfiguration, router: Router, logger: Logger,
@@ -62,7 +62,7 @@ public final class HTTPServer: Sendable {
         for eventLoop in eventLoops { eventLoop.execute { loop in loop.stopAccepting() } }
         let deadline = Date().addingTimeInterval(grace)
         while Date() < deadline {
-            let busy = Mutex(0)
+            let busy = LockedValue(0)
             let asked = DispatchGroup()
             for eventLoop in eventLoops {
                 asked.enter()

@@ -1,7 +1,7 @@
 import Foundation
 import Jobs
 import Pipeline
-import Synchronization
+import Locks
 
 /// The `GET /v1/jobs/{id}/events` stream: the current state first, then `progress` events at most every 250 ms
 /// and a `state` event on every change; it ends after a terminal state.
@@ -20,7 +20,7 @@ struct JobEventStream: EventSource {
     }
 
     func start(send: @escaping @Sendable (String?) -> Void) -> @Sendable () -> Void {
-        let state = Mutex(State())
+        let state = LockedValue(State())
         let render = self.render
         // Everything is sent under the lock, so the loop receives events in the order they were decided.
         let deliver: @Sendable (JobEvent) -> Void = { event in

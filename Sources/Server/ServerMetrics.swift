@@ -1,4 +1,4 @@
-import Synchronization
+import Locks
 
 /// Counters the HTTP layer keeps for `/metrics`: requests by route and status, durations, bytes, open streams.
 public final class ServerMetrics: Sendable {
@@ -16,7 +16,7 @@ public final class ServerMetrics: Sendable {
         public var openStreams = 0
     }
 
-    private let state = Mutex(Snapshot())
+    private let state = LockedValue(Snapshot())
 
     public init() {}
 

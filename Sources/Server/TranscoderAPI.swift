@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Jobs
 import Pipeline
-import Synchronization
+import Locks
 
 /// The transcoderd API: uploads, jobs, live progress, downloads, presets and health. Handlers run on the server's
 /// work queue (they block on SQLite and on probing uploads), never on the event loop.
@@ -12,7 +12,7 @@ public final class TranscoderAPI: Sendable {
     let metricsText: @Sendable () -> String
     /// Rendered job JSON by id, valid while the job's `updated_at` and live progress are unchanged: pollers of a
     /// job that is not moving get the same bytes without decoding and encoding it again.
-    private let rendered = Mutex<[String: RenderedJob]>([:])
+    private let rendered = LockedValue<[String: RenderedJob]>([:])
 
     private struct RenderedJob {
         let updatedAt: Double

@@ -3,7 +3,7 @@ import Foundation
 import Jobs
 import Pipeline
 import Server
-import Synchronization
+import Locks
 
 /// `transcoderd serve`: the HTTP API and the job queue over one data directory.
 enum ServeCommand {
@@ -47,7 +47,7 @@ enum ServeCommand {
             serverConfig.maxConnections = config.maxConnections
             serverConfig.headerTimeout = config.headerTimeout
             serverConfig.idleTimeout = config.idleTimeout
-            let metricsBox = Mutex<ServerMetrics?>(nil)
+            let metricsBox = LockedValue<ServerMetrics?>(nil)
             let api = TranscoderAPI(queue: queue, logger: logger) {
                 Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)
             }
@@ -57,7 +57,7 @@ enum ServeCommand {
             try server.start()
             logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(queue.directory.root.path),
                                       "workers": .int(config.workers)])
-            let signals = Mutex(0)
+            let signals = LockedValue(0)
             let stop = DispatchSemaphore(value: 0)
             let sources = Signals.onTerminate {
                 let count = signals.withLock { count in

@@ -1,7 +1,7 @@
 import Foundation
 import Jobs
 import Pipeline
-import Synchronization
+import Locks
 import Testing
 import TestSupport
 
@@ -28,7 +28,7 @@ struct StuckRunner: JobRunner {
         let upload = try fixture.upload(try Media.path(.standard))
         let job = try fixture.store.createJob(input: upload.id, settings: try TranscodeSettings(json: .string("480p")))
         let queue = queue(fixture)
-        let events = Mutex<[String]>([])
+        let events = LockedValue<[String]>([])
         _ = queue.events.subscribe(job.id) { event in
             switch event {
             case .progress: events.withLock { if $0.last != "progress" { $0.append("progress") } }

@@ -1,6 +1,6 @@
 import Foundation
 import Pipeline
-import Synchronization
+import Locks
 import Testing
 import TestSupport
 @testable import Jobs
@@ -77,8 +77,8 @@ import TestSupport
                     """, [.text("job-\(index)"), .text(upload.id), .real(Double(index)), .real(0)])
             }
         }
-        let claims = Mutex<[String]>([])
-        let failures = Mutex<[String]>([])
+        let claims = LockedValue<[String]>([])
+        let failures = LockedValue<[String]>([])
         let group = DispatchGroup()
         for worker in 0..<8 {
             group.enter()

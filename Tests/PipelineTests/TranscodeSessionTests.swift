@@ -1,6 +1,6 @@
 import Foundation
 import Pipeline
-import Synchronization
+import Locks
 import Testing
 import TestSupport
 
@@ -191,7 +191,7 @@ import TestSupport
         let session = TranscodeSession(inputPath: try Media.path(.long), outputPath: folder.appendingPathComponent("o.mp4").path,
                                        settings: TranscodeSettings(video: .encode(VideoSettings(preset: "medium"))),
                                        cancellation: token)
-        let canceledAt = Mutex<Date?>(nil)
+        let canceledAt = LockedValue<Date?>(nil)
         var error: MediaError?
         do {
             _ = try session.run { progress in

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locks
 import Testing
 import TestSupport
 
@@ -16,11 +16,11 @@ import TestSupport
         let data = try Media.scratch().appendingPathComponent("data")
         let clip = try Media.path(.standard)
         let sha = String(try Shell.check("sha256sum", [clip]).prefix(64))
-        let acknowledged = Mutex(Acknowledged())
+        let acknowledged = LockedValue(Acknowledged())
         var generator = SystemRandomNumberGenerator()
         for run in 0..<50 {
             let server = try TestServer([], data: data)
-            let stop = Mutex(false)
+            let stop = LockedValue(false)
             let clients = DispatchGroup()
             for client in 0..<2 {
                 clients.enter()

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locks
 import Testing
 import TestSupport
 
@@ -9,7 +9,7 @@ import TestSupport
     /// A TCP listener on 127.0.0.1 that counts the connections it accepts.
     final class Canary: Sendable {
         final class Hits: Sendable {
-            let value = Mutex(0)
+            let value = LockedValue(0)
         }
 
         let port: Int

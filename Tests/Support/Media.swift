@@ -1,6 +1,6 @@
 import Foundation
 import Pipeline
-import Synchronization
+import Locks
 
 /// Test media, generated with the ffmpeg CLI (lavfi `testsrc2` and `sine`) on first use and shared by the tests
 /// of one process. Nothing binary is committed.
@@ -27,7 +27,7 @@ public enum Media {
         case lateAudio = "late-audio.ts"
     }
 
-    private static let generated = Mutex<Set<String>>([])
+    private static let generated = LockedValue<Set<String>>([])
 
     /// Folder of the generated files for this test process.
     public static let directory: URL = {

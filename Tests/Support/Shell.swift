@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locks
 
 /// Runs command-line tools (ffmpeg, ffprobe, the built binary) for tests.
 public enum Shell {
@@ -10,7 +10,7 @@ public enum Shell {
         public let stderr: String
     }
 
-    private static let launching = Mutex(())
+    private static let launching = LockedValue(())
 
     /// Starts `process`. Launches are serialised: Foundation's Process on Linux has crashed the test runner (a
     /// null call on a dispatch thread) when many tests started children at the same moment.
