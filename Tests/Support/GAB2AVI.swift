@@ -15,43 +15,75 @@ public enum GAB2AVI {
                           pictures.appendingPathComponent("%03d.jpg").path])
         let frames = try Media.files(in: pictures).map { try Data(contentsOf: pictures.appendingPathComponent($0)) }
 
-        let title = Data("English".utf16.flatMap { [UInt8($0 & 0xff), UInt8($0 >> 8)] })
-        var gab2 = Data("GAB2".utf8) + [0]
-        gab2 += le16(2) + le32(title.count) + title + le16(4) + le32(payload.count) + payload
+        let gab2 = Bytes()
+        let title = Array("English".utf16)
+        gab2.text("GAB2\0").u16(2).u32(title.count * 2)
+        for unit in title { gab2.u16(Int(unit)) }
+        gab2.u16(4).u32(payload.count).data(payload)
 
-        let header = le32(100_000) + le32(0) + le32(0) + le32(0x10) + le32(frames.count) + le32(0) + le32(2)
-            + le32(1 << 20) + le32(160) + le32(120) + Data(count: 16)
-        let videoStream = Data("vidsMJPG".utf8) + le32(0) + le16(0) + le16(0) + le32(0) + le32(1) + le32(10) + le32(0)
-            + le32(frames.count) + le32(1 << 20) + le32(0xffff_ffff) + le32(0) + le16(0) + le16(0) + le16(160) + le16(120)
-        let videoFormat = le32(40) + le32(160) + le32(120) + le16(1) + le16(24) + Data("MJPG".utf8) + le32(160 * 120 * 3)
-            + Data(count: 16)
-        let subtitleStream = Data("txts".utf8) + Data(count: 4) + le32(0) + le16(0) + le16(0) + le32(0) + le32(1)
-            + le32(10) + le32(0) + le32(1) + le32(gab2.count) + le32(0xffff_ffff) + le32(0) + Data(count: 8)
-        let headers = list("hdrl", chunk("avih", header)
-            + list("strl", chunk("strh", videoStream) + chunk("strf", videoFormat))
-            + list("strl", chunk("strh", subtitleStream) + chunk("strf", Data())))
+        let header = Bytes()
+        header.u32(100_000).u32(0).u32(0).u32(0x10).u32(frames.count).u32(0).u32(2).u32(1 << 20).u32(160).u32(120)
+        header.zeros(16)
+        let videoStream = Bytes()
+        videoStream.text("vidsMJPG").u32(0).u16(0).u16(0).u32(0).u32(1).u32(10).u32(0).u32(frames.count).u32(1 << 20)
+        videoStream.u32(0xffff_ffff).u32(0).u16(0).u16(0).u16(160).u16(120)
+        let videoFormat = Bytes()
+        videoFormat.u32(40).u32(160).u32(120).u16(1).u16(24).text("MJPG").u32(160 * 120 * 3).zeros(16)
+        let subtitleStream = Bytes()
+        subtitleStream.text("txts").zeros(4).u32(0).u16(0).u16(0).u32(0).u32(1).u32(10).u32(0).u32(1)
+        subtitleStream.u32(gab2.data.count).u32(0xffff_ffff).u32(0).zeros(8)
 
-        let bodies = [("01tx", gab2)] + frames.map { ("00dc", $0) }
-        var index = Data()
-        var offset = 4
+        let videoList = Bytes()
+        videoList.chunk("strh", videoStream.data).chunk("strf", videoFormat.data)
+        let subtitleList = Bytes()
+        subtitleList.chunk("strh", subtitleStream.data).chunk("strf", Data())
+        let headers = Bytes()
+        headers.chunk("avih", header.data).list("strl", videoList.data).list("strl", subtitleList.data)
+
+        let bodies = [("01tx", gab2.data)] + frames.map { ("00dc", $0) }
+        let movi = Bytes()
+        let index = Bytes()
         for (fourCC, body) in bodies {
-            index += Data(fourCC.utf8) + le32(0x10) + le32(offset) + le32(body.count)
-            offset += chunk(fourCC, body).count
+            index.text(fourCC).u32(0x10).u32(4 + movi.data.count).u32(body.count)
+            movi.chunk(fourCC, body)
         }
-        let items = bodies.map { chunk($0.0, $0.1) }
-        let riff = chunk("RIFF", Data("AVI ".utf8) + headers + list("movi", items.reduce(Data(), +)) + chunk("idx1", index))
+        let avi = Bytes()
+        avi.text("AVI ").list("hdrl", headers.data).list("movi", movi.data).chunk("idx1", index.data)
+        let riff = Bytes()
+        riff.chunk("RIFF", avi.data)
         let path = folder.appendingPathComponent(name).path
-        try riff.write(to: URL(fileURLWithPath: path))
+        try riff.data.write(to: URL(fileURLWithPath: path))
         return path
     }
 
-    private static func chunk(_ fourCC: String, _ body: Data) -> Data {
-        Data(fourCC.utf8) + le32(body.count) + body + (body.count % 2 == 1 ? Data([0]) : Data())
+    /// Little-endian RIFF writing.
+    private final class Bytes {
+        var data = Data()
+
+        @discardableResult func text(_ value: String) -> Self { data.append(contentsOf: value.utf8); return self }
+        @discardableResult func data(_ value: Data) -> Self { data.append(value); return self }
+        @discardableResult func zeros(_ count: Int) -> Self { data.append(Data(count: count)); return self }
+
+        @discardableResult func u16(_ value: Int) -> Self {
+            data.append(contentsOf: [UInt8(value & 0xff), UInt8((value >> 8) & 0xff)])
+            return self
+        }
+
+        @discardableResult func u32(_ value: Int) -> Self {
+            u16(value & 0xffff)
+            return u16((value >> 16) & 0xffff)
+        }
+
+        @discardableResult func chunk(_ fourCC: String, _ body: Data) -> Self {
+            text(fourCC).u32(body.count).data(body)
+            if body.count % 2 == 1 { data.append(0) }
+            return self
+        }
+
+        @discardableResult func list(_ kind: String, _ body: Data) -> Self {
+            let inner = Bytes()
+            inner.text(kind).data(body)
+            return chunk("LIST", inner.data)
+        }
     }
-
-    private static func list(_ kind: String, _ body: Data) -> Data { chunk("LIST", Data(kind.utf8) + body) }
-
-    private static func le16(_ value: Int) -> Data { Data([UInt8(value & 0xff), UInt8((value >> 8) & 0xff)]) }
-
-    private static func le32(_ value: Int) -> Data { le16(value & 0xffff) + le16((value >> 16) & 0xffff) }
 }

@@ -1,4 +1,15 @@
 import Foundation
+import Locks
+
+/// Servers still running, killed when the test process exits: a suite's shared server (a `static let`) is never
+/// deinitialized, and without this it would outlive the test run as an orphan.
+private let runningServers = LockedValue<[Int32]>([])
+
+private let killRunningServersAtExit: Void = {
+    atexit {
+        for pid in runningServers.withLock({ $0 }) { kill(pid, SIGKILL) }
+    }
+}()
 
 /// A real `transcoderd serve` child process on 127.0.0.1 with a fresh data directory and a free port.
 public final class TestServer: @unchecked Sendable {
@@ -22,7 +33,10 @@ public final class TestServer: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardInput = FileHandle.nullDevice
+        _ = killRunningServersAtExit
         try Shell.launch(process)
+        let pid = process.processIdentifier
+        runningServers.withLock { $0.append(pid) }
         var found: Int?
         let deadline = Date().addingTimeInterval(20)
         while found == nil && Date() < deadline && process.isRunning {
@@ -58,6 +72,8 @@ public final class TestServer: @unchecked Sendable {
             process.terminate()
             process.waitUntilExit()
         }
+        let pid = process.processIdentifier
+        runningServers.withLock { $0.removeAll { $0 == pid } }
         return process.terminationStatus
     }
 
