@@ -10,6 +10,7 @@ import Synchronization
 /// Methods block (SQLite I/O); call them from worker threads, not from Swift's cooperative pool.
 public final class JobStore: Sendable {
     private let database: LockedValue<Database>
+    private let writes = Atomic<Int64>(0)
     /// The database file.
     public let path: String
 
@@ -23,8 +24,18 @@ public final class JobStore: Sendable {
 
     @discardableResult
     private func withDatabase<T: Sendable>(_ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
-        try database.withLock { (database: inout Database) throws(StoreError) -> T in try body(database) }
+        try database.withLock { (database: inout Database) throws(StoreError) -> T in
+            defer { writes.store(database.totalChanges, ordering: .releasing) }
+            return try body(database)
+        }
     }
+
+    /// A number that grows whenever anything in the store is written, readable without touching SQLite.
+    ///
+    /// Read it *before* reading rows you want to cache: while it stays the same, those rows are unchanged. It counts
+    /// this store's own writes, which are all the writes there are: the data directory lock keeps other processes
+    /// out, and the server opens one store.
+    public var generation: Int64 { writes.load(ordering: .acquiring) }
 
     static func now() -> Double { Date().timeIntervalSince1970 }
 

@@ -273,6 +273,10 @@ final class Connection {
         // Reading stays on: pipelined bytes wait in the buffer (up to 1 MiB), and a client that leaves is noticed.
         phase = .awaitingResponse
         let request = Request(head: head, parameters: parameters, body: body, id: requestID)
+        if let quick = route.quickAnswer, let response = quick(request) {
+            respond(response)
+            return
+        }
         if route.inline {
             do throws(HTTPError) {
                 respond(try route.handler(request))
@@ -349,16 +353,35 @@ final class Connection {
             response.headers.set("Transfer-Encoding", "chunked")
             closeAfterWrite = false
         }
-        var text = "HTTP/1.1 \(response.status.code) \(response.status.reason)\r\n"
-        text += "Date: \(loop.dateHeader)\r\n"
-        text += "X-Request-Id: \(requestID)\r\n"
-        for (name, value) in response.headers { text += "\(name): \(value)\r\n" }
+        // Head and a small body go out in one buffer, so one send (one TCP segment) carries the whole response.
+        let body = isHead ? nil : bodyData
+        var text = "HTTP/1.1 "
+        text.reserveCapacity(512)
+        text += String(response.status.code)
+        text += " "
+        text += response.status.reason
+        text += "\r\nDate: "
+        text += loop.dateHeader
+        text += "\r\nX-Request-Id: "
+        text += requestID
         text += "\r\n"
-        queue(Data(text.utf8))
-        if let bodyData, !isHead {
-            queue(bodyData)
-            responseBytes += Int64(bodyData.count)
+        for (name, value) in response.headers {
+            text += name
+            text += ": "
+            text += value
+            text += "\r\n"
         }
+        text += "\r\n"
+        var message = Data(capacity: text.utf8.count + (body.map { $0.count <= 64 * 1024 ? $0.count : 0 } ?? 0))
+        text.withUTF8 { message.append($0) }
+        if let body, body.count <= 64 * 1024 {
+            message.append(body)
+            queue(message)
+        } else {
+            queue(message)
+            if let body { queue(body) }
+        }
+        responseBytes += Int64(body?.count ?? 0)
         if case .eventStream(let source) = response.body, !isHead {
             startStream(source)
         } else {
@@ -473,7 +496,7 @@ final class Connection {
         loop.metrics.countResponse(route: route, status: responseStatus, seconds: milliseconds / 1000,
                                    sent: responseBytes, received: uploadedBytes)
         loop.log("request", [
-            "request_id": .string(requestID), "method": .string(head.method), "path": .string(String(head.path.prefix(200))),
+            "request_id": .string(requestID), "method": .string(head.method), "path": .string(head.path.utf8.count <= 200 ? head.path : String(head.path.prefix(200))),
             "route": .string(route), "status": .int(responseStatus), "bytes": .int(Int(responseBytes)),
             "duration_ms": .double((milliseconds * 100).rounded() / 100),
         ])

@@ -36,6 +36,8 @@ extension String {
     func caseInsensitiveEquals(_ other: String) -> Bool {
         let left = utf8, right = other.utf8
         guard left.count == right.count else { return false }
-        return zip(left, right).allSatisfy { ($0 | 0x20) == ($1 | 0x20) || $0 == $1 }
+        // Only A–Z fold: `^` and `~` differ by the same bit and are both token characters.
+        func lower(_ byte: UInt8) -> UInt8 { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte }
+        return zip(left, right).allSatisfy { lower($0) == lower($1) }
     }
 }

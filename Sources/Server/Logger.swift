@@ -6,7 +6,19 @@ import Glibc
 /// Lines are formatted by hand (no JSONEncoder, no date formatter): the server logs every request.
 public struct Logger: Sendable {
     public enum Format: String, Sendable { case json, text }
-    public enum Level: String, Sendable { case debug, info, warning, error }
+    public enum Level: String, Sendable {
+        case debug, info, warning, error
+
+        /// The level in capitals, for text lines.
+        var label: String {
+            switch self {
+            case .debug: "DEBUG"
+            case .info: "INFO"
+            case .warning: "WARNING"
+            case .error: "ERROR"
+            }
+        }
+    }
 
     public let format: Format
     public let quiet: Bool
@@ -29,7 +41,11 @@ public struct Logger: Sendable {
         let time = Self.now()
         switch format {
         case .json:
-            line += "{\"time\":\"\(time)\",\"level\":\"\(level.rawValue)\",\"message\":"
+            line += "{\"time\":\""
+            line += time
+            line += "\",\"level\":\""
+            line += level.rawValue
+            line += "\",\"message\":"
             Self.appendQuoted(message, to: &line)
             for (key, value) in fields {
                 line += ",\""
@@ -39,8 +55,17 @@ public struct Logger: Sendable {
             }
             line += "}\n"
         case .text:
-            line += "\(time) \(level.rawValue.uppercased()) \(message)"
-            for (key, value) in fields { line += " \(key)=\(value.text)" }
+            line += time
+            line += " "
+            line += level.label
+            line += " "
+            line += message
+            for (key, value) in fields {
+                line += " "
+                line += key
+                line += "="
+                line += value.text
+            }
             line += "\n"
         }
         return line
@@ -62,17 +87,33 @@ public struct Logger: Sendable {
     public func info(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.info, message, fields) }
     public func error(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.error, message, fields) }
 
-    /// UTC time as ISO 8601 with milliseconds.
+    /// UTC time as ISO 8601 with milliseconds, e.g. `2026-12-03T09:06:45.499Z`; digits written directly, as this
+    /// runs for every request.
     static func now() -> String {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         var seconds = spec.tv_sec
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let millis = spec.tv_nsec / 1_000_000
-        let fraction = millis < 10 ? "00\(millis)" : (millis < 100 ? "0\(millis)" : "\(millis)")
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(fraction)Z"
+        let fields: [(Int, Int, UInt8)] = [
+            (Int(parts.tm_year) + 1900, 4, UInt8(ascii: "-")), (Int(parts.tm_mon) + 1, 2, UInt8(ascii: "-")),
+            (Int(parts.tm_mday), 2, UInt8(ascii: "T")), (Int(parts.tm_hour), 2, UInt8(ascii: ":")),
+            (Int(parts.tm_min), 2, UInt8(ascii: ":")), (Int(parts.tm_sec), 2, UInt8(ascii: ".")),
+            (spec.tv_nsec / 1_000_000, 3, UInt8(ascii: "Z")),
+        ]
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            var end = 0
+            for (value, width, separator) in fields {
+                var rest = value
+                for position in stride(from: end + width - 1, through: end, by: -1) {
+                    buffer[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+                buffer[end + width] = separator
+                end += width + 1
+            }
+            return end
+        }
     }
 
     static func appendQuoted(_ text: String, to line: inout String) {
@@ -113,7 +154,7 @@ public enum LogValue: Sendable, ExpressibleByStringLiteral, ExpressibleByInteger
 
     var text: String {
         switch self {
-        case .string(let value): value.contains(" ") ? "\"\(value)\"" : value
+        case .string(let value): value.utf8.contains(0x20) ? "\"" + value + "\"" : value
         case .int(let value): String(value)
         case .double(let value): String(value)
         }

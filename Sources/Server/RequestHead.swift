@@ -13,6 +13,7 @@ public struct RequestHead: Sendable {
 
     /// Whether the client wants the connection kept open after this exchange.
     public var keepAlive: Bool {
+        guard headers["Connection"] != nil else { return minorVersion >= 1 }
         let tokens = headers.values("Connection").flatMap { $0.split(separator: ",") }
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         if tokens.contains("close") { return false }
@@ -20,5 +21,8 @@ public struct RequestHead: Sendable {
     }
 
     /// The raw path, before the `?`.
-    public var path: String { String(target.prefix { $0 != "?" }) }
+    public var path: String {
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }
+        return String(target[..<mark])
+    }
 }

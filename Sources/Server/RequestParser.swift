@@ -226,20 +226,21 @@ struct RequestParser {
     }
 
     static func splitTarget(_ target: String) throws(HTTPError) -> ([String], [String: String]) {
-        let pathPart = target.prefix { $0 != "?" }
+        let bytes = Array(target.utf8)
+        let mark = bytes.firstIndex(of: UInt8(ascii: "?"))
         var segments: [String] = []
-        for raw in pathPart.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
+        for raw in bytes[..<(mark ?? bytes.count)].split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst() {
             guard let decoded = percentDecode(raw, plusIsSpace: false) else {
                 throw HTTPError(.badRequest, "malformed_request", "The path has an invalid percent-encoding.")
             }
             segments.append(decoded)
         }
         var query: [String: String] = [:]
-        if let mark = target.firstIndex(of: "?") {
-            for pair in target[target.index(after: mark)...].split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        if let mark {
+            for pair in bytes[(mark + 1)...].split(separator: UInt8(ascii: "&")) {
+                let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
                 guard let name = percentDecode(parts[0], plusIsSpace: true),
-                      let value = percentDecode(parts.count > 1 ? parts[1] : "", plusIsSpace: true) else {
+                      let value = percentDecode(parts.count > 1 ? parts[1] : [], plusIsSpace: true) else {
                     throw HTTPError(.badRequest, "malformed_request", "The query has an invalid percent-encoding.")
                 }
                 if query[name] == nil { query[name] = value }
@@ -249,9 +250,13 @@ struct RequestParser {
     }
 
     /// Decodes `%XX` escapes; nil for a bad escape or bytes that are not UTF-8.
-    static func percentDecode(_ text: Substring, plusIsSpace: Bool) -> String? {
+    static func percentDecode(_ text: ArraySlice<UInt8>, plusIsSpace: Bool) -> String? {
+        if !text.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) {
+            return String(validating: text, as: UTF8.self)
+        }
         var bytes: [UInt8] = []
-        var iterator = text.utf8.makeIterator()
+        bytes.reserveCapacity(text.count)
+        var iterator = text.makeIterator()
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
                 guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }

@@ -15,6 +15,8 @@ public final class Router: Sendable {
     }
 
     public typealias Handler = @Sendable (Request) throws(HTTPError) -> Response
+    /// Answers on the event loop when it can do so at once without blocking (from memory), or returns nil.
+    public typealias QuickAnswer = @Sendable (Request) -> Response?
 
     struct Route: Sendable {
         let method: String
@@ -24,6 +26,8 @@ public final class Router: Sendable {
         let name: String
         /// Whether the handler is quick and never blocks, so it may run on the event loop itself.
         let inline: Bool
+        /// Tried on the event loop first; when it has no answer, `handler` runs on the work queue.
+        let quickAnswer: QuickAnswer?
         let handler: Handler
     }
 
@@ -41,19 +45,22 @@ public final class Router: Sendable {
     private let routes: [Route]
 
     /// A route: method, path with `{name}` parameters, body kind, whether the handler may run on the event loop
-    /// (quick, never blocking), and the handler.
+    /// (quick, never blocking), an optional quick answer tried on the loop before the handler, and the handler.
     public struct Definition: Sendable {
         let method: String
         let path: String
         let body: BodyKind
         let inline: Bool
+        let quickAnswer: QuickAnswer?
         let handler: Handler
 
-        public init(_ method: String, _ path: String, body: BodyKind = .none, inline: Bool = false, _ handler: @escaping Handler) {
+        public init(_ method: String, _ path: String, body: BodyKind = .none, inline: Bool = false,
+                    quickAnswer: QuickAnswer? = nil, _ handler: @escaping Handler) {
             self.method = method
             self.path = path
             self.body = body
             self.inline = inline
+            self.quickAnswer = quickAnswer
             self.handler = handler
         }
     }
@@ -64,7 +71,7 @@ public final class Router: Sendable {
                 part.hasPrefix("{") && part.hasSuffix("}") ? .parameter(String(part.dropFirst().dropLast())) : .literal(String(part))
             }
             return Route(method: route.method, pattern: pattern, body: route.body, name: "\(route.method) \(route.path)",
-                         inline: route.inline, handler: route.handler)
+                         inline: route.inline, quickAnswer: route.quickAnswer, handler: route.handler)
         }
     }
 

@@ -10,11 +10,14 @@ public final class TranscoderAPI: Sendable {
     let queue: JobQueue
     let logger: Logger
     let metricsText: @Sendable () -> String
-    /// Rendered job JSON by id, valid while the job's `updated_at` and live progress are unchanged: pollers of a
-    /// job that is not moving get the same bytes without decoding and encoding it again.
+    /// Rendered job JSON by id: pollers of a job that is not moving get the same bytes without a database read and
+    /// without encoding it again. An entry is current while the store's generation and the job's live progress are
+    /// what they were; after other writes, while its `updated_at` and live progress are unchanged.
     private let rendered = LockedValue<[String: RenderedJob]>([:])
 
     private struct RenderedJob {
+        /// The store's generation read before the job was.
+        var generation: Int64
         let updatedAt: Double
         let liveTime: Double?
         let data: Data
@@ -42,7 +45,9 @@ public final class TranscoderAPI: Sendable {
             .init("PUT", "/v1/uploads/{filename}", body: .upload) { [self] request throws(HTTPError) in try createUpload(request) },
             .init("POST", "/v1/jobs", body: .jsonOrMultipart) { [self] request throws(HTTPError) in try createJob(request) },
             .init("GET", "/v1/jobs") { [self] request throws(HTTPError) in try listJobs(request) },
-            .init("GET", "/v1/jobs/{id}") { [self] request throws(HTTPError) in try jobJSON(request) },
+            .init("GET", "/v1/jobs/{id}", quickAnswer: { [self] request in cachedJobJSON(request) }) { [self] request throws(HTTPError) in
+                try jobJSON(request)
+            },
             .init("DELETE", "/v1/jobs/{id}") { [self] request throws(HTTPError) in try deleteJob(request) },
             .init("GET", "/v1/jobs/{id}/events") { [self] request throws(HTTPError) in try events(request) },
             .init("GET", "/v1/jobs/{id}/output") { [self] request throws(HTTPError) in try output(request) },
@@ -277,24 +282,38 @@ public final class TranscoderAPI: Sendable {
         HTTPError(.notFound, "job_not_found", "No job has the id \(id.prefix(64)).")
     }
 
+    /// `GET /v1/jobs/{id}` on the event loop: the rendered JSON when nothing was written since it was rendered and
+    /// the live progress is the same; nil sends the request to `jobJSON` on the work queue.
+    private func cachedJobJSON(_ request: Request) -> Response? {
+        let id = request.parameters["id"] ?? ""
+        guard let cached = rendered.withLock({ $0[id] }), cached.generation == store.generation,
+              cached.liveTime == queue.liveProgress(of: id)?.presentationTime else { return nil }
+        return Response(.ok, headers: Self.jsonHeaders, body: .data(cached.data))
+    }
+
+    private static let jsonHeaders = HTTPHeaders([("Content-Type", "application/json")])
+
     /// `GET /v1/jobs/{id}`, served from the rendered cache when the job has not changed.
     private func jobJSON(_ request: Request) throws(HTTPError) -> Response {
         let id = request.parameters["id"] ?? ""
+        let generation = store.generation
         let updatedAt = try Self.fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
         guard let updatedAt else { throw Self.jobNotFound(id) }
         let live = queue.liveProgress(of: id)?.presentationTime
-        var headers = HTTPHeaders()
-        headers.set("Content-Type", "application/json")
-        if let cached = rendered.withLock({ $0[id] }), cached.updatedAt == updatedAt, cached.liveTime == live {
-            return Response(.ok, headers: headers, body: .data(cached.data))
+        let current = rendered.withLock { cache -> Data? in
+            guard let cached = cache[id], cached.updatedAt == updatedAt, cached.liveTime == live else { return nil }
+            cache[id]?.generation = max(cached.generation, generation)
+            return cached.data
         }
+        if let current { return Response(.ok, headers: Self.jsonHeaders, body: .data(current)) }
         let job = try job(request)
         let data = JSON.encode(resource(job))
         rendered.withLock { cache in
             if cache.count >= 4096 { cache.removeAll(keepingCapacity: true) }
-            cache[id] = RenderedJob(updatedAt: job.updatedAt, liveTime: job.state == .running ? live : nil, data: data)
+            cache[id] = RenderedJob(generation: generation, updatedAt: job.updatedAt,
+                                    liveTime: job.state == .running ? live : nil, data: data)
         }
-        return Response(.ok, headers: headers, body: .data(data))
+        return Response(.ok, headers: Self.jsonHeaders, body: .data(data))
     }
 
     func resource(_ job: Job) -> APIModels.JobResource {

@@ -178,4 +178,36 @@ import TestSupport
         } throws: { ($0 as? StoreError)?.message.contains("no such table: nowhere") == true }
         #expect(try database.query("SELECT count(*) AS n FROM uploads").first?["n"].int == 0)
     }
+
+    /// The generation is what lets the API answer a poll from memory: every write moves it, reads never do.
+    @Test func theGenerationMovesWithEveryWriteAndOnlyThen() throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        var last = store.generation
+        func moved(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(store.generation > last, "\(what) moves the generation", sourceLocation: sourceLocation)
+            last = store.generation
+        }
+        func unchanged(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(store.generation == last, "\(what) leaves it", sourceLocation: sourceLocation)
+        }
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        moved("an upload")
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings())
+        moved("a new job")
+        _ = try store.job(id: job.id)
+        _ = try store.lastUpdate(of: job.id)
+        _ = try store.jobs()
+        unchanged("reading")
+        _ = try store.claimNext(lease: "test")
+        moved("a claim")
+        try store.saveProgress(id: job.id, time: 1, duration: 2)
+        moved("progress")
+        _ = try store.markFailed(id: job.id, code: "test", message: "test")
+        moved("a failure")
+        #expect(throws: StoreError.self) { try store.move(job.id, to: .running) }
+        unchanged("a refused move")
+        try store.deleteJob(id: job.id)
+        moved("a deletion")
+    }
 }

@@ -70,6 +70,10 @@ final class Database {
         return value
     }
 
+    /// Rows inserted, updated or deleted through this connection since it opened (triggers included): grows with
+    /// every write, so an unchanged count means nothing was written.
+    var totalChanges: Int64 { sqlite3_total_changes64(handle) }
+
     /// Builds a `StoreError` from a result code and the connection's message.
     func error(_ result: Int32, sql: String?) -> StoreError {
         let message = String(cString: sqlite3_errmsg(handle))
