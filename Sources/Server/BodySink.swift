@@ -9,6 +9,18 @@ protocol BodySink: AnyObject {
     func finish() throws(HTTPError) -> Request.Body
     /// The request failed or the client left: drop what was written (idempotent).
     func abort()
+    /// Where the next body bytes may be read to directly, skipping `write`'s copy; nil if this sink must see them
+    /// through `write`. Bytes read there are handed over with `commitDirect`.
+    func directBuffer() throws(HTTPError) -> UnsafeMutableRawBufferPointer?
+    /// Takes `count` body bytes that were read to the start of `directBuffer()`.
+    func commitDirect(_ count: Int) throws(HTTPError)
+}
+
+extension BodySink {
+    func directBuffer() throws(HTTPError) -> UnsafeMutableRawBufferPointer? { nil }
+    func commitDirect(_ count: Int) throws(HTTPError) {
+        preconditionFailure("\(Self.self) gives no direct buffer")
+    }
 }
 
 /// Collects a small body in memory, refusing more than `limit` bytes.
@@ -32,11 +44,11 @@ final class DataSink: BodySink {
     func abort() { data = Data() }
 }
 
-/// Streams a body to a temporary file in `directory`, hashing it on the way; the file is deleted on abort.
+/// Streams a body to a temporary file in `directory`, hashing it on the way (both off the event loop, through an
+/// `UploadWriter`); the file is deleted on abort.
 final class FileSink: BodySink {
     let path: String
-    private var descriptor: Int32
-    private let hasher = SHA256()
+    private var writer: UploadWriter?
     private(set) var size: Int64 = 0
     private let limit: Int64
     var filename: String?
@@ -45,12 +57,13 @@ final class FileSink: BodySink {
     init(directory: URL, limit: Int64) throws(HTTPError) {
         path = directory.appendingPathComponent(".upload-\(UUID().uuidString.lowercased()).partial").path
         self.limit = limit
-        descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
         guard descriptor >= 0 else {
             throw HTTPError(errno == ENOSPC ? .insufficientStorage : .internalServerError,
                             errno == ENOSPC ? "no_space" : "storage_error",
                             "Cannot store the upload: \(String(cString: strerror(errno))).", closeConnection: true)
         }
+        writer = UploadWriter(descriptor: descriptor)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
@@ -58,47 +71,66 @@ final class FileSink: BodySink {
             abort()
             throw HTTPError(.contentTooLarge, "upload_too_large", "Uploads may be at most \(limit) bytes.", closeConnection: true)
         }
+        guard let writer else { throw Self.discarded }
         do {
-            try Posix.writeAll(descriptor, bytes)
+            try writer.append(bytes)
         } catch {
-            abort()
-            if error.errnoCode == ENOSPC || error.errnoCode == EDQUOT {
-                throw HTTPError(.insufficientStorage, "no_space", "The server's disk is full; the upload was discarded.", closeConnection: true)
-            }
-            throw HTTPError(.internalServerError, "storage_error", "Writing the upload failed: \(error).", closeConnection: true)
+            throw failure(error)
         }
-        hasher.update(bytes)
-        let before = size
         size += Int64(bytes.count)
-        // Start disk writeback every 8 MiB, so that making the upload durable at the end is quick.
-        let step: Int64 = 8 * 1024 * 1024
-        if before / step != size / step {
-            let end = size / step * step
-            _ = tc_start_writeback(descriptor, end - step, step)
+    }
+
+    func directBuffer() throws(HTTPError) -> UnsafeMutableRawBufferPointer? {
+        guard let writer, size < limit else { return nil }
+        do {
+            let space = try writer.reserve()
+            return UnsafeMutableRawBufferPointer(rebasing: space[0..<Int(min(Int64(space.count), limit - size))])
+        } catch {
+            throw failure(error)
         }
+    }
+
+    func commitDirect(_ count: Int) throws(HTTPError) {
+        guard let writer else { throw Self.discarded }
+        writer.commit(count)
+        size += Int64(count)
     }
 
     func finish() throws(HTTPError) -> Request.Body { .file(try finishFile()) }
 
-    /// Closes the file and describes it.
+    /// Waits for the file to be written, closes it, and describes it.
     func finishFile() throws(HTTPError) -> UploadedFile {
-        guard descriptor >= 0 else { throw HTTPError(.internalServerError, "storage_error", "The upload was already discarded.") }
-        close(descriptor)
-        descriptor = -1
-        return UploadedFile(path: path, size: size, sha256: hasher.finish(), filename: filename, contentType: contentType)
+        guard let writer else { throw Self.discarded }
+        self.writer = nil
+        let digest: String
+        do {
+            digest = try writer.finish()
+        } catch {
+            throw failure(error)
+        }
+        return UploadedFile(path: path, size: size, sha256: digest, filename: filename, contentType: contentType)
     }
 
     func abort() {
-        if descriptor >= 0 {
-            close(descriptor)
-            descriptor = -1
-        }
+        writer?.discard()
+        writer = nil
         unlink(path)
     }
 
+    private static let discarded = HTTPError(.internalServerError, "storage_error", "The upload was already discarded.")
+
+    /// Discards the upload and turns a write error into the response: 507 for a full disk.
+    private func failure(_ error: IOError) -> HTTPError {
+        abort()
+        if error.errnoCode == ENOSPC || error.errnoCode == EDQUOT {
+            return HTTPError(.insufficientStorage, "no_space", "The server's disk is full; the upload was discarded.", closeConnection: true)
+        }
+        return HTTPError(.internalServerError, "storage_error", "Writing the upload failed: \(error).", closeConnection: true)
+    }
+
     deinit {
-        if descriptor >= 0 {
-            close(descriptor)
+        if let writer {
+            writer.discard()
             unlink(path)
         }
     }

@@ -93,6 +93,13 @@ final class Connection {
                 setInterest(reading: false)
                 return
             }
+            if case .readingBody(let sink) = phase, inbound.isEmpty, let run = parser.bodyRun {
+                switch readBodyDirectly(into: sink, run: run) {
+                case .more: continue
+                case .stop: return
+                case .unsupported: break
+                }
+            }
             let buffer = loop.readBuffer
             let result: Posix.IOResult
             do {
@@ -123,6 +130,49 @@ final class Connection {
                     processInbound()
                 }
             }
+        }
+    }
+
+    private enum DirectRead { case more, stop, unsupported }
+
+    /// Reads body bytes straight into the sink's own buffer, when it has one and nothing but body bytes come next:
+    /// an upload then crosses memory once, not twice.
+    private func readBodyDirectly(into sink: BodySink, run: Int64) -> DirectRead {
+        let target: UnsafeMutableRawBufferPointer
+        do throws(HTTPError) {
+            guard let space = try sink.directBuffer(), !space.isEmpty else { return .unsupported }
+            target = space
+        } catch {
+            fail(error)
+            return .stop
+        }
+        let result: Posix.IOResult
+        do {
+            result = try Posix.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: target[0..<Int(min(Int64(target.count), run))]))
+        } catch {
+            close()
+            return .stop
+        }
+        switch result {
+        case .wouldBlock:
+            return .stop
+        case .processed(0):
+            close()
+            return .stop
+        case .processed(let count):
+            lastActivity = ContinuousClock.now
+            do throws(HTTPError) {
+                // Within a body run the parser takes every byte as body and only counts them.
+                _ = try parser.next(UnsafeRawBufferPointer(rebasing: target[0..<count]))
+                uploadedBytes += Int64(count)
+                try sink.commitDirect(count)
+            } catch {
+                fail(error)
+                return .stop
+            }
+            // The body's end may be due now.
+            processInbound()
+            return isClosed ? .stop : .more
         }
     }
 

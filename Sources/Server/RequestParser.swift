@@ -50,6 +50,16 @@ struct RequestParser {
 
     var isDone: Bool { if case .done = state { true } else { false } }
 
+    /// How many body bytes come next with no framing among them (the rest of a `Content-Length` body, or of one
+    /// chunk); nil when framing or a head comes next. Lets a caller read those bytes straight to their destination.
+    var bodyRun: Int64? {
+        switch state {
+        case .fixed(let remaining) where remaining > 0: remaining
+        case .chunkData(let remaining): remaining
+        default: nil
+        }
+    }
+
     /// Readies the parser for the next request on the same connection.
     mutating func reset() {
         state = .head(scanned: 0)

@@ -64,6 +64,11 @@ import TestSupport
         let chunked = try Shell.run("curl", ["-s", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + input,
                                              "-w", "\n%{http_code}", try server.base + "/v1/uploads"])
         #expect(chunked.stdout.hasSuffix("\n201"), "\(chunked.stdout.suffix(300))")
+        // Both bodies span several of the upload writer's buffers; the digest proves every byte landed in order.
+        let sha = String(try Shell.check("sha256sum", [input]).prefix(64))
+        #expect(chunked.stdout.contains("\"sha256\":\"\(sha)\""), "chunked: \(chunked.stdout.prefix(300))")
+        let put = try server.json("/v1/uploads/", ["-T", input])
+        #expect(put.object["sha256"] as? String == sha, "\(put.object)")
         // curl sends Expect: 100-continue for bodies over 1 MiB and waits a second for the interim answer.
         let size = (try FileManager.default.attributesOfItem(atPath: input)[.size] as? Int) ?? 0
         #expect(size > 1024 * 1024)
