@@ -44,15 +44,6 @@ static inline int tc_epoll_wait(int epfd, uint64_t *data, uint32_t *events, int 
     return count;
 }
 
-// sync_file_range is a GNU extension that the module's system headers may not declare.
-extern int sync_file_range(int fd, off_t offset, off_t nbytes, unsigned int flags);
-
-/// Starts writing back a range of a file without waiting (SYNC_FILE_RANGE_WRITE = 2), so a later fsync has little
-/// left to do.
-static inline int tc_start_writeback(int fd, int64_t offset, int64_t length) {
-    return sync_file_range(fd, (off_t)offset, (off_t)length, 2);
-}
-
 static inline int tc_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 static inline ssize_t tc_sendfile(int out, int in, int64_t *offset, size_t count) {

@@ -44,7 +44,7 @@ final class DataSink: BodySink {
     func abort() { data = Data() }
 }
 
-/// Streams a body to a temporary file in `directory`, hashing it on the way (both off the event loop, through an
+/// Streams a body to a temporary file in `directory`, hashing it on the way (off the event loop, through an
 /// `UploadWriter`); the file is deleted on abort.
 final class FileSink: BodySink {
     let path: String
@@ -82,17 +82,17 @@ final class FileSink: BodySink {
 
     func directBuffer() throws(HTTPError) -> UnsafeMutableRawBufferPointer? {
         guard let writer, size < limit else { return nil }
-        do {
-            let space = try writer.reserve()
-            return UnsafeMutableRawBufferPointer(rebasing: space[0..<Int(min(Int64(space.count), limit - size))])
-        } catch {
-            throw failure(error)
-        }
+        let space = writer.reserve()
+        return UnsafeMutableRawBufferPointer(rebasing: space[0..<Int(min(Int64(space.count), limit - size))])
     }
 
     func commitDirect(_ count: Int) throws(HTTPError) {
         guard let writer else { throw Self.discarded }
-        writer.commit(count)
+        do {
+            try writer.commit(count)
+        } catch {
+            throw failure(error)
+        }
         size += Int64(count)
     }
 
@@ -102,13 +102,7 @@ final class FileSink: BodySink {
     func finishFile() throws(HTTPError) -> UploadedFile {
         guard let writer else { throw Self.discarded }
         self.writer = nil
-        let digest: String
-        do {
-            digest = try writer.finish()
-        } catch {
-            throw failure(error)
-        }
-        return UploadedFile(path: path, size: size, sha256: digest, filename: filename, contentType: contentType)
+        return UploadedFile(path: path, size: size, sha256: writer.finish(), filename: filename, contentType: contentType)
     }
 
     func abort() {
