@@ -69,8 +69,12 @@ head -c $((mib * 1024 * 1024)) /dev/urandom >"$big"
 rss() { awk '/VmHWM/ {print $2}' "/proc/$server_pid/status"; }
 before=$(rss)
 : >"$work/ours.up"; : >"$work/nginx.up"
+# Each timed upload starts with no dirty pages (sync) and writes a new file, so neither run pays for the other's
+# writeback: on two cores the kernel's flusher competes for CPU with whichever upload runs while it works.
 for _ in 1 2 3; do
+  sync; sleep 1
   curl -s -o /dev/null -w '%{speed_upload}\n' -T "$big" "http://127.0.0.1:$ours_port/v1/uploads/" >>"$work/ours.up"
+  rm -f "$work/nginx/dav/upload/big.bin"; sync; sleep 1
   curl -s -o /dev/null -w '%{speed_upload}\n' -T "$big" "http://127.0.0.1:$nginx_port/upload/big.bin" >>"$work/nginx.up"
 done
 after=$(rss)

@@ -344,11 +344,12 @@ final class Connection {
             } catch {
                 response = .error(error)
             }
-            Self.removeLeftovers(of: request.body)
             let answer = response
             eventLoop.execute { loop in
                 loop.connections[token]?.respond(answer)
             }
+            // After the answer is on its way: unlinking a large refused upload can take a while.
+            Self.removeLeftovers(of: request.body)
         }
     }
 
