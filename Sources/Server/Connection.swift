@@ -101,35 +101,42 @@ final class Connection {
                 }
             }
             let buffer = loop.readBuffer
-            let result: Posix.IOResult
-            do {
-                result = try Posix.read(fd, into: buffer)
-            } catch {
-                close()
-                return
+            guard let count = receive(into: buffer) else { return }
+            if isStreamingOrWaiting {
+                // Bytes after a request while its response is pending: keep them for later (pipelining).
+                inbound.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                continue
             }
-            switch result {
-            case .wouldBlock:
-                return
-            case .processed(0):
-                // The peer closed its side: a request cut short is dropped with whatever it wrote.
-                close()
-                return
-            case .processed(let count):
-                lastActivity = ContinuousClock.now
-                if isStreamingOrWaiting {
-                    // Bytes after a request while its response is pending: keep them for later (pipelining).
-                    inbound.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                    continue
-                }
-                if case .readingBody = phase, inbound.isEmpty {
-                    // Fast path for bodies: parse straight from the read buffer without copying it.
-                    processBody(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                } else {
-                    inbound.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                    processInbound()
-                }
+            if case .readingBody = phase, inbound.isEmpty {
+                // Fast path for bodies: parse straight from the read buffer without copying it.
+                processBody(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            } else {
+                inbound.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                processInbound()
             }
+        }
+    }
+
+    /// Reads what the socket has into `buffer`: the byte count, or nil when nothing is there now or the connection
+    /// is over. At the peer's end of file or on an error the connection is closed here: a request cut short is
+    /// dropped with whatever it wrote.
+    private func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        let result: Posix.IOResult
+        do {
+            result = try Posix.read(fd, into: buffer)
+        } catch {
+            close()
+            return nil
+        }
+        switch result {
+        case .wouldBlock:
+            return nil
+        case .processed(0):
+            close()
+            return nil
+        case .processed(let count):
+            lastActivity = ContinuousClock.now
+            return count
         }
     }
 
@@ -146,34 +153,20 @@ final class Connection {
             fail(error)
             return .stop
         }
-        let result: Posix.IOResult
-        do {
-            result = try Posix.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: target[0..<Int(min(Int64(target.count), run))]))
+        let limit = Int(min(Int64(target.count), run))
+        guard let count = receive(into: UnsafeMutableRawBufferPointer(rebasing: target[0..<limit])) else { return .stop }
+        do throws(HTTPError) {
+            // Within a body run the parser takes every byte as body and only counts them.
+            _ = try parser.next(UnsafeRawBufferPointer(rebasing: target[0..<count]))
+            uploadedBytes += Int64(count)
+            try sink.commitDirect(count)
         } catch {
-            close()
+            fail(error)
             return .stop
         }
-        switch result {
-        case .wouldBlock:
-            return .stop
-        case .processed(0):
-            close()
-            return .stop
-        case .processed(let count):
-            lastActivity = ContinuousClock.now
-            do throws(HTTPError) {
-                // Within a body run the parser takes every byte as body and only counts them.
-                _ = try parser.next(UnsafeRawBufferPointer(rebasing: target[0..<count]))
-                uploadedBytes += Int64(count)
-                try sink.commitDirect(count)
-            } catch {
-                fail(error)
-                return .stop
-            }
-            // The body's end may be due now.
-            processInbound()
-            return isClosed ? .stop : .more
-        }
+        // The body's end may be due now.
+        processInbound()
+        return isClosed ? .stop : .more
     }
 
     private var isStreamingOrWaiting: Bool {
@@ -423,15 +416,12 @@ final class Connection {
             text += "\r\n"
         }
         text += "\r\n"
-        var message = Data(capacity: text.utf8.count + (body.map { $0.count <= 64 * 1024 ? $0.count : 0 } ?? 0))
+        let coalesced = body.flatMap { $0.count <= 64 * 1024 ? $0 : nil }
+        var message = Data(capacity: text.utf8.count + (coalesced?.count ?? 0))
         text.withUTF8 { message.append($0) }
-        if let body, body.count <= 64 * 1024 {
-            message.append(body)
-            queue(message)
-        } else {
-            queue(message)
-            if let body { queue(body) }
-        }
+        if let coalesced { message.append(coalesced) }
+        queue(message)
+        if let body, coalesced == nil { queue(body) }
         responseBytes += Int64(body?.count ?? 0)
         if case .eventStream(let source) = response.body, !isHead {
             startStream(source)
@@ -556,20 +546,7 @@ final class Connection {
     /// Reads and drops what the client still sends while lingering; closes at its end of file.
     private func discardInput() {
         for _ in 0..<64 {
-            let result: Posix.IOResult
-            do {
-                result = try Posix.read(fd, into: loop.readBuffer)
-            } catch {
-                close()
-                return
-            }
-            switch result {
-            case .wouldBlock: return
-            case .processed(0):
-                close()
-                return
-            case .processed: continue
-            }
+            guard receive(into: loop.readBuffer) != nil else { return }
         }
     }
 

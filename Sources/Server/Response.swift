@@ -23,9 +23,14 @@ public struct Response: Sendable {
 
     /// A JSON response from an Encodable value.
     public static func json<T: Encodable>(_ value: T, status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
+        json(encoded: JSON.encode(value), status: status, headers: headers)
+    }
+
+    /// A JSON response from bytes already encoded (a cached rendering).
+    public static func json(encoded data: Data, status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
         var headers = headers
         headers.set("Content-Type", "application/json")
-        return Response(status, headers: headers, body: .data(JSON.encode(value)))
+        return Response(status, headers: headers, body: .data(data))
     }
 
     /// The JSON error body every error response has: `{"error": {"code", "message"}}`.

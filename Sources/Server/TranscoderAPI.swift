@@ -288,10 +288,8 @@ public final class TranscoderAPI: Sendable {
         let id = request.parameters["id"] ?? ""
         guard let cached = rendered.withLock({ $0[id] }), cached.generation == store.generation,
               cached.liveTime == queue.liveProgress(of: id)?.presentationTime else { return nil }
-        return Response(.ok, headers: Self.jsonHeaders, body: .data(cached.data))
+        return .json(encoded: cached.data)
     }
-
-    private static let jsonHeaders = HTTPHeaders([("Content-Type", "application/json")])
 
     /// `GET /v1/jobs/{id}`, served from the rendered cache when the job has not changed.
     private func jobJSON(_ request: Request) throws(HTTPError) -> Response {
@@ -305,7 +303,7 @@ public final class TranscoderAPI: Sendable {
             cache[id]?.generation = max(cached.generation, generation)
             return cached.data
         }
-        if let current { return Response(.ok, headers: Self.jsonHeaders, body: .data(current)) }
+        if let current { return .json(encoded: current) }
         let job = try job(request)
         let data = JSON.encode(resource(job))
         rendered.withLock { cache in
@@ -313,7 +311,7 @@ public final class TranscoderAPI: Sendable {
             cache[id] = RenderedJob(generation: generation, updatedAt: job.updatedAt,
                                     liveTime: job.state == .running ? live : nil, data: data)
         }
-        return Response(.ok, headers: Self.jsonHeaders, body: .data(data))
+        return .json(encoded: data)
     }
 
     func resource(_ job: Job) -> APIModels.JobResource {
