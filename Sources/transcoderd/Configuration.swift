@@ -169,8 +169,13 @@ struct Configuration: Sendable {
     }
 
     /// Help lines for the options: flag, environment variable, meaning.
+    /// The flag column is as wide as the longest flag (`padding(toLength:)` would cut a longer one short).
     static var help: String {
-        options.map { "  \($0.flag.padding(toLength: 20, withPad: " ", startingAt: 0)) $\($0.environment)\n      \($0.help)" }
-            .joined(separator: "\n")
+        let width = options.map(\.flag.count).max() ?? 0
+        return options.map { option in
+            let gap = String(repeating: " ", count: width - option.flag.count + 1)
+            return "  \(option.flag)\(gap)$\(option.environment)\n      \(option.help)"
+        }
+        .joined(separator: "\n")
     }
 }

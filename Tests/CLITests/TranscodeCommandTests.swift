@@ -14,6 +14,22 @@ import TestSupport
         }
     }
 
+    /// Every option of `serve` and `work` is listed whole, with its environment variable, however long its flag.
+    @Test func serveAndWorkHelpListEveryOptionInFull() throws {
+        for command in ["serve", "work"] {
+            let help = try Shell.run(Binary.path, [command, "--help"])
+            #expect(help.status == 0)
+            for (flag, variable) in [("--max-input-dimension", "TRANSCODER_MAX_INPUT_DIMENSION"),
+                                     ("--max-input-duration", "TRANSCODER_MAX_INPUT_DURATION"),
+                                     ("--data", "TRANSCODER_DATA")] {
+                let listed = help.stdout.split(separator: "\n").contains { line in
+                    line.split(separator: " ").first.map(String.init) == flag && line.hasSuffix("$" + variable)
+                }
+                #expect(listed, "\(command) --help lists \(flag) with $\(variable)")
+            }
+        }
+    }
+
     @Test func presetsAreListed() throws {
         let output = try Shell.run(Binary.path, ["presets"])
         #expect(output.status == 0)
