@@ -54,7 +54,6 @@ public final class JobQueue: Sendable {
         var running: [String: Running] = [:]
         var stopping = false
         var started = false
-        var threads = 0
     }
 
     public let store: JobStore
@@ -64,7 +63,11 @@ public final class JobQueue: Sendable {
     private let runner: any JobRunner
     private let state = LockedValue(State())
     private let stats = LockedValue(Statistics())
+    /// Wakes one idle worker. Only workers wait on it: when the watchdog shared it, a job's signal often woke the
+    /// watchdog instead, and the job waited out a worker's `pollInterval` (up to a second) before it started.
     private let wake = DispatchSemaphore(value: 0)
+    /// Wakes the watchdog early, to stop.
+    private let watchdogWake = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
     private let instance = UUID().uuidString.prefix(8).lowercased()
 
@@ -83,10 +86,7 @@ public final class JobQueue: Sendable {
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
         let recovered = try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
         try removeStrayOutputs()
-        state.withLock { state in
-            state.started = true
-            state.threads = configuration.workers + 1
-        }
+        state.withLock { $0.started = true }
         for index in 0..<configuration.workers {
             spawn(name: "transcoderd-worker-\(index)") { [self] in work(lease: "\(getpid())-\(instance)/\(index)") }
         }
@@ -144,11 +144,14 @@ public final class JobQueue: Sendable {
     /// Stops taking jobs, lets running ones finish for up to `grace` seconds, then sends the rest back to the queue
     /// for the next start, and waits for the threads to end.
     public func stop(grace: Double) {
-        let threads = state.withLock { state -> Int in
+        let started = state.withLock { state -> Bool in
             state.stopping = true
-            return state.threads
+            return state.started
         }
-        for _ in 0..<threads { wake.signal() }
+        if started {
+            for _ in 0..<configuration.workers { wake.signal() }
+            watchdogWake.signal()
+        }
         let deadline = Date().addingTimeInterval(grace)
         while runningCount > 0 && Date() < deadline { usleep(20_000) }
         state.withLock { state in
@@ -287,7 +290,7 @@ public final class JobQueue: Sendable {
     private func watch() {
         var lastSweep = Date.distantPast
         while !stopping {
-            _ = wake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
+            _ = watchdogWake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
             let now = Date()
             state.withLock { state in
                 for (id, var running) in state.running where running.reason == nil

@@ -14,6 +14,14 @@ struct StuckRunner: JobRunner {
     }
 }
 
+/// A runner that fails at once: for timing the queue itself.
+struct FailingRunner: JobRunner {
+    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        throw MediaError(code: "test_failure", message: "Fails on purpose.")
+    }
+}
+
 @Suite(.serialized) struct JobQueueTests {
     private func queue(_ fixture: StoreFixture, runner: any JobRunner = TranscodeRunner(),
                        configure: (inout JobQueue.Configuration) -> Void = { _ in }) -> JobQueue {
@@ -106,6 +114,27 @@ struct StuckRunner: JobRunner {
         #expect(Date().timeIntervalSince(asked) < 1.0)
         queue.stop(grace: 1)
         #expect(fixture.outputFiles.isEmpty)
+    }
+
+    /// `jobQueued()` wakes a worker, not the watchdog: each job starts at once even though an idle worker would
+    /// otherwise look at the store only every 30 seconds.
+    @Test func aQueuedJobStartsAtOnceWhateverThePollInterval() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let queue = queue(fixture, runner: FailingRunner()) { $0.pollInterval = 30 }
+        try queue.start()
+        usleep(100_000) // the worker and the watchdog are both waiting
+        for round in 0..<8 {
+            let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+            let queued = Date()
+            queue.jobQueued()
+            #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+            let waited = Date().timeIntervalSince(queued)
+            #expect(waited < 0.5, "job \(round) ended \(waited) s after it was queued")
+            #expect(try fixture.store.job(id: job.id)?.errorCode == "test_failure")
+            usleep(UInt32(50_000 + round * 40_000)) // let the watchdog's one-second waits fall anywhere
+        }
+        queue.stop(grace: 1)
     }
 
     @Test func theWatchdogFailsAStalledJob() throws {
