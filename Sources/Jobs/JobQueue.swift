@@ -197,7 +197,16 @@ public final class JobQueue: Sendable {
     private func process(_ claimed: Job) {
         let id = claimed.id
         let token = CancellationToken()
-        state.withLock { $0.running[id] = Running(token: token, lastAdvance: Date(), lastTime: -1) }
+        state.withLock { state in
+            var running = Running(token: token, lastAdvance: Date(), lastTime: -1)
+            if state.stopping {
+                // Claimed while `stop` ran: its sweep of running jobs may already be past, so go back to the queue
+                // now rather than run unseen (stop would wait for this thread forever).
+                running.reason = .shuttingDown
+                token.cancel()
+            }
+            state.running[id] = running
+        }
         events.publish(id, .state(claimed))
         let outcome = execute(claimed, token: token)
         let reason = state.withLock { $0.running.removeValue(forKey: id)?.reason }

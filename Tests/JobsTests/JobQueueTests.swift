@@ -161,6 +161,26 @@ struct FailingRunner: JobRunner {
         #expect(requeued.state == .queued && requeued.attempts == 1, "a clean stop is not a crash")
     }
 
+    /// A stop that lands while a worker is between claiming a job and registering it still sends the job back:
+    /// before, the job then ran unseen (never cancelled) and `stop` waited for its thread forever.
+    @Test func stoppingRightAfterStartNeverHangs() throws {
+        for round in 0..<20 {
+            let fixture = try StoreFixture()
+            let upload = try fixture.upload(try Media.path(.audioOnly))
+            let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+            let queue = queue(fixture, runner: StuckRunner())
+            try queue.start()
+            usleep(UInt32(round * 50)) // land anywhere in the worker's first claim
+            let stopped = DispatchSemaphore(value: 0)
+            Thread { queue.stop(grace: 0); stopped.signal() }.start()
+            let timedOut = stopped.wait(timeout: .now() + 10) == .timedOut
+            #expect(!timedOut, "round \(round): stop did not return")
+            if timedOut { return }
+            let after = try #require(try fixture.store.job(id: job.id))
+            #expect(after.state == .queued, "round \(round): \(after.state)")
+        }
+    }
+
     @Test func retentionDeletesFinishedJobsOnly() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
