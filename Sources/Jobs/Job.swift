@@ -30,4 +30,8 @@ public struct Job: Sendable, Codable, Equatable {
     public var updatedAt: Double
     /// Which worker holds the job while it runs (`process-id/worker`).
     public var lease: String?
+    /// Video frames the successful attempt encoded (nil until the job succeeded).
+    public var framesEncoded: Int?
+    /// Wall-clock seconds the successful attempt took, from opening the input to closing the output.
+    public var transcodeSeconds: Double?
 }

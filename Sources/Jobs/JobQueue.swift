@@ -283,7 +283,8 @@ public final class JobQueue: Sendable {
         switch (outcome, reason) {
         case (.success(let result), _):
             return try store.markSucceeded(id: job.id, outputPath: result.path, size: result.size, tracks: result.tracks,
-                                           duration: result.duration)
+                                           duration: result.duration, framesEncoded: result.framesEncoded,
+                                           seconds: result.elapsed)
         case (.failure, .canceled?):
             return try store.markCanceled(id: job.id)
         case (.failure, .stalled?):

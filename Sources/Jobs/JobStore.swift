@@ -151,12 +151,14 @@ public final class JobStore: Sendable {
         }
     }
 
-    /// running → succeeded, with the output's place, size and tracks.
+    /// running → succeeded, with the output's place, size and tracks, and the frames and seconds the transcode took.
     @discardableResult
-    public func markSucceeded(id: String, outputPath: String, size: Int, tracks: [Track], duration: Double) throws(StoreError) -> Job {
+    public func markSucceeded(id: String, outputPath: String, size: Int, tracks: [Track], duration: Double,
+                              framesEncoded: Int, seconds: Double) throws(StoreError) -> Job {
         try move(id, to: .succeeded, set: [
             ("output_path", .text(outputPath)), ("output_size", .integer(Int64(size))), ("output_tracks", .text(Self.json(tracks))),
             ("progress_time", .real(duration)), ("progress_duration", .real(duration)), ("lease", .null),
+            ("frames_encoded", .integer(Int64(framesEncoded))), ("transcode_seconds", .real(seconds)),
         ])
     }
 
@@ -304,7 +306,8 @@ public final class JobStore: Sendable {
             errorCode: row["error_code"].string, errorMessage: row["error_message"].string,
             attempts: row["attempts"].int ?? 1, priority: row["priority"].int ?? 0,
             createdAt: row["created_at"].double ?? 0, startedAt: row["started_at"].double,
-            finishedAt: row["finished_at"].double, updatedAt: row["updated_at"].double ?? 0, lease: row["lease"].string)
+            finishedAt: row["finished_at"].double, updatedAt: row["updated_at"].double ?? 0, lease: row["lease"].string,
+            framesEncoded: row["frames_encoded"].int, transcodeSeconds: row["transcode_seconds"].double)
     }
 
     private static func encodeCursor(time: Double, id: String) -> String {

@@ -24,14 +24,20 @@ public struct ProgressReport: Encodable, Sendable {
         speed = Self.round(progress.speed)
     }
 
-    /// What the store last saved of a job (no rates: they are only known while it runs here).
+    /// What the store last saved of a job. Rates: a succeeded job's averages over its transcode; otherwise 0, as
+    /// they are only known while the job runs here.
     init(job: Job) {
         presentationTime = Self.round(job.progressTime)
         duration = Self.round(job.progressDuration)
         fraction = job.state == .succeeded
             ? 1 : (job.progressDuration > 0 ? Self.round(min(1, job.progressTime / job.progressDuration), places: 4) : 0)
-        framesPerSecond = 0
-        speed = 0
+        if job.state == .succeeded, let seconds = job.transcodeSeconds, seconds > 0 {
+            framesPerSecond = Self.round(Double(job.framesEncoded ?? 0) / seconds, places: 1)
+            speed = Self.round(job.progressDuration / seconds)
+        } else {
+            framesPerSecond = 0
+            speed = 0
+        }
     }
 
     private static func round(_ value: Double, places: Double = 3) -> Double {

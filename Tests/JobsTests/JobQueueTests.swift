@@ -56,6 +56,7 @@ struct FailingRunner: JobRunner {
         #expect(probe.video?.height == 360 && probe.audio?.codec_name == "aac")
         #expect(done.outputSize == (try FileManager.default.attributesOfItem(atPath: output)[.size] as? Int))
         #expect(done.outputTracks?.count == 2)
+        #expect(done.framesEncoded == 120 && (done.transcodeSeconds ?? 0) > 0, "\(done.framesEncoded ?? -1) frames")
         #expect(events.withLock { $0 } == ["running", "progress", "succeeded"])
     }
 
@@ -189,7 +190,8 @@ struct FailingRunner: JobRunner {
         let output = fixture.directory.outputs.appendingPathComponent("\(done.id).mp4").path
         try Data("x".utf8).write(to: URL(fileURLWithPath: output))
         try fixture.store.move(done.id, to: .running)
-        try fixture.store.markSucceeded(id: done.id, outputPath: output, size: 1, tracks: [], duration: 1)
+        try fixture.store.markSucceeded(id: done.id, outputPath: output, size: 1, tracks: [], duration: 1,
+                                       framesEncoded: 30, seconds: 0.5)
         let waiting = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         let queue = queue(fixture)
         try queue.sweep(olderThan: Date().timeIntervalSince1970 + 1)

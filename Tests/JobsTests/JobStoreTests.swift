@@ -154,6 +154,39 @@ import TestSupport
         #expect(try reopened.integrityCheck() == "ok")
     }
 
+    /// A database left by the first schema (before jobs kept their frame count and transcode time) is brought up to
+    /// date on open, its rows intact; the new columns stay empty for jobs that finished before.
+    @Test func aFirstSchemaDatabaseIsMigratedInPlace() throws {
+        let folder = try Media.scratch()
+        let path = folder.appendingPathComponent("old.sqlite").path
+        do {
+            let old = try Database(path: path)
+            try old.execute(Migrations.steps[0])
+            try old.execute("PRAGMA user_version = 1")
+            try old.execute("""
+                INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('u', 'in.mov', 1, 'x', '/nowhere', 1);
+                INSERT INTO jobs (id, state, settings, input_upload, progress_time, progress_duration, created_at,
+                                  started_at, finished_at, updated_at)
+                    VALUES ('j', 'succeeded', '{}', 'u', 4, 4, 1, 2, 3, 3);
+                """)
+        }
+        let store = try JobStore(path: path)
+        let job = try #require(try store.job(id: "j"))
+        #expect(job.state == .succeeded && job.progressDuration == 4 && job.startedAt == 2)
+        #expect(job.framesEncoded == nil && job.transcodeSeconds == nil)
+        let database = try Database(path: path)
+        #expect(try database.query("PRAGMA user_version").first?["user_version"].int == Migrations.steps.count)
+        #expect(try store.integrityCheck() == "ok")
+
+        let upload = try #require(try store.upload(id: "u"))
+        let next = try store.createJob(input: upload.id, settings: TranscodeSettings())
+        try store.move(next.id, to: .running)
+        let done = try store.markSucceeded(id: next.id, outputPath: "/out.mp4", size: 1, tracks: [], duration: 4,
+                                           framesEncoded: 120, seconds: 2)
+        #expect(done.framesEncoded == 120 && done.transcodeSeconds == 2)
+        #expect(try JobStore(path: path).job(id: next.id) == done)
+    }
+
     @Test func aJobNeedsAnExistingUploadAndKeepsItAlive() throws {
         let fixture = try StoreFixture()
         #expect { try fixture.store.createJob(input: "nope", settings: TranscodeSettings()) } throws: {

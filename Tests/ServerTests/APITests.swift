@@ -169,6 +169,12 @@ import TestSupport
         #expect(done["priority"] as? Int == 3 && done["attempts"] as? Int == 1)
         let progress = try #require(done["progress"] as? [String: Any])
         #expect(progress["fraction"] as? Double == 1)
+        // Once finished, the rates are the transcode's averages (not the 0 of "unknown").
+        let fps = try #require(progress["framesPerSecond"] as? Double)
+        let speed = try #require(progress["speed"] as? Double)
+        #expect(fps > 0 && speed > 0, "\(progress)")
+        let frames = fps * (progress["duration"] as? Double ?? 0) / speed // 4 s of 30 fps video, 480p: 120 frames
+        #expect(abs(frames - 120) <= 2, "frames implied by the rates: \(frames)")
         let output = try #require(done["output"] as? [String: Any])
         #expect(output["url"] as? String == "/v1/jobs/\(id)/output" && output["mimeType"] as? String == "video/mp4")
         #expect(done["error"] is NSNull && done["finishedAt"] is String)

@@ -47,6 +47,11 @@ enum Migrations {
             SELECT RAISE(ABORT, 'invalid job state transition');
         END;
         """,
+        // Frames and seconds of a successful transcode, so a finished job still reports its rates.
+        """
+        ALTER TABLE jobs ADD COLUMN frames_encoded INTEGER;
+        ALTER TABLE jobs ADD COLUMN transcode_seconds REAL;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, each in its own transaction.
