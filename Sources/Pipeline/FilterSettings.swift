@@ -119,8 +119,11 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     }
 
     /// The video filter chain, or nil when nothing is asked. Numbers only: no text from the user reaches it.
-    func videoChain() -> String? {
+    /// `deinterlace` puts `bwdif` first, on frames flagged interlaced only, one frame out per frame in, so the frame
+    /// rate, timestamps and key-frame interval stay those of the source.
+    func videoChain(deinterlace: Bool = false) -> String? {
         var filters: [String] = []
+        if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
         if let crop = video?.crop { filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1") }
         if video?.grayscale == true { filters.append("hue=s=0") }
         let brightness = video?.brightness ?? 0, contrast = video?.contrast ?? 1, saturation = video?.saturation ?? 1

@@ -136,7 +136,12 @@ private final class VideoPath {
     private let timeline: Timeline
     private let frameTicks: Int64
     private var lastTimestamp: Int64?
-    private let filterChain: String?
+    private let filterSettings: FilterSettings?
+    /// The container or the parser says the fields are interlaced (`field_order` tt, bb, tb or bt).
+    private let sourceInterlaced: Bool
+    /// Decided at the first frame, which also tells whether the source is interlaced; nil: frames go straight on.
+    private var filterChain: String?
+    private var chainDecided = false
     private var filters: FilterGraph?
     private let watermark: Frame?
 
@@ -146,7 +151,7 @@ private final class VideoPath {
         let stream = reader.stream(track.index)
         sourceTimeBase = stream.pointee.time_base
         timeline = writer.timeline
-        filterChain = filterSettings?.videoChain()
+        self.filterSettings = filterSettings
         if let mark = filterSettings?.video?.watermark {
             guard let path = mark.imagePath else {
                 throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the image was not found.")
@@ -167,6 +172,7 @@ private final class VideoPath {
             sourceWidth: sourceWidth, sourceHeight: sourceHeight, sampleAspect: track.sampleAspectValue,
             rotation: track.rotation ?? 0, settings: settings)
         let parameters = stream.pointee.codecpar.pointee
+        sourceInterlaced = [AV_FIELD_TT, AV_FIELD_BB, AV_FIELD_TB, AV_FIELD_BT].contains(parameters.field_order)
         let sourceColors = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
         var frameRate: AVRational
         var timeBase: AVRational
@@ -210,6 +216,12 @@ private final class VideoPath {
     }
 
     func append(_ frame: Frame) throws(MediaError) {
+        if !chainDecided {
+            // An interlaced source is deinterlaced: H.264 is written progressive, and scaling woven fields smears them.
+            chainDecided = true
+            let interlaced = sourceInterlaced || frame.pointer.pointee.interlaced_frame != 0
+            filterChain = (filterSettings ?? FilterSettings()).videoChain(deinterlace: interlaced)
+        }
         guard let chain = filterChain else { return try encode(frame, timeBase: sourceTimeBase, filtered: false) }
         if filters == nil {
             filters = try FilterGraph(video: frame.pointer.pointee, timeBase: sourceTimeBase, chain: chain, image: watermark)

@@ -121,6 +121,31 @@ import TestSupport
         #expect(run.probe.audio == nil)
     }
 
+    /// An interlaced source comes out deinterlaced at its frame rate: FFmpeg's field detector (`idet`), which sees
+    /// woven fields in every frame of the source, sees progressive pictures in the output.
+    @Test func interlacedSourcesAreDeinterlaced() throws {
+        let source = try Media.path(.interlaced)
+        let before = try Self.fieldDetection(source)
+        #expect(before.interlaced >= 45 && before.progressive <= 2, "the source really is interlaced: \(before)")
+        let run = try transcode(source)
+        let video = try #require(run.probe.video)
+        #expect(video.width == 720 && video.height == 576 && run.result.framesEncoded == 50)
+        let after = try Self.fieldDetection(run.output)
+        #expect(after.progressive >= 45 && after.interlaced <= 5, "\(after)")
+        #expect(abs(run.probe.format.durationSeconds - 2) < 0.1, "one frame out per frame in")
+    }
+
+    /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
+    private static func fieldDetection(_ path: String) throws -> (interlaced: Int, progressive: Int) {
+        let run = try Shell.run("ffmpeg", ["-nostdin", "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
+        let line = try #require(run.stderr.split(separator: "\n").last { $0.contains("Multi frame detection") })
+        func count(_ label: String) -> Int {
+            guard let range = line.range(of: label + ":") else { return -1 }
+            return Int(line[range.upperBound...].drop { $0 == " " }.prefix { $0.isNumber }) ?? -1
+        }
+        return (count("TFF") + count("BFF"), count("Progressive"))
+    }
+
     @Test func audioOnlyInputGivesAudioOnlyOutput() throws {
         let run = try transcode(try Media.path(.audioOnly), name: "out.m4a")
         #expect(run.probe.video == nil)

@@ -25,6 +25,8 @@ public enum Media {
         case long = "long.mkv"
         /// Audio starting 0.5 s after the video, MPEG-TS.
         case lateAudio = "late-audio.ts"
+        /// 720×576 PAL 25i (top field first): 50 moving pictures a second woven into fields, 2 s, MPEG-2 in MPEG-TS.
+        case interlaced = "interlaced.ts"
     }
 
     private static let generated = LockedValue<Set<String>>([])
@@ -96,6 +98,10 @@ public enum Media {
             return ["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=3", "-itsoffset", "0.5", "-f", "lavfi", "-i",
                     "sine=f=440:d=2.5", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
                     "-c:a", "aac", "-f", "mpegts", path]
+        case .interlaced:
+            return ["-f", "lavfi", "-i", "testsrc2=s=720x576:r=50:d=2", "-vf", "tinterlace=interleave_top,setfield=tff",
+                    "-c:v", "mpeg2video", "-b:v", "8M", "-flags", "+ilme+ildct", "-alternate_scan", "1", "-top", "1",
+                    "-f", "mpegts", path]
         }
     }
 
