@@ -143,6 +143,8 @@ private final class VideoPath {
     private var filterChain: String?
     private var chainDecided = false
     private var filters: FilterGraph?
+    /// Size and pixel format the current graph was built for.
+    private var filterInput: (width: Int32, height: Int32, format: Int32)?
     private let watermark: Frame?
 
     init(reader: MediaReader, track: Track, settings: VideoSettings, filters filterSettings: FilterSettings?,
@@ -223,8 +225,16 @@ private final class VideoPath {
             filterChain = (filterSettings ?? FilterSettings()).videoChain(deinterlace: interlaced)
         }
         guard let chain = filterChain else { return try encode(frame, timeBase: sourceTimeBase, filtered: false) }
+        let picture = frame.pointer.pointee
+        if let built = filterInput, built != (picture.width, picture.height, picture.format) {
+            // The picture changed size or format mid-stream (a broadcast switching programmes): a graph is built for
+            // one input shape, so flush this one and build the next.
+            try finish()
+            filters = nil
+        }
         if filters == nil {
-            filters = try FilterGraph(video: frame.pointer.pointee, timeBase: sourceTimeBase, chain: chain, image: watermark)
+            filters = try FilterGraph(video: picture, timeBase: sourceTimeBase, chain: chain, image: watermark)
+            filterInput = (picture.width, picture.height, picture.format)
         }
         let value = frame.pointer
         if value.pointee.best_effort_timestamp != FFmpeg.noPTS { value.pointee.pts = value.pointee.best_effort_timestamp }

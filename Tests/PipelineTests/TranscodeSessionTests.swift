@@ -135,6 +135,31 @@ import TestSupport
         #expect(abs(run.probe.format.durationSeconds - 2) < 0.1, "one frame out per frame in")
     }
 
+    /// A broadcast-like stream whose interlaced picture changes size midway (576i, then 720i, timestamps running on)
+    /// goes through the deinterlacer whole: the filter graph is rebuilt for the new size instead of failing.
+    @Test func anInterlacedStreamThatChangesSizeMidwayIsDeinterlacedWhole() throws {
+        let folder = try Media.scratch()
+        let first = folder.appendingPathComponent("sd.ts").path, second = folder.appendingPathComponent("hd.ts").path
+        let interlace = ["-vf", "tinterlace=interleave_top,setfield=tff", "-c:v", "mpeg2video", "-b:v", "8M",
+                         "-flags", "+ilme+ildct", "-top", "1", "-f", "mpegts"]
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=720x576:r=50:d=2"] + interlace + [first])
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=1280x720:r=50:d=2"] + interlace + ["-output_ts_offset", "2", second])
+        let mixed = folder.appendingPathComponent("mixed.ts").path
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: first))
+        bytes.append(try Data(contentsOf: URL(fileURLWithPath: second)))
+        try bytes.write(to: URL(fileURLWithPath: mixed))
+        let counted = try Shell.check("ffprobe", ["-v", "error", "-count_frames", "-select_streams", "v",
+                                                  "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", mixed])
+        let sourceFrames = try #require(Int(counted.drop { !$0.isNumber }.prefix { $0.isNumber })) // program, then stream
+        #expect(sourceFrames >= 95)
+
+        let run = try transcode(mixed)
+        #expect(run.result.framesEncoded == sourceFrames)
+        #expect(abs(run.probe.format.durationSeconds - 4) < 0.1)
+        let after = try Self.fieldDetection(run.output)
+        #expect(after.progressive >= sourceFrames - 8, "\(after)")
+    }
+
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
     private static func fieldDetection(_ path: String) throws -> (interlaced: Int, progressive: Int) {
         let run = try Shell.run("ffmpeg", ["-nostdin", "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
