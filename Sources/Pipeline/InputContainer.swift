@@ -52,6 +52,12 @@ final class InputContainer {
         context?.pointee.iformat?.pointee.name.map { String(cString: $0) } ?? "unknown"
     }
 
+    /// Whether the format's clock may jump (MPEG-TS, MPEG-PS, FLV: `AVFMT_TS_DISCONT`).
+    var allowsTimestampJumps: Bool {
+        guard let flags = context?.pointee.iformat?.pointee.flags else { return false }
+        return flags & AVFMT_TS_DISCONT != 0
+    }
+
     var streamCount: Int { Int(context?.pointee.nb_streams ?? 0) }
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> {

@@ -29,12 +29,15 @@ public final class MediaReader {
     private var mustResend = false
     private var reachedEnd = false
     private var flushOrder: [StreamDecoder] = []
+    /// Set for formats whose clock may jump.
+    private var continuity: TimestampContinuity?
 
     /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed.
     public init(path: String) throws(MediaError) {
         container = try InputContainer(path: path)
         formatName = container.formatName
         tracks = (0..<container.streamCount).map(container.track)
+        if container.allowsTimestampJumps { continuity = TimestampContinuity() }
     }
 
     /// Container duration in seconds, when declared.
@@ -107,6 +110,7 @@ public final class MediaReader {
             }
             let index = packet.streamIndex
             if decoders[index] == nil && !passthrough.contains(index) { continue }
+            continuity?.apply(to: packet.pointer, timeBase: timeBase(of: index))
             noteEnd(of: packet)
             if passthrough.contains(index) { return .packet(packet, track: index) }
             let decoder = decoders[index]!

@@ -160,6 +160,29 @@ import TestSupport
         #expect(after.progressive >= sourceFrames - 8, "\(after)")
     }
 
+    /// Two MPEG-TS files joined with `cat` (the clock starts again halfway, as at a broadcast splice) come out
+    /// whole: 4 s of video and audio. Before, the second half's pictures landed on the first's timestamps and were
+    /// dropped, so the job succeeded with 2 s of video under 4 s of audio.
+    @Test func aTransportStreamWhoseClockRestartsComesOutWhole() throws {
+        let folder = try Media.scratch()
+        var joined = Data()
+        for (part, tone) in [(1, 300), (2, 600)] {
+            let path = folder.appendingPathComponent("part\(part).ts").path
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=f=\(tone):d=2",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                              "-f", "mpegts", path])
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: path)))
+        }
+        let input = folder.appendingPathComponent("joined.ts").path
+        try joined.write(to: URL(fileURLWithPath: input))
+
+        let run = try transcode(input)
+        #expect(run.result.framesEncoded == 100)
+        let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
+        #expect(abs(video.durationSeconds - 4) < 0.1, "video \(video.durationSeconds) s")
+        #expect(abs(audio.durationSeconds - 4) < 0.15, "audio \(audio.durationSeconds) s")
+    }
+
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
     private static func fieldDetection(_ path: String) throws -> (interlaced: Int, progressive: Int) {
         let run = try Shell.run("ffmpeg", ["-nostdin", "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
