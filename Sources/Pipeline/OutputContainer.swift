@@ -91,17 +91,20 @@ final class OutputContainer {
         try FFmpeg.check(av_interleaved_write_frame(context, packet.pointer), "Writing the output")
     }
 
-    /// Writes the trailer (and moves the index to the front), closes the file and renames it into place.
+    /// Writes the trailer (and moves the index to the front), closes the file, flushes it to disk and renames it
+    /// into place durably: once this returns, a crash cannot leave a partial or missing output under `path`.
     func finish() throws(MediaError) {
         try FFmpeg.check(av_write_trailer(context), "Finishing the output")
         let closed = avio_closep(&context!.pointee.pb)
         opened = false
         try FFmpeg.check(closed, "Closing the output file")
+        try FileDurability.syncFile(atPath: temporaryPath)
         guard rename(temporaryPath, path) == 0 else {
             let reason = String(cString: strerror(errno))
             throw MediaError(code: "output_failed", message: "Moving the output into place at \(path) failed: \(reason).")
         }
         finished = true
+        try FileDurability.syncDirectory(containing: path)
     }
 
     /// Closes and deletes the temporary file; nothing is left behind.

@@ -114,13 +114,16 @@ public final class TranscoderAPI: Sendable {
         }
         let id = UUID().uuidString.lowercased()
         let path = directory.uploadPath(id: id)
-        let descriptor = open(file.path, O_RDONLY | O_CLOEXEC)
-        if descriptor >= 0 {
-            fsync(descriptor)
-            close(descriptor)
-        }
-        guard rename(file.path, path) == 0 else {
-            throw HTTPError(.internalServerError, "storage_error", "Storing the upload failed: \(String(cString: strerror(errno))).")
+        // Data, then name: a 201 means the file survives a power cut, not only a process crash.
+        do throws(MediaError) {
+            try FileDurability.syncFile(atPath: file.path)
+            guard rename(file.path, path) == 0 else {
+                throw MediaError(code: "storage_error", message: "Storing the upload failed: \(String(cString: strerror(errno))).")
+            }
+            try FileDurability.syncDirectory(containing: path)
+        } catch {
+            unlink(path)
+            throw HTTPError(.internalServerError, error.code, error.message)
         }
         let upload = Upload(id: id, filename: Self.cleanFilename(file.filename), contentType: file.contentType, size: Int(file.size),
                             sha256: file.sha256, path: path, tracks: tracks, createdAt: Date().timeIntervalSince1970)

@@ -22,13 +22,21 @@ public final class TestServer: @unchecked Sendable {
     public var base: String { "http://127.0.0.1:\(port)" }
 
     /// Starts the server with `arguments` added to `serve --data … --port 0`, and waits until it listens.
-    public init(_ arguments: [String] = [], data: URL? = nil, environment: [String: String] = [:]) throws {
+    /// `wrapper` runs it under another program (e.g. `strace … --`); `process` is then that program.
+    public init(_ arguments: [String] = [], data: URL? = nil, environment: [String: String] = [:],
+                wrapper: [String] = []) throws {
         self.data = try data ?? Media.scratch().appendingPathComponent("data")
         let folder = self.data.deletingLastPathComponent()
         logPath = folder.appendingPathComponent("server-\(UUID().uuidString.prefix(6)).log").path
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Binary.path)
-        process.arguments = ["serve", "--data", self.data.path, "--port", "0"] + arguments
+        let command = [Binary.path, "serve", "--data", self.data.path, "--port", "0"] + arguments
+        if let program = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [program] + wrapper.dropFirst() + command
+        } else {
+            process.executableURL = URL(fileURLWithPath: Binary.path)
+            process.arguments = Array(command.dropFirst())
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

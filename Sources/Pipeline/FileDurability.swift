@@ -1,0 +1,32 @@
+import Glibc
+
+/// Makes a file and its name survive a power cut: `fsync` of its data before it is renamed into place, then of the
+/// directory that holds the new name. Without the second, a crash can leave a database row (committed with
+/// `synchronous=FULL`) pointing at a file whose directory entry never reached the disk.
+public enum FileDurability {
+    /// Flushes the data of the file at `path` to the device. Throws with the system's reason if that fails: the
+    /// bytes may then not be on disk, and the caller must not report them stored.
+    public static func syncFile(atPath path: String) throws(MediaError) {
+        try sync(path, flags: O_RDONLY, what: "the file")
+    }
+
+    /// Flushes the directory that holds `path`, so that a file created or renamed into it keeps its name.
+    public static func syncDirectory(containing path: String) throws(MediaError) {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        try sync(directory, flags: O_RDONLY | O_DIRECTORY, what: "the folder")
+    }
+
+    private static func sync(_ path: String, flags: Int32, what: String) throws(MediaError) {
+        let descriptor = open(path, flags | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure(what, path) }
+        defer { close(descriptor) }
+        while fsync(descriptor) != 0 {
+            guard errno == EINTR else { throw failure(what, path) }
+        }
+    }
+
+    private static func failure(_ what: String, _ path: String) -> MediaError {
+        MediaError(code: "storage_error", message: "Flushing \(what) \(path) to disk failed: \(String(cString: strerror(errno))).")
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// What a 201 or a `succeeded` promises survives a power cut: the server flushes a file's data before renaming it
+/// into place and then flushes the folder that holds the new name. A crash cannot be staged here, so the order
+/// of the system calls is read with strace while a real upload and a real job go through.
+@Suite struct DurabilityTests {
+    /// One traced call: `fsync` of a descriptor's path, or `rename` from one path to another.
+    private enum Call: Equatable {
+        case fsync(String)
+        case rename(String, String)
+    }
+
+    @Test func uploadsAndOutputsAreFlushedThenRenamedThenTheirFolderFlushed() throws {
+        let folder = try Media.scratch()
+        let trace = folder.appendingPathComponent("strace.log").path
+        let server = try TestServer([], data: folder.appendingPathComponent("data"), wrapper: [
+            "strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o", trace, "--",
+        ])
+        defer { Self.stop(server) }
+        let upload = try server.json("/v1/uploads/standard.mp4", ["-T", try Media.path(.standard)])
+        #expect(upload.status == 201, "\(upload.object)")
+        let uploadID = try #require(upload.object["id"] as? String)
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                   #"{"input": "\#(uploadID)", "settings": "480p"}"#])
+        let jobID = try #require(created.object["id"] as? String)
+        #expect(eventually(60) { (try? server.json("/v1/jobs/\(jobID)"))?.object["state"] as? String == "succeeded" })
+        Self.stop(server)
+
+        let calls = try Self.calls(in: trace)
+        let uploads = server.data.appendingPathComponent("uploads").path
+        let outputs = server.data.appendingPathComponent("outputs").path
+        for (folder, name) in [(uploads, uploadID), (outputs, jobID + ".mp4")] {
+            let final = folder + "/" + name
+            let renamed = try #require(calls.firstIndex { if case .rename(_, final) = $0 { true } else { false } },
+                                       "\(name) is renamed into \(folder)")
+            guard case .rename(let temporary, _) = calls[renamed] else { continue }
+            #expect(calls[..<renamed].contains(.fsync(temporary)), "\(temporary) is flushed before its rename")
+            #expect(calls[renamed...].contains(.fsync(folder)), "\(folder) is flushed after the rename")
+        }
+    }
+
+    /// Ends the traced server: SIGTERM to the server itself (strace would only detach), then strace follows it out.
+    private static func stop(_ server: TestServer) {
+        guard server.process.isRunning else { return }
+        let children = (try? Shell.run("pgrep", ["-P", String(server.process.processIdentifier)]).stdout) ?? ""
+        for pid in children.split(separator: "\n").compactMap({ Int32($0) }) { kill(pid, SIGTERM) }
+        server.stop()
+    }
+
+    /// The calls strace logged, in order. With `-y` a descriptor shows its path: `fsync(5</data/uploads>)`.
+    private static func calls(in trace: String) throws -> [Call] {
+        let text = try String(contentsOfFile: trace, encoding: .utf8)
+        return text.split(separator: "\n").compactMap { line -> Call? in
+            if let start = line.range(of: "fsync(") ?? line.range(of: "fdatasync("),
+               let open = line[start.upperBound...].firstIndex(of: "<"),
+               let close = line[open...].firstIndex(of: ">") {
+                return .fsync(String(line[line.index(after: open)..<close]))
+            }
+            guard line.contains("rename") else { return nil }
+            let quoted = line.split(separator: "\"", omittingEmptySubsequences: false).enumerated()
+                .filter { $0.offset % 2 == 1 }.map { String($0.element) }
+            return quoted.count >= 2 ? .rename(quoted[quoted.count - 2], quoted[quoted.count - 1]) : nil
+        }
+    }
+}
