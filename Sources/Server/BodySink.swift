@@ -54,8 +54,22 @@ final class FileSink: BodySink {
     var filename: String?
     var contentType: String?
 
+    private static let prefix = ".upload-", suffix = ".partial"
+
+    /// Deletes the temporary files a previous process left in `directory` when it died mid-upload (a live one
+    /// deletes its own); returns how many. Call before serving: the data directory's lock makes this process the
+    /// only one writing there.
+    static func removeLeftovers(in directory: URL) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        var removed = 0
+        for name in names where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
+            if unlink(directory.appendingPathComponent(name).path) == 0 { removed += 1 }
+        }
+        return removed
+    }
+
     init(directory: URL, limit: Int64) throws(HTTPError) {
-        path = directory.appendingPathComponent(".upload-\(UUID().uuidString.lowercased()).partial").path
+        path = directory.appendingPathComponent(Self.prefix + UUID().uuidString.lowercased() + Self.suffix).path
         self.limit = limit
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
         guard descriptor >= 0 else {

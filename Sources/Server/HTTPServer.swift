@@ -31,6 +31,10 @@ public final class HTTPServer: Sendable {
 
     /// Binds every address `host` resolves to (once per loop), then starts the loop threads.
     public func start() throws(IOError) {
+        let leftovers = FileSink.removeLeftovers(in: configuration.uploadDirectory)
+        if leftovers > 0 {
+            logger.info("removed partial uploads of a previous process", ["files": .int(leftovers)])
+        }
         var port = configuration.port
         var perLoop: [[(fd: Int32, port: Int)]] = []
         for _ in eventLoops {

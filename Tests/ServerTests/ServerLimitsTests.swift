@@ -71,6 +71,28 @@ import TestSupport
         #expect(download.status == 200, "\(download.body.prefix(300))")
     }
 
+    /// A server killed mid-upload leaves its temporary file; the next start removes it (and nothing else).
+    @Test func partialUploadsOfAKilledServerAreRemovedAtTheNextStart() throws {
+        let first = try TestServer()
+        let kept = try first.json("/v1/uploads/", ["-T", try Media.path(.standard)])
+        let keptID = try #require(kept.object["id"] as? String)
+        let uploads = first.data.appendingPathComponent("uploads")
+        let slow = Process()
+        slow.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        slow.arguments = ["curl", "-s", "-o", "/dev/null", "--limit-rate", "100k", "-T", try Media.path(.tenSeconds),
+                          first.base + "/v1/uploads/"]
+        try Shell.launch(slow)
+        defer { slow.terminate() }
+        #expect(eventually(10) { Media.files(in: uploads).contains { $0.hasSuffix(".partial") } }, "the upload is under way")
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        #expect(Media.files(in: uploads).contains { $0.hasSuffix(".partial") }, "the killed server left its partial file")
+
+        let second = try TestServer([], data: first.data)
+        #expect(Media.files(in: uploads) == [keptID], "\(Media.files(in: uploads))")
+        #expect(second.log.contains("removed partial uploads of a previous process"))
+    }
+
     @Test func shutdownSendsRunningJobsBackAndASecondSignalExitsAtOnce() throws {
         let first = try TestServer(["--shutdown-grace", "0"])
         let created = try first.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.long)), "-F", #"settings={"video":{"preset":"veryslow"}}"#])
