@@ -43,6 +43,8 @@ public final class TranscoderAPI: Sendable {
             },
             .init("POST", "/v1/uploads", body: .uploadOrMultipart) { [self] request throws(HTTPError) in try createUpload(request) },
             .init("PUT", "/v1/uploads/{filename}", body: .upload) { [self] request throws(HTTPError) in try createUpload(request) },
+            .init("GET", "/v1/uploads/{id}") { [self] request throws(HTTPError) in .json(APIModels.UploadResource(try upload(request))) },
+            .init("DELETE", "/v1/uploads/{id}") { [self] request throws(HTTPError) in try deleteUpload(request) },
             .init("POST", "/v1/jobs", body: .jsonOrMultipart) { [self] request throws(HTTPError) in try createJob(request) },
             .init("GET", "/v1/jobs") { [self] request throws(HTTPError) in try listJobs(request) },
             .init("GET", "/v1/jobs/{id}", quickAnswer: { [self] request in cachedJobJSON(request) }) { [self] request throws(HTTPError) in
@@ -135,6 +137,29 @@ public final class TranscoderAPI: Sendable {
         }
         logger.info("upload stored", ["upload_id": .string(id), "bytes": .int(upload.size)])
         return upload
+    }
+
+    private func upload(_ request: Request) throws(HTTPError) -> Upload {
+        let id = request.parameters["id"] ?? ""
+        let found = try Self.fromStore { () throws(StoreError) in try store.upload(id: id) }
+        guard let found else { throw HTTPError(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
+        return found
+    }
+
+    /// Deletes an upload no job uses as its input (its row, then its file); 409 while one does.
+    private func deleteUpload(_ request: Request) throws(HTTPError) -> Response {
+        let upload = try upload(request)
+        do {
+            try store.deleteUpload(id: upload.id)
+        } catch where error.code == "constraint" {
+            throw HTTPError(.conflict, "upload_in_use",
+                            "Jobs use upload \(upload.id) as their input; DELETE /v1/jobs/{id} removes a job, and its upload once no other job uses it.")
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        unlink(upload.path)
+        logger.info("upload deleted", ["upload_id": .string(upload.id)])
+        return Response(.noContent)
     }
 
     /// A display name: the last path component, without control characters, at most 255 bytes.

@@ -59,6 +59,35 @@ import TestSupport
         #expect(raw.object["contentType"] as? String == "video/mp4")
     }
 
+    /// An upload can be read back and deleted, but not while a job uses it as its input.
+    @Test func uploadsAreReadBackAndDeletedOnceNoJobUsesThem() throws {
+        let input = try Media.path(.audioOnly)
+        let created = try server.json("/v1/uploads/", ["-T", input])
+        let id = try #require(created.object["id"] as? String)
+        let uploads = try server.data.appendingPathComponent("uploads")
+        let path = uploads.appendingPathComponent(id).path
+        let read = try server.json("/v1/uploads/\(id)")
+        #expect(read.status == 200 && read.object["sha256"] as? String == created.object["sha256"] as? String)
+        #expect(read.object["filename"] as? String == "audio-only.wav")
+
+        let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(id)"}"#])
+        let jobID = try #require(job.object["id"] as? String)
+        let inUse = try server.json("/v1/uploads/\(id)", ["-X", "DELETE"])
+        #expect(inUse.status == 409 && (inUse.object["error"] as? [String: Any])?["code"] as? String == "upload_in_use")
+        #expect(FileManager.default.fileExists(atPath: path), "a refused delete keeps the file")
+
+        _ = try eventually { ["succeeded", "failed"].contains(try server.json("/v1/jobs/\(jobID)").object["state"] as? String ?? "") }
+        let kept = try server.json("/v1/uploads/", ["-T", input])
+        let keptID = try #require(kept.object["id"] as? String)
+        #expect(try server.curl("/v1/uploads/\(keptID)", ["-X", "DELETE"]).status == 204)
+        #expect(try server.json("/v1/uploads/\(keptID)").status == 404)
+        #expect(!FileManager.default.fileExists(atPath: uploads.appendingPathComponent(keptID).path))
+        let missing = try server.json("/v1/uploads/no-such-upload", ["-X", "DELETE"])
+        #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
+        let wrong = try Shell.run("curl", ["-s", "-i", "-X", "POST", try server.base + "/v1/uploads/\(id)"])
+        #expect(wrong.stdout.hasPrefix("HTTP/1.1 405") && wrong.stdout.contains("Allow: DELETE, GET, HEAD, PUT"), "\(wrong.stdout.prefix(300))")
+    }
+
     @Test func chunkedAndExpectContinueUploads() throws {
         let input = try Media.path(.tenSeconds)
         let chunked = try Shell.run("curl", ["-s", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + input,
