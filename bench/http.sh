@@ -12,7 +12,7 @@ scripts/deps
 for tool in wrk nginx; do
   command -v $tool >/dev/null || { apt-get update -qq; apt-get install -y -qq wrk nginx >/dev/null; }
 done
-swift build -c release --product transcoderd >&2
+scripts/build-release transcoderd
 bin=$PWD/.build/release/transcoderd
 work=$PWD/bench/out/http
 rm -rf "$work"; mkdir -p "$work/nginx/www" "$work/nginx/dav" "$work/nginx/tmp"

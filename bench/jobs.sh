@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 scripts/deps
-swift build -c release --product jobs-bench >&2
+scripts/build-release jobs-bench
 .build/release/jobs-bench "${1:-100000}" "${2:-3000}"

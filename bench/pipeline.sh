@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 rounds=${1:-3}
 scripts/deps
-swift build -c release --product transcoderd >&2
+scripts/build-release transcoderd
 bin=.build/release/transcoderd
 work=bench/out
 mkdir -p "$work"
