@@ -12,6 +12,8 @@ final class OutputContainer {
     private var finished = false
     /// End of the latest sample written, in seconds on the output's timeline.
     private(set) var lastPresentationTime = 0.0
+    /// Per output stream, the last decoding time written, in the stream's time base.
+    private var lastDecodingTime: [Int: Int64] = [:]
 
     init(path: String, fileType: FileType) throws(MediaError) {
         self.path = path
@@ -83,6 +85,18 @@ final class OutputContainer {
         packet.pointer.pointee.stream_index = Int32(stream)
         let target = self.timeBase(of: stream)
         av_packet_rescale_ts(packet.pointer, timeBase, target)
+        // The muxer refuses a decoding time that does not move forward, which packets copied across a stitched
+        // splice (or rounded into a coarser time base) can do by a tick: nudge it past the last, as the ffmpeg CLI
+        // does, keeping pts ≥ dts.
+        let dts = packet.pointer.pointee.dts
+        if dts != FFmpeg.noPTS {
+            if let last = lastDecodingTime[stream], dts <= last {
+                packet.pointer.pointee.dts = last + 1
+                let pts = packet.pointer.pointee.pts
+                if pts != FFmpeg.noPTS && pts < last + 1 { packet.pointer.pointee.pts = last + 1 }
+            }
+            lastDecodingTime[stream] = packet.pointer.pointee.dts
+        }
         let value = packet.pointer.pointee
         if value.pts != FFmpeg.noPTS {
             let end = FFmpeg.seconds(value.pts + max(value.duration, 0), target)

@@ -6,7 +6,8 @@ import CFFmpeg
 /// Without it the second part's timestamps land on the first's: its pictures were dropped as not moving time
 /// forward, and the job succeeded with half the content. When a stream's decoding time jumps back by more than
 /// `backwardLimit`, or ahead by more than `forwardLimit` (FFmpeg's CLI uses 10 s for both), every stream's later
-/// packets are shifted so that the jump becomes one packet's step. Within the limits, timestamps are left alone.
+/// packets are shifted to start where the latest stream ended, so no stream's time goes back (a stream copy
+/// needs that). Within the limits, timestamps are left alone.
 struct TimestampContinuity {
     /// Microseconds (`AV_TIME_BASE` units).
     static let backwardLimit: Int64 = 500_000
@@ -28,7 +29,8 @@ struct TimestampContinuity {
         if let previous = last[value.stream_index] {
             let delta = time - previous.time
             if delta < -Self.backwardLimit || delta > Self.forwardLimit {
-                let shift = previous.time + max(previous.duration, 1) - time
+                let end = last.values.map { $0.time + max($0.duration, 1) }.max() ?? previous.time
+                let shift = end - time
                 offset += shift
                 time += shift
             }

@@ -181,6 +181,12 @@ import TestSupport
         let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
         #expect(abs(video.durationSeconds - 4) < 0.1, "video \(video.durationSeconds) s")
         #expect(abs(audio.durationSeconds - 4) < 0.15, "audio \(audio.durationSeconds) s")
+
+        // A stream copy gets the same stitched timeline (the MP4 muxer refuses decoding times that go back).
+        let copied = try transcode(input, #"{"video": "copy", "audio": "copy"}"#)
+        let copiedVideo = try #require(copied.probe.video)
+        #expect(copiedVideo.codec_name == "h264" && abs(copiedVideo.durationSeconds - 4) < 0.1, "video \(copiedVideo.durationSeconds) s")
+        #expect(abs((copied.probe.audio?.durationSeconds ?? 0) - 4) < 0.15)
     }
 
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
