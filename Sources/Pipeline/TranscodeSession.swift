@@ -36,11 +36,19 @@ public final class TranscodeSession {
         let writer = try MediaWriter(path: outputPath, fileType: settings.container)
         let plan = try TranscodePlan(reader: reader, writer: writer, settings: settings, limits: limits)
         let reporter = ProgressReporter(duration: plan.expectedDuration, interval: progressInterval, started: started)
+        // Seconds of input per second of output (a tempo filter changes the pace).
+        let inputPace = settings.filters?.tempo ?? 1
         do throws(MediaError) {
             try writer.startWriting()
             while let sample = try reader.nextSample() {
                 if cancellation.isCanceled { throw MediaError.canceled }
                 try plan.handle(sample)
+                // The duration limit is checked on what is read too: a file can declare less than it holds (a
+                // transport stream whose clock restarts), and the declared figure is all the up-front check sees.
+                if writer.lastPresentationTime * inputPace > limits.maxDuration + 1 {
+                    throw MediaError(code: "input_too_long",
+                                     message: "The input holds more than \(Int(limits.maxDuration)) s of media, more than it declares; the longest accepted is \(Int(limits.maxDuration)) s.")
+                }
                 reporter.update(writer.lastPresentationTime, frames: plan.framesEncoded, call: progress)
             }
             if cancellation.isCanceled { throw MediaError.canceled }

@@ -187,6 +187,12 @@ import TestSupport
         let copiedVideo = try #require(copied.probe.video)
         #expect(copiedVideo.codec_name == "h264" && abs(copiedVideo.durationSeconds - 4) < 0.1, "video \(copiedVideo.durationSeconds) s")
         #expect(abs((copied.probe.audio?.durationSeconds ?? 0) - 4) < 0.15)
+
+        // It declares about 2 s and holds 4: the duration limit is enforced on what is read, not only declared.
+        let limited = TranscodeSession(inputPath: input, outputPath: folder.appendingPathComponent("limited.mp4").path,
+                                       settings: TranscodeSettings(), limits: MediaLimits(maxDuration: 3))
+        #expect { try limited.run() } throws: { ($0 as? MediaError)?.code == "input_too_long" }
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("limited.mp4").path))
     }
 
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
