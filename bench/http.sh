@@ -96,22 +96,23 @@ put() {
 }
 put_ours() { put "$1" "$2" 422; }
 put_nginx() { put "$1" "$2" 201 204; }
-# upload_rounds ROUNDS SOURCE OURS_URL NGINX_URL NGINX_FILE: appends "ours nginx ratio" lines to $work/up.rounds.
+# upload_rounds ROUNDS OUT SOURCE OURS_URL NGINX_URL NGINX_FILE: writes "ours nginx ratio" lines to OUT.
 upload_rounds() {
-  local round ours nginx
-  : >"$work/up.rounds"
+  local round ours nginx out=$2
+  : >"$out"
   for round in $(seq "$1"); do
     sync; sleep 1
     if [ $((round % 2)) = 1 ]; then
-      ours=$(put_ours "$2" "$3"); rm -f "$5"; sync; sleep 1; nginx=$(put_nginx "$2" "$4")
+      ours=$(put_ours "$3" "$4"); rm -f "$6"; sync; sleep 1; nginx=$(put_nginx "$3" "$5")
     else
-      nginx=$(put_nginx "$2" "$4"); rm -f "$5"; sync; sleep 1; ours=$(put_ours "$2" "$3")
+      nginx=$(put_nginx "$3" "$5"); rm -f "$6"; sync; sleep 1; ours=$(put_ours "$3" "$4")
     fi
-    rm -f "$5"
-    echo "$ours $nginx $(echo "scale=3; $ours / $nginx" | bc -l)" >>"$work/up.rounds"
+    rm -f "$6"
+    echo "$ours $nginx $(echo "scale=3; $ours / $nginx" | bc -l)" >>"$out"
   done
 }
-column_median() { awk -v c="$1" '{print $c}' "$work/up.rounds" | median; }
+# column_median FILE COLUMN: the median of one column of a rounds file.
+column_median() { awk -v c="$2" '{print $c}' "$1" | median; }
 mibs() { echo $((${1%.*} / 1048576)); }
 
 "$bin" serve --data "$shm/data" --port $ours_shm_port --log-format text 2>"$work/server-shm.log" &
@@ -124,22 +125,23 @@ ours_up="http://127.0.0.1:$ours_shm_port/v1/uploads/"; nginx_up="http://127.0.0.
 before=$(rss "$shm_pid")
 put_ours "$big" "$ours_up" >/dev/null; put_nginx "$big" "$nginx_up" >/dev/null; rm -f "$shm/dav/upload/big.bin"
 ours_cpu=$(cpu_ticks "$shm_pid"); nginx_cpu=$(nginx_ticks)
-upload_rounds 7 "$big" "$ours_up" "$nginx_up" "$shm/dav/upload/big.bin"
+upload_rounds 7 "$work/up-tmpfs.rounds" "$big" "$ours_up" "$nginx_up" "$shm/dav/upload/big.bin"
 hz=$(getconf CLK_TCK)
 ours_cpu=$(echo "scale=2; ($(cpu_ticks "$shm_pid") - $ours_cpu) / $hz / 7 / ($mib / 1024)" | bc -l)
 nginx_cpu=$(echo "scale=2; ($(nginx_ticks) - $nginx_cpu) / $hz / 7 / ($mib / 1024)" | bc -l)
 after=$(rss "$shm_pid")
-cp "$work/up.rounds" "$work/up-tmpfs.rounds"
-echo "upload      transcoderd $(mibs "$(column_median 1)") MiB/s  nginx $(mibs "$(column_median 2)") MiB/s  ratio $(column_median 3)  (median of 7 per-round ratios, tmpfs; target >= 0.7)"
+up="$work/up-tmpfs.rounds"
+echo "upload      transcoderd $(mibs "$(column_median "$up" 1)") MiB/s  nginx $(mibs "$(column_median "$up" 2)") MiB/s  ratio $(column_median "$up" 3)  (median of 7 per-round ratios, tmpfs; target >= 0.7)"
 echo "upload CPU  transcoderd ${ours_cpu} s/GiB (write + SHA-256 + probe)  nginx ${nginx_cpu} s/GiB"
 echo "upload RSS  peak before $((before / 1024)) MiB, after $((after / 1024)) MiB: growth $(((after - before) / 1024)) MiB  (target < 64)"
 
 # The same on disk (our fsync included), through the first instance and nginx's first location: for information.
 disk_big="$work/big.bin"
 cp "$big" "$disk_big"; rm -f "$big"
-upload_rounds 3 "$disk_big" "http://127.0.0.1:$ours_port/v1/uploads/" "http://127.0.0.1:$nginx_port/upload/big.bin" \
+upload_rounds 3 "$work/up-disk.rounds" "$disk_big" "http://127.0.0.1:$ours_port/v1/uploads/" "http://127.0.0.1:$nginx_port/upload/big.bin" \
   "$work/nginx/dav/upload/big.bin"
-echo "upload disk transcoderd $(mibs "$(column_median 1)") MiB/s  nginx $(mibs "$(column_median 2)") MiB/s  ratio $(column_median 3)  (median of 3, for information)"
+up="$work/up-disk.rounds"
+echo "upload disk transcoderd $(mibs "$(column_median "$up" 1)") MiB/s  nginx $(mibs "$(column_median "$up" 2)") MiB/s  ratio $(column_median "$up" 3)  (median of 3, for information)"
 rm -f "$disk_big"
 
 # 3. End to end on the pipeline bench's clip.
@@ -170,5 +172,5 @@ for round in 1 2 3; do
   done
   printf '%.2f %.2f %.3f %.2f\n' "$ours" "$ffmpeg" "$(echo "$ours / $ffmpeg" | bc -l)" "$ours_upload" >>"$work/e2e.rounds"
 done
-e2e_median() { awk -v c="$1" '{print $c}' "$work/e2e.rounds" | median; }
-echo "end to end  transcoderd $(e2e_median 1) s (upload $(e2e_median 4) s + transcode + download)  ffmpeg CLI $(e2e_median 2) s  ratio $(e2e_median 3)  (median of 3 per-round ratios; target <= 1.10)"
+e2e="$work/e2e.rounds"
+echo "end to end  transcoderd $(column_median "$e2e" 1) s (upload $(column_median "$e2e" 4) s + transcode + download)  ffmpeg CLI $(column_median "$e2e" 2) s  ratio $(column_median "$e2e" 3)  (median of 3 per-round ratios; target <= 1.10)"

@@ -28,9 +28,22 @@ public struct MediaLimits: Sendable, Equatable {
                                  message: "A decoded \(width)×\(height) picture would take \(Int(bytes / 1_048_576)) MiB; the limit is \(maxFrameBytes / 1_048_576) MiB.")
             }
         }
-        if let duration = track.duration, duration > maxDuration {
-            throw MediaError(code: "input_too_long",
-                             message: "The input lasts \(Int(duration)) s; the longest accepted is \(Int(maxDuration)) s.")
-        }
+        if let duration = track.duration { try checkDeclared(duration: duration) }
+    }
+
+    /// Throws `input_too_long` when a declared duration (of a track or the file), in seconds, is over the limit.
+    func checkDeclared(duration: Double) throws(MediaError) {
+        guard duration > maxDuration else { return }
+        throw MediaError(code: "input_too_long",
+                         message: "The input lasts \(Int(duration)) s; the longest accepted is \(Int(maxDuration)) s.")
+    }
+
+    /// Throws `input_too_long` when `seconds` of input have been read past the limit (with a second's slack): a file
+    /// can declare less than it holds (a transport stream whose clock restarts), and the declared figure is all
+    /// `checkDeclared` sees.
+    func checkRead(seconds: Double) throws(MediaError) {
+        guard seconds > maxDuration + 1 else { return }
+        throw MediaError(code: "input_too_long",
+                         message: "The input holds more than \(Int(maxDuration)) s of media, more than it declares; the longest accepted is \(Int(maxDuration)) s.")
     }
 }

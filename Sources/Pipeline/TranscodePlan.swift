@@ -34,10 +34,7 @@ final class TranscodePlan {
         for track in [videoTrack, audioTrack].compactMap({ $0 }) {
             try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)))
         }
-        if let duration = reader.duration, duration > limits.maxDuration {
-            throw MediaError(code: "input_too_long",
-                             message: "The input lasts \(Int(duration)) s; the longest accepted is \(Int(limits.maxDuration)) s.")
-        }
+        if let duration = reader.duration { try limits.checkDeclared(duration: duration) }
         let selected = [videoTrack, audioTrack].compactMap { $0?.index }
         let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
         let tempo = settings.filters?.tempo ?? 1

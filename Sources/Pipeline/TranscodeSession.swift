@@ -43,12 +43,7 @@ public final class TranscodeSession {
             while let sample = try reader.nextSample() {
                 if cancellation.isCanceled { throw MediaError.canceled }
                 try plan.handle(sample)
-                // The duration limit is checked on what is read too: a file can declare less than it holds (a
-                // transport stream whose clock restarts), and the declared figure is all the up-front check sees.
-                if writer.lastPresentationTime * inputPace > limits.maxDuration + 1 {
-                    throw MediaError(code: "input_too_long",
-                                     message: "The input holds more than \(Int(limits.maxDuration)) s of media, more than it declares; the longest accepted is \(Int(limits.maxDuration)) s.")
-                }
+                try limits.checkRead(seconds: writer.lastPresentationTime * inputPace)
                 reporter.update(writer.lastPresentationTime, frames: plan.framesEncoded, call: progress)
             }
             if cancellation.isCanceled { throw MediaError.canceled }
