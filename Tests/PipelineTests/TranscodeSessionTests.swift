@@ -139,11 +139,8 @@ import TestSupport
     /// goes through the deinterlacer whole: the filter graph is rebuilt for the new size instead of failing.
     @Test func anInterlacedStreamThatChangesSizeMidwayIsDeinterlacedWhole() throws {
         let folder = try Media.scratch()
-        let first = folder.appendingPathComponent("sd.ts").path, second = folder.appendingPathComponent("hd.ts").path
-        let interlace = ["-vf", "tinterlace=interleave_top,setfield=tff", "-c:v", "mpeg2video", "-b:v", "8M",
-                         "-flags", "+ilme+ildct", "-top", "1", "-f", "mpegts"]
-        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=720x576:r=50:d=2"] + interlace + [first])
-        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=1280x720:r=50:d=2"] + interlace + ["-output_ts_offset", "2", second])
+        let first = try Media.path(.interlaced), second = folder.appendingPathComponent("hd.ts").path
+        try Media.ffmpeg(Media.interlacedArguments(size: "1280x720") + ["-output_ts_offset", "2", second])
         let mixed = folder.appendingPathComponent("mixed.ts").path
         var bytes = try Data(contentsOf: URL(fileURLWithPath: first))
         bytes.append(try Data(contentsOf: URL(fileURLWithPath: second)))

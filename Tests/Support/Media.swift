@@ -99,10 +99,16 @@ public enum Media {
                     "sine=f=440:d=2.5", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
                     "-c:a", "aac", "-f", "mpegts", path]
         case .interlaced:
-            return ["-f", "lavfi", "-i", "testsrc2=s=720x576:r=50:d=2", "-vf", "tinterlace=interleave_top,setfield=tff",
-                    "-c:v", "mpeg2video", "-b:v", "8M", "-flags", "+ilme+ildct", "-alternate_scan", "1", "-top", "1",
-                    "-f", "mpegts", path]
+            return interlacedArguments(size: "720x576") + [path]
         }
+    }
+
+    /// ffmpeg arguments, all but the output path, for 2 s of `size` (e.g. `720x576`) video at 25i, top field first:
+    /// 50 moving pictures a second woven into fields, MPEG-2 in MPEG-TS.
+    public static func interlacedArguments(size: String) -> [String] {
+        ["-f", "lavfi", "-i", "testsrc2=s=\(size):r=50:d=2", "-vf", "tinterlace=interleave_top,setfield=tff",
+         "-c:v", "mpeg2video", "-b:v", "8M", "-flags", "+ilme+ildct", "-alternate_scan", "1", "-top", "1",
+         "-f", "mpegts"]
     }
 
     /// Runs ffmpeg quietly, overwriting its output.
