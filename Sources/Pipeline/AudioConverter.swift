@@ -1,17 +1,40 @@
 import CFFmpeg
 
-/// Resamples decoded audio to the output's rate, layout and sample format (swresample), and cuts it into the
-/// whole frames the AAC encoder takes through a FIFO.
+/// Resamples decoded audio to the output's rate, layout and sample format (swresample), keeps it on the source's
+/// timeline, and cuts it into the whole frames the AAC encoder takes through a FIFO.
+///
+/// A frame given with a timestamp is placed there, as the ffmpeg CLI's `aresample=async` does: where the source's
+/// audio has a hole (a dropped capture, a splice, a paused microphone) silence fills it; where it overlaps what came
+/// before, the overlap is dropped; a small, steady difference (an audio clock running fast or slow against the
+/// video) is absorbed by stretching or squeezing the audio a little (`swr_set_compensation`). So audio and video
+/// stay within about one AAC frame of each other from start to end. A frame without a timestamp follows on.
 final class AudioConverter {
+    /// How closely the audio follows its timestamps; the same numbers drive `aresample` in a filter graph.
+    enum Sync {
+        /// Differences below this are left alone (timestamp rounding), seconds.
+        static let tolerance = 0.001
+        /// Largest stretch or squeeze, as a fraction of the audio's length (1 %: a pitch change of under 18 cents).
+        static let maximumStretch = 0.01
+
+        /// An `aresample` filter that keeps timestamped audio in sync the same way, for a graph fed such frames;
+        /// differences over `hardLimit` seconds are filled with silence or dropped.
+        static func filter(hardLimit: Double) -> String {
+            "aresample=min_comp=\(tolerance):min_hard_comp=\(hardLimit):max_soft_comp=\(maximumStretch)"
+        }
+    }
+
     private let encoding: AudioEncoding
     private let frameSize: Int
     private var resampler: OpaquePointer?
     private var resamplerInput: (format: Int32, rate: Int32, channels: Int32) = (-1, 0, 0)
+    private var inputLayout = AVChannelLayout()
     private var fifo: OpaquePointer?
     private var outputLayout = AVChannelLayout()
     private let converted = Frame()
     /// Presentation time of the next sample leaving the FIFO, in 1/sampleRate units; set by the first push.
     private var nextTimestamp: Int64?
+    /// Samples of output still to drop (an overlap larger than one frame of the input).
+    private var pendingDrop = 0
 
     init(encoding: AudioEncoding, frameSize: Int) throws(MediaError) {
         self.encoding = encoding
@@ -21,25 +44,87 @@ final class AudioConverter {
         guard fifo != nil else { throw MediaError(code: "out_of_memory", message: "Allocating the audio FIFO failed.") }
     }
 
-    /// Resamples `frame` into the FIFO. `timestamp` (1/sampleRate units, output timeline) places the first sample;
-    /// later frames follow on without gaps.
-    func push(_ frame: Frame, timestamp: Int64?) throws(MediaError) {
-        if nextTimestamp == nil { nextTimestamp = max(0, timestamp ?? 0) }
+    /// Differences larger than this are filled with silence or dropped rather than stretched: one AAC frame, seconds.
+    var hardLimit: Double { Double(frameSize) / Double(encoding.sampleRate) }
+
+    /// Resamples `frame` and hands every whole encoder frame that is ready to `emit`. `timestamp` (1/sampleRate
+    /// units, output timeline) is where the frame's first sample belongs; nil places it right after the previous one.
+    func push(_ frame: Frame, at timestamp: Int64?, emit: (Frame) throws(MediaError) -> Void) throws(MediaError) {
         try configure(for: frame.pointer.pointee)
+        if let timestamp {
+            try align(to: timestamp, emit: emit)
+        } else if nextTimestamp == nil {
+            nextTimestamp = 0
+        }
         let input = frame.pointer
-        let inputSamples = input.pointee.nb_samples
         let raw = UnsafeMutableRawPointer(input.pointee.extended_data)
-        try resample(input: raw?.assumingMemoryBound(to: UnsafePointer<UInt8>?.self), samples: inputSamples)
+        try resample(input: raw?.assumingMemoryBound(to: UnsafePointer<UInt8>?.self), samples: input.pointee.nb_samples)
+        try drain(final: false, emit: emit)
     }
 
-    /// Takes what the resampler still holds into the FIFO; call once at the end of the input.
-    func flush() throws(MediaError) {
-        guard resampler != nil else { return }
-        try resample(input: nil, samples: 0)
+    /// Takes what the resampler still holds, and hands out every sample left (the last frame may be short); call once
+    /// at the end of the input.
+    func finish(emit: (Frame) throws(MediaError) -> Void) throws(MediaError) {
+        if resampler != nil { try resample(input: nil, samples: 0) }
+        try drain(final: true, emit: emit)
     }
 
-    /// The next frame for the encoder: exactly `frameSize` samples, or with `final` whatever is left (the last frame).
-    func nextFrame(final: Bool) throws(MediaError) -> Frame? {
+    /// Compares where the frame belongs with where the audio so far ends, and fills, drops or stretches.
+    private func align(to timestamp: Int64, emit: (Frame) throws(MediaError) -> Void) throws(MediaError) {
+        guard let start = nextTimestamp else {
+            // The first frame fixes the start; a start before the output's zero is cut.
+            nextTimestamp = max(0, timestamp)
+            pendingDrop = Int(max(0, -timestamp))
+            return
+        }
+        let rate = Double(encoding.sampleRate)
+        let delay = swr_get_delay(resampler, Int64(encoding.sampleRate))
+        let expected = start + Int64(av_audio_fifo_size(fifo)) + delay - Int64(pendingDrop)
+        let delta = Double(timestamp - expected)
+        if abs(delta) <= Sync.tolerance * rate { return }
+        if delta > hardLimit * rate {
+            try insertSilence(samples: Int64(delta), emit: emit)
+        } else if delta < -hardLimit * rate {
+            pendingDrop += Int(-delta)
+        } else {
+            // Spread the difference over the next second of output, at most `maximumStretch` of it.
+            let bound = Sync.maximumStretch * rate
+            let samples = Int32(min(bound, max(-bound, delta)).rounded())
+            try FFmpeg.check(swr_set_compensation(resampler, samples, Int32(encoding.sampleRate)),
+                             "Adjusting the audio to its timestamps", code: "unsupported_audio")
+        }
+    }
+
+    /// Fills a hole of `samples` output samples with silence, given to the resampler in the input's format (so it
+    /// lands after what the resampler still holds), a second at a time, emitting as it goes.
+    private func insertSilence(samples: Int64, emit: (Frame) throws(MediaError) -> Void) throws(MediaError) {
+        let inputRate = Int64(resamplerInput.rate)
+        var remaining = av_rescale(samples, inputRate, Int64(encoding.sampleRate))
+        let chunk = Int32(max(1, min(inputRate, remaining)))
+        let silence = Frame()
+        let pointer = silence.pointer
+        pointer.pointee.nb_samples = chunk
+        pointer.pointee.format = resamplerInput.format
+        pointer.pointee.sample_rate = resamplerInput.rate
+        try FFmpeg.check(av_channel_layout_copy(&pointer.pointee.ch_layout, &inputLayout), "Preparing silence")
+        try FFmpeg.check(av_frame_get_buffer(pointer, 0), "Allocating silence", code: "out_of_memory")
+        try FFmpeg.check(av_samples_set_silence(pointer.pointee.extended_data, 0, chunk, resamplerInput.channels,
+                                                AVSampleFormat(rawValue: resamplerInput.format)), "Preparing silence")
+        let raw = UnsafeMutableRawPointer(pointer.pointee.extended_data)
+        while remaining > 0 {
+            let count = Int32(min(Int64(chunk), remaining))
+            try resample(input: raw?.assumingMemoryBound(to: UnsafePointer<UInt8>?.self), samples: count)
+            try drain(final: false, emit: emit)
+            remaining -= Int64(count)
+        }
+    }
+
+    /// Hands out frames of exactly `frameSize` samples, and with `final` whatever is left (the last frame).
+    private func drain(final: Bool, emit: (Frame) throws(MediaError) -> Void) throws(MediaError) {
+        while let frame = try nextFrame(final: final) { try emit(frame) }
+    }
+
+    private func nextFrame(final: Bool) throws(MediaError) -> Frame? {
         let available = Int(av_audio_fifo_size(fifo))
         guard available >= frameSize || (final && available > 0) else { return nil }
         let count = min(available, frameSize)
@@ -59,9 +144,9 @@ final class AudioConverter {
     private func configure(for input: AVFrame) throws(MediaError) {
         let key = (input.format, input.sample_rate, input.ch_layout.nb_channels)
         if resampler != nil && resamplerInput == key { return }
-        if resampler != nil { try flush() }
+        if resampler != nil { try resample(input: nil, samples: 0) }
         swr_free(&resampler)
-        var inputLayout = AVChannelLayout()
+        av_channel_layout_uninit(&inputLayout)
         if input.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC || input.ch_layout.nb_channels == 0 {
             guard input.ch_layout.nb_channels > 0 else {
                 throw MediaError(code: "unsupported_audio", message: "The input's audio has no channels.")
@@ -71,7 +156,6 @@ final class AudioConverter {
             var source = input.ch_layout
             try FFmpeg.check(av_channel_layout_copy(&inputLayout, &source), "Reading the audio layout")
         }
-        defer { av_channel_layout_uninit(&inputLayout) }
         let result = swr_alloc_set_opts2(
             &resampler, &outputLayout, AV_SAMPLE_FMT_FLTP, Int32(encoding.sampleRate),
             &inputLayout, AVSampleFormat(rawValue: input.format), input.sample_rate, 0, nil)
@@ -80,6 +164,7 @@ final class AudioConverter {
         resamplerInput = key
     }
 
+    /// Converts `samples` input samples (nil: flush the resampler) into the FIFO, less any output still to drop.
     private func resample(input: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, samples: Int32) throws(MediaError) {
         let capacity = swr_get_out_samples(resampler, samples)
         guard capacity > 0 else { return }
@@ -91,13 +176,24 @@ final class AudioConverter {
         try FFmpeg.check(av_frame_get_buffer(pointer, 0), "Allocating audio", code: "out_of_memory")
         let produced = swr_convert(resampler, pointer.pointee.extended_data, capacity, input, samples)
         try FFmpeg.check(produced, "Resampling audio")
-        guard produced > 0 else { return }
-        try FFmpeg.check(av_audio_fifo_write(fifo, tc_frame_extended_data(pointer), produced), "Filling the audio FIFO")
+        let dropped = min(Int(produced), pendingDrop)
+        pendingDrop -= dropped
+        let kept = Int(produced) - dropped
+        guard kept > 0 else { return }
+        // FLTP: one float plane per channel; the kept samples start `dropped` floats into each.
+        var planes = (0..<encoding.channels).map { channel -> UnsafeMutableRawPointer? in
+            UnsafeMutableRawPointer(pointer.pointee.extended_data[channel]).map { $0 + dropped * MemoryLayout<Float>.size }
+        }
+        let written = planes.withUnsafeMutableBufferPointer { buffer in
+            av_audio_fifo_write(fifo, buffer.baseAddress, Int32(kept))
+        }
+        try FFmpeg.check(written, "Filling the audio FIFO")
     }
 
     deinit {
         swr_free(&resampler)
         av_audio_fifo_free(fifo)
         av_channel_layout_uninit(&outputLayout)
+        av_channel_layout_uninit(&inputLayout)
     }
 }

@@ -65,11 +65,26 @@ final class InputContainer {
         return context!.pointee.streams[index]!
     }
 
-    /// Container duration in seconds, or nil when unknown.
-    var duration: Double? {
+    /// Where the file's media ends on its own clock, in seconds, as its header, index or timestamps declare; nil when
+    /// unknown.
+    ///
+    /// FFmpeg's container duration means one of two things. Estimated from the first and last timestamps (MPEG-TS,
+    /// MPEG-PS: a clock that starts anywhere), it is the length from the first timestamp. Read from a header (MP4's
+    /// movie duration, Matroska's segment duration), it is the end of a timeline that starts at zero: a Matroska file
+    /// whose timestamps start at 9,000,000,000 s and last 8 s declares 9,000,000,008 s, and an MP4 starting at 5 s
+    /// with an empty edit declares 13. A header duration shorter than the start cannot be such an end, and is taken
+    /// as a length.
+    var declaredEnd: Double? {
         guard let context, context.pointee.duration > 0 else { return nil }
-        return FFmpeg.seconds(context.pointee.duration, FFmpeg.timeBaseQ)
+        let duration = FFmpeg.seconds(context.pointee.duration, FFmpeg.timeBaseQ)
+        if context.pointee.duration_estimation_method == AVFMT_DURATION_FROM_PTS || duration < startTime {
+            return startTime + duration
+        }
+        return duration
     }
+
+    /// How long the media lasts as declared, in seconds: from the first timestamp to `declaredEnd`; nil when unknown.
+    var duration: Double? { declaredEnd.map { max(0, $0 - startTime) } }
 
     /// Container start time in seconds (0 when unknown).
     var startTime: Double {

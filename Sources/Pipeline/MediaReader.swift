@@ -29,19 +29,22 @@ public final class MediaReader {
     private var mustResend = false
     private var reachedEnd = false
     private var flushOrder: [StreamDecoder] = []
-    /// Set for formats whose clock may jump.
-    private var continuity: TimestampContinuity?
+    /// Stitches jumps of formats whose clock may restart; refuses streams going back in the others.
+    private var continuity: TimestampContinuity
 
     /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed.
     public init(path: String) throws(MediaError) {
         container = try InputContainer(path: path)
         formatName = container.formatName
         tracks = (0..<container.streamCount).map(container.track)
-        if container.allowsTimestampJumps { continuity = TimestampContinuity() }
+        continuity = TimestampContinuity(allowsDiscontinuities: container.allowsTimestampJumps)
     }
 
-    /// Container duration in seconds, when declared.
+    /// How long the media lasts as the file declares, in seconds (from its first timestamp), when it does.
     public var duration: Double? { container.duration }
+
+    /// Where the media ends on the file's clock as declared, in seconds, when it is.
+    public var declaredEnd: Double? { container.declaredEnd }
 
     /// Earliest presentation time in the file, in seconds.
     public var startTime: Double { container.startTime }
@@ -109,8 +112,13 @@ public final class MediaReader {
                 continue
             }
             let index = packet.streamIndex
-            if decoders[index] == nil && !passthrough.contains(index) { continue }
-            continuity?.apply(to: packet.pointer, timeBase: timeBase(of: index))
+            if decoders[index] == nil && !passthrough.contains(index) {
+                // Not read, but its end counts for the file's: a file is complete when its longest stream is.
+                noteEnd(of: packet)
+                continue
+            }
+            try continuity.apply(to: packet.pointer, timeBase: timeBase(of: index),
+                                 stream: "\(tracks[index].mediaType.rawValue) track (stream \(index))", origin: container.startTime)
             noteEnd(of: packet)
             if passthrough.contains(index) { return .packet(packet, track: index) }
             let decoder = decoders[index]!
@@ -130,30 +138,37 @@ public final class MediaReader {
     /// Seconds that the media read may fall short of the declared duration before we call the file truncated.
     static func truncationTolerance(declared: Double) -> Double { max(0.5, declared * 0.02) }
 
+    /// Compares what was read with what the file declares: each stream that declares its own duration must reach
+    /// its end, and the longest stream must reach the file's declared end (streams without their own duration may
+    /// end earlier: audio shorter than the video is not a cut).
     private func checkComplete() throws(MediaError) {
         guard container.durationIsDeclared else { return }
-        for index in Set(decoders.keys).union(passthrough) {
+        var fileLevel = false
+        for index in Set(decoders.keys).union(passthrough).sorted() {
             let stream = container.stream(index).pointee
-            var declaredEnd: Double
-            if stream.duration > 0 {
-                let start = stream.start_time != FFmpeg.noPTS ? stream.start_time : 0
-                declaredEnd = FFmpeg.seconds(start + stream.duration, stream.time_base)
-            } else if let duration = container.duration {
-                declaredEnd = container.startTime + duration
-            } else {
+            guard stream.duration > 0 else {
+                fileLevel = true
                 continue
             }
-            let read = readEnd[index] ?? container.startTime
-            let declared = declaredEnd - container.startTime
-            if declaredEnd - read > Self.truncationTolerance(declared: declared) {
-                let have = max(0, read - container.startTime)
-                throw MediaError(
-                    code: "input_truncated",
-                    message: String(
-                        format: "The input declares %.2f s of media but its data ends at %.2f s: the file was cut short. Upload the complete file.",
-                        declared, have))
-            }
+            let start = stream.start_time != FFmpeg.noPTS ? stream.start_time : 0
+            try checkReached(FFmpeg.seconds(start + stream.duration, stream.time_base), read: readEnd[index])
         }
+        if fileLevel, let end = container.declaredEnd {
+            try checkReached(end, read: readEnd.values.max())
+        }
+    }
+
+    /// Throws `input_truncated` when media read up to `read` (seconds, the file's clock) falls short of `declaredEnd`.
+    private func checkReached(_ declaredEnd: Double, read: Double?) throws(MediaError) {
+        let read = read ?? container.startTime
+        let declared = declaredEnd - container.startTime
+        guard declaredEnd - read > Self.truncationTolerance(declared: declared) else { return }
+        let have = max(0, read - container.startTime)
+        throw MediaError(
+            code: "input_truncated",
+            message: String(
+                format: "The input declares %.2f s of media but its data ends at %.2f s: the file was cut short. Upload the complete file.",
+                declared, have))
     }
 }
 

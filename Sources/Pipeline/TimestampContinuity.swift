@@ -1,14 +1,20 @@
 import CFFmpeg
 
-/// Keeps packet timestamps running across the discontinuities of formats that allow them (MPEG-TS, MPEG-PS, FLV:
-/// FFmpeg's `AVFMT_TS_DISCONT`): captures spliced at an ad break, or files joined with `cat`, whose clock starts again.
+/// Watches packet timestamps for jumps. In formats whose clock may restart (MPEG-TS, MPEG-PS, FLV: FFmpeg's
+/// `AVFMT_TS_DISCONT`) it keeps them running across the discontinuity: captures spliced at an ad break, or files
+/// joined with `cat`. In every other format a clock cannot restart, so a stream whose time goes back is broken, and
+/// the transcode stops with `timestamps_invalid` naming the stream and the time.
 ///
 /// Without it the second part's timestamps land on the first's: its pictures were dropped as not moving time
-/// forward, and the job succeeded with half the content. When a stream's decoding time jumps back by more than
-/// `backwardLimit`, or ahead by more than `forwardLimit` (FFmpeg's CLI uses 10 s for both), every stream's later
-/// packets are shifted to start where the latest stream ended, so no stream's time goes back (a stream copy
-/// needs that). Within the limits, timestamps are left alone.
+/// forward, and the job succeeded with half the content (or, in Matroska, failed as "cut short"). When a stream's
+/// decoding time jumps back by more than `backwardLimit`, or ahead by more than `forwardLimit` (FFmpeg's CLI uses
+/// 10 s for both), every stream's later packets are shifted to start where the latest stream ended, so no stream's
+/// time goes back (a stream copy needs that). Within the limits, timestamps are left alone. A forward jump in a
+/// format without discontinuities is a gap, kept as such.
 struct TimestampContinuity {
+    /// Whether the clock may restart (stitch) or not (refuse a stream that goes back).
+    let allowsDiscontinuities: Bool
+
     /// Microseconds (`AV_TIME_BASE` units).
     static let backwardLimit: Int64 = 500_000
     static let forwardLimit: Int64 = 10_000_000
@@ -18,17 +24,32 @@ struct TimestampContinuity {
     /// Per stream: the last decoding time seen (offset applied) and that packet's duration, in microseconds.
     private var last: [Int32: (time: Int64, duration: Int64)] = [:]
 
+    init(allowsDiscontinuities: Bool) {
+        self.allowsDiscontinuities = allowsDiscontinuities
+    }
+
     /// Shifts `packet` (timestamps in `timeBase`) by the running offset, first moving the offset if the packet
-    /// starts a discontinuity.
-    mutating func apply(to packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational) {
+    /// starts a discontinuity; throws `timestamps_invalid` for a stream going back where that cannot happen, naming
+    /// it as `stream` and its times in seconds from `origin` (the file's start, seconds).
+    mutating func apply(to packet: UnsafeMutablePointer<AVPacket>, timeBase: AVRational, stream: String, origin: Double)
+        throws(MediaError) {
         let value = packet.pointee
-        let stamp = value.dts != FFmpeg.noPTS ? value.dts : value.pts
+        // Without discontinuities only decoding times are compared: presentation times go back with B-frames.
+        let stamp = allowsDiscontinuities && value.dts == FFmpeg.noPTS ? value.pts : value.dts
         guard stamp != FFmpeg.noPTS else { return }
         let microseconds = FFmpeg.timeBaseQ
         var time = Timeline.rescale(stamp, from: timeBase, to: microseconds) + offset
         if let previous = last[value.stream_index] {
             let delta = time - previous.time
-            if delta < -Self.backwardLimit || delta > Self.forwardLimit {
+            if !allowsDiscontinuities {
+                if delta < -Self.backwardLimit {
+                    let seconds = { (time: Int64) in String(format: "%.2f s", Double(time) / 1e6 - origin) }
+                    throw MediaError(code: "timestamps_invalid", message:
+                        "The input's \(stream) goes back in time, from \(seconds(previous.time)) to \(seconds(time)): "
+                        + "its timestamps are broken (a muxing error), so its frames cannot be put in order. "
+                        + "Export the file again from its source.")
+                }
+            } else if delta < -Self.backwardLimit || delta > Self.forwardLimit {
                 let end = last.values.map { $0.time + max($0.duration, 1) }.max() ?? previous.time
                 let shift = end - time
                 offset += shift

@@ -57,7 +57,7 @@ final class TranscodePlan {
             case .encode(let audioSettings):
                 try reader.addDecodedOutput(track: track.index)
                 audio = try AudioPath(track: track, timeBase: reader.timeBase(of: track.index),
-                                      encoding: audioSettings.resolved, filters: settings.filters, writer: writer)
+                                      encoding: audioSettings.resolved, filters: settings.filters, limits: limits, writer: writer)
             case .copy:
                 copies[track.index] = try Self.copy(track, key: "audio", reader: reader, writer: writer)
             case .drop:
@@ -91,7 +91,7 @@ final class TranscodePlan {
         if stream.pointee.duration > 0 {
             return startTime(of: stream, fallback: reader.startTime) + FFmpeg.seconds(stream.pointee.duration, stream.pointee.time_base)
         }
-        return reader.startTime + (reader.duration ?? 0)
+        return reader.declaredEnd ?? reader.startTime
     }
 
     /// Video frames handed to the encoder so far.
@@ -271,24 +271,32 @@ private final class VideoPath {
     }
 }
 
-/// Decoded audio → resampler and FIFO → AAC input.
+/// Decoded audio → (filters) → resampler and FIFO → AAC input, on the source's timeline: holes in the source's
+/// audio become silence, overlaps are dropped, drift is absorbed (see `AudioConverter`).
 private final class AudioPath {
     let track: Int
     private let input: EncodingWriterInput
     private let converter: AudioConverter
     private let sourceTimeBase: AVRational
     private let timeline: Timeline
+    private let limits: MediaLimits
     private(set) var samplesWritten = 0
     private let filterSettings: FilterSettings?
     private var filters: FilterGraph?
+    /// Sample rate, format and channel count the current graph was built for.
+    private var filterInput: (rate: Int32, format: Int32, channels: Int32)?
+    /// Where the graph's output starts on the output timeline (1/sampleRate units); set by the first frame.
     private var filterStart: Int64?
+    /// Whether the graph's first output has been placed at `filterStart`.
+    private var filterOutputPlaced = false
 
-    init(track: Track, timeBase: AVRational, encoding: AudioEncoding, filters: FilterSettings?,
+    init(track: Track, timeBase: AVRational, encoding: AudioEncoding, filters: FilterSettings?, limits: MediaLimits,
          writer: MediaWriter) throws(MediaError) {
         self.track = track.index
         sourceTimeBase = timeBase
         timeline = writer.timeline
         filterSettings = filters
+        self.limits = limits
         input = try writer.addInput(audio: encoding)
         converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize)
     }
@@ -297,42 +305,58 @@ private final class AudioPath {
         let value = frame.pointer.pointee
         let source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
         let timestamp = source == FFmpeg.noPTS ? nil : timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
+        if let timestamp {
+            // A clock that leaps far ahead would otherwise be filled with hours of silence.
+            try limits.checkRead(seconds: Double(timestamp) / Double(input.encoder.timeBase.den) * Double(input.encoder.timeBase.num))
+        }
         guard let chain = filterSettings?.audioChain(sampleRate: Int(value.sample_rate)) else {
-            try converter.push(frame, timestamp: timestamp)
-            return try drain(final: false)
+            return try converter.push(frame, at: timestamp, emit: encode)
+        }
+        let shape = (value.sample_rate, value.format, value.ch_layout.nb_channels)
+        if let built = filterInput, built != shape {
+            // A graph takes one input format: drain this one and build the next.
+            try finishFilters()
+            filters = nil
         }
         if filters == nil {
-            filters = try FilterGraph(audio: value, chain: chain)
-            // The filters count samples from zero; the output keeps the source's start (scaled by the tempo).
-            filterStart = timestamp.map { Int64(Double($0) / (filterSettings?.tempo ?? 1)) }
+            // The graph's first filter keeps the audio on its timestamps (in 1/sample rate), as the converter would.
+            let sync = AudioConverter.Sync.filter(hardLimit: converter.hardLimit)
+            filters = try FilterGraph(audio: value, chain: sync + "," + chain)
+            filterInput = shape
         }
-        // The graph's time base is 1/sample rate: number samples continuously from zero.
-        frame.pointer.pointee.pts = FFmpeg.noPTS
+        if filterStart == nil {
+            // The graph's output is continuous from the first frame on; a tempo filter scales where it starts.
+            filterStart = timestamp.map { Int64(Double($0) / (filterSettings?.tempo ?? 1)) } ?? 0
+        }
+        frame.pointer.pointee.pts = source == FFmpeg.noPTS
+            ? FFmpeg.noPTS : timeline.convert(source, from: sourceTimeBase, to: AVRational(num: 1, den: value.sample_rate))
         try filters?.push(frame)
         try drainFilters()
     }
 
     func finish() throws(MediaError) {
-        if let filters {
-            try filters.push(nil)
-            try drainFilters()
-        }
-        try converter.flush()
-        try drain(final: true)
+        try finishFilters()
+        try converter.finish(emit: encode)
+    }
+
+    private func finishFilters() throws(MediaError) {
+        guard let filters else { return }
+        try filters.push(nil)
+        try drainFilters()
     }
 
     private func drainFilters() throws(MediaError) {
         guard let filters else { return }
         while let filtered = try filters.pull() {
-            try converter.push(filtered, timestamp: filterStart)
-            try drain(final: false)
+            // Only the first frame is placed; the rest follow on, as the graph's output has no holes.
+            let timestamp = filterOutputPlaced ? nil : filterStart
+            filterOutputPlaced = true
+            try converter.push(filtered, at: timestamp, emit: encode)
         }
     }
 
-    private func drain(final: Bool) throws(MediaError) {
-        while let frame = try converter.nextFrame(final: final) {
-            samplesWritten += frame.sampleCount
-            try input.append(frame)
-        }
+    private func encode(_ frame: Frame) throws(MediaError) {
+        samplesWritten += frame.sampleCount
+        try input.append(frame)
     }
 }

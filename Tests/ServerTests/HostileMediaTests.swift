@@ -6,8 +6,9 @@ import TestSupport
 /// gives a correct, playable output or fails with a readable message, and the server answers all along.
 @Suite struct HostileMediaTests {
     enum Outcome {
-        /// The job succeeds; ffprobe must find these stream types ("v", "a") in the output.
-        case succeeds([String])
+        /// The job succeeds; ffprobe must find these stream types ("v", "a") in the output, and as many video frames
+        /// and as long a duration as in the source (unless `duration` and `frames` say otherwise).
+        case succeeds([String], duration: Double? = nil, frames: Int? = nil)
         /// The job fails with this error code.
         case fails(String)
         /// The upload is refused (422) and nothing is kept.
@@ -70,8 +71,9 @@ import TestSupport
                  make: lavfi("testsrc2=s=320x240", "sine", h264 + aac + ["-f", "matroska"]), outcome: .succeeds(["v", "a"])),
             Case(name: "negative timestamps", file: "negative.mkv",
                  make: lavfi("testsrc2=s=320x240", nil, h264 + ["-output_ts_offset", "-2"]), outcome: .succeeds(["v"])),
+            // 15 frames, then a 1000 s hole in the timestamps, then 10 more: the timeline is kept (the picture holds).
             Case(name: "huge timestamp gap", file: "gap.mkv", make: lavfi("testsrc2=s=320x240,setpts='PTS+if(gte(N,15),1000/TB,0)'", nil, h264),
-                 outcome: .handled),
+                 outcome: .succeeds(["v"], duration: 1001, frames: 25)),
             Case(name: "variable frame rate", file: "vfr.mkv",
                  make: lavfi("testsrc2=s=320x240:r=30,setpts='if(lt(N,15),N/(30*TB),(15+(N-15)*2)/(30*TB))'", nil, h264 + ["-fps_mode", "vfr"], seconds: 2),
                  outcome: .succeeds(["v"])),
@@ -114,7 +116,8 @@ import TestSupport
                 let duration = data[field..<field + 4].reduce(0) { $0 << 8 | UInt32($1) } * 8
                 data.replaceSubrange(field..<field + 4, with: withUnsafeBytes(of: duration.bigEndian) { Data($0) })
                 try data.write(to: URL(fileURLWithPath: path))
-            }, outcome: .handled),
+            // The tracks' own durations (4 s) are read, not the movie header's lie (32 s): the whole clip comes out.
+            }, outcome: .succeeds(["v", "a"], duration: 4, frames: 120)),
             Case(name: "HLS playlist", file: "list.m3u8", make: { path in
                 try "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nfile://\(standard)\n#EXT-X-ENDLIST\n".write(toFile: path, atomically: true, encoding: .utf8)
             }, outcome: .refused),
@@ -162,15 +165,19 @@ import TestSupport
             let state = job["state"] as? String
             let error = job["error"] as? [String: Any]
             switch item.outcome {
-            case .succeeds(let types):
+            case .succeeds(let types, let duration, let frames):
                 #expect(state == "succeeded", "\(item.name): \(error ?? [:])")
-                if state == "succeeded" { try checkOutput(server, id: id, types: types, name: item.name) }
+                if state == "succeeded" {
+                    let source = folder.appendingPathComponent(item.file).path
+                    try checkOutput(server, id: id, types: types, name: item.name,
+                                    duration: try duration ?? Self.duration(source), frames: try frames ?? Self.videoFrames(source))
+                }
             case .fails(let code):
                 #expect(state == "failed" && error?["code"] as? String == code, "\(item.name): \(state ?? "?") \(error ?? [:])")
                 #expect((error?["message"] as? String)?.count ?? 0 > 10)
             case .handled:
                 if state == "succeeded" {
-                    try checkOutput(server, id: id, types: [], name: item.name)
+                    try checkOutput(server, id: id, types: [], name: item.name, duration: nil, frames: nil)
                 } else {
                     #expect(state == "failed" && (error?["message"] as? String)?.count ?? 0 > 10, "\(item.name): \(error ?? [:])")
                 }
@@ -182,8 +189,9 @@ import TestSupport
         #expect(!server.log.contains("\"level\":\"error\""), "no errors logged")
     }
 
-    /// The output downloads and ffprobe reads the expected stream kinds from it (H.264 8-bit 4:2:0, AAC).
-    private func checkOutput(_ server: TestServer, id: String, types: [String], name: String) throws {
+    /// The output downloads; ffprobe reads the expected stream kinds from it (H.264 8-bit 4:2:0, AAC), as many video
+    /// frames as `frames` and a duration within 0.15 s of `duration` (when given), and it decodes without an error.
+    private func checkOutput(_ server: TestServer, id: String, types: [String], name: String, duration: Double?, frames: Int?) throws {
         let path = try Media.scratch().appendingPathComponent("out.mp4").path
         #expect(try server.curl("/v1/jobs/\(id)/output", ["-o", path]).status == 200)
         let probe = try Probe.read(path)
@@ -193,6 +201,24 @@ import TestSupport
         }
         if types.contains("a") { #expect(probe.audio?.codec_name == "aac" && probe.audio?.channels == 2, "\(name)") }
         #expect(probe.video != nil || probe.audio != nil, "\(name): a playable stream")
+        if let duration {
+            #expect(abs(probe.format.durationSeconds - duration) < 0.15, "\(name): \(probe.format.durationSeconds) s, expected \(duration) s")
+        }
+        if let frames, probe.video != nil {
+            #expect(try Self.videoFrames(path) == frames, "\(name): video frames")
+        }
         try Media.ffmpeg(["-v", "error", "-xerror", "-i", path, "-f", "null", "-"])
+    }
+
+    /// Seconds the file lasts, as ffprobe reads it.
+    private static func duration(_ path: String) throws -> Double {
+        try Probe.read(path).format.durationSeconds
+    }
+
+    /// Video frames in the file (packets of its first video stream, counted by reading them); nil without video.
+    private static func videoFrames(_ path: String) throws -> Int? {
+        let text = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
+                                               "-show_entries", "stream=nb_read_packets", "-of", "csv=p=0", path])
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

@@ -27,6 +27,23 @@ public enum Media {
         case lateAudio = "late-audio.ts"
         /// 720×576 PAL 25i (top field first): 50 moving pictures a second woven into fields, 2 s, MPEG-2 in MPEG-TS.
         case interlaced = "interlaced.ts"
+        /// 8 s of video; its audio, a 1 kHz tone in 0.1 s PCM frames, has a 2 s hole in its timestamps at 3 s (the
+        /// tone stops at 3 s and comes back at 5 s), Matroska.
+        case audioHole = "audio-hole.mkv"
+        /// 5.7 s of video; its audio (a 1 kHz tone, silent from 4 to 4.5 s of its samples) is stamped 0.3 s early from
+        /// 3 s on: 0.3 s of it overlaps what came before, and the silence belongs at 3.7 to 4.2 s, Matroska.
+        case audioOverlap = "audio-overlap.mkv"
+        /// 8 s of video; audio silent until a 1 kHz tone at 7 s, whose clock runs 0.5 % fast: 44,321 samples a second
+        /// of timestamps in a stream tagged 44,100 Hz (played at its rate, the tone would come at 7.035 s), Matroska.
+        case audioDrift = "audio-drift.mkv"
+        /// Video starting 1 s after the audio (3 s of each), Matroska (FFmpeg's MP4 muxer would hold the first
+        /// picture for that second instead).
+        case lateVideo = "late-video.mkv"
+        /// 8 s of video and audio whose timestamps start at 9,000,000,000 s, Matroska: its header declares the end
+        /// of its timeline (9,000,000,008 s), not its length.
+        case farStart = "far-start.mkv"
+        /// 8 s of video and audio starting at 5 s, Matroska, in clusters of 0.5 s (for `Matroska.shiftClusters`).
+        case offsetStart = "offset-start.mkv"
     }
 
     private static let generated = LockedValue<Set<String>>([])
@@ -100,6 +117,32 @@ public enum Media {
                     "-c:a", "aac", "-f", "mpegts", path]
         case .interlaced:
             return interlacedArguments(size: "720x576") + [path]
+        case .audioHole:
+            // 0.1 s frames, so the hole starts exactly at 3 s (T is the frame's start; 2.95 keeps float rounding out).
+            return ["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=8", "-f", "lavfi", "-i",
+                    "sine=f=1000:r=44100:d=6:samples_per_frame=4410", "-af", "asetpts='if(gte(T,2.95),PTS+2/TB,PTS)'",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "pcm_s16le", path]
+        case .audioOverlap:
+            return ["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=5.7", "-f", "lavfi", "-i",
+                    "aevalsrc='if(between(t,4,4.5),0,sin(2*PI*1000*t))':s=44100:d=6:n=4410",
+                    "-af", "asetpts='if(gte(T,2.95),PTS-0.3/TB,PTS)'",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "pcm_s16le", path]
+        case .audioDrift:
+            return ["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=8", "-f", "lavfi", "-i",
+                    "aevalsrc='if(gte(t,7),sin(2*PI*1000*t),0)':s=44321:d=8:n=4432",
+                    "-af", "asetrate=44100,asetpts='N/44321/TB'",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "pcm_s16le", path]
+        case .lateVideo:
+            return ["-itsoffset", "1", "-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=3", "-f", "lavfi", "-i",
+                    "sine=f=440:d=3", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", path]
+        case .farStart:
+            return ["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=8", "-f", "lavfi", "-i", "sine=d=8",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                    "-output_ts_offset", "9000000000", path]
+        case .offsetStart:
+            return ["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=8", "-f", "lavfi", "-i", "sine=d=8",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                    "-cluster_time_limit", "500", "-output_ts_offset", "5", path]
         }
     }
 

@@ -78,6 +78,23 @@ public struct Probe: Decodable, Sendable {
             $0.trimmingCharacters(in: .whitespaces) } }
     }
 
+    /// The stretches of silence in the first audio track (quieter than -40 dB for 50 ms or more), in seconds: where
+    /// a tone stops and starts again.
+    public static func silences(_ path: String) throws -> [(start: Double, end: Double)] {
+        let run = try Shell.run("ffmpeg", ["-nostdin", "-i", path, "-map", "0:a:0", "-af", "silencedetect=noise=-40dB:d=0.05",
+                                           "-f", "null", "-"])
+        guard run.status == 0 else { throw ShellError(message: "silencedetect on \(path) failed: \(run.stderr.suffix(1000))") }
+        var result: [(start: Double, end: Double)] = []
+        for line in run.stderr.split(separator: "\n") {
+            if let range = line.range(of: "silence_start: ") {
+                result.append((Double(line[range.upperBound...].prefix { !$0.isWhitespace }) ?? .nan, .infinity))
+            } else if let range = line.range(of: "silence_end: "), !result.isEmpty {
+                result[result.count - 1].end = Double(line[range.upperBound...].prefix { !$0.isWhitespace }) ?? .nan
+            }
+        }
+        return result
+    }
+
     /// Mean value of each RGB channel over a region of the frame at `time` seconds (0...255).
     public static func meanColor(_ path: String, at time: Double = 0.5, x: Int, y: Int, width: Int, height: Int) throws -> [Double] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")

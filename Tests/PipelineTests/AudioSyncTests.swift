@@ -1,0 +1,74 @@
+import Foundation
+import Pipeline
+import Testing
+import TestSupport
+
+/// Audio follows its own timestamps, so it stays in sync with the video when the source's audio has a hole, an
+/// overlap, a late start or a clock that drifts. A tone marks a place in each source: where it starts in the output
+/// (ffmpeg's silencedetect) must be where it was in the source, within one AAC frame (1024 samples at 44.1 kHz).
+@Suite struct AudioSyncTests {
+    /// One AAC frame at 44.1 kHz, seconds.
+    private static let frame = 1024.0 / 44_100
+
+    private func transcode(_ clip: Media.Clip, _ json: String = "{}") throws -> (path: String, probe: Probe) {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        _ = try TranscodeSession(inputPath: try Media.path(clip), outputPath: output,
+                                 settings: try TranscodeSettings.parse(Data(json.utf8))).run()
+        return (output, try Probe.read(output))
+    }
+
+    /// The audio and video of `probe` end within 0.1 s of each other and of `duration`.
+    private func expectEnds(_ probe: Probe, at duration: Double, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let video = try #require(probe.video, sourceLocation: sourceLocation)
+        let audio = try #require(probe.audio, sourceLocation: sourceLocation)
+        let videoEnd = video.startTime + video.durationSeconds, audioEnd = audio.startTime + audio.durationSeconds
+        #expect(abs(audioEnd - videoEnd) < 0.1, "audio ends at \(audioEnd) s, video at \(videoEnd) s", sourceLocation: sourceLocation)
+        #expect(abs(videoEnd - duration) < 0.1, "video ends at \(videoEnd) s", sourceLocation: sourceLocation)
+    }
+
+    @Test func aHoleInTheAudioIsFilledWithSilence() throws {
+        let (output, probe) = try transcode(.audioHole)
+        let silences = try Probe.silences(output)
+        // The tone stops at 3 s and comes back at 5 s, as in the source; before the fix it came back at 3 s.
+        let hole = try #require(silences.first { $0.start > 2 && $0.start < 4 }, "silences: \(silences)")
+        #expect(abs(hole.start - 3) < Self.frame + 0.05, "the tone stops at \(hole.start) s")
+        #expect(abs(hole.end - 5) < Self.frame, "the tone comes back at \(hole.end) s")
+        try expectEnds(probe, at: 8)
+    }
+
+    @Test func anOverlapInTheAudioIsDropped() throws {
+        let (output, probe) = try transcode(.audioOverlap)
+        let silences = try Probe.silences(output)
+        // The silent half second belongs at 3.7 to 4.2 s of the source's timeline; laid end to end it came at 4.0.
+        let gap = try #require(silences.first { $0.start > 3 && $0.start < 5 }, "silences: \(silences)")
+        #expect(abs(gap.end - 4.2) < Self.frame, "the tone comes back at \(gap.end) s")
+        try expectEnds(probe, at: 5.7)
+    }
+
+    @Test func audioWhoseClockRunsFastIsKeptOnTheVideosTimeline() throws {
+        let (output, probe) = try transcode(.audioDrift)
+        let silences = try Probe.silences(output)
+        // Stamped at 7 s; its samples at the stream's rate put it 35 ms later, more than an AAC frame.
+        let lead = try #require(silences.first, "silences: \(silences)")
+        #expect(lead.start < 0.1)
+        #expect(abs(lead.end - 7) < Self.frame, "the tone starts at \(lead.end) s")
+        try expectEnds(probe, at: 8)
+    }
+
+    @Test func aHoleIsKeptThroughAudioFilters() throws {
+        // The filters run on audio that already follows its timestamps: at tempo 2 the hole is 1.5 to 2.5 s.
+        let (output, probe) = try transcode(.audioHole, #"{"filters": {"audio": {"tempo": 2}}}"#)
+        let silences = try Probe.silences(output)
+        let hole = try #require(silences.first { $0.start > 1 && $0.start < 2 }, "silences: \(silences)")
+        #expect(abs(hole.end - 2.5) < Self.frame, "the tone comes back at \(hole.end) s")
+        try expectEnds(probe, at: 4)
+    }
+
+    @Test func videoThatStartsLaterKeepsItsOffset() throws {
+        let (_, probe) = try transcode(.lateVideo)
+        let video = try #require(probe.video)
+        let audio = try #require(probe.audio)
+        #expect(abs(audio.startTime) < 0.05, "audio starts at \(audio.startTime)")
+        #expect(abs(video.startTime - 1) < 0.05, "video starts at \(video.startTime)")
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import Pipeline
+import Testing
+import TestSupport
+
+/// What a file's clock says, read truthfully: a duration is where the media ends minus where it starts, a file that
+/// starts late is complete, and a clock that goes back is named as such rather than taken for a cut-short file.
+@Suite struct TimestampTests {
+    private func transcode(_ input: String, limits: MediaLimits = MediaLimits()) throws -> (result: TranscodeResult, probe: Probe) {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        let result = try TranscodeSession(inputPath: input, outputPath: output, settings: TranscodeSettings(), limits: limits).run()
+        return (result, try Probe.read(output))
+    }
+
+    @Test func aFileWhoseClockStartsAtNineBillionSecondsLastsEightSeconds() throws {
+        let input = try Media.path(.farStart)
+        let reader = try MediaReader(path: input)
+        #expect(abs((reader.duration ?? 0) - 8) < 0.1, "declared \(reader.duration ?? -1) s")
+        #expect(reader.tracks.allSatisfy { abs(($0.duration ?? 0) - 8) < 0.1 }, "\(reader.tracks.map(\.duration))")
+        let (result, probe) = try transcode(input)
+        #expect(abs(probe.format.durationSeconds - 8) < 0.1)
+        #expect(result.framesEncoded == 200)
+        // The limit still applies to the real length.
+        #expect { try transcode(input, limits: MediaLimits(maxDuration: 5)) } throws: { error in
+            guard let error = error as? MediaError else { return false }
+            return error.code == "input_too_long" && error.message.contains("lasts 8 s")
+        }
+    }
+
+    @Test func aMatroskaFileThatStartsAtFiveSecondsIsComplete() throws {
+        // Its header says 13 s: the end of a timeline from zero. Read as a length, the file was "cut short" at 8 s.
+        let (result, probe) = try transcode(try Media.path(.offsetStart))
+        #expect(result.framesEncoded == 200)
+        #expect(abs((probe.video?.durationSeconds ?? 0) - 8) < 0.1)
+    }
+
+    @Test func aMatroskaClockThatGoesBackIsNamedNotCalledTruncated() throws {
+        let input = try Media.scratch().appendingPathComponent("back.mkv").path
+        try FileManager.default.copyItem(atPath: try Media.path(.offsetStart), toPath: input)
+        // Clusters from 4 s of media (9 s on the file's clock) on are stamped 3 s earlier.
+        #expect(try Matroska.shiftClusters(in: input, from: 9, by: 3) > 4)
+        let error = try #require(throws: MediaError.self) { try transcode(input) }
+        #expect(error.code == "timestamps_invalid")
+        // It names the track and the times (from the file's start): 3 s back, from after 4 s of media.
+        let times = try #require(error.message.firstMatch(of: /(audio|video) track \(stream \d\) goes back in time, from ([0-9.]+) s to ([0-9.]+) s/),
+                                 "\(error.message)")
+        let from = try #require(Double(times.output.2)), to = try #require(Double(times.output.3))
+        #expect(from >= 3.9 && abs(from - to - 3) < 0.1, "\(error.message)")
+    }
+}
