@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # HTTP benchmark against nginx in the same run (both from Debian's packages):
 #  1. polling: wrk -t2 -c50 -d10s on GET /v1/jobs/{id}, and on the same JSON served by nginx;
-#  2. upload: 1 GiB with curl -T to us and to an nginx WebDAV PUT location, both writing to a tmpfs (then on disk);
+#  2. upload: 1 GiB of real media (an MPEG-TS) with curl -T to us (stored and probed: 201) and to an nginx WebDAV PUT
+#     location, both writing to a tmpfs (then on disk, where our answer waits for an fsync);
 #  3. end to end: upload + transcode + download of the 1080p30 20 s clip, against the ffmpeg CLI alone (3 rounds).
 # Usage: bench/http.sh [UPLOAD_MIB]   (default 1024)
 set -euo pipefail
@@ -64,7 +65,14 @@ ffmpeg -v error -y -f lavfi -i testsrc2=s=320x240:d=1 -f lavfi -i sine=d=1 -c:v 
 job=$(curl -sf -F "file=@$clip" "http://127.0.0.1:$ours_port/v1/jobs" | jq -r .id)
 until [ "$(curl -sf "http://127.0.0.1:$ours_port/v1/jobs/$job" | jq -r .state)" = succeeded ]; do sleep 0.2; done
 curl -sf "http://127.0.0.1:$ours_port/v1/jobs/$job" >"$work/nginx/www/job.json"
-rps() { wrk -t2 -c50 -d10s "$1" | awk '/Requests\/sec/ {print $2}'; }
+# rps URL: requests per second; a non-2xx answer or a socket error fails the bench instead of counting as throughput.
+rps() {
+  local out; out=$(wrk -t2 -c50 -d10s "$1")
+  if grep -qE 'Non-2xx or 3xx responses|Socket errors' <<<"$out"; then
+    echo "wrk against $1 saw failures:" >&2; echo "$out" >&2; return 1
+  fi
+  awk '/Requests\/sec/ {print $2}' <<<"$out"
+}
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # Three alternating rounds each; the machine's noise is large, so medians are compared.
 : >"$work/ours.rps"; : >"$work/nginx.rps"
@@ -75,8 +83,9 @@ done
 ours_rps=$(median <"$work/ours.rps"); nginx_rps=$(median <"$work/nginx.rps")
 echo "polling     transcoderd ${ours_rps} req/s  nginx ${nginx_rps} req/s  ratio $(echo "scale=3; $ours_rps / $nginx_rps" | bc -l)  (target >= 0.5)"
 
-# 2. Upload of random bytes (so nothing compresses or skips): we stream to disk + SHA-256, fsync, then probe
-#    (422: not media); nginx's WebDAV PUT writes the file without fsync. Both servers get the same treatment:
+# 2. Upload of real media, an MPEG-TS (so our side takes its success path: stream to disk + SHA-256, probe, fsync,
+#    rename, record, 201; each stored upload is deleted after its round), against nginx's WebDAV PUT, which writes
+#    the file without fsync. Both servers get the same treatment:
 #    - the target figure runs with the source file, our data directory and nginx's dav and temp folders on a tmpfs
 #      (/dev/shm), through a second instance of ours, so the kernel's writeback of the previous gigabyte does not
 #      take CPU from whichever upload runs next (on two cores it swung nginx alone between 277 and 1012 MiB/s);
@@ -86,15 +95,20 @@ echo "polling     transcoderd ${ours_rps} req/s  nginx ${nginx_rps} req/s  ratio
 rss() { awk '/VmHWM/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 nginx_ticks() { local t=0 p; for p in $(pgrep -f "nginx: worker process"); do t=$((t + $(cpu_ticks "$p"))); done; echo $t; }
-# put SOURCE URL EXPECTED_STATUS...: prints the upload speed in bytes/s; fails unless the answer is one expected
-# (ours: 422, random bytes are not media; nginx: 201 or 204).
+# put SOURCE URL EXPECTED_STATUS...: prints the upload speed in bytes/s; fails unless the answer is one expected.
 put() {
   local source=$1 url=$2 answer; shift 2
-  answer=$(curl -s -o /dev/null -w '%{http_code} %{speed_upload}' -T "$source" "$url")
+  answer=$(curl -s -o "$work/put.json" -w '%{http_code} %{speed_upload}' -T "$source" "$url")
   for status in "$@"; do [ "${answer%% *}" = "$status" ] && { echo "${answer#* }"; return; }; done
-  echo "upload to $url answered ${answer%% *}, expected $*" >&2; return 1
+  echo "upload to $url answered ${answer%% *}, expected $*: $(head -c 300 "$work/put.json")" >&2; return 1
 }
-put_ours() { put "$1" "$2" 422; }
+# put_ours SOURCE URL: 201 with the whole file's size, then the stored upload is deleted (a tmpfs holds it in memory).
+put_ours() {
+  local speed; speed=$(put "$1" "$2" 201)
+  [ "$(jq -r .size "$work/put.json")" = "$(stat -c %s "$1")" ] || { echo "stored size differs: $(cat "$work/put.json")" >&2; return 1; }
+  curl -sf -X DELETE "${2%/v1/uploads/*}/v1/uploads/$(jq -r .id "$work/put.json")" >/dev/null
+  echo "$speed"
+}
 put_nginx() { put "$1" "$2" 201 204; }
 # upload_rounds ROUNDS OUT SOURCE OURS_URL NGINX_URL NGINX_FILE: writes "ours nginx ratio" lines to OUT.
 upload_rounds() {
@@ -119,27 +133,30 @@ mibs() { echo $((${1%.*} / 1048576)); }
 shm_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ours_shm_port/healthz" >/dev/null && break; sleep 0.1; done
 
-big="$shm/big.bin"
-head -c $((mib * 1024 * 1024)) /dev/urandom >"$big"
-ours_up="http://127.0.0.1:$ours_shm_port/v1/uploads/"; nginx_up="http://127.0.0.1:$nginx_shm_port/upload/big.bin"
+big="$shm/big.ts"
+# A high-bit-rate clip looped by stream copy up to the size asked for: valid media from the first byte to the last.
+ffmpeg -v error -y -f lavfi -i "testsrc2=s=1920x1080:r=30:d=4,noise=alls=40:allf=t" -f lavfi -i "sine=d=4" \
+  -c:v libx264 -preset ultrafast -b:v 60M -c:a aac -f mpegts "$work/loop.ts"
+ffmpeg -v error -y -stream_loop -1 -i "$work/loop.ts" -c copy -fs $((mib * 1024 * 1024)) -f mpegts "$big"
+ours_up="http://127.0.0.1:$ours_shm_port/v1/uploads/big.ts"; nginx_up="http://127.0.0.1:$nginx_shm_port/upload/big.ts"
 before=$(rss "$shm_pid")
-put_ours "$big" "$ours_up" >/dev/null; put_nginx "$big" "$nginx_up" >/dev/null; rm -f "$shm/dav/upload/big.bin"
+put_ours "$big" "$ours_up" >/dev/null; put_nginx "$big" "$nginx_up" >/dev/null; rm -f "$shm/dav/upload/big.ts"
 ours_cpu=$(cpu_ticks "$shm_pid"); nginx_cpu=$(nginx_ticks)
-upload_rounds 7 "$work/up-tmpfs.rounds" "$big" "$ours_up" "$nginx_up" "$shm/dav/upload/big.bin"
+upload_rounds 7 "$work/up-tmpfs.rounds" "$big" "$ours_up" "$nginx_up" "$shm/dav/upload/big.ts"
 hz=$(getconf CLK_TCK)
 ours_cpu=$(echo "scale=2; ($(cpu_ticks "$shm_pid") - $ours_cpu) / $hz / 7 / ($mib / 1024)" | bc -l)
 nginx_cpu=$(echo "scale=2; ($(nginx_ticks) - $nginx_cpu) / $hz / 7 / ($mib / 1024)" | bc -l)
 after=$(rss "$shm_pid")
 up="$work/up-tmpfs.rounds"
 echo "upload      transcoderd $(mibs "$(column_median "$up" 1)") MiB/s  nginx $(mibs "$(column_median "$up" 2)") MiB/s  ratio $(column_median "$up" 3)  (median of 7 per-round ratios, tmpfs; target >= 0.7)"
-echo "upload CPU  transcoderd ${ours_cpu} s/GiB (write + SHA-256 + probe)  nginx ${nginx_cpu} s/GiB"
+echo "upload CPU  transcoderd ${ours_cpu} s/GiB (write + SHA-256 + probe + delete)  nginx ${nginx_cpu} s/GiB"
 echo "upload RSS  peak before $((before / 1024)) MiB, after $((after / 1024)) MiB: growth $(((after - before) / 1024)) MiB  (target < 64)"
 
 # The same on disk (our fsync included), through the first instance and nginx's first location: for information.
-disk_big="$work/big.bin"
+disk_big="$work/big.ts"
 cp "$big" "$disk_big"; rm -f "$big"
-upload_rounds 3 "$work/up-disk.rounds" "$disk_big" "http://127.0.0.1:$ours_port/v1/uploads/" "http://127.0.0.1:$nginx_port/upload/big.bin" \
-  "$work/nginx/dav/upload/big.bin"
+upload_rounds 3 "$work/up-disk.rounds" "$disk_big" "http://127.0.0.1:$ours_port/v1/uploads/big.ts" "http://127.0.0.1:$nginx_port/upload/big.ts" \
+  "$work/nginx/dav/upload/big.ts"
 up="$work/up-disk.rounds"
 echo "upload disk transcoderd $(mibs "$(column_median "$up" 1)") MiB/s  nginx $(mibs "$(column_median "$up" 2)") MiB/s  ratio $(column_median "$up" 3)  (median of 3, for information)"
 rm -f "$disk_big"

@@ -2,9 +2,17 @@ import Pipeline
 
 /// A transcode request and everything the store knows about how it went.
 public struct Job: Sendable, Codable, Equatable {
+    /// Settings as stored that no longer decode: the text and what is wrong with it.
+    public struct UnreadableSettings: Sendable, Codable, Equatable {
+        public var text: String
+        /// The reading error, naming the key (`settings.video.width: expected ...`).
+        public var problem: String
+    }
+
     /// Random UUID, lowercase.
     public var id: String
     public var state: JobState
+    /// The settings; the defaults when `unreadableSettings` is set (such a job fails, it never runs with them).
     public var settings: TranscodeSettings
     /// Id of the upload that is the input.
     public var inputUpload: String
@@ -34,4 +42,7 @@ public struct Job: Sendable, Codable, Equatable {
     public var framesEncoded: Int?
     /// Wall-clock seconds the successful attempt took, from opening the input to closing the output.
     public var transcodeSeconds: Double?
+    /// Set when the stored settings no longer decode (written by another version of transcoderd, or edited by hand):
+    /// the job then fails with `invalid_settings` instead of running with other settings.
+    public var unreadableSettings: UnreadableSettings?
 }

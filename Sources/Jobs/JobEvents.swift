@@ -15,29 +15,36 @@ public enum JobEvent: Sendable {
 public final class JobEvents: Sendable {
     public typealias Handler = @Sendable (JobEvent) -> Void
 
-    private let subscribers = LockedValue<[String: [UUID: Handler]]>([:])
+    private struct State {
+        var subscribers: [String: [UInt64: Handler]] = [:]
+        var nextKey: UInt64 = 0
+    }
+
+    private let state = LockedValue(State())
 
     public init() {}
 
     /// Starts delivering `jobID`'s events to `handler`; returns the key to `unsubscribe` with.
-    public func subscribe(_ jobID: String, _ handler: @escaping Handler) -> UUID {
-        let key = UUID()
-        subscribers.withLock { $0[jobID, default: [:]][key] = handler }
-        return key
+    public func subscribe(_ jobID: String, _ handler: @escaping Handler) -> UInt64 {
+        state.withLock { state in
+            state.nextKey += 1
+            state.subscribers[jobID, default: [:]][state.nextKey] = handler
+            return state.nextKey
+        }
     }
 
-    public func unsubscribe(_ jobID: String, _ key: UUID) {
-        subscribers.withLock { all in
-            all[jobID]?[key] = nil
-            if all[jobID]?.isEmpty == true { all[jobID] = nil }
+    public func unsubscribe(_ jobID: String, _ key: UInt64) {
+        state.withLock { state in
+            state.subscribers[jobID]?[key] = nil
+            if state.subscribers[jobID]?.isEmpty == true { state.subscribers[jobID] = nil }
         }
     }
 
     /// Number of live subscriptions, over all jobs.
-    public var count: Int { subscribers.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+    public var count: Int { state.withLock { $0.subscribers.values.reduce(0) { $0 + $1.count } } }
 
     func publish(_ jobID: String, _ event: JobEvent) {
-        let handlers = subscribers.withLock { Array(($0[jobID] ?? [:]).values) }
+        let handlers = state.withLock { Array(($0.subscribers[jobID] ?? [:]).values) }
         for handler in handlers { handler(event) }
     }
 }

@@ -1,7 +1,8 @@
 import Dispatch
 import Foundation
-import Pipeline
 import Locks
+import Logging
+import Pipeline
 
 /// Runs queued jobs on N worker threads (not Swift's cooperative pool), with crash recovery at start, cancellation,
 /// a stall watchdog, retention and a graceful stop.
@@ -20,6 +21,9 @@ public final class JobQueue: Sendable {
         public var progressSaveInterval = 1.0
         /// Seconds an idle worker waits before looking at the store again (jobs from other processes).
         public var pollInterval = 1.0
+        /// Seconds to wait before each new try when the store refuses to record how a job ended (a full disk, a
+        /// locked file); after the last, a transcode that succeeded is recorded as failed (`store_error`) instead.
+        public var recordRetryDelays: [Double] = [0.2, 0.5, 1, 2, 4]
 
         public init() {}
     }
@@ -52,6 +56,9 @@ public final class JobQueue: Sendable {
 
     private struct State {
         var running: [String: Running] = [:]
+        /// Jobs whose cancellation arrived after a worker claimed them and before it registered them here: the
+        /// worker cancels them as it registers them.
+        var pendingCancels: Set<String> = []
         var stopping = false
         var started = false
     }
@@ -60,6 +67,7 @@ public final class JobQueue: Sendable {
     public let directory: DataDirectory
     public let events: JobEvents
     public let configuration: Configuration
+    public let logger: Logger
     private let runner: any JobRunner
     private let state = LockedValue(State())
     private let stats = LockedValue(Statistics())
@@ -72,25 +80,34 @@ public final class JobQueue: Sendable {
     private let instance = UUID().uuidString.prefix(8).lowercased()
 
     public init(store: JobStore, directory: DataDirectory, runner: any JobRunner = TranscodeRunner(),
-                events: JobEvents = JobEvents(), configuration: Configuration = Configuration()) {
+                events: JobEvents = JobEvents(), configuration: Configuration = Configuration(),
+                logger: Logger = .disabled) {
         self.store = store
         self.directory = directory
         self.runner = runner
         self.events = events
         self.configuration = configuration
+        self.logger = logger
     }
 
     /// Recovers what a previous process left (jobs left running, stray outputs), then starts the workers and the
-    /// watchdog. Returns the ids recovery requeued and failed.
+    /// watchdog. Returns the ids recovery requeued and failed; their new states are published like any other change.
     @discardableResult
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
         let recovered = try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
+        for id in recovered.requeued + recovered.failed {
+            if let job = try store.job(id: id) { events.publish(id, .state(job)) }
+        }
+        for id in recovered.failed {
+            logger.error("job failed: its process stopped unexpectedly too many times",
+                         ["job_id": .string(id), "attempts": .int(configuration.maxAttempts)])
+        }
         try removeStrayOutputs()
         state.withLock { $0.started = true }
         for index in 0..<configuration.workers {
-            spawn(name: "transcoderd-worker-\(index)") { [self] in work(lease: "\(getpid())-\(instance)/\(index)") }
+            spawn(name: "worker-\(index)") { [self] in work(lease: "\(getpid())-\(instance)/\(index)") }
         }
-        spawn(name: "transcoderd-watchdog") { [self] in watch() }
+        spawn(name: "watchdog") { [self] in watch() }
         return recovered
     }
 
@@ -113,17 +130,12 @@ public final class JobQueue: Sendable {
     /// Returns the job as it is now; throws `invalid_transition` if it had already finished.
     @discardableResult
     public func cancel(id: String) throws(StoreError) -> Job {
-        let deadline = Date().addingTimeInterval(5)
         while true {
-            let signalled = state.withLock { state -> Bool in
-                guard var running = state.running[id] else { return false }
-                running.reason = running.reason ?? .canceled
-                state.running[id] = running
-                running.token.cancel()
-                return true
+            if signalCancel(id) {
+                guard let job = try store.job(id: id) else { throw Self.notFound(id) }
+                return job
             }
-            guard let job = try store.job(id: id) else { throw StoreError(code: "not_found", message: "No job has the id \(id).") }
-            if signalled { return job }
+            guard let job = try store.job(id: id) else { throw Self.notFound(id) }
             switch job.state {
             case .queued:
                 do throws(StoreError) {
@@ -133,12 +145,51 @@ public final class JobQueue: Sendable {
                 } catch where error.code == "invalid_transition" {
                     continue // claimed meanwhile: cancel it as a running job
                 }
-            case .running where Date() < deadline:
-                usleep(10_000) // claimed but not yet registered by its worker
+            case .running:
+                // Claimed by one of our workers that has not registered it yet: it cancels the job as it does.
+                let pending = state.withLock { state -> Bool in
+                    guard state.running[id] == nil else { return false }
+                    state.pendingCancels.insert(id)
+                    return true
+                }
+                if pending { return job }
             default:
-                throw StoreError(code: "invalid_transition", message: "The job has already \(job.state == .running ? "been claimed by another process" : "finished") (\(job.state.rawValue)).")
+                throw StoreError(code: "invalid_transition", message: "The job has already finished (\(job.state.rawValue)).")
             }
         }
+    }
+
+    /// Fires a registered job's cancellation; false when no worker here runs it.
+    private func signalCancel(_ id: String) -> Bool {
+        state.withLock { state -> Bool in
+            guard var running = state.running[id] else { return false }
+            running.reason = running.reason ?? .canceled
+            state.running[id] = running
+            running.token.cancel()
+            return true
+        }
+    }
+
+    private static func notFound(_ id: String) -> StoreError {
+        StoreError(code: "not_found", message: "No job has the id \(id).")
+    }
+
+    /// Waits until the job is in a terminal state, or `timeout` seconds have passed; returns the job as it is then
+    /// (nil if it does not exist). Woken by the job's own state events, not by polling the store.
+    public func waitUntilFinished(id: String, timeout: Double) throws(StoreError) -> Job? {
+        let ended = LockedValue<Job?>(nil)
+        let key = events.subscribe(id) { event in
+            guard case .state(let job) = event, job.state.isTerminal else { return }
+            ended.withLock { $0 = job }
+            ended.notifyAll()
+        }
+        defer { events.unsubscribe(id, key) }
+        // Read after subscribing: an end published before this read is in the store, one after it wakes the wait.
+        guard let current = try store.job(id: id) else { return nil }
+        if current.state.isTerminal { return current }
+        _ = ended.wait(timeout: timeout) { $0 != nil }
+        if let job = ended.withLock({ $0 }) { return job }
+        return try store.job(id: id)
     }
 
     /// Stops taking jobs, lets running ones finish for up to `grace` seconds, then sends the rest back to the queue
@@ -152,8 +203,7 @@ public final class JobQueue: Sendable {
             for _ in 0..<configuration.workers { wake.signal() }
             watchdogWake.signal()
         }
-        let deadline = Date().addingTimeInterval(grace)
-        while runningCount > 0 && Date() < deadline { usleep(20_000) }
+        _ = state.wait(timeout: grace) { $0.running.isEmpty }
         state.withLock { state in
             for (id, var running) in state.running {
                 running.reason = .shuttingDown
@@ -168,12 +218,10 @@ public final class JobQueue: Sendable {
 
     private func spawn(name: String, _ body: @escaping @Sendable () -> Void) {
         finished.enter()
-        let thread = Thread { [finished] in
+        NamedThread.start(name) { [finished] in
             body()
             finished.leave()
         }
-        thread.name = name
-        thread.start()
     }
 
     private var stopping: Bool { state.withLock { $0.stopping } }
@@ -184,6 +232,7 @@ public final class JobQueue: Sendable {
             do {
                 job = try store.claimNext(lease: lease)
             } catch {
+                logger.error("claiming the next job failed", ["worker": .string(lease), "error": .string(error.description)])
                 job = nil
             }
             guard let job else {
@@ -199,7 +248,10 @@ public final class JobQueue: Sendable {
         let token = CancellationToken()
         state.withLock { state in
             var running = Running(token: token, lastAdvance: Date(), lastTime: -1)
-            if state.stopping {
+            if state.pendingCancels.remove(id) != nil {
+                running.reason = .canceled
+                token.cancel()
+            } else if state.stopping {
                 // Claimed while `stop` ran: its sweep of running jobs may already be past, so go back to the queue
                 // now rather than run unseen (stop would wait for this thread forever).
                 running.reason = .shuttingDown
@@ -208,29 +260,79 @@ public final class JobQueue: Sendable {
             state.running[id] = running
         }
         events.publish(id, .state(claimed))
-        let outcome = execute(claimed, token: token)
-        let reason = state.withLock { $0.running.removeValue(forKey: id)?.reason }
-        let final: Job?
-        do {
-            final = try record(outcome, of: claimed, reason: reason)
-        } catch {
-            final = try? store.job(id: id)
+        logger.info("job started", ["job_id": .string(id), "attempt": .int(claimed.attempts)])
+        let outcome: Result<TranscodeResult, MediaError>
+        if let unreadable = claimed.unreadableSettings {
+            // Running with other settings than the ones asked for would be a silent lie.
+            outcome = .failure(MediaError(code: "invalid_settings",
+                                          message: "The job's stored settings can no longer be read: \(unreadable.problem)"))
+        } else {
+            outcome = execute(claimed, token: token)
         }
-        if let final {
-            if final.state != .succeeded { try? FileManager.default.removeItem(atPath: directory.outputPath(for: claimed)) }
-            stats.withLock { stats in
-                guard final.state.isTerminal else { return }
-                stats.finished[final.state.rawValue, default: 0] += 1
-                if final.state == .succeeded, case .success(let result) = outcome {
-                    stats.framesEncoded += result.framesEncoded
-                    for (index, bound) in Statistics.durationBuckets.enumerated() where result.elapsed <= bound {
-                        stats.durationBuckets[index] += 1
-                    }
-                    stats.durationCount += 1
-                    stats.durationSum += result.elapsed
+        let reason = state.withLock { $0.running[id]?.reason }
+        let final = record(outcome, of: claimed, reason: reason)
+        state.withLock { _ = $0.running.removeValue(forKey: id) }
+        state.notifyAll()
+        if final?.state != .succeeded {
+            try? FileManager.default.removeItem(atPath: directory.outputPath(for: claimed))
+        }
+        guard let final else { return }
+        stats.withLock { stats in
+            guard final.state.isTerminal else { return }
+            stats.finished[final.state.rawValue, default: 0] += 1
+            if final.state == .succeeded, case .success(let result) = outcome {
+                stats.framesEncoded += result.framesEncoded
+                for (index, bound) in Statistics.durationBuckets.enumerated() where result.elapsed <= bound {
+                    stats.durationBuckets[index] += 1
                 }
+                stats.durationCount += 1
+                stats.durationSum += result.elapsed
             }
-            events.publish(id, .state(final))
+        }
+        if final.state == .failed {
+            logger.info("job failed", ["job_id": .string(id), "code": .string(final.errorCode ?? ""),
+                                       "message": .string(final.errorMessage ?? "")])
+        } else {
+            logger.info("job ended", ["job_id": .string(id), "state": .string(final.state.rawValue)])
+        }
+        events.publish(id, .state(final))
+    }
+
+    /// Records how the job ended, trying again while the store refuses. A success that cannot be recorded is recorded
+    /// as a failure (`store_error`), so the job never stays `running` with nobody running it. Returns the job as
+    /// stored, or nil when nothing could be written (the next start recovers it).
+    private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, reason: StopReason?) -> Job? {
+        let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, reason: reason) }
+        switch retrying(job.id, what: "recording the end of the job", attempt) {
+        case .success(let final):
+            return final
+        case .failure(let error):
+            let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
+            guard reason != .shuttingDown, !writesFailure else { break }
+            let message = "The transcode ended but the job store could not record it (\(error.message)); the output was discarded. "
+                + "Submit the job again."
+            let fallback = retrying(job.id, what: "recording the job as failed") { () throws(StoreError) -> Job in
+                try self.store.markFailed(id: job.id, code: "store_error", message: message)
+            }
+            if case .success(let failed) = fallback { return failed }
+        }
+        logger.error("the job's end could not be recorded; it stays running in the store until the next start recovers it",
+                     ["job_id": .string(job.id)])
+        return nil
+    }
+
+    /// Runs `body` until it succeeds or `recordRetryDelays` are used up, logging each failure.
+    private func retrying(_ id: String, what: String, _ body: () throws(StoreError) -> Job) -> Result<Job, StoreError> {
+        var delays = configuration.recordRetryDelays[...]
+        while true {
+            do throws(StoreError) {
+                return .success(try body())
+            } catch {
+                logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
+                                                  "retrying": .string(delays.isEmpty ? "no" : "yes")])
+                guard let delay = delays.popFirst() else { return .failure(error) }
+                Thread.sleep(forTimeInterval: delay)
+            }
         }
     }
 
@@ -250,7 +352,13 @@ public final class JobQueue: Sendable {
         var job = job
         if let id = job.settings.filters?.video?.watermark?.upload {
             // The pipeline takes the watermark as a file: find the upload it names.
-            guard let image = try? store.upload(id: id), FileManager.default.fileExists(atPath: image.path) else {
+            let image: Upload?
+            do {
+                image = try store.upload(id: id)
+            } catch {
+                return .failure(MediaError(code: error.code, message: error.message))
+            }
+            guard let image, FileManager.default.fileExists(atPath: image.path) else {
                 return .failure(MediaError(code: "input_missing", message: "filters.video.watermark.upload: the upload \(id) no longer exists."))
             }
             job.settings.filters?.video?.watermark?.imagePath = image.path
@@ -271,7 +379,11 @@ public final class JobQueue: Sendable {
                 events.publish(job.id, .progress(progress))
                 if now.timeIntervalSince(lastSaved) >= configuration.progressSaveInterval {
                     lastSaved = now
-                    try? store.saveProgress(id: job.id, time: progress.presentationTime, duration: progress.duration)
+                    do throws(StoreError) {
+                        try store.saveProgress(id: job.id, time: progress.presentationTime, duration: progress.duration)
+                    } catch {
+                        logger.warning("saving progress failed", ["job_id": .string(job.id), "error": .string(error.description)])
+                    }
                 }
             })
         } catch {
@@ -279,7 +391,7 @@ public final class JobQueue: Sendable {
         }
     }
 
-    private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, reason: StopReason?) throws(StoreError) -> Job {
+    private func write(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, reason: StopReason?) throws(StoreError) -> Job {
         switch (outcome, reason) {
         case (.success(let result), _):
             return try store.markSucceeded(id: job.id, outputPath: result.path, size: result.size, tracks: result.tracks,
@@ -312,7 +424,11 @@ public final class JobQueue: Sendable {
             }
             if let hours = configuration.retentionHours, now.timeIntervalSince(lastSweep) >= 60 {
                 lastSweep = now
-                try? sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
+                do {
+                    try sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
+                } catch {
+                    logger.error("the retention sweep failed", ["error": .string(error.description)])
+                }
             }
         }
     }

@@ -57,7 +57,7 @@ public final class JobStore: Sendable {
         }
     }
 
-    /// Deletes an upload's row; refused (`constraint`) while a job still uses it.
+    /// Deletes an upload's row; refused (`constraint`) while a job still uses it as its input or its watermark.
     public func deleteUpload(id: String) throws(StoreError) {
         try withDatabase { database throws(StoreError) in
             try database.query("DELETE FROM uploads WHERE id = ?", [.text(id)])
@@ -75,9 +75,18 @@ public final class JobStore: Sendable {
             guard try !database.query("SELECT 1 FROM uploads WHERE id = ?", [.text(input)]).isEmpty else {
                 throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).")
             }
-            try database.query(
-                "INSERT INTO jobs (id, state, settings, input_upload, attempts, priority, created_at, updated_at) VALUES (?, 'queued', ?, ?, 1, ?, ?, ?)",
-                [.text(job.id), .text(Self.json(settings)), .text(input), .integer(Int64(priority)), .real(now), .real(now)])
+            let watermark = settings.filters?.video?.watermark?.upload
+            do throws(StoreError) {
+                try database.query("""
+                    INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at)
+                    VALUES (?, 'queued', ?, ?, ?, 1, ?, ?, ?)
+                    """,
+                    [.text(job.id), .text(Self.json(settings)), .text(input), watermark.map(SQLValue.text) ?? .null,
+                     .integer(Int64(priority)), .real(now), .real(now)])
+            } catch where error.isConstraint && watermark != nil {
+                throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").",
+                                 resultCode: error.resultCode)
+            }
         }
         return job
     }
@@ -213,7 +222,7 @@ public final class JobStore: Sendable {
                     return nil
                 }
                 throw StoreError(code: "invalid_transition", message: "The job is \(current), not \(expected?.rawValue ?? "?").")
-            } catch where error.isConstraint {
+            } catch where error.isConstraint && error.message.contains(Migrations.invalidTransition) {
                 let current = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?["state"].string ?? "?"
                 throw StoreError(code: "invalid_transition", message: "A \(current) job cannot become \(state.rawValue).",
                                  resultCode: error.resultCode)
@@ -255,11 +264,13 @@ public final class JobStore: Sendable {
         }
     }
 
-    /// Uploads older than `time` that no job refers to.
+    /// Uploads older than `time` that no job refers to (as its input or its watermark).
     public func unusedUploads(before time: Double) throws(StoreError) -> [Upload] {
         try withDatabase { database throws(StoreError) in
             try database.query("""
-                SELECT * FROM uploads u WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
+                SELECT * FROM uploads u WHERE created_at < ?
+                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
+                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
                 """, [.real(time)]).map(Self.upload)
         }
     }
@@ -291,6 +302,18 @@ public final class JobStore: Sendable {
         return try? JSONDecoder().decode(type, from: Data(text.utf8))
     }
 
+    /// The stored settings, or what keeps them from being read (they were written by another version of transcoderd,
+    /// or edited by hand): never the defaults in their place.
+    private static func settings(_ value: SQLValue) -> (settings: TranscodeSettings, unreadable: Job.UnreadableSettings?) {
+        let text = value.string ?? ""
+        do throws(SettingsError) {
+            return (try TranscodeSettings.parse(Data(text.utf8)), nil)
+        } catch {
+            let problem = error.key.isEmpty ? error.message : "settings.\(error.key): \(error.message)"
+            return (TranscodeSettings(), Job.UnreadableSettings(text: text, problem: problem))
+        }
+    }
+
     private static func upload(_ row: Row) -> Upload {
         Upload(id: row["id"].string ?? "", filename: row["filename"].string ?? "", contentType: row["content_type"].string,
                size: row["size"].int ?? 0, sha256: row["sha256"].string ?? "", path: row["path"].string ?? "",
@@ -298,8 +321,9 @@ public final class JobStore: Sendable {
     }
 
     private static func job(_ row: Row) -> Job {
-        Job(id: row["id"].string ?? "", state: row["state"].string.flatMap(JobState.init) ?? .failed,
-            settings: decode(TranscodeSettings.self, row["settings"]) ?? TranscodeSettings(),
+        let settings = settings(row["settings"])
+        var job = Job(id: row["id"].string ?? "", state: row["state"].string.flatMap(JobState.init) ?? .failed,
+            settings: settings.settings,
             inputUpload: row["input_upload"].string ?? "", outputPath: row["output_path"].string,
             outputSize: row["output_size"].int, outputTracks: decode([Track].self, row["output_tracks"]),
             progressTime: row["progress_time"].double ?? 0, progressDuration: row["progress_duration"].double ?? 0,
@@ -308,19 +332,24 @@ public final class JobStore: Sendable {
             createdAt: row["created_at"].double ?? 0, startedAt: row["started_at"].double,
             finishedAt: row["finished_at"].double, updatedAt: row["updated_at"].double ?? 0, lease: row["lease"].string,
             framesEncoded: row["frames_encoded"].int, transcodeSeconds: row["transcode_seconds"].double)
+        job.unreadableSettings = settings.unreadable
+        return job
     }
 
+    /// A page cursor: the last job's creation time (the bits of the Double, 16 hex digits) and its id, e.g.
+    /// `41d9b5a1c2f3e4d5-9b2f6c1e-8a59-4f0e-9d0c-3f1f2a7e5b11`. Any string of that form is a valid cursor.
     private static func encodeCursor(time: Double, id: String) -> String {
-        Data("\(time.bitPattern)/\(id)".utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let bits = String(time.bitPattern, radix: 16)
+        return String(repeating: "0", count: 16 - bits.count) + bits + "-" + id
     }
 
     private static func decodeCursor(_ cursor: String) -> (Double, String)? {
-        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else { return nil }
-        let parts = text.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2, let bits = UInt64(parts[0]) else { return nil }
-        return (Double(bitPattern: bits), String(parts[1]))
+        let bits = cursor.prefix(16)
+        guard bits.count == 16, cursor.dropFirst(16).first == "-", let value = UInt64(bits, radix: 16) else { return nil }
+        let id = String(cursor.dropFirst(17))
+        guard id.count == 36, id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || $0 == 0x2D }) else {
+            return nil
+        }
+        return (Double(bitPattern: value), id)
     }
 }

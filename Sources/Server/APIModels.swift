@@ -43,11 +43,32 @@ enum APIModels {
         let message: String
     }
 
+    /// A job's settings as the API shows them: as read, or as stored when they no longer read (such a job fails
+    /// with `invalid_settings`; showing the defaults instead would misstate what was asked for).
+    enum JobSettings: Encodable {
+        case settings(TranscodeSettings)
+        case stored(String)
+
+        func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .settings(let settings):
+                try settings.encode(to: encoder)
+            case .stored(let text):
+                if let value = try? JSONValue.parse(Data(text.utf8)) {
+                    try value.encode(to: encoder)
+                } else {
+                    var container = encoder.singleValueContainer()
+                    try container.encode(text)
+                }
+            }
+        }
+    }
+
     struct JobResource: Encodable {
         let id: String
         let state: String
         let progress: ProgressReport
-        let settings: TranscodeSettings
+        let settings: JobSettings
         let input: InputResource
         let output: OutputResource?
         let error: ErrorDetail?
@@ -61,7 +82,7 @@ enum APIModels {
             id = job.id
             state = job.state.rawValue
             progress = live.map(ProgressReport.init) ?? ProgressReport(job: job)
-            settings = job.settings
+            settings = job.unreadableSettings.map { .stored($0.text) } ?? .settings(job.settings)
             input = InputResource(id: job.inputUpload, filename: upload?.filename, size: upload?.size, tracks: upload?.tracks ?? [])
             if job.state == .succeeded, let size = job.outputSize {
                 let tracks = job.outputTracks ?? []

@@ -1,19 +1,23 @@
-import CSystem
 import Foundation
 import Glibc
 
 /// Where a request body goes while it arrives, in bounded pieces: memory for small JSON, a file for uploads.
+///
+/// Sinks live on the loop's thread and never block it: a sink that cannot take more bytes yet (its file writes are
+/// behind) says so through `whenReady`, and the connection stops reading until it is called back.
 protocol BodySink: AnyObject {
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError)
     /// The body is complete; what the handler gets.
     func finish() throws(HTTPError) -> Request.Body
-    /// The request failed or the client left: drop what was written (idempotent).
+    /// The request failed or the client left: drop what was written (idempotent, never blocks).
     func abort()
     /// Where the next body bytes may be read to directly, skipping `write`'s copy; nil if this sink must see them
     /// through `write`. Bytes read there are handed over with `commitDirect`.
     func directBuffer() throws(HTTPError) -> UnsafeMutableRawBufferPointer?
     /// Takes `count` body bytes that were read to the start of `directBuffer()`.
     func commitDirect(_ count: Int) throws(HTTPError)
+    /// Whether more body bytes may be read now; if not, `resume` is called once (from any thread) when they may.
+    func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool
 }
 
 extension BodySink {
@@ -21,19 +25,25 @@ extension BodySink {
     func commitDirect(_ count: Int) throws(HTTPError) {
         preconditionFailure("\(Self.self) gives no direct buffer")
     }
+    func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool { true }
 }
 
-/// Collects a small body in memory, refusing more than `limit` bytes.
+/// Collects a small body in memory, refusing more than `limit` bytes, within the server's `BodyMemory`.
 final class DataSink: BodySink {
     private var data = Data()
     private let limit: Int
+    private let reservation: BodyMemory.Reservation
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int, memory: BodyMemory) {
+        self.limit = limit
+        reservation = BodyMemory.Reservation(memory)
+    }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
         guard data.count + bytes.count <= limit else {
             throw HTTPError(.contentTooLarge, "body_too_large", "This request's body may be at most \(limit) bytes.", closeConnection: true)
         }
+        try reservation.grow(by: bytes.count)
         data.append(contentsOf: bytes)
     }
 
@@ -41,11 +51,33 @@ final class DataSink: BodySink {
 
     func finish() throws(HTTPError) -> Request.Body { .data(data) }
 
-    func abort() { data = Data() }
+    func abort() {
+        data = Data()
+        reservation.releaseAll()
+    }
 }
 
-/// Streams a body to a temporary file in `directory`, hashing it on the way (off the event loop, through an
-/// `UploadWriter`); the file is deleted on abort.
+/// Reads and drops a body a route does not use, up to `limit` bytes.
+final class DiscardSink: BodySink {
+    private var count = 0
+    private let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
+        count += bytes.count
+        guard count <= limit else {
+            throw HTTPError(.contentTooLarge, "body_too_large", "This request's body may be at most \(limit) bytes.", closeConnection: true)
+        }
+    }
+
+    func finish() throws(HTTPError) -> Request.Body { .none }
+
+    func abort() {}
+}
+
+/// Streams a body to a temporary file in `directory`, written and hashed on the server's file threads through an
+/// `UploadWriter`; the file is deleted on abort.
 final class FileSink: BodySink {
     let path: String
     private var writer: UploadWriter?
@@ -68,16 +100,14 @@ final class FileSink: BodySink {
         return removed
     }
 
-    init(directory: URL, limit: Int64) throws(HTTPError) {
-        path = directory.appendingPathComponent(Self.prefix + UUID().uuidString.lowercased() + Self.suffix).path
+    /// A sink for a new file in `directory` (created by the first write, on `pool`).
+    init(directory: URL, limit: Int64, pool: BlockingPool) {
+        // A random name from getrandom(2): Foundation's UUID() opens /dev/urandom, file work the loop must not do.
+        var generator = SystemRandomNumberGenerator()
+        let name = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16) }.joined(separator: "-")
+        path = directory.appendingPathComponent(Self.prefix + name + Self.suffix).path
         self.limit = limit
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
-        guard descriptor >= 0 else {
-            throw HTTPError(errno == ENOSPC ? .insufficientStorage : .internalServerError,
-                            errno == ENOSPC ? "no_space" : "storage_error",
-                            "Cannot store the upload: \(String(cString: strerror(errno))).", closeConnection: true)
-        }
-        writer = UploadWriter(descriptor: descriptor)
+        writer = UploadWriter(path: path, pool: pool)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
@@ -92,6 +122,10 @@ final class FileSink: BodySink {
             throw failure(error)
         }
         size += Int64(bytes.count)
+    }
+
+    func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool {
+        writer?.whenSpace(resume) ?? true
     }
 
     func directBuffer() throws(HTTPError) -> UnsafeMutableRawBufferPointer? {
@@ -112,34 +146,36 @@ final class FileSink: BodySink {
 
     func finish() throws(HTTPError) -> Request.Body { .file(try finishFile()) }
 
-    /// Waits for the file to be written, closes it, and describes it.
-    func finishFile() throws(HTTPError) -> UploadedFile {
+    /// Hands the rest to the file thread; the handler waits for the file with `UploadBody.complete()`.
+    func finishFile() throws(HTTPError) -> UploadBody {
         guard let writer else { throw Self.discarded }
         self.writer = nil
-        return UploadedFile(path: path, size: size, sha256: writer.finish(), filename: filename, contentType: contentType)
+        writer.finish()
+        return UploadBody(writer: writer, size: size, filename: filename, contentType: contentType)
     }
 
     func abort() {
         writer?.discard()
         writer = nil
-        unlink(path)
     }
 
     private static let discarded = HTTPError(.internalServerError, "storage_error", "The upload was already discarded.")
 
-    /// Discards the upload and turns a write error into the response: 507 for a full disk.
+    /// Discards the upload and turns a write error into the response.
     private func failure(_ error: IOError) -> HTTPError {
         abort()
-        if error.errnoCode == ENOSPC || error.errnoCode == EDQUOT {
-            return HTTPError(.insufficientStorage, "no_space", "The server's disk is full; the upload was discarded.", closeConnection: true)
-        }
-        return HTTPError(.internalServerError, "storage_error", "Writing the upload failed: \(error).", closeConnection: true)
+        var answer = Self.httpError(error)
+        answer.closeConnection = true
+        return answer
     }
 
-    deinit {
-        if let writer {
-            writer.discard()
-            unlink(path)
+    /// The response for a failed upload write: 507 for a full disk, 500 otherwise.
+    static func httpError(_ error: IOError) -> HTTPError {
+        if error.errnoCode == ENOSPC || error.errnoCode == EDQUOT {
+            return HTTPError(.insufficientStorage, "no_space", "The server's disk is full; the upload was discarded.")
         }
+        return HTTPError(.internalServerError, "storage_error", "Writing the upload failed: \(error).")
     }
+
+    deinit { writer?.discard() }
 }

@@ -1,3 +1,4 @@
+import Logging
 import CSystem
 import Foundation
 import Glibc
@@ -34,7 +35,7 @@ final class Connection {
     private var parameters: [String: String] = [:]
     private var outbound: [Data] = []
     private var outboundOffset = 0
-    private var file: (descriptor: Int32, offset: Int64, remaining: Int64)?
+    private var file: (handle: OpenFile, offset: Int64, remaining: Int64)?
     private var closeAfterWrite = false
     private var interest: UInt32 = tc_epoll_in | tc_epoll_rdhup
     private var lastActivity = ContinuousClock.now
@@ -46,6 +47,8 @@ final class Connection {
     private var uploadedBytes: Int64 = 0
     private var isHead = false
     private var lastWrite = ContinuousClock.now
+    /// Reading is paused until the body sink can take more (its file writes are behind); it calls back.
+    private var waitingForSink = false
 
     init(token: UInt64, fd: Int32, loop: ServerLoop) {
         self.token = token
@@ -93,6 +96,7 @@ final class Connection {
                 setInterest(reading: false)
                 return
             }
+            if case .readingBody(let sink) = phase, !sinkIsReady(sink) { return }
             if case .readingBody(let sink) = phase, inbound.isEmpty, let run = parser.bodyRun {
                 switch readBodyDirectly(into: sink, run: run) {
                 case .more: continue
@@ -115,6 +119,29 @@ final class Connection {
                 processInbound()
             }
         }
+    }
+
+    /// Whether the body sink takes more bytes now; if not, reading stops until it calls back (`resumeReading`).
+    private func sinkIsReady(_ sink: BodySink) -> Bool {
+        let token = self.token
+        let eventLoop = loop.eventLoop
+        let ready = sink.whenReady {
+            eventLoop.execute { loop in loop.connections[token]?.resumeReading() }
+        }
+        if !ready {
+            waitingForSink = true
+            setInterest(reading: false)
+        }
+        return ready
+    }
+
+    /// The body sink has room again: read on.
+    private func resumeReading() {
+        guard waitingForSink else { return }
+        waitingForSink = false
+        lastActivity = ContinuousClock.now
+        setInterest(reading: true)
+        readAvailable()
     }
 
     /// Reads what the socket has into `buffer`: the byte count, or nil when nothing is there now or the connection
@@ -232,7 +259,7 @@ final class Connection {
         case .end:
             guard case .readingBody(let sink) = phase else { return }
             let body = try sink.finish()
-            dispatch(body: body)
+            dispatch(body: body, sink: sink)
         }
     }
 
@@ -278,13 +305,14 @@ final class Connection {
 
     private func makeSink(for kind: Router.BodyKind, head: RequestHead, hasBody: Bool) throws(HTTPError) -> BodySink {
         let configuration = loop.configuration
+        let pools = loop.pools
         let contentType = head.headers["Content-Type"] ?? ""
         let multipart = contentType.lowercased().hasPrefix("multipart/form-data")
         if let length = parser.contentLength {
             let limit: Int64 = switch kind {
             case .upload, .uploadOrMultipart, .jsonOrMultipart: configuration.maxUploadBytes
             case .json: Int64(configuration.maxJSONBytes)
-            case .none: 64 * 1024
+            case .none: Self.ignoredBodyBytes
             }
             if length > limit {
                 throw HTTPError(.contentTooLarge, "body_too_large", "The body is \(length) bytes; at most \(limit) are accepted here.",
@@ -292,26 +320,33 @@ final class Connection {
             }
         }
         let makeFile = { () throws(HTTPError) -> FileSink in
-            try FileSink(directory: configuration.uploadDirectory, limit: configuration.maxUploadBytes)
+            FileSink(directory: configuration.uploadDirectory, limit: configuration.maxUploadBytes, pool: pools.files)
+        }
+        let makeMultipart = { (fields: [String]) throws(HTTPError) -> BodySink in
+            try MultipartSink(contentType: contentType, fields: fields, limits: configuration.multipartLimits,
+                              memory: pools.bodyMemory, makeFileSink: makeFile)
         }
         switch kind {
         case .none:
-            return DataSink(limit: 64 * 1024)
+            return DiscardSink(limit: Int(Self.ignoredBodyBytes))
         case .json:
-            return DataSink(limit: configuration.maxJSONBytes)
+            return DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
         case .upload:
             return try makeFile()
-        case .uploadOrMultipart where multipart, .jsonOrMultipart where multipart:
-            return try MultipartSink(contentType: contentType, fieldLimit: configuration.maxJSONBytes, makeFileSink: makeFile)
         case .uploadOrMultipart:
-            return try makeFile()
-        case .jsonOrMultipart:
-            return DataSink(limit: configuration.maxJSONBytes)
+            return multipart ? try makeMultipart([]) : try makeFile()
+        case .jsonOrMultipart(let fields):
+            return multipart ? try makeMultipart(fields) : DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
         }
     }
 
-    /// Hands the complete request to its handler on the work queue; the response comes back through the loop.
-    private func dispatch(body: Request.Body) {
+    /// Largest body read and dropped on a route that takes none, bytes.
+    private static let ignoredBodyBytes: Int64 = 64 * 1024
+
+    /// Hands the complete request to its handler on a pool (requests carrying a file to the probe pool, the rest to
+    /// the handler pool); the response comes back through the loop. `sink` stays alive until the handler is done:
+    /// the memory it holds counts against the server's body budget until then.
+    private func dispatch(body: Request.Body, sink: BodySink) {
         guard let head, let route else { return }
         // Reading stays on: pipelined bytes wait in the buffer (up to 1 MiB), and a client that leaves is noticed.
         phase = .awaitingResponse
@@ -330,7 +365,9 @@ final class Connection {
         }
         let token = self.token
         let eventLoop = loop.eventLoop
-        loop.workQueue.async {
+        let pool = Self.carriesFile(body) ? loop.pools.probes : loop.pools.handlers
+        let holder = SinkHolder(sink)
+        pool.submit {
             var response: Response
             do throws(HTTPError) {
                 response = try route.handler(request)
@@ -341,16 +378,24 @@ final class Connection {
             eventLoop.execute { loop in
                 loop.connections[token]?.respond(answer)
             }
-            // After the answer is on its way: unlinking a large refused upload can take a while.
+            // After the answer is on its way: a temporary file the handler did not move goes (on a file thread).
             Self.removeLeftovers(of: request.body)
+            holder.release()
+        }
+    }
+
+    private static func carriesFile(_ body: Request.Body) -> Bool {
+        switch body {
+        case .file, .multipart(_?, _): true
+        default: false
         }
     }
 
     /// Deletes a request's temporary files that the handler did not move into place.
     private static func removeLeftovers(of body: Request.Body) {
         switch body {
-        case .file(let file): unlink(file.path)
-        case .multipart(let file?, _): unlink(file.path)
+        case .file(let file): file.discard()
+        case .multipart(let file?, _): file.discard()
         default: break
         }
     }
@@ -383,16 +428,9 @@ final class Connection {
         case .data(let data):
             response.headers.set("Content-Length", String(data.count))
             bodyData = data
-        case .file(let path, let offset, let length):
+        case .file(let handle, let offset, let length):
             response.headers.set("Content-Length", String(length))
-            if !isHead {
-                let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-                guard descriptor >= 0 else {
-                    respond(.error(HTTPError(.notFound, "not_found", "The file is no longer available.")))
-                    return
-                }
-                file = (descriptor, offset, length)
-            }
+            if !isHead { file = (handle, offset, length) }
         case .eventStream:
             response.headers.set("Transfer-Encoding", "chunked")
             closeAfterWrite = false
@@ -454,6 +492,12 @@ final class Connection {
             return
         }
         let payload = Data(text.utf8)
+        let waiting = outbound.reduce(0) { $0 + $1.count } - outboundOffset
+        if waiting + payload.count > loop.configuration.maxStreamBacklogBytes {
+            // The client stopped reading: holding every event for it would grow without bound.
+            close()
+            return
+        }
         queue(Data((String(payload.count, radix: 16) + "\r\n").utf8) + payload + Data("\r\n".utf8))
         responseBytes += Int64(payload.count)
         flush()
@@ -483,21 +527,19 @@ final class Connection {
             }
             while let current = file, current.remaining > 0 {
                 var offset = current.offset
-                let result = try Posix.sendfile(fd, file: current.descriptor, offset: &offset, count: Int(min(current.remaining, 1 << 20)))
+                let result = try Posix.sendfile(fd, file: current.handle.descriptor, offset: &offset,
+                                                count: Int(min(current.remaining, 1 << 20)))
                 guard case .processed(let count) = result else { return waitForWritable() }
                 if count == 0 { throw IOError(errnoCode: EIO, reason: "the file ended early") }
                 lastWrite = ContinuousClock.now
                 responseBytes += Int64(count)
-                file = (current.descriptor, offset, current.remaining - Int64(count))
+                file = (current.handle, offset, current.remaining - Int64(count))
             }
         } catch {
             close()
             return
         }
-        if let current = file {
-            Glibc.close(current.descriptor)
-            file = nil
-        }
+        file = nil
         if interest & tc_epoll_out != 0 { setInterest(writing: false) }
         if case .writing = phase { writeComplete() }
     }
@@ -575,7 +617,6 @@ final class Connection {
             loop.metrics.streamClosed()
         default: break
         }
-        if let current = file { Glibc.close(current.descriptor) }
         file = nil
         phase = .closed
         loop.remove(self)
@@ -595,15 +636,32 @@ final class Connection {
                 close()
             }
         case .readingBody:
-            if now - lastActivity > .seconds(configuration.transferTimeout) { close() }
+            // While the sink's writes are behind, the client is not the one stalling.
+            if !waitingForSink, now - lastActivity > .seconds(configuration.transferTimeout) { close() }
         case .writing:
             if !outbound.isEmpty || file != nil, now - lastWrite > .seconds(configuration.transferTimeout) { close() }
         case .streaming:
-            if now - lastWrite > .seconds(configuration.heartbeatInterval) { sendEvent(": heartbeat\n\n") }
+            if !outbound.isEmpty, now - lastWrite > .seconds(configuration.transferTimeout) {
+                close() // the client has not read for the transfer timeout
+            } else if now - lastWrite > .seconds(configuration.heartbeatInterval) {
+                sendEvent(": heartbeat\n\n")
+            }
         case .lingering(let since):
             if now - since > .seconds(2) { close() }
         case .awaitingResponse, .closed:
             break
         }
     }
+}
+
+/// Keeps a request's body sink alive on the pool thread that runs its handler, until `release`: what the sink holds
+/// counts against the server's `BodyMemory` until the handler is done with the body.
+private final class SinkHolder: @unchecked Sendable {
+    // Safe to share: the sink is no longer used by the loop once its body is finished; the handler's thread only
+    // drops the reference, once.
+    private var sink: BodySink?
+
+    init(_ sink: BodySink) { self.sink = sink }
+
+    func release() { sink = nil }
 }

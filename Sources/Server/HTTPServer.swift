@@ -1,3 +1,4 @@
+import Logging
 import CSystem
 import Foundation
 import Glibc
@@ -12,6 +13,7 @@ public final class HTTPServer: Sendable {
     private let logger: Logger
     private let authenticate: @Sendable (RequestHead) -> HTTPError?
     private let eventLoops: [EventLoop]
+    private let pools: ServerPools
     private let boundPorts = LockedValue<[Int]>([])
     private let finished = DispatchSemaphore(value: 0)
 
@@ -24,6 +26,7 @@ public final class HTTPServer: Sendable {
         var loops: [EventLoop] = []
         for _ in 0..<max(1, configuration.eventLoops) { loops.append(try EventLoop()) }
         eventLoops = loops
+        pools = ServerPools(configuration: configuration)
     }
 
     /// The port actually bound (useful with port 0).
@@ -47,16 +50,14 @@ public final class HTTPServer: Sendable {
         limits.maxConnections = max(1, configuration.maxConnections / eventLoops.count)
         for (index, eventLoop) in eventLoops.enumerated() {
             let loop = ServerLoop(eventLoop: eventLoop, configuration: limits, router: router, logger: logger,
-                                  metrics: metrics, authenticate: authenticate)
+                                  metrics: metrics, pools: pools, authenticate: authenticate)
             for socket in perLoop[index] { try loop.addListener(socket.fd) }
             let finished = self.finished
             let box = LoopBox(loop)
-            let thread = Thread {
+            NamedThread.start("http-\(index)") {
                 box.take().run()
                 finished.signal()
             }
-            thread.name = "transcoderd-http-\(index)"
-            thread.start()
         }
     }
 
@@ -81,6 +82,7 @@ public final class HTTPServer: Sendable {
         }
         for eventLoop in eventLoops { eventLoop.execute { loop in loop.closeAll() } }
         for _ in eventLoops { finished.wait() }
+        pools.shutdown()
     }
 
     private static func listen(host: String, port: Int) throws(IOError) -> [(fd: Int32, port: Int)] {

@@ -12,8 +12,14 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxTargetBytes = 8 * 1024
     /// Largest upload (413 past it), bytes.
     public var maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024
-    /// Largest JSON body or multipart field, bytes.
+    /// Largest JSON body, bytes.
     public var maxJSONBytes = 1024 * 1024
+    /// Bounds on the parts of a multipart body other than `file` (count, bytes each, bytes together).
+    var multipartLimits = MultipartSink.Limits()
+    /// Request-body bytes held in memory at once over all connections (JSON bodies, multipart parts); past it: 503.
+    public var maxBufferedBodyBytes = 64 * 1024 * 1024
+    /// Bytes an event stream may have waiting for a client that does not read; past it the stream is closed.
+    public var maxStreamBacklogBytes = 1024 * 1024
     /// Time allowed to send a whole header section (slowloris), seconds.
     public var headerTimeout = 10.0
     /// Time an idle keep-alive connection stays open, seconds.
@@ -26,6 +32,13 @@ public struct HTTPServerConfiguration: Sendable {
     public var maxConnections = 4096
     /// Event loop threads, each with its own listening socket (SO_REUSEPORT); default one per core, at most 4.
     public var eventLoops = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))
+    /// Threads that run handlers which read or write the job store (the event loops never block on it).
+    public var handlerThreads = 8
+    /// Threads that run handlers which probe an uploaded file with FFmpeg: their own pool, so a slow probe never
+    /// holds up a poll.
+    public var probeThreads = 2
+    /// Threads that write and hash upload bodies and remove dropped ones.
+    public var fileThreads = 2
     /// Folder where uploads are streamed to before the handler takes them.
     public var uploadDirectory: URL
 

@@ -1,15 +1,15 @@
 import Foundation
 import Jobs
-import Pipeline
 import Locks
+import Pipeline
 
 /// The `GET /v1/jobs/{id}/events` stream: the current state first, then `progress` events at most every 250 ms
 /// and a `state` event on every change; it ends after a terminal state.
-struct JobEventStream: EventSource {
-    let jobID: String
-    let queue: JobQueue
-    let render: @Sendable (Job) -> Data
-
+///
+/// It is made by the handler, on a pool thread: it subscribes to the job's events first, then the handler reads the
+/// job and hands it to `deliverSnapshot`, so no change can fall between the two; the loop only attaches `send` in
+/// `start` and never touches the store. Events that arrive before `start` wait in a short list.
+final class JobEventStream: EventSource {
     /// Minimum spacing of progress events, in seconds.
     static let progressInterval = 0.25
 
@@ -17,48 +17,79 @@ struct JobEventStream: EventSource {
         var lastState: JobState?
         var lastProgress = Date.distantPast
         var ended = false
+        /// Set by `start`; until then, events are kept in `pending`.
+        var send: (@Sendable (String?) -> Void)?
+        var pending: [String?] = []
+    }
+
+    private let jobID: String
+    private let events: JobEvents
+    private let key: UInt64
+    private let state = LockedValue(State())
+    private let render: @Sendable (Job) -> Data
+
+    /// Subscribes to `jobID`'s events; `render` turns a job into its JSON (it runs on the thread that publishes).
+    init(jobID: String, queue: JobQueue, render: @escaping @Sendable (Job) -> Data) {
+        self.jobID = jobID
+        events = queue.events
+        self.render = render
+        let state = self.state
+        key = queue.events.subscribe(jobID) { event in Self.deliver(event, to: state, render: render) }
+    }
+
+    /// The job as read after subscribing, and its live progress. A state event that came in meanwhile is newer than
+    /// or as new as this read, so the snapshot is then dropped: the stream never goes back to an older state.
+    func deliverSnapshot(_ job: Job, live: TranscodeProgress?) {
+        let fresh = state.withLock { $0.lastState == nil }
+        guard fresh else { return }
+        Self.deliver(.state(job), to: state, render: render)
+        if let live { Self.deliver(.progress(live), to: state, render: render) }
     }
 
     func start(send: @escaping @Sendable (String?) -> Void) -> @Sendable () -> Void {
-        let state = LockedValue(State())
-        let render = self.render
-        // Everything is sent under the lock, so the loop receives events in the order they were decided.
-        let deliver: @Sendable (JobEvent) -> Void = { event in
-            state.withLock { state in
-                guard !state.ended else { return }
-                switch event {
-                case .progress(let progress):
-                    let now = Date()
-                    guard state.lastState == .running, now.timeIntervalSince(state.lastProgress) >= Self.progressInterval else { return }
-                    state.lastProgress = now
-                    send(Self.event("progress", JSON.encode(ProgressReport(progress))))
-                case .state(let job):
-                    guard job.state != state.lastState else { return }
-                    state.lastState = job.state
-                    send(Self.event("state", render(job)))
-                    if job.state.isTerminal {
-                        state.ended = true
-                        send(nil)
-                    }
+        state.withLock { state in
+            for text in state.pending { send(text) }
+            state.pending = []
+            state.send = send
+        }
+        return { [self] in stop() }
+    }
+
+    private func stop() {
+        state.withLock { $0.ended = true }
+        events.unsubscribe(jobID, key)
+    }
+
+    /// Decides whether `event` goes out; everything is sent under the lock, so the loop receives events in the
+    /// order they were decided.
+    private static func deliver(_ event: JobEvent, to state: LockedValue<State>, render: @Sendable (Job) -> Data) {
+        state.withLock { state in
+            guard !state.ended else { return }
+            switch event {
+            case .progress(let progress):
+                let now = Date()
+                guard state.lastState == .running, now.timeIntervalSince(state.lastProgress) >= Self.progressInterval else { return }
+                state.lastProgress = now
+                emit(Self.event("progress", JSON.encode(ProgressReport(progress))), into: &state)
+            case .state(let job):
+                guard job.state != state.lastState else { return }
+                state.lastState = job.state
+                emit(Self.event("state", render(job)), into: &state)
+                if job.state.isTerminal {
+                    state.ended = true
+                    emit(nil, into: &state)
                 }
             }
         }
-        let key = queue.events.subscribe(jobID, deliver)
-        if let job = try? queue.store.job(id: jobID) {
-            deliver(.state(job))
-            if let progress = queue.liveProgress(of: jobID) { deliver(.progress(progress)) }
-        } else {
-            state.withLock { state in
-                state.ended = true
-                send(nil)
-            }
-        }
-        let events = queue.events
-        let id = jobID
-        return { events.unsubscribe(id, key) }
+    }
+
+    private static func emit(_ text: String?, into state: inout State) {
+        if let send = state.send { send(text) } else { state.pending.append(text) }
     }
 
     static func event(_ name: String, _ data: Data) -> String {
         "event: \(name)\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
     }
+
+    deinit { events.unsubscribe(jobID, key) }
 }

@@ -1,8 +1,19 @@
 import Foundation
 
 /// Parses a `multipart/form-data` body as it streams: the part named `file` goes to disk through a `FileSink`,
-/// other parts (such as `settings`) are kept in memory up to a limit.
+/// the few other parts the route takes (such as `settings`) are kept in memory, within `Limits` and the server's
+/// `BodyMemory`. A part the route does not take is refused as soon as its headers arrive, before its body.
 final class MultipartSink: BodySink {
+    /// Bounds on the parts held in memory (every part but `file`).
+    struct Limits: Sendable {
+        /// Parts in one body, `file` included.
+        var parts = 16
+        /// Bytes of one part.
+        var partBytes = 1024 * 1024
+        /// Bytes of all parts together.
+        var totalBytes = 2 * 1024 * 1024
+    }
+
     private enum State {
         case preamble
         case partHeaders
@@ -13,17 +24,22 @@ final class MultipartSink: BodySink {
 
     private let delimiter: [UInt8]
     private let makeFileSink: () throws(HTTPError) -> FileSink
-    private let fieldLimit: Int
+    private let fieldNames: [String]
+    private let limits: Limits
+    private let reservation: BodyMemory.Reservation
     private var state: State = .preamble
     private var pending: [UInt8] = []
     private var fileSink: FileSink?
-    private var fileFinished: UploadedFile?
-    private var fieldSink: DataSink?
-    private var fieldName: String?
+    private var fileFinished: UploadBody?
+    private var partCount = 0
+    /// The part being read into memory: its name and bytes.
+    private var field: (name: String, data: Data)?
     private var fields: [String: Data] = [:]
 
-    /// `contentType` is the request's header; it must name a boundary.
-    init(contentType: String, fieldLimit: Int, makeFileSink: @escaping () throws(HTTPError) -> FileSink) throws(HTTPError) {
+    /// `contentType` is the request's header; it must name a boundary. `fields` are the part names the route takes
+    /// besides `file`.
+    init(contentType: String, fields: [String], limits: Limits, memory: BodyMemory,
+         makeFileSink: @escaping () throws(HTTPError) -> FileSink) throws(HTTPError) {
         guard let boundary = Self.parameter("boundary", in: contentType), !boundary.isEmpty, boundary.utf8.count <= 70 else {
             throw HTTPError(.badRequest, "invalid_multipart", "multipart/form-data needs a boundary parameter of 1 to 70 characters.",
                             closeConnection: true)
@@ -31,7 +47,9 @@ final class MultipartSink: BodySink {
         // The first delimiter may open the body without a CRLF before it: start as if one had been seen.
         delimiter = Array("\r\n--\(boundary)".utf8)
         pending = [13, 10]
-        self.fieldLimit = fieldLimit
+        fieldNames = fields
+        self.limits = limits
+        reservation = BodyMemory.Reservation(memory)
         self.makeFileSink = makeFileSink
     }
 
@@ -116,6 +134,11 @@ final class MultipartSink: BodySink {
     }
 
     private func startPart(headers: String) throws(HTTPError) {
+        partCount += 1
+        guard partCount <= limits.parts else {
+            throw HTTPError(.contentTooLarge, "too_many_parts",
+                            "A multipart body may have at most \(limits.parts) parts.", closeConnection: true)
+        }
         var disposition: String?
         var contentType: String?
         for line in headers.components(separatedBy: "\r\n") {
@@ -138,20 +161,33 @@ final class MultipartSink: BodySink {
             sink.contentType = contentType
             fileSink = sink
         } else {
+            guard fieldNames.contains(name) else {
+                let expected = (["file"] + fieldNames).joined(separator: ", ")
+                throw HTTPError(.badRequest, "unknown_part",
+                                "\(Self.printable(name)): unknown multipart part; expected \(expected).", closeConnection: true)
+            }
             guard fields[name] == nil else {
                 throw HTTPError(.badRequest, "duplicate_part", "The multipart body has more than one part named \(name).", closeConnection: true)
             }
-            fieldName = name
-            fieldSink = DataSink(limit: fieldLimit)
+            field = (name, Data())
         }
+    }
+
+    /// A part name for a message: at most 64 characters, control characters replaced.
+    private static func printable(_ name: String) -> String {
+        let cleaned = String(name.unicodeScalars.prefix(64).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+        return "\"\(cleaned)\""
     }
 
     private func emit(_ range: Range<Int>) throws(HTTPError) {
         guard !range.isEmpty else { return }
+        if field != nil {
+            try appendField(range)
+            return
+        }
         try pending.withUnsafeBytes { bytes -> Result<Void, HTTPError> in
-            let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
             do throws(HTTPError) {
-                if let fileSink { try fileSink.write(slice) } else { try fieldSink?.write(slice) }
+                try fileSink?.write(UnsafeRawBufferPointer(rebasing: bytes[range]))
                 return .success(())
             } catch {
                 return .failure(error)
@@ -159,14 +195,28 @@ final class MultipartSink: BodySink {
         }.get()
     }
 
+    private func appendField(_ range: Range<Int>) throws(HTTPError) {
+        guard let (name, data) = field else { return }
+        guard data.count + range.count <= limits.partBytes else {
+            throw HTTPError(.contentTooLarge, "part_too_large",
+                            "The multipart part \(name) may be at most \(limits.partBytes) bytes.", closeConnection: true)
+        }
+        guard reservation.bytes + range.count <= limits.totalBytes else {
+            throw HTTPError(.contentTooLarge, "parts_too_large",
+                            "The multipart parts other than file may be at most \(limits.totalBytes) bytes together.",
+                            closeConnection: true)
+        }
+        try reservation.grow(by: range.count)
+        field?.data.append(contentsOf: pending[range])
+    }
+
     private func endPart() throws(HTTPError) {
         if let sink = fileSink {
             fileFinished = try sink.finishFile()
             fileSink = nil
-        } else if let sink = fieldSink, let name = fieldName {
-            fields[name] = sink.collected
-            fieldSink = nil
-            fieldName = nil
+        } else if let (name, data) = field {
+            fields[name] = data
+            field = nil
         }
     }
 
@@ -182,12 +232,17 @@ final class MultipartSink: BodySink {
         return .multipart(file: fileFinished, fields: fields)
     }
 
+    func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool {
+        fileSink?.whenReady(resume) ?? true
+    }
+
     func abort() {
         fileSink?.abort()
         fileSink = nil
-        if let finished = fileFinished {
-            unlink(finished.path)
-            fileFinished = nil
-        }
+        fileFinished?.discard()
+        fileFinished = nil
+        fields = [:]
+        field = nil
+        reservation.releaseAll()
     }
 }

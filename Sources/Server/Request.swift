@@ -8,9 +8,9 @@ public struct Request: Sendable {
         /// A small body held in memory (JSON).
         case data(Data)
         /// A body streamed to a temporary file; the handler moves it into place or the server deletes it.
-        case file(UploadedFile)
+        case file(UploadBody)
         /// A multipart/form-data body: the `file` part on disk, other parts in memory.
-        case multipart(file: UploadedFile?, fields: [String: Data])
+        case multipart(file: UploadBody?, fields: [String: Data])
     }
 
     public var head: RequestHead
@@ -23,7 +23,7 @@ public struct Request: Sendable {
     public var headers: HTTPHeaders { head.headers }
 }
 
-/// A body written to disk as it arrived, with its size and SHA-256.
+/// A body written to disk as it arrived, with its size and SHA-256 (what `UploadBody.complete()` gives).
 public struct UploadedFile: Sendable {
     /// Temporary path inside the data directory.
     public let path: String

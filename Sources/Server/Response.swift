@@ -5,8 +5,8 @@ public struct Response: Sendable {
     public enum Body: Sendable {
         case empty
         case data(Data)
-        /// `length` bytes of the file at `path` from `offset`, sent with sendfile.
-        case file(path: String, offset: Int64, length: Int64)
+        /// `length` bytes of an open file from `offset`, sent with sendfile.
+        case file(OpenFile, offset: Int64, length: Int64)
         /// A Server-Sent Events stream (chunked, open until the source ends it or the client leaves).
         case eventStream(any EventSource)
     }

@@ -2,16 +2,17 @@
 public final class Router: Sendable {
     /// How a route takes its request body.
     public enum BodyKind: Sendable {
-        /// No body expected; a small one is read and ignored.
+        /// No body expected; a small one is read and dropped.
         case none
-        /// JSON, held in memory (at most `Limits.jsonBodyBytes`).
+        /// JSON, held in memory (at most `HTTPServerConfiguration.maxJSONBytes`).
         case json
         /// Raw bytes streamed to a file (an upload).
         case upload
-        /// Raw bytes to a file, or multipart/form-data with a `file` part.
+        /// Raw bytes to a file, or multipart/form-data with a `file` part and nothing else.
         case uploadOrMultipart
-        /// JSON, or multipart/form-data with a `file` part and small fields.
-        case jsonOrMultipart
+        /// JSON, or multipart/form-data with a `file` part and the small parts named in `fields`; any other part
+        /// is refused as soon as its headers arrive.
+        case jsonOrMultipart(fields: [String])
     }
 
     public typealias Handler = @Sendable (Request) throws(HTTPError) -> Response

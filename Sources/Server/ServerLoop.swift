@@ -1,3 +1,4 @@
+import Logging
 import CSystem
 import Dispatch
 import Foundation
@@ -11,8 +12,8 @@ final class ServerLoop {
     let logger: Logger
     let authenticate: @Sendable (RequestHead) -> HTTPError?
     let metrics: ServerMetrics
-    /// Handlers run here: they may block on SQLite or FFmpeg probes, so never on the loop or the cooperative pool.
-    let workQueue = DispatchQueue(label: "transcoderd.http.handlers", qos: .userInitiated, attributes: .concurrent)
+    /// Where handlers and file work run: they may block on SQLite, the disk or FFmpeg probes, so never on the loop.
+    let pools: ServerPools
     private var listeners: [UInt64: Int32] = [:]
     var connections: [UInt64: Connection] = [:]
     private var nextToken: UInt64 = 1
@@ -27,8 +28,9 @@ final class ServerLoop {
     private var pendingLog = ""
 
     init(eventLoop: EventLoop, configuration: HTTPServerConfiguration, router: Router, logger: Logger,
-         metrics: ServerMetrics, authenticate: @escaping @Sendable (RequestHead) -> HTTPError?) {
+         metrics: ServerMetrics, pools: ServerPools, authenticate: @escaping @Sendable (RequestHead) -> HTTPError?) {
         self.eventLoop = eventLoop
+        self.pools = pools
         self.configuration = configuration
         self.router = router
         self.logger = logger
@@ -74,7 +76,7 @@ final class ServerLoop {
                 }
             }
             if !pendingLog.isEmpty {
-                Logger.write(pendingLog)
+                logger.write(pendingLog)
                 pendingLog.removeAll(keepingCapacity: true)
             }
             let now = ContinuousClock.now
@@ -153,7 +155,7 @@ final class ServerLoop {
     /// Closes every connection and ends `run`.
     func closeAll() {
         for connection in Array(connections.values) { connection.close() }
-        if !pendingLog.isEmpty { Logger.write(pendingLog) }
+        if !pendingLog.isEmpty { logger.write(pendingLog) }
         pendingLog = ""
         stopped = true
     }

@@ -1,3 +1,4 @@
+import Logging
 import Foundation
 import Glibc
 import Jobs
@@ -5,7 +6,7 @@ import Pipeline
 import Locks
 
 /// The transcoderd API: uploads, jobs, live progress, downloads, presets and health. Handlers run on the server's
-/// work queue (they block on SQLite and on probing uploads), never on the event loop.
+/// fixed pools (they block on SQLite and on probing uploads), never on an event loop.
 public final class TranscoderAPI: Sendable {
     let queue: JobQueue
     let logger: Logger
@@ -45,7 +46,7 @@ public final class TranscoderAPI: Sendable {
             .init("PUT", "/v1/uploads/{filename}", body: .upload) { [self] request throws(HTTPError) in try createUpload(request) },
             .init("GET", "/v1/uploads/{id}") { [self] request throws(HTTPError) in .json(APIModels.UploadResource(try upload(request))) },
             .init("DELETE", "/v1/uploads/{id}") { [self] request throws(HTTPError) in try deleteUpload(request) },
-            .init("POST", "/v1/jobs", body: .jsonOrMultipart) { [self] request throws(HTTPError) in try createJob(request) },
+            .init("POST", "/v1/jobs", body: .jsonOrMultipart(fields: ["settings", "priority"])) { [self] request throws(HTTPError) in try createJob(request) },
             .init("GET", "/v1/jobs") { [self] request throws(HTTPError) in try listJobs(request) },
             .init("GET", "/v1/jobs/{id}", quickAnswer: { [self] request in cachedJobJSON(request) }) { [self] request throws(HTTPError) in
                 try jobJSON(request)
@@ -80,14 +81,14 @@ public final class TranscoderAPI: Sendable {
     private func createUpload(_ request: Request) throws(HTTPError) -> Response {
         let file: UploadedFile
         switch request.body {
-        case .file(let uploaded):
-            var named = uploaded
+        case .file(let body):
+            var named = try body.complete()
             named.filename = request.parameters["filename"].flatMap { $0.isEmpty ? nil : $0 }
                 ?? request.headers["Content-Disposition"].flatMap { MultipartSink.parameter("filename", in: $0) }
             named.contentType = request.headers["Content-Type"]
             file = named
-        case .multipart(let uploaded?, _):
-            file = uploaded
+        case .multipart(let body?, _):
+            file = try body.complete()
         case .multipart(nil, _):
             throw HTTPError(.badRequest, "missing_file", "The multipart body needs a part named file (curl -F file=@in.mov).")
         default:
@@ -146,20 +147,30 @@ public final class TranscoderAPI: Sendable {
         return found
     }
 
-    /// Deletes an upload no job uses as its input (its row, then its file); 409 while one does.
+    /// Deletes an upload no job uses (as its input or its watermark): its row, then its file; 409 while one does.
     private func deleteUpload(_ request: Request) throws(HTTPError) -> Response {
         let upload = try upload(request)
         do {
             try store.deleteUpload(id: upload.id)
         } catch where error.code == "constraint" {
             throw HTTPError(.conflict, "upload_in_use",
-                            "Jobs use upload \(upload.id) as their input; DELETE /v1/jobs/{id} removes a job, and its upload once no other job uses it.")
+                            "Jobs use upload \(upload.id) as their input or watermark; DELETE /v1/jobs/{id} removes a job, and its input upload once no other job uses it.")
         } catch {
             throw Self.storeFailure(error)
         }
         unlink(upload.path)
         logger.info("upload deleted", ["upload_id": .string(upload.id)])
         return Response(.noContent)
+    }
+
+    /// Deletes an upload this request stored when the request is then refused: a refused request leaves nothing.
+    private func discardUpload(_ upload: Upload) {
+        do {
+            try store.deleteUpload(id: upload.id)
+            unlink(upload.path)
+        } catch {
+            logger.error("removing the upload of a refused request failed", ["upload_id": .string(upload.id), "error": .string(error.description)])
+        }
     }
 
     /// A display name: the last path component, without control characters, at most 255 bytes.
@@ -174,9 +185,10 @@ public final class TranscoderAPI: Sendable {
     // MARK: Jobs
 
     private func createJob(_ request: Request) throws(HTTPError) -> Response {
-        let input: String
         let settings: TranscodeSettings
         var priority = 0
+        let input: Upload
+        var stored: Upload?
         switch request.body {
         case .data(let data):
             guard request.headers["Content-Type"]?.lowercased().hasPrefix("application/json") ?? true else {
@@ -190,49 +202,61 @@ public final class TranscoderAPI: Sendable {
             guard case .string(let id)? = object["input"] else {
                 throw HTTPError(.badRequest, "invalid_request", "input: expected the id of an upload (a string).")
             }
-            input = id
             settings = try Self.settings(object["settings"] ?? .object([:]))
             priority = try Self.priority(object["priority"])
-            guard (try? store.upload(id: input)) != nil else {
-                throw HTTPError(.badRequest, "upload_not_found", "input: no upload has the id \(input).")
+            try checkWatermark(settings)
+            guard let found = try Self.fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
+                throw HTTPError(.unprocessableContent, "upload_not_found", "input: no upload has the id \(id.prefix(64)).")
             }
+            input = found
         case .multipart(let file, let fields):
             guard let file else {
                 throw HTTPError(.badRequest, "missing_file", "The multipart body needs a part named file (curl -F file=@in.mov).")
-            }
-            if let unknown = fields.keys.sorted().first(where: { !["settings", "priority"].contains($0) }) {
-                throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown part; expected file, settings, priority.")
             }
             settings = try fields["settings"].map { data throws(HTTPError) in try Self.settings(Self.settingsField(data)) }
                 ?? TranscodeSettings()
             if let text = fields["priority"] {
                 priority = try Self.priority(.integer(Int64(String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespaces)) ?? .max))
             }
-            input = try store(file).id
+            // Everything that can refuse the request is checked before the file is kept.
+            try checkWatermark(settings)
+            input = try store(try file.complete())
+            stored = input
         default:
             throw HTTPError(.badRequest, "invalid_request", "Send {\"input\": \"<upload id>\", \"settings\": {...}} as JSON, or a multipart body.")
         }
-        try checkWatermark(settings)
-        let job = try Self.fromStore { () throws(StoreError) in
-            try store.createJob(input: input, settings: settings, priority: priority)
+        let job: Job
+        do {
+            job = try store.createJob(input: input.id, settings: settings, priority: priority)
+        } catch {
+            if let stored { discardUpload(stored) }
+            switch error.code {
+            case "upload_not_found":
+                throw HTTPError(.unprocessableContent, "upload_not_found", "input: no upload has the id \(input.id).")
+            case "watermark_not_found":
+                throw HTTPError(.unprocessableContent, "invalid_settings", "settings.filters.video.watermark.upload: \(error.message)")
+            default:
+                throw Self.storeFailure(error)
+            }
         }
         queue.jobQueued()
-        logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(input)])
+        logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(input.id)])
         var headers = HTTPHeaders()
         headers.set("Location", "/v1/jobs/\(job.id)")
-        return .json(resource(job), status: .created, headers: headers)
+        return .json(resource(job, upload: input), status: .created, headers: headers)
     }
 
-    /// A watermark must name an upload that is a still image.
+    /// A watermark must name an upload that is a still image. What the settings name is judged after reading them,
+    /// against the uploads there are: 422, as for an input that does not exist.
     private func checkWatermark(_ settings: TranscodeSettings) throws(HTTPError) {
         guard let id = settings.filters?.video?.watermark?.upload else { return }
         let key = "settings.filters.video.watermark.upload"
-        guard let upload = try? store.upload(id: id) else {
-            throw HTTPError(.badRequest, "invalid_settings", "\(key): no upload has the id \(id.prefix(64)).")
+        guard let upload = try Self.fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
+            throw HTTPError(.unprocessableContent, "invalid_settings", "\(key): no upload has the id \(id.prefix(64)).")
         }
         let images = ["png", "mjpeg"]
         guard upload.tracks.count == 1, let track = upload.tracks.first, track.mediaType == .video, images.contains(track.codec) else {
-            throw HTTPError(.badRequest, "invalid_settings", "\(key): the upload is not a PNG or JPEG image.")
+            throw HTTPError(.unprocessableContent, "invalid_settings", "\(key): the upload is not a PNG or JPEG image.")
         }
     }
 
@@ -342,18 +366,29 @@ public final class TranscoderAPI: Sendable {
         return .json(encoded: data)
     }
 
-    func resource(_ job: Job) -> APIModels.JobResource {
-        APIModels.JobResource(job, upload: try? store.upload(id: job.inputUpload),
-                              live: job.state == .running ? queue.liveProgress(of: job.id) : nil)
+    /// The job's JSON; `upload` is its input when the caller has it at hand, else it is read from the store.
+    func resource(_ job: Job, upload known: Upload? = nil) -> APIModels.JobResource {
+        var upload = known
+        if upload == nil {
+            do {
+                upload = try store.upload(id: job.inputUpload)
+            } catch {
+                logger.error("reading a job's input upload failed", ["job_id": .string(job.id), "error": .string(error.description)])
+            }
+        }
+        return APIModels.JobResource(job, upload: upload, live: job.state == .running ? queue.liveProgress(of: job.id) : nil)
     }
 
     private func events(_ request: Request) throws(HTTPError) -> Response {
+        let id = request.parameters["id"] ?? ""
+        // Subscribe first, then read: a change between the two reaches the stream as an event.
+        let stream = JobEventStream(jobID: id, queue: queue) { [self] job in JSON.encode(resource(job)) }
         let job = try job(request)
+        stream.deliverSnapshot(job, live: queue.liveProgress(of: job.id))
         var headers = HTTPHeaders()
         headers.set("Content-Type", "text/event-stream")
         headers.set("Cache-Control", "no-cache")
         headers.set("X-Accel-Buffering", "no")
-        let stream = JobEventStream(jobID: job.id, queue: queue) { [self] job in JSON.encode(resource(job)) }
         return Response(.ok, headers: headers, body: .eventStream(stream))
     }
 
@@ -362,11 +397,10 @@ public final class TranscoderAPI: Sendable {
         guard job.state == .succeeded, let path = job.outputPath else {
             throw HTTPError(.conflict, "job_not_succeeded", "The job is \(job.state.rawValue); its output exists once it has succeeded.")
         }
-        var status = stat()
-        guard stat(path, &status) == 0 else {
+        guard let file = OpenFile(path: path) else {
             throw HTTPError(.notFound, "output_missing", "The job's output file is gone from the data directory.")
         }
-        let size = Int64(status.st_size)
+        let size = file.size
         let etag = "\"\(job.id.prefix(8))-\(size)-\(Int64(job.finishedAt ?? 0))\""
         var headers = HTTPHeaders()
         let tracks = job.outputTracks ?? []
@@ -384,10 +418,10 @@ public final class TranscoderAPI: Sendable {
         let rangeHeader = request.headers["If-Range"].map { $0 == etag } ?? true ? request.headers["Range"] : nil
         switch ByteRange.parse(rangeHeader, size: size) {
         case .full:
-            return Response(.ok, headers: headers, body: .file(path: path, offset: 0, length: size))
+            return Response(.ok, headers: headers, body: .file(file, offset: 0, length: size))
         case .partial(let start, let end):
             headers.set("Content-Range", "bytes \(start)-\(end)/\(size)")
-            return Response(.partialContent, headers: headers, body: .file(path: path, offset: start, length: end - start + 1))
+            return Response(.partialContent, headers: headers, body: .file(file, offset: start, length: end - start + 1))
         case .unsatisfiable:
             var error = HTTPError(.rangeNotSatisfiable, "range_not_satisfiable", "The file is \(size) bytes; the range asked for is outside it.")
             error.headers.set("Content-Range", "bytes */\(size)")
@@ -419,25 +453,35 @@ public final class TranscoderAPI: Sendable {
     private func deleteJob(_ request: Request) throws(HTTPError) -> Response {
         var job = try job(request)
         if !job.state.isTerminal {
-            _ = try? queue.cancel(id: job.id)
-            let deadline = Date().addingTimeInterval(5)
-            while !job.state.isTerminal && Date() < deadline {
-                usleep(20_000)
-                job = (try? store.job(id: job.id)) ?? job
+            do {
+                try queue.cancel(id: job.id)
+            } catch where error.code == "invalid_transition" {
+                // It finished meanwhile.
+            } catch {
+                throw Self.storeFailure(error)
             }
-            guard job.state.isTerminal else {
+            let ended = try Self.fromStore { () throws(StoreError) in try queue.waitUntilFinished(id: job.id, timeout: 5) }
+            guard let ended else { throw Self.jobNotFound(job.id) }
+            guard ended.state.isTerminal else {
                 throw HTTPError(.conflict, "job_busy", "The job did not stop in time; try again.")
             }
+            job = ended
         }
         do {
             if let path = job.outputPath { unlink(path) }
             try store.deleteJob(id: job.id)
-            if let upload = try store.upload(id: job.inputUpload), (try? store.deleteUpload(id: upload.id)) != nil {
-                unlink(upload.path)
+            if let upload = try store.upload(id: job.inputUpload) {
+                do {
+                    try store.deleteUpload(id: upload.id)
+                    unlink(upload.path)
+                } catch where error.code == "constraint" {
+                    // Another job still uses it.
+                }
             }
         } catch {
             throw Self.storeFailure(error)
         }
+        logger.info("job deleted", ["job_id": .string(job.id)])
         return Response(.noContent)
     }
 

@@ -1,22 +1,23 @@
-import Dispatch
 import Glibc
 import Locks
 
-/// Writes an upload's bytes to its file on the caller's thread and hashes them (SHA-256) on a serial queue of its own.
+/// Writes an upload's bytes to its file and hashes them (SHA-256) on the server's file threads, in arrival order,
+/// while the event loop goes on reading the socket. The loop never waits for the disk: it reads into one of a few
+/// buffers (no copy: see `reserve`), hands full ones over, and when all are in flight it stops reading that
+/// connection until one comes back (`whenSpace`), the back-pressure a blocking write would give.
 ///
-/// Why: on a 1 GiB upload the hash was nearly half of the event loop's time, serial with reading the socket and
-/// writing the file. The loop now reads into one of a few buffers (no copy: see `reserve`), writes it to the page
-/// cache as nginx would, and hands the buffer to the hash queue, which returns it when done. Buffers are allocated
-/// only when the hash falls behind, up to `maxBuffers`; past that the loop waits for one, the back-pressure hashing
-/// on the loop gave. Memory stays at most `maxBuffers × bufferBytes` per upload.
+/// Memory stays at `maxBuffers × bufferBytes` per upload, plus at most the bytes of one read handed to `append`.
+/// The file is created on a file thread too (an `open` on a network file system can block), so a failure to create
+/// or write it shows up at the next `commit`, or at `complete`.
 ///
 /// No early writeback (`sync_file_range`): it sent every byte to the disk while the upload was still arriving, even
-/// for uploads then refused and deleted, and with the disk busy it halved upload throughput. The fsync before an
-/// upload is acknowledged writes what the kernel has not flushed by then.
+/// for uploads then refused and deleted. The fsync before an upload is acknowledged writes what the kernel has not
+/// flushed by then.
 final class UploadWriter: @unchecked Sendable {
-    // Safe to share with the queue: `hasher` is only touched on `queue`, and by `finish` after draining it; `current`,
-    // `filled`, `allocated` and the descriptor's writes belong to the caller's thread; `free` is behind its
-    // lock. A `Buffer` belongs to one side at a time: the caller fills it, the queue owns it until it is back on `free`.
+    // Safe to share: `current`, `filled`, `allocated` and `isFinished` belong to the loop's thread (the only caller of
+    // the public methods but `complete`); `descriptor` and `hasher` are touched only by the work items of `executor`,
+    // which runs one at a time; everything else is in `shared`, behind its lock. A `Buffer` belongs to one side at a
+    // time: the loop fills it, the file thread owns it until it is back on `free`.
     private final class Buffer: @unchecked Sendable {
         let bytes: UnsafeMutableRawBufferPointer
 
@@ -25,27 +26,75 @@ final class UploadWriter: @unchecked Sendable {
         deinit { bytes.deallocate() }
     }
 
+    private struct Shared {
+        var free: [Buffer] = []
+        /// The first error of a file thread; every later write is skipped.
+        var failure: IOError?
+        /// Called once, when a buffer comes back after `whenSpace` found none.
+        var waiting: (@Sendable () -> Void)?
+        /// The file is closed and hashed: the SHA-256 as lowercase hex.
+        var digest: String?
+        /// The upload was dropped: pending writes are skipped, the file removed.
+        var discarded = false
+    }
+
     static let maxBuffers = 8
     static let bufferBytes = 256 * 1024
 
-    private let descriptor: Int32
-    private let queue = DispatchQueue(label: "transcoderd.upload-hash")
-    private let hasher = SHA256()
-    private let free = LockedValue<[Buffer]>([])
-    /// Signalled each time the queue puts a buffer back. It starts at zero: libdispatch refuses to free a semaphore
-    /// whose count is below its initial value.
-    private let returned = DispatchSemaphore(value: 0)
+    let path: String
+    private let executor: SerialExecutor
+    private let shared = LockedValue(Shared())
+    private var descriptor: Int32 = -1
+    /// Made on the file thread: the first one in the process loads OpenSSL's configuration file.
+    private lazy var hasher = SHA256()
     private var allocated = 0
     private var current: Buffer?
     private var filled = 0
-    private var isClosed = false
+    private var isFinished = false
 
-    /// Takes ownership of `descriptor`, an open file positioned at its start.
-    init(descriptor: Int32) {
-        self.descriptor = descriptor
+    /// A writer for a new file at `path` (created exclusively by the first write), whose work runs on `pool`.
+    init(path: String, pool: BlockingPool) {
+        self.path = path
+        executor = SerialExecutor(pool: pool)
     }
 
-    /// Writes `bytes` and queues them for hashing.
+    /// Whether a buffer is free now; if not, `resume` is kept and called once (on a file thread) when one is.
+    func whenSpace(_ resume: @escaping @Sendable () -> Void) -> Bool {
+        if current != nil || allocated < Self.maxBuffers { return true }
+        return shared.withLock { shared -> Bool in
+            if !shared.free.isEmpty || shared.failure != nil || shared.discarded { return true }
+            shared.waiting = resume
+            return false
+        }
+    }
+
+    /// Free space at the end of the current buffer, so a caller can read into it without a copy and then `commit`
+    /// what it put there. Never waits: past `maxBuffers` in flight it allocates one more (`append` of a large read
+    /// does); callers that can wait ask `whenSpace` first.
+    func reserve() -> UnsafeMutableRawBufferPointer {
+        if current == nil {
+            if let buffer = shared.withLock({ $0.free.popLast() }) {
+                current = buffer
+            } else {
+                allocated += 1
+                current = Buffer(count: Self.bufferBytes)
+            }
+            filled = 0
+        }
+        return UnsafeMutableRawBufferPointer(rebasing: current!.bytes[filled...])
+    }
+
+    /// Takes the `count` bytes the caller put at the start of the space `reserve` returned; a full buffer goes to
+    /// the file thread. Throws the file thread's error, if it had one.
+    func commit(_ count: Int) throws(IOError) {
+        if let failure = shared.withLock({ $0.failure }) { throw failure }
+        guard let buffer = current else { return }
+        precondition(filled + count <= buffer.bytes.count, "committed more than was reserved")
+        filled += count
+        if filled == buffer.bytes.count { submit() }
+    }
+
+    /// Copies `bytes` into buffers and commits them.
     func append(_ bytes: UnsafeRawBufferPointer) throws(IOError) {
         var offset = 0
         while offset < bytes.count {
@@ -58,64 +107,91 @@ final class UploadWriter: @unchecked Sendable {
         }
     }
 
-    /// Free space at the end of the current buffer, so a caller can read into it without a copy and then `commit`
-    /// what it put there.
-    func reserve() -> UnsafeMutableRawBufferPointer {
-        while current == nil {
-            if let buffer = free.withLock({ $0.popLast() }) {
-                current = buffer
-            } else if allocated < Self.maxBuffers {
-                allocated += 1
-                current = Buffer(count: Self.bufferBytes)
-            } else {
-                returned.wait()
-            }
-            filled = 0
-        }
-        return UnsafeMutableRawBufferPointer(rebasing: current!.bytes[filled...])
-    }
-
-    /// Writes the `count` bytes the caller put at the start of the space `reserve` returned, then queues them for
-    /// hashing once their buffer is full.
-    func commit(_ count: Int) throws(IOError) {
-        guard let buffer = current else { return }
-        precondition(filled + count <= buffer.bytes.count, "committed more than was reserved")
-        try Posix.writeAll(descriptor, UnsafeRawBufferPointer(rebasing: buffer.bytes[filled..<(filled + count)]))
-        filled += count
-        if filled == buffer.bytes.count { submit() }
-    }
-
-    /// Waits for the hash to catch up, closes the file, and returns the SHA-256 as lowercase hex.
-    func finish() -> String {
+    /// The body is complete: the rest goes to the file thread, which then closes the file and ends the hash.
+    /// `complete` waits for that.
+    func finish() {
+        guard !isFinished else { return }
+        isFinished = true
         submit()
-        queue.sync {}
-        close()
-        return hasher.finish()
+        executor.submit { [self] in
+            let failed = shared.withLock { $0.failure != nil || $0.discarded }
+            if descriptor < 0 && !failed { openFile() }
+            closeFile()
+            let digest = hasher.finish()
+            shared.withLock { $0.digest = digest }
+            shared.notifyAll()
+        }
     }
 
-    /// Closes the file without finishing the hash (idempotent). The caller removes the file.
+    /// Blocks until `finish`'s work is done; the SHA-256 as lowercase hex, or the error that stopped the writes.
+    /// Call it from a thread that may block (a handler), never from the loop.
+    func complete() throws(IOError) -> String {
+        _ = shared.wait { $0.digest != nil || $0.discarded }
+        let (digest, failure, discarded) = shared.withLock { ($0.digest, $0.failure, $0.discarded) }
+        if let failure { throw failure }
+        guard let digest, !discarded else { throw IOError(errnoCode: ECANCELED, reason: "the upload was discarded") }
+        return digest
+    }
+
+    /// Drops the upload: writes not yet done are skipped, and the file is closed and removed on a file thread
+    /// (unlinking a large file can take a while). Idempotent; safe after `finish`.
     func discard() {
+        let first = shared.withLock { shared -> Bool in
+            defer { shared.discarded = true }
+            return !shared.discarded
+        }
+        guard first else { return }
+        shared.notifyAll()
         current = nil
-        close()
+        isFinished = true
+        executor.submit { [self] in
+            closeFile()
+            unlink(path)
+        }
     }
 
-    private func close() {
-        guard !isClosed else { return }
-        isClosed = true
-        Glibc.close(descriptor)
-    }
-
-    /// Hands the current buffer, if it holds anything, to the hash queue.
+    /// Hands the current buffer, if it holds anything, to the file thread.
     private func submit() {
         guard let buffer = current, filled > 0 else { return }
         current = nil
         let count = filled
-        queue.async { [self] in
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<count]))
-            free.withLock { $0.append(buffer) }
-            returned.signal()
+        executor.submit { [self] in
+            write(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<count]))
+            let resume = shared.withLock { shared -> (@Sendable () -> Void)? in
+                shared.free.append(buffer)
+                defer { shared.waiting = nil }
+                return shared.waiting
+            }
+            resume?()
         }
     }
 
-    deinit { close() }
+    /// On a file thread: writes and hashes one buffer, unless an earlier write failed or the upload was dropped.
+    private func write(_ bytes: UnsafeRawBufferPointer) {
+        guard shared.withLock({ $0.failure == nil && !$0.discarded }) else { return }
+        if descriptor < 0 { openFile() }
+        guard descriptor >= 0 else { return }
+        do {
+            try Posix.writeAll(descriptor, bytes)
+            hasher.update(bytes)
+        } catch {
+            shared.withLock { $0.failure = $0.failure ?? error }
+        }
+    }
+
+    private func openFile() {
+        descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
+        if descriptor < 0 {
+            let error = IOError(errnoCode: errno, reason: "creating the upload file")
+            shared.withLock { $0.failure = $0.failure ?? error }
+        }
+    }
+
+    private func closeFile() {
+        guard descriptor >= 0 else { return }
+        Glibc.close(descriptor)
+        descriptor = -1
+    }
+
+    deinit { closeFile() }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Jobs
+import Logging
 import Pipeline
 
 /// Settings of a long-running transcoderd (`serve`, `work`), from flags, then environment variables, then defaults.
@@ -15,10 +16,15 @@ struct Configuration: Sendable {
     var token: String?
     var maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024
     var maxConnections = 4096
+    var handlerThreads = 8
+    var probeThreads = 2
     var headerTimeout = 10.0
     var idleTimeout = 60.0
     var shutdownGrace = 30.0
     var logFormat = "json"
+
+    /// The logger the options ask for (on stderr).
+    var logger: Logger { Logger(format: logFormat == "text" ? .text : .json) }
     var limits = MediaLimits()
 
     /// One option: its flag, environment variable, default shown in help, and how it is applied.
@@ -76,6 +82,14 @@ struct Configuration: Sendable {
         Option(flag: "--max-connections", environment: "TRANSCODER_MAX_CONNECTIONS", help: "open connections at most (503 past it); default 4096") {
             config, value throws(UsageError) in
             config.maxConnections = try integer(value, flag: "--max-connections", range: 1...1_000_000)
+        },
+        Option(flag: "--handler-threads", environment: "TRANSCODER_HANDLER_THREADS",
+               help: "threads for requests that use the job store, 1-256; default 8") { config, value throws(UsageError) in
+            config.handlerThreads = try integer(value, flag: "--handler-threads", range: 1...256)
+        },
+        Option(flag: "--probe-threads", environment: "TRANSCODER_PROBE_THREADS",
+               help: "threads for requests that upload a file (probed with FFmpeg), 1-64; default 2") { config, value throws(UsageError) in
+            config.probeThreads = try integer(value, flag: "--probe-threads", range: 1...64)
         },
         Option(flag: "--header-timeout", environment: "TRANSCODER_HEADER_TIMEOUT", help: "seconds to send a request head; default 10") {
             config, value throws(UsageError) in
@@ -154,7 +168,7 @@ struct Configuration: Sendable {
 
     /// Prepares and locks the data directory, opens the store, and builds the job queue (not started yet).
     /// The lock must stay alive as long as the queue runs.
-    func openQueue() throws(StoreError) -> (JobQueue, DirectoryLock) {
+    func openQueue(logger: Logger) throws(StoreError) -> (JobQueue, DirectoryLock) {
         let directory = DataDirectory(path: data)
         try directory.prepare()
         let lock = try directory.lock()
@@ -164,7 +178,7 @@ struct Configuration: Sendable {
         queueConfiguration.stallTimeout = stallTimeout
         queueConfiguration.retentionHours = retentionHours
         let queue = JobQueue(store: store, directory: directory, runner: TranscodeRunner(limits: limits),
-                             configuration: queueConfiguration)
+                             configuration: queueConfiguration, logger: logger)
         return (queue, lock)
     }
 

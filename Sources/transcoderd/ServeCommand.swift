@@ -1,3 +1,4 @@
+import Logging
 import Dispatch
 import Foundation
 import Jobs
@@ -31,10 +32,10 @@ enum ServeCommand {
             Console.error(error.message)
             return 2
         }
-        let logger = Logger(format: config.logFormat == "text" ? .text : .json)
+        let logger = config.logger
         raiseFileLimit()
         do {
-            let (queue, lock) = try config.openQueue()
+            let (queue, lock) = try config.openQueue(logger: logger)
             defer { withExtendedLifetime(lock) {} }
             let recovered = try queue.start()
             if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
@@ -47,6 +48,8 @@ enum ServeCommand {
             serverConfig.maxConnections = config.maxConnections
             serverConfig.headerTimeout = config.headerTimeout
             serverConfig.idleTimeout = config.idleTimeout
+            serverConfig.handlerThreads = config.handlerThreads
+            serverConfig.probeThreads = config.probeThreads
             let metricsBox = LockedValue<ServerMetrics?>(nil)
             let api = TranscoderAPI(queue: queue, logger: logger) {
                 Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)

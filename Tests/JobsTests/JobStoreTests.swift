@@ -243,4 +243,39 @@ import TestSupport
         try store.deleteJob(id: job.id)
         moved("a deletion")
     }
+
+    /// A watermark image a job names is kept like its input: deleting it is refused, retention passes it by, and a job
+    /// cannot name one that does not exist. A database from before the column gets it filled in from the settings.
+    @Test func aWatermarkAJobUsesIsKeptLikeItsInput() throws {
+        let fixture = try StoreFixture()
+        let input = try fixture.upload(try Media.path(.audioOnly))
+        let mark = try fixture.upload(try Media.path(.audioOnly))
+        let settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "\#(mark.id)"}}}}"#.utf8))
+        let job = try fixture.store.createJob(input: input.id, settings: settings)
+        #expect { try fixture.store.deleteUpload(id: mark.id) } throws: { ($0 as? StoreError)?.code == "constraint" }
+        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1).isEmpty)
+        let missing = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "gone"}}}}"#.utf8))
+        #expect { try fixture.store.createJob(input: input.id, settings: missing) } throws: {
+            ($0 as? StoreError)?.code == "watermark_not_found"
+        }
+        try fixture.store.deleteJob(id: job.id)
+        try fixture.store.deleteUpload(id: mark.id)
+
+        // Schema 2, with a job naming a watermark, migrated: the reference is there.
+        let path = try Media.scratch().appendingPathComponent("old.sqlite").path
+        do {
+            let old = try Database(path: path)
+            for step in Migrations.steps.prefix(2) { try old.execute(step) }
+            try old.execute("PRAGMA user_version = 2")
+            try old.execute("""
+                INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('in', 'a.wav', 1, 'x', '/a', 1);
+                INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('mark', 'm.png', 1, 'x', '/m', 1);
+                INSERT INTO jobs (id, state, settings, input_upload, created_at, updated_at)
+                    VALUES ('j', 'queued', '{"filters": {"video": {"watermark": {"upload": "mark"}}}}', 'in', 1, 1);
+                """)
+        }
+        let migrated = try JobStore(path: path)
+        #expect { try migrated.deleteUpload(id: "mark") } throws: { ($0 as? StoreError)?.code == "constraint" }
+        #expect(try migrated.integrityCheck() == "ok")
+    }
 }

@@ -59,7 +59,8 @@ import TestSupport
         #expect(raw.object["contentType"] as? String == "video/mp4")
     }
 
-    /// An upload can be read back and deleted, but not while a job uses it as its input.
+    /// An upload can be read back and deleted, but not while a job uses it as its input or its watermark; once no job
+    /// does, the same upload is deleted.
     @Test func uploadsAreReadBackAndDeletedOnceNoJobUsesThem() throws {
         let input = try Media.path(.audioOnly)
         let created = try server.json("/v1/uploads/", ["-T", input])
@@ -70,22 +71,43 @@ import TestSupport
         #expect(read.status == 200 && read.object["sha256"] as? String == created.object["sha256"] as? String)
         #expect(read.object["filename"] as? String == "audio-only.wav")
 
-        let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(id)"}"#])
-        let jobID = try #require(job.object["id"] as? String)
-        let inUse = try server.json("/v1/uploads/\(id)", ["-X", "DELETE"])
-        #expect(inUse.status == 409 && (inUse.object["error"] as? [String: Any])?["code"] as? String == "upload_in_use")
-        #expect(FileManager.default.fileExists(atPath: path), "a refused delete keeps the file")
+        let image = try Media.scratch().appendingPathComponent("mark.png").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=32x32", "-frames:v", "1", image])
+        let mark = try #require(try server.json("/v1/uploads/", ["-T", image]).object["id"] as? String)
+        let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                               #"{"input": "\#(id)", "settings": {"filters": {"video": {"watermark": {"upload": "\#(mark)"}}}}}"#])
+        let jobID = try #require(job.object["id"] as? String, "\(job.object)")
+        for used in [id, mark] {
+            let inUse = try server.json("/v1/uploads/\(used)", ["-X", "DELETE"])
+            #expect(inUse.status == 409 && (inUse.object["error"] as? [String: Any])?["code"] as? String == "upload_in_use")
+            #expect(FileManager.default.fileExists(atPath: uploads.appendingPathComponent(used).path), "a refused delete keeps the file")
+        }
 
-        _ = try eventually { ["succeeded", "failed"].contains(try server.json("/v1/jobs/\(jobID)").object["state"] as? String ?? "") }
-        let kept = try server.json("/v1/uploads/", ["-T", input])
-        let keptID = try #require(kept.object["id"] as? String)
-        #expect(try server.curl("/v1/uploads/\(keptID)", ["-X", "DELETE"]).status == 204)
-        #expect(try server.json("/v1/uploads/\(keptID)").status == 404)
-        #expect(!FileManager.default.fileExists(atPath: uploads.appendingPathComponent(keptID).path))
+        _ = try waitForState(jobID, ["succeeded", "failed"])
+        // Deleting the job deletes its input (no other job uses it) but not the image, which may serve other jobs.
+        #expect(try server.curl("/v1/jobs/\(jobID)", ["-X", "DELETE"]).status == 204)
+        #expect(try server.json("/v1/uploads/\(id)").status == 404)
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(try server.json("/v1/uploads/\(mark)").status == 200)
+        // No job uses the image now: the same upload that was refused is deleted.
+        #expect(try server.curl("/v1/uploads/\(mark)", ["-X", "DELETE"]).status == 204)
+        #expect(try server.json("/v1/uploads/\(mark)").status == 404)
+        #expect(!FileManager.default.fileExists(atPath: uploads.appendingPathComponent(mark).path))
+
         let missing = try server.json("/v1/uploads/no-such-upload", ["-X", "DELETE"])
         #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
         let wrong = try Shell.run("curl", ["-s", "-i", "-X", "POST", try server.base + "/v1/uploads/\(id)"])
         #expect(wrong.stdout.hasPrefix("HTTP/1.1 405") && wrong.stdout.contains("Allow: DELETE, GET, HEAD, PUT"), "\(wrong.stdout.prefix(300))")
+    }
+
+    /// A one-shot job refused for its settings keeps nothing of its upload.
+    @Test func aRefusedOneShotJobLeavesNoUploadBehind() throws {
+        let before = try uploadFolderEntries
+        let refused = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)),
+                                                   "-F", #"settings={"filters": {"video": {"watermark": {"upload": "no-such-image"}}}}"#])
+        #expect(refused.status == 422 && (refused.object["error"] as? [String: Any])?["code"] as? String == "invalid_settings",
+                "\(refused.object)")
+        #expect(eventually(5) { (try? uploadFolderEntries) == before }, "left: \((try? uploadFolderEntries) ?? [])")
     }
 
     @Test func chunkedAndExpectContinueUploads() throws {
@@ -182,7 +204,7 @@ import TestSupport
         #expect(invalid.status == 400)
         #expect(((invalid.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.video.profile: expected one of") == true)
         let unknown = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "nope"}"#])
-        #expect(unknown.status == 400)
+        #expect(unknown.status == 422 && (unknown.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
         let extra = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "x", "sttings": {}}"#])
         #expect(extra.status == 400)
         let notJSON = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", "{"])
@@ -266,11 +288,19 @@ import TestSupport
             return (try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any])?["state"] as? String
         }
         #expect(states.last == "succeeded" && states.contains("running"), "\(states)")
-        let fractions = events.filter { $0.hasPrefix("event: progress") }.compactMap { event -> Double? in
+        let progress = events.filter { $0.hasPrefix("event: progress") }.compactMap { event -> [String: Any]? in
             let data = event.split(separator: "\n").first { $0.hasPrefix("data: ") }?.dropFirst(6) ?? ""
-            return (try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any])?["fraction"] as? Double
+            return try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any]
         }
+        let fractions = progress.compactMap { $0["fraction"] as? Double }
         #expect(fractions == fractions.sorted(), "progress only grows")
+        #expect(fractions.contains { $0 > 0.1 && $0 < 0.9 }, "progress moves during the run: \(fractions)")
+        // Frames per second over media seconds per second is frames per media second: the clip's 30, if the time
+        // reported is the time the encoded frames reach (a few frames of encoder delay aside).
+        for event in progress where (event["presentationTime"] as? Double ?? 0) > 2 {
+            let fps = event["framesPerSecond"] as? Double ?? 0, speed = event["speed"] as? Double ?? 0
+            #expect(speed > 0 && abs(fps / speed - 30) < 30 * 0.25, "\(event)")
+        }
         // A late watcher gets the final state at once and the stream ends.
         let late = try Shell.run("curl", ["-s", "-N", "--max-time", "10", try server.base + "/v1/jobs/\(id)/events"])
         #expect(late.stdout.hasPrefix("event: state") && late.stdout.contains(#""state":"succeeded""#))

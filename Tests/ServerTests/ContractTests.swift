@@ -16,17 +16,30 @@ import TestSupport
         return path
     }
 
+    /// Every check schemathesis has, positive-data acceptance included: a request the document allows must not be
+    /// refused, one it forbids must be.
     @Test func schemathesisFindsNothingWrong() throws {
         let server = try TestServer()
         // A finished job gives the fuzzer real ids to follow.
         _ = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))])
+        let config = try Media.scratch().appendingPathComponent("schemathesis.toml")
+        // The one exception: media cannot be described by a schema. Bytes the document allows for a file are
+        // refused with 422 when FFmpeg cannot read them, and an upload id the document allows (any UUID) is refused
+        // with 422 when no upload has it; for the operations that take files or upload ids, 422 is an answer to
+        // valid data. Every other status is judged as schemathesis does by default.
+        try """
+            [[operations]]
+            include-method = ["POST", "PUT"]
+            include-path-regex = "^/v1/(uploads|jobs)"
+            checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "404", "409", "422"]
+            """.write(to: config, atomically: true, encoding: .utf8)
         let run = try Shell.run(try tool("schemathesis"), [
+            "--config-file", config.path,
             "run", Self.root.appendingPathComponent("openapi.yaml").path, "--url", server.base,
-            "--checks", "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance",
-            "--max-examples", "25", "--seed", "1", "--no-color",
+            "--checks", "all", "--max-examples", "25", "--seed", "1", "--no-color",
         ], environment: ["SCHEMATHESIS_HOOKS": "", "NO_COLOR": "1"])
         #expect(run.status == 0, "\(run.stdout.suffix(4000))")
-        #expect(run.stdout.contains(" passed"))
+        #expect(run.stdout.contains(" passed") && !run.stdout.contains("failed"), "\(run.stdout.suffix(2000))")
         #expect(try server.json("/healthz").status == 200, "the server still serves")
     }
 

@@ -24,7 +24,10 @@ import TestSupport
         try ("set -euo pipefail\ncd '\(folder.path)'\n" + Self.walkthrough()).write(toFile: script, atomically: true, encoding: .utf8)
         let run = try Shell.run("bash", [script], environment: ["BASE": server.base])
         #expect(run.status == 0, "\(run.stderr)\n\(run.stdout.suffix(2000))")
-        #expect(run.stdout.contains("event: state") && run.stdout.contains("event: progress") || run.stdout.contains("succeeded"))
+        // The event stream ends with the job's final state; the poll after it says the same, each on its own.
+        let events = run.stdout.components(separatedBy: "\n\n").filter { $0.hasPrefix("event: state") }
+        #expect(events.last?.contains(#""state":"succeeded""#) == true, "the stream's last state: \(events.last ?? "none")")
+        #expect(run.stdout.contains(#""state": "succeeded""#), "the poll (jq) shows the job succeeded")
         let probe = try Probe.read(folder.appendingPathComponent("out.mp4").path)
         #expect(probe.video?.codec_name == "h264" && probe.video?.width == 640 && probe.audio?.codec_name == "aac")
         let lastLine = run.stdout.split(separator: "\n").last.map(String.init) ?? ""

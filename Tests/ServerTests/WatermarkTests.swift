@@ -36,10 +36,10 @@ import TestSupport
 
         let notAnImage = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
                                                       #"{"input": "\#(input)", "settings": {"filters": {"video": {"watermark": {"upload": "\#(input)"}}}}}"#])
-        #expect(notAnImage.status == 400)
+        #expect(notAnImage.status == 422)
         #expect(((notAnImage.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.filters.video.watermark.upload:") == true)
         let missing = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
                                                    #"{"input": "\#(input)", "settings": {"filters": {"video": {"watermark": {"upload": "nope"}}}}}"#])
-        #expect(missing.status == 400)
+        #expect(missing.status == 422)
     }
 }

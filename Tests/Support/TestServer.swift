@@ -67,10 +67,31 @@ public final class TestServer: @unchecked Sendable {
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Peak resident memory of the server process so far, in bytes (VmHWM).
-    public var peakMemory: Int {
+    public var peakMemory: Int { status("VmHWM") * 1024 }
+
+    /// Resident memory of the server process now, in bytes (VmRSS).
+    public var residentMemory: Int { status("VmRSS") * 1024 }
+
+    /// Threads of the server process now.
+    public var threadCount: Int { status("Threads") }
+
+    /// The names of the server's threads by thread id (`http-0`, `handler-3`, `worker-0`, …).
+    public var threadNames: [Int32: String] {
+        let tasks = "/proc/\(process.processIdentifier)/task"
+        var names: [Int32: String] = [:]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
+            guard let tid = Int32(entry),
+                  let name = try? String(contentsOfFile: "\(tasks)/\(entry)/comm", encoding: .utf8) else { continue }
+            names[tid] = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return names
+    }
+
+    /// A number field of `/proc/PID/status` (kB for memory fields).
+    private func status(_ field: String) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
-        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+        let line = status.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
+        return Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") ?? 0
     }
 
     /// Sends SIGTERM and waits for the exit status.
@@ -145,7 +166,57 @@ public final class RawClient {
         return String(decoding: received, as: UTF8.self)
     }
 
-    /// Whether the server has closed the connection (a read returns end of file).
+    /// Sends `head` and then each piece `body` gives while reading the answer on another thread, as a client that
+    /// streams a large body does; stops sending when the server closes or resets the connection. Returns what was
+    /// read (until the server closed, or `timeout` seconds: send `Connection: close`) and how many body bytes were
+    /// sent.
+    public func exchange(head: String, body: some Sequence<Data>, timeout: Double = 30) -> (answer: String, bodyBytesSent: Int) {
+        let received = LockedValue(Data())
+        let done = DispatchSemaphore(value: 0)
+        let fd = self.fd
+        let reader = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count == 0 { break }
+                if count < 0 {
+                    if errno == EAGAIN || errno == EINTR { continue }
+                    break
+                }
+                received.withLock { $0.append(contentsOf: buffer[0..<count]) }
+            }
+            done.signal()
+        }
+        reader.start()
+        send(head)
+        var sent = 0
+        sending: for piece in body {
+            var offset = 0
+            while offset < piece.count {
+                let count = piece.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+                if count <= 0 { break sending }
+                offset += count
+                sent += count
+            }
+        }
+        done.wait()
+        return (String(decoding: received.withLock { $0 }, as: UTF8.self), sent)
+    }
+
+    /// Ends the connection in both directions mid-request, as a client that gives up does.
+    public func hangUp() {
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    /// Whether the server has closed the connection already, looking without waiting (a blocking read would also
+    /// pass for a close that comes seconds later).
+    public var hasBeenClosedByPeer: Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) == 0
+    }
+
+    /// Whether the server has closed the connection (a read returns end of file, waiting up to 10 s for it).
     public var isClosedByPeer: Bool {
         var byte: UInt8 = 0
         return recv(fd, &byte, 1, 0) == 0

@@ -1,5 +1,8 @@
 /// The schema, as numbered steps applied in order and recorded in `PRAGMA user_version`.
 enum Migrations {
+    /// The message of the state machine trigger's refusal, which `JobStore` turns into `invalid_transition`.
+    static let invalidTransition = "invalid job state transition"
+
     /// Step n (1-based) brings the schema from version n-1 to n.
     static let steps: [String] = [
         """
@@ -51,6 +54,14 @@ enum Migrations {
         """
         ALTER TABLE jobs ADD COLUMN frames_encoded INTEGER;
         ALTER TABLE jobs ADD COLUMN transcode_seconds REAL;
+        """,
+        // The watermark image a job's settings name, as a reference the database keeps: such an upload cannot be
+        // deleted (by the API or by retention) while a job refers to it, as for an input.
+        """
+        ALTER TABLE jobs ADD COLUMN watermark_upload TEXT REFERENCES uploads(id);
+        UPDATE jobs SET watermark_upload = json_extract(settings, '$.filters.video.watermark.upload')
+        WHERE json_valid(settings) AND json_extract(settings, '$.filters.video.watermark.upload') IN (SELECT id FROM uploads);
+        CREATE INDEX jobs_watermark ON jobs (watermark_upload) WHERE watermark_upload IS NOT NULL;
         """,
     ]
 

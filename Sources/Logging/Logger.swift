@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
 
-/// One log line per event on stderr: JSON objects (time, level, message and fields) or plain text for people.
+/// One log line per event: JSON objects (time, level, message and fields) or plain text for people, on stderr or on
+/// a destination the caller gives (a test's collector).
 ///
 /// Lines are formatted by hand (no JSONEncoder, no date formatter): the server logs every request.
 public struct Logger: Sendable {
     public enum Format: String, Sendable { case json, text }
-    public enum Level: String, Sendable {
+    public enum Level: String, Sendable, Comparable {
         case debug, info, warning, error
 
         /// The level in capitals, for text lines.
@@ -18,24 +19,46 @@ public struct Logger: Sendable {
             case .error: "ERROR"
             }
         }
+
+        private var rank: Int {
+            switch self {
+            case .debug: 0
+            case .info: 1
+            case .warning: 2
+            case .error: 3
+            }
+        }
+
+        public static func < (lhs: Level, rhs: Level) -> Bool { lhs.rank < rhs.rank }
     }
 
     public let format: Format
-    public let quiet: Bool
+    /// Lines below this level are dropped; nil drops every line.
+    public let minimumLevel: Level?
+    private let destination: @Sendable (String) -> Void
 
-    public init(format: Format = .json, quiet: Bool = false) {
+    /// A logger writing whole lines to stderr, or to `destination` (which gets each formatted line, newline included).
+    public init(format: Format = .json, minimumLevel: Level? = .info,
+                destination: @escaping @Sendable (String) -> Void = Logger.writeToStandardError) {
         self.format = format
-        self.quiet = quiet
+        self.minimumLevel = minimumLevel
+        self.destination = destination
     }
+
+    /// A logger that drops everything (for library users and tests that do not look at logs).
+    public static let disabled = Logger(minimumLevel: nil)
 
     public func log(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) {
         guard let line = line(level, message, fields) else { return }
-        Self.write(line)
+        destination(line)
     }
 
+    /// Writes `text` (lines formatted by `line`) where this logger writes.
+    package func write(_ text: String) { destination(text) }
+
     /// The formatted line (ending in a newline), or nil when the level is filtered out.
-    func line(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, LogValue>) -> String? {
-        guard !quiet || level == .error else { return nil }
+    package func line(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, LogValue>) -> String? {
+        guard let minimumLevel, level >= minimumLevel else { return nil }
         var line = ""
         line.reserveCapacity(256)
         let time = Self.now()
@@ -72,7 +95,7 @@ public struct Logger: Sendable {
     }
 
     /// Writes whole lines to stderr in one call.
-    static func write(_ text: String) {
+    @Sendable public static func writeToStandardError(_ text: String) {
         var line = text
         line.withUTF8 { bytes in
             var offset = 0
@@ -85,6 +108,7 @@ public struct Logger: Sendable {
     }
 
     public func info(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.info, message, fields) }
+    public func warning(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.warning, message, fields) }
     public func error(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.error, message, fields) }
 
     /// UTC time as ISO 8601 with milliseconds, e.g. `2026-12-03T09:06:45.499Z`; digits written directly, as this

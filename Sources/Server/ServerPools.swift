@@ -1,0 +1,25 @@
+/// The server's fixed thread pools for blocking work, shared by every event loop, and the memory budget for the
+/// request bodies they hold: nothing that can block runs on a loop, and nothing grows a thread per request.
+final class ServerPools: Sendable {
+    /// Handlers that use the job store.
+    let handlers: BlockingPool
+    /// Handlers that probe an uploaded file with FFmpeg (requests that carry a file).
+    let probes: BlockingPool
+    /// Upload writes, hashing, and removal of dropped uploads.
+    let files: BlockingPool
+    let bodyMemory: BodyMemory
+
+    init(configuration: HTTPServerConfiguration) {
+        handlers = BlockingPool(name: "handler", threads: configuration.handlerThreads)
+        probes = BlockingPool(name: "probe", threads: configuration.probeThreads)
+        files = BlockingPool(name: "file", threads: configuration.fileThreads)
+        bodyMemory = BodyMemory(limit: configuration.maxBufferedBodyBytes)
+    }
+
+    /// Runs what is queued and ends the threads.
+    func shutdown() {
+        handlers.shutdown()
+        probes.shutdown()
+        files.shutdown()
+    }
+}

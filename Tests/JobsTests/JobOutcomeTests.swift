@@ -1,0 +1,156 @@
+import Foundation
+import Locks
+import Logging
+import Pipeline
+import Testing
+import TestSupport
+@testable import Jobs
+
+/// How a job's end reaches the store, and what the queue says when the store will not take it: every outcome is
+/// recorded or retried, every state change is published, every swallowed error is logged with the job's id. The
+/// store's failures here are real: triggers installed with raw SQL refuse the writes.
+@Suite(.serialized) struct JobOutcomeTests {
+    /// Log lines, as a logger's destination.
+    final class Lines: Sendable {
+        private let lines = LockedValue<[String]>([])
+        var all: [String] { lines.withLock { $0 } }
+        var logger: Logger { Logger(format: .json, minimumLevel: .debug) { [lines] line in lines.withLock { $0.append(line) } } }
+    }
+
+    private func queue(_ fixture: StoreFixture, lines: Lines, runner: any JobRunner = TranscodeRunner(),
+                       configure: (inout JobQueue.Configuration) -> Void = { _ in }) -> JobQueue {
+        var configuration = JobQueue.Configuration()
+        configuration.pollInterval = 0.1
+        configuration.recordRetryDelays = [0.05, 0.1, 0.2]
+        configure(&configuration)
+        return JobQueue(store: fixture.store, directory: fixture.directory, runner: runner, configuration: configuration,
+                        logger: lines.logger)
+    }
+
+    /// Runs SQL on the store's file through a second connection, as an operator (or a full disk) would.
+    private func sql(_ fixture: StoreFixture, _ statements: String) throws {
+        try Database(path: fixture.directory.databasePath).execute(statements)
+    }
+
+    private static let refuseSuccess = """
+        CREATE TRIGGER refuse_success BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'succeeded'
+        BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
+        """
+
+    @Test func aSuccessTheStoreCannotRecordEndsFailedNotRunning() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, Self.refuseSuccess)
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines)
+        try queue.start()
+        #expect(try eventually(30) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 5)
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.state == .failed && failed.errorCode == "store_error", "\(failed.state) \(failed.errorCode ?? "")")
+        #expect(failed.errorMessage?.contains("database or disk is full (test)") == true, "\(failed.errorMessage ?? "")")
+        #expect(fixture.outputFiles.isEmpty, "the unrecorded output is removed")
+        let retries = lines.all.filter { $0.contains("recording the end of the job failed") && $0.contains(job.id) }
+        #expect(retries.count == 4, "one try and three retries: \(lines.all)")
+    }
+
+    @Test func aSuccessIsRecordedOnceTheStoreTakesItAgain() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, Self.refuseSuccess)
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines) { $0.recordRetryDelays = [1, 1, 1, 1] }
+        try queue.start()
+        #expect(eventually(30) { lines.all.contains { $0.contains("recording the end of the job failed") } })
+        try sql(fixture, "DROP TRIGGER refuse_success")
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 5)
+        let done = try #require(try fixture.store.job(id: job.id))
+        #expect(done.state == .succeeded)
+        #expect(fixture.outputFiles == ["\(job.id).mp4"])
+    }
+
+    @Test func claimErrorsAreLogged() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        _ = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, """
+            CREATE TRIGGER refuse_claims BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'running'
+            BEGIN SELECT RAISE(ABORT, 'claims refused (test)'); END;
+            """)
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines)
+        try queue.start()
+        #expect(eventually(10) { lines.all.contains { $0.contains("claiming the next job failed") && $0.contains("claims refused (test)") } })
+        queue.stop(grace: 1)
+    }
+
+    @Test func settingsThatNoLongerReadFailTheJobInsteadOfRunningWithDefaults() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        // As a later version might have written them, or a hand edit.
+        try sql(fixture, #"UPDATE jobs SET settings = '{"video": {"width": "wide"}}' WHERE id = '\#(job.id)'"#)
+        let stored = try #require(try fixture.store.job(id: job.id))
+        #expect(stored.unreadableSettings?.text == #"{"video": {"width": "wide"}}"#)
+        #expect(stored.unreadableSettings?.problem.hasPrefix("settings.video.width:") == true, "\(stored.unreadableSettings?.problem ?? "")")
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines)
+        try queue.start()
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 1)
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.state == .failed && failed.errorCode == "invalid_settings")
+        #expect(failed.errorMessage?.contains("settings.video.width") == true, "\(failed.errorMessage ?? "")")
+        #expect(fixture.outputFiles.isEmpty)
+    }
+
+    @Test func recoveryPublishesTheStatesItChanges() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let orphan = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let dead = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        _ = try fixture.store.claimNext(lease: "dead-process")
+        _ = try fixture.store.claimNext(lease: "dead-process")
+        try sql(fixture, "UPDATE jobs SET attempts = 3 WHERE id = '\(dead.id)'")
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines, runner: FailingRunner())
+        let seen = LockedValue<[String: [JobState]]>([:])
+        for id in [orphan.id, dead.id] {
+            _ = queue.events.subscribe(id) { event in
+                if case .state(let job) = event { seen.withLock { $0[id, default: []].append(job.state) } }
+            }
+        }
+        try queue.start()
+        #expect(try eventually(10) { try fixture.store.job(id: orphan.id)?.state.isTerminal == true })
+        queue.stop(grace: 1)
+        #expect(seen.withLock { $0[dead.id] } == [.failed], "worker_crashed is published")
+        #expect(seen.withLock { $0[orphan.id] }?.first == .queued, "the requeue is published: \(seen.withLock { $0 })")
+        #expect(lines.all.contains { $0.contains(dead.id) && $0.contains("stopped unexpectedly") })
+    }
+
+    @Test func waitingForAJobsEndWakesOnItsEvent() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines, runner: StuckRunner())
+        #expect(try queue.waitUntilFinished(id: job.id, timeout: 0.2)?.state == .queued, "a queued job does not end by itself")
+        try queue.start()
+        #expect(try eventually { try fixture.store.job(id: job.id)?.state == .running })
+        let ended = LockedValue<Job?>(nil)
+        let waiter = DispatchGroup()
+        waiter.enter()
+        NamedThread.start("waiter") {
+            ended.withLock { $0 = try? queue.waitUntilFinished(id: job.id, timeout: 30) }
+            waiter.leave()
+        }
+        try queue.cancel(id: job.id)
+        #expect(waiter.wait(timeout: .now() + 10) == .success)
+        #expect(ended.withLock { $0?.state } == .canceled)
+        #expect(try queue.waitUntilFinished(id: "missing", timeout: 0.1) == nil)
+        queue.stop(grace: 1)
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Jobs
+import Locks
+import Pipeline
+import Testing
+import TestSupport
+@testable import Server
+
+/// The event stream never goes back: it subscribes before the job is read, and a snapshot read before a change it
+/// has already sent live is dropped. The stream is made where a handler makes it (a pool thread) and only started by
+/// the loop, which touches no store.
+@Suite struct JobEventStreamTests {
+    /// Waits, polling its token, until it is cancelled.
+    private struct Stuck: JobRunner {
+        func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+                 progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+            while !cancellation.isCanceled { usleep(5_000) }
+            throw MediaError.canceled
+        }
+    }
+
+    /// The states a stream sent, in order, and whether it ended.
+    private final class Received: Sendable {
+        private let events = LockedValue<[String]>([])
+        var all: [String] { events.withLock { $0 } }
+        var send: @Sendable (String?) -> Void {
+            { [events] text in events.withLock { $0.append(text.map(Received.state) ?? "end") } }
+        }
+
+        private static func state(_ text: String) -> String {
+            guard text.hasPrefix("event: state") else { return "progress" }
+            return text.firstMatch(of: /"state":"(\w+)"/).map { String($0.output.1) } ?? "?"
+        }
+    }
+
+    @Test func aSnapshotOlderThanALiveEventIsDropped() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = JobQueue(store: fixture.store, directory: fixture.directory, runner: Stuck())
+        // The handler subscribed, then read the job while it was still queued...
+        let stream = JobEventStream(jobID: job.id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
+        let stale = try #require(try fixture.store.job(id: job.id))
+        // ...and before it could hand the snapshot over, the job started.
+        try queue.start()
+        #expect(try eventually { try fixture.store.job(id: job.id)?.state == .running })
+        stream.deliverSnapshot(stale, live: nil)
+        let received = Received()
+        let stop = stream.start(send: received.send)
+        try queue.cancel(id: job.id)
+        #expect(eventually(10) { received.all.last == "end" })
+        #expect(received.all == ["running", "canceled", "end"], "\(received.all)")
+        stop()
+        queue.stop(grace: 1)
+        #expect(queue.events.count == 0, "the stream unsubscribed")
+    }
+
+    @Test func aFreshSnapshotComesFirstAndAStreamNeverStartedUnsubscribes() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = JobQueue(store: fixture.store, directory: fixture.directory, runner: Stuck())
+        let received = Received()
+        do {
+            let stream = JobEventStream(jobID: job.id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
+            stream.deliverSnapshot(try #require(try fixture.store.job(id: job.id)), live: nil)
+            _ = stream.start(send: received.send)
+            #expect(received.all == ["queued"])
+        }
+        // A client that left before its stream started: the response is dropped, and its subscription with it.
+        do {
+            _ = JobEventStream(jobID: job.id, queue: queue) { _ in Data() }
+        }
+        #expect(queue.events.count == 0)
+    }
+}

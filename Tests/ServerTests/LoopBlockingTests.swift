@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The event loops never do blocking work: no file is opened, written, flushed, renamed or removed on them, and no
+/// SQLite read or write happens there; nothing in the server waits by sleeping. Read with strace (thread ids
+/// mapped to the server's thread names) while uploads, an aborted upload, event streams, polls, a download and the
+/// deletion of a running job go through.
+@Suite struct LoopBlockingTests {
+    private static let traced = "openat,unlink,unlinkat,rename,renameat,renameat2,fsync,fdatasync,ftruncate,pread64,pwrite64,"
+        + "write,fcntl,clock_nanosleep,nanosleep"
+
+    @Test func eventLoopsDoNoBlockingWorkAndNothingPollsWithSleeps() throws {
+        let folder = try Media.scratch()
+        let trace = folder.appendingPathComponent("strace.log").path
+        let server = try TestServer([], data: folder.appendingPathComponent("data"),
+                                    wrapper: ["strace", "-f", "-y", "-qq", "-e", "trace=" + Self.traced, "-o", trace, "--"])
+        defer { Self.stop(server) }
+        let pid = try #require(Self.serverPID(server))
+        let names = Self.threadNames(pid)
+        let loops = Set(names.filter { $0.value.hasPrefix("http-") }.keys)
+        #expect(loops.count >= 1, "threads: \(names)")
+
+        // A finished job: upload, job, event stream, polls, download.
+        let upload = try server.json("/v1/uploads/a.mp4", ["-T", try Media.path(.standard)])
+        let uploadID = try #require(upload.object["id"] as? String, "\(upload.object)")
+        let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(uploadID)", "settings": "480p"}"#])
+        let jobID = try #require(job.object["id"] as? String)
+        let events = try server.curl("/v1/jobs/\(jobID)/events", ["-N", "--max-time", "60"])
+        #expect(events.body.contains("\"state\":\"succeeded\""))
+        for _ in 0..<5 { #expect(try server.json("/v1/jobs/\(jobID)").status == 200) }
+        #expect(try server.curl("/v1/jobs/\(jobID)/output", ["-o", folder.appendingPathComponent("out.mp4").path]).status == 200)
+        // An upload dropped half-way: its partial file is removed.
+        let client = try RawClient(port: server.port)
+        client.send("PUT /v1/uploads/big.bin HTTP/1.1\r\nHost: test\r\nContent-Length: 100000000\r\n\r\n")
+        client.send(Data(repeating: 7, count: 8 * 1024 * 1024))
+        Thread.sleep(forTimeInterval: 0.3)
+        client.hangUp()
+        #expect(eventually(10) { !Media.files(in: server.data.appendingPathComponent("uploads")).contains { $0.hasPrefix(".upload-") } })
+        // A running job deleted: the handler waits for it to stop.
+        let long = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.long)), "-F", #"settings={"video": {"preset": "slow"}}"#])
+        let longID = try #require(long.object["id"] as? String)
+        #expect(eventually(30) { (try? server.json("/v1/jobs/\(longID)"))?.object["state"] as? String == "running" })
+        #expect(try server.curl("/v1/jobs/\(longID)", ["-X", "DELETE"]).status == 204)
+        Self.stop(server)
+
+        let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+        var onLoops: [Substring] = []
+        var sleeps: [Substring] = []
+        for line in lines {
+            guard let tid = Int32(line.prefix { $0 != " " }) else { continue }
+            let call = line.drop { $0 != " " }.dropFirst()
+            // strace splits a call another thread interrupted: the first half names it, "<... resumed>" ends it.
+            if call.hasPrefix("<...") { continue }
+            if call.hasPrefix("clock_nanosleep") || call.hasPrefix("nanosleep") { sleeps.append(line) }
+            guard loops.contains(tid), Self.blocks(call) else { continue }
+            onLoops.append(line)
+        }
+        #expect(onLoops.isEmpty, "blocking calls on event loops:\n\(onLoops.prefix(10).joined(separator: "\n"))")
+        #expect(sleeps.isEmpty, "sleeps:\n\(sleeps.prefix(10).map { "\($0) (\(names[Int32($0.prefix { $0 != " " }) ?? 0] ?? "?"))" }.joined(separator: "\n"))")
+    }
+
+    /// Whether a traced call is file or store work: anything on a file (not a socket, pipe, eventfd or the log on
+    /// stderr, which the loop writes once per round of events by design), and SQLite's file locks.
+    private static func blocks(_ call: Substring) -> Bool {
+        // Naming the thread at its start.
+        if call.contains("/proc/thread-self/comm") || call.contains("/comm>") { return false }
+        if call.hasPrefix("write(") || call.hasPrefix("pwrite64(") {
+            return !(call.hasPrefix("write(2<") || call.contains("<TCP") || call.contains("<socket:") || call.contains("<pipe:")
+                || call.contains("<anon_inode:"))
+        }
+        if call.hasPrefix("fcntl(") { return call.contains("F_SETLK") || call.contains("F_GETLK") }
+        return !call.hasPrefix("clock_nanosleep") && !call.hasPrefix("nanosleep")
+    }
+
+    private static func serverPID(_ server: TestServer) -> Int32? {
+        let children = (try? Shell.run("pgrep", ["-P", String(server.process.processIdentifier)]).stdout) ?? ""
+        return children.split(separator: "\n").compactMap { Int32($0) }.first
+    }
+
+    private static func threadNames(_ pid: Int32) -> [Int32: String] {
+        let tasks = "/proc/\(pid)/task"
+        var names: [Int32: String] = [:]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
+            guard let tid = Int32(entry), let name = try? String(contentsOfFile: "\(tasks)/\(entry)/comm", encoding: .utf8) else { continue }
+            names[tid] = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return names
+    }
+
+    /// Ends the traced server: SIGTERM to the server itself (strace would only detach), then strace follows it out.
+    private static func stop(_ server: TestServer) {
+        guard server.process.isRunning else { return }
+        if let pid = serverPID(server) { kill(pid, SIGTERM) }
+        server.stop()
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import Server
+
+/// The multipart parser's bounds, fed bytes directly (no socket): the part count, each part's size and all parts'
+/// size together, each checked as the bytes arrive.
+@Suite struct MultipartSinkTests {
+    private static let boundary = "b0undary"
+
+    private func sink(fields: [String], memory: BodyMemory = BodyMemory(limit: 64 << 20)) throws -> MultipartSink {
+        try MultipartSink(contentType: "multipart/form-data; boundary=\(Self.boundary)", fields: fields, limits: .init(),
+                          memory: memory) { () throws(HTTPError) -> FileSink in
+            throw HTTPError(.internalServerError, "no_files", "This test sends no file.")
+        }
+    }
+
+    private func part(_ name: String, _ size: Int) -> Data {
+        Data("--\(Self.boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n".utf8)
+            + Data(repeating: 0x61, count: size) + Data("\r\n".utf8)
+    }
+
+    private func write(_ data: Data, to sink: MultipartSink) throws(HTTPError) {
+        try data.withUnsafeBytes { bytes -> Result<Void, HTTPError> in
+            do throws(HTTPError) {
+                try sink.write(bytes)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
+
+    @Test func theSeventeenthPartIsRefusedAsSoonAsItsHeadersArrive() throws {
+        // A route taking 10,000 names: the count, not the names, stops it.
+        let names = (0..<10_000).map { "p\($0)" }
+        let sink = try sink(fields: names)
+        var refusedAt: Int?
+        for (index, name) in names.enumerated() {
+            do {
+                try write(part(name, 1), to: sink)
+            } catch {
+                #expect(error.code == "too_many_parts" && error.status.code == 413)
+                refusedAt = index + 1
+                break
+            }
+        }
+        #expect(refusedAt == 17)
+    }
+
+    @Test func eachPartAndAllPartsTogetherAreBounded() throws {
+        // The closing delimiter after each body lets the parser see the part's end.
+        let closing = Data("--\(Self.boundary)--\r\n".utf8)
+        let big = try sink(fields: ["a"])
+        let tooBig = try #require(throws: HTTPError.self) { try write(part("a", 1024 * 1024 + 1) + closing, to: big) }
+        #expect(tooBig.code == "part_too_large")
+        let fits = try sink(fields: ["a"])
+        try write(part("a", 1024 * 1024) + closing, to: fits)
+        let many = try sink(fields: ["a", "b", "c"])
+        try write(part("a", 1024 * 1024) + part("b", 1024 * 1024), to: many)
+        let error = try #require(throws: HTTPError.self) { try write(part("c", 1) + closing, to: many) }
+        #expect(error.code == "parts_too_large")
+    }
+
+    @Test func anUnknownPartIsRefusedBeforeItsBody() throws {
+        let sink = try sink(fields: ["settings"])
+        let headers = Data("--\(Self.boundary)\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\n".utf8)
+        let error = try #require(throws: HTTPError.self) { try write(headers, to: sink) }
+        #expect(error.code == "unknown_part" && error.message.contains("\"other\""))
+    }
+
+    @Test func partsCountAgainstTheServersBodyMemory() throws {
+        let memory = BodyMemory(limit: 1000)
+        let sink = try sink(fields: ["settings"], memory: memory)
+        let error = try #require(throws: HTTPError.self) { try write(part("settings", 2000), to: sink) }
+        #expect(error.code == "server_busy" && error.status.code == 503)
+        sink.abort()
+        #expect(memory.inUse == 0, "an aborted body gives its memory back")
+    }
+}
