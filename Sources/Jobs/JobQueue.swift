@@ -273,9 +273,7 @@ public final class JobQueue: Sendable {
         let final = record(outcome, of: claimed, reason: reason)
         state.withLock { _ = $0.running.removeValue(forKey: id) }
         state.notifyAll()
-        if final?.state != .succeeded {
-            try? FileManager.default.removeItem(atPath: directory.outputPath(for: claimed))
-        }
+        if final?.state != .succeeded { removeFile(directory.outputPath(for: claimed), of: "job_id", id) }
         guard let final else { return }
         stats.withLock { stats in
             guard final.state.isTerminal else { return }
@@ -437,11 +435,11 @@ public final class JobQueue: Sendable {
     /// uses any more that are older than `time`. Queued and running jobs are never touched.
     public func sweep(olderThan time: Double) throws(StoreError) {
         for job in try store.finishedJobs(before: time) {
-            if let path = job.outputPath { try? FileManager.default.removeItem(atPath: path) }
+            if let path = job.outputPath { removeFile(path, of: "job_id", job.id) }
             try store.deleteJob(id: job.id)
         }
         for upload in try store.unusedUploads(before: time) {
-            try? FileManager.default.removeItem(atPath: upload.path)
+            removeFile(upload.path, of: "upload_id", upload.id)
             try store.deleteUpload(id: upload.id)
         }
     }
@@ -454,9 +452,16 @@ public final class JobQueue: Sendable {
             let id = String(name.prefix { $0 != "." })
             let path = directory.outputs.appendingPathComponent(name).path
             let job = try store.job(id: id)
-            if job?.state != .succeeded || job?.outputPath != path {
-                try? FileManager.default.removeItem(atPath: path)
-            }
+            if job?.state != .succeeded || job?.outputPath != path { removeFile(path, of: "job_id", id) }
         }
+    }
+
+    /// Removes a file the queue owns: one already gone is fine, any other failure is logged with whose it is
+    /// (`field` is `job_id` or `upload_id`).
+    private func removeFile(_ path: String, of field: String, _ id: String) {
+        guard unlink(path) != 0, errno != ENOENT else { return }
+        let reason = String(cString: strerror(errno))
+        logger.error("removing a file failed", [field: .string(id),
+                                                 "path": .string(path), "error": .string(reason)])
     }
 }

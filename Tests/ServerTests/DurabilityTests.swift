@@ -18,7 +18,7 @@ import TestSupport
         let server = try TestServer([], data: folder.appendingPathComponent("data"), wrapper: [
             "strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,rename,renameat,renameat2", "-o", trace, "--",
         ])
-        defer { Self.stop(server) }
+        defer { server.stop() }
         let upload = try server.json("/v1/uploads/standard.mp4", ["-T", try Media.path(.standard)])
         #expect(upload.status == 201, "\(upload.object)")
         let uploadID = try #require(upload.object["id"] as? String)
@@ -26,7 +26,7 @@ import TestSupport
                                                    #"{"input": "\#(uploadID)", "settings": "480p"}"#])
         let jobID = try #require(created.object["id"] as? String)
         #expect(eventually(60) { (try? server.json("/v1/jobs/\(jobID)"))?.object["state"] as? String == "succeeded" })
-        Self.stop(server)
+        server.stop()
 
         let calls = try Self.calls(in: trace)
         let uploads = server.data.appendingPathComponent("uploads").path
@@ -39,14 +39,6 @@ import TestSupport
             #expect(calls[..<renamed].contains(.fsync(temporary)), "\(temporary) is flushed before its rename")
             #expect(calls[renamed...].contains(.fsync(folder)), "\(folder) is flushed after the rename")
         }
-    }
-
-    /// Ends the traced server: SIGTERM to the server itself (strace would only detach), then strace follows it out.
-    private static func stop(_ server: TestServer) {
-        guard server.process.isRunning else { return }
-        let children = (try? Shell.run("pgrep", ["-P", String(server.process.processIdentifier)]).stdout) ?? ""
-        for pid in children.split(separator: "\n").compactMap({ Int32($0) }) { kill(pid, SIGTERM) }
-        server.stop()
     }
 
     /// The calls strace logged, in order. With `-y` a descriptor shows its path: `fsync(5</data/uploads>)`.

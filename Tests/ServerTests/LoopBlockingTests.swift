@@ -15,9 +15,8 @@ import TestSupport
         let trace = folder.appendingPathComponent("strace.log").path
         let server = try TestServer([], data: folder.appendingPathComponent("data"),
                                     wrapper: ["strace", "-f", "-y", "-qq", "-e", "trace=" + Self.traced, "-o", trace, "--"])
-        defer { Self.stop(server) }
-        let pid = try #require(Self.serverPID(server))
-        let names = Self.threadNames(pid)
+        defer { server.stop() }
+        let names = server.threadNames
         let loops = Set(names.filter { $0.value.hasPrefix("http-") }.keys)
         #expect(loops.count >= 1, "threads: \(names)")
 
@@ -42,7 +41,7 @@ import TestSupport
         let longID = try #require(long.object["id"] as? String)
         #expect(eventually(30) { (try? server.json("/v1/jobs/\(longID)"))?.object["state"] as? String == "running" })
         #expect(try server.curl("/v1/jobs/\(longID)", ["-X", "DELETE"]).status == 204)
-        Self.stop(server)
+        server.stop()
 
         let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
         var onLoops: [Substring] = []
@@ -71,27 +70,5 @@ import TestSupport
         }
         if call.hasPrefix("fcntl(") { return call.contains("F_SETLK") || call.contains("F_GETLK") }
         return !call.hasPrefix("clock_nanosleep") && !call.hasPrefix("nanosleep")
-    }
-
-    private static func serverPID(_ server: TestServer) -> Int32? {
-        let children = (try? Shell.run("pgrep", ["-P", String(server.process.processIdentifier)]).stdout) ?? ""
-        return children.split(separator: "\n").compactMap { Int32($0) }.first
-    }
-
-    private static func threadNames(_ pid: Int32) -> [Int32: String] {
-        let tasks = "/proc/\(pid)/task"
-        var names: [Int32: String] = [:]
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
-            guard let tid = Int32(entry), let name = try? String(contentsOfFile: "\(tasks)/\(entry)/comm", encoding: .utf8) else { continue }
-            names[tid] = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        return names
-    }
-
-    /// Ends the traced server: SIGTERM to the server itself (strace would only detach), then strace follows it out.
-    private static func stop(_ server: TestServer) {
-        guard server.process.isRunning else { return }
-        if let pid = serverPID(server) { kill(pid, SIGTERM) }
-        server.stop()
     }
 }

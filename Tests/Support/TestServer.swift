@@ -18,6 +18,8 @@ public final class TestServer: @unchecked Sendable {
     public let data: URL
     public let port: Int
     public let logPath: String
+    /// Whether `process` is a wrapper (strace) around the server.
+    private let wrapped: Bool
 
     public var base: String { "http://127.0.0.1:\(port)" }
 
@@ -30,6 +32,7 @@ public final class TestServer: @unchecked Sendable {
         logPath = folder.appendingPathComponent("server-\(UUID().uuidString.prefix(6)).log").path
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let command = [Binary.path, "serve", "--data", self.data.path, "--port", "0"] + arguments
+        wrapped = !wrapper.isEmpty
         if let program = wrapper.first {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = [program] + wrapper.dropFirst() + command
@@ -75,9 +78,16 @@ public final class TestServer: @unchecked Sendable {
     /// Threads of the server process now.
     public var threadCount: Int { status("Threads") }
 
+    /// The server's own process id: `process`'s, or its child's when a wrapper runs the server.
+    public var serverPID: Int32? {
+        guard wrapped else { return process.processIdentifier }
+        let children = (try? Shell.run("pgrep", ["-P", String(process.processIdentifier)]).stdout) ?? ""
+        return children.split(separator: "\n").compactMap { Int32($0) }.first
+    }
+
     /// The names of the server's threads by thread id (`http-0`, `handler-3`, `worker-0`, …).
     public var threadNames: [Int32: String] {
-        let tasks = "/proc/\(process.processIdentifier)/task"
+        let tasks = "/proc/\(serverPID ?? 0)/task"
         var names: [Int32: String] = [:]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
             guard let tid = Int32(entry),
@@ -94,11 +104,12 @@ public final class TestServer: @unchecked Sendable {
         return Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") ?? 0
     }
 
-    /// Sends SIGTERM and waits for the exit status.
+    /// Sends SIGTERM (to the server itself when it is wrapped: strace would only detach) and waits for the exit
+    /// status.
     @discardableResult
     public func stop() -> Int32 {
         if process.isRunning {
-            process.terminate()
+            if wrapped, let pid = serverPID { kill(pid, SIGTERM) } else { process.terminate() }
             process.waitUntilExit()
         }
         let pid = process.processIdentifier
