@@ -152,7 +152,13 @@ public final class JobQueue: Sendable {
                     state.pendingCancels.insert(id)
                     return true
                 }
-                if pending { return job }
+                guard pending else { continue }
+                // Or it had just ended (and left `running`) when the job was read: then nothing is pending.
+                guard let now = try store.job(id: id), !now.state.isTerminal else {
+                    state.withLock { _ = $0.pendingCancels.remove(id) }
+                    continue
+                }
+                return job
             default:
                 throw StoreError(code: "invalid_transition", message: "The job has already finished (\(job.state.rawValue)).")
             }
@@ -306,7 +312,8 @@ public final class JobQueue: Sendable {
             return final
         case .failure(let error):
             let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
-            guard reason != .shuttingDown, !writesFailure else { break }
+            let permanent = error.code == "not_found" || error.code == "invalid_transition"
+            guard reason != .shuttingDown, !writesFailure, !permanent else { break }
             let message = "The transcode ended but the job store could not record it (\(error.message)); the output was discarded. "
                 + "Submit the job again."
             let fallback = retrying(job.id, what: "recording the job as failed") { () throws(StoreError) -> Job in
@@ -314,21 +321,22 @@ public final class JobQueue: Sendable {
             }
             if case .success(let failed) = fallback { return failed }
         }
-        logger.error("the job's end could not be recorded; it stays running in the store until the next start recovers it",
-                     ["job_id": .string(job.id)])
+        logger.error("the job's end could not be recorded", ["job_id": .string(job.id)])
         return nil
     }
 
-    /// Runs `body` until it succeeds or `recordRetryDelays` are used up, logging each failure.
+    /// Runs `body` until it succeeds or `recordRetryDelays` are used up, logging each failure. A refusal that cannot
+    /// change (the job is gone, or the state machine refuses the move) is not tried again.
     private func retrying(_ id: String, what: String, _ body: () throws(StoreError) -> Job) -> Result<Job, StoreError> {
         var delays = configuration.recordRetryDelays[...]
         while true {
             do throws(StoreError) {
                 return .success(try body())
             } catch {
+                let permanent = error.code == "not_found" || error.code == "invalid_transition"
                 logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
-                                                  "retrying": .string(delays.isEmpty ? "no" : "yes")])
-                guard let delay = delays.popFirst() else { return .failure(error) }
+                                                  "retrying": .string(delays.isEmpty || permanent ? "no" : "yes")])
+                guard !permanent, let delay = delays.popFirst() else { return .failure(error) }
                 Thread.sleep(forTimeInterval: delay)
             }
         }
@@ -432,15 +440,27 @@ public final class JobQueue: Sendable {
     }
 
     /// Deletes finished jobs that ended before `time` (seconds since 1970), with their outputs, and uploads no job
-    /// uses any more that are older than `time`. Queued and running jobs are never touched.
+    /// uses any more that are older than `time`. Queued and running jobs are never touched. A row goes first and its
+    /// file only once the row is gone: an upload a new job took meanwhile stays (the store refuses its deletion), and
+    /// one item that fails is logged and passed over.
     public func sweep(olderThan time: Double) throws(StoreError) {
         for job in try store.finishedJobs(before: time) {
-            if let path = job.outputPath { removeFile(path, of: "job_id", job.id) }
-            try store.deleteJob(id: job.id)
+            do throws(StoreError) {
+                try store.deleteJob(id: job.id)
+                if let path = job.outputPath { removeFile(path, of: "job_id", job.id) }
+            } catch {
+                logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
+            }
         }
         for upload in try store.unusedUploads(before: time) {
-            removeFile(upload.path, of: "upload_id", upload.id)
-            try store.deleteUpload(id: upload.id)
+            do throws(StoreError) {
+                try store.deleteUpload(id: upload.id)
+                removeFile(upload.path, of: "upload_id", upload.id)
+            } catch where error.code == "constraint" {
+                // A job started using it after it was listed.
+            } catch {
+                logger.error("retention could not delete an upload", ["upload_id": .string(upload.id), "error": .string(error.description)])
+            }
         }
     }
 

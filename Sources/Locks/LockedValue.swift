@@ -77,6 +77,13 @@ public final class LockedValue<Value: ~Copyable>: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
+    /// Wakes one thread blocked in `wait`: for a change that one waiter can take (an item queued for one of many).
+    public func notifyOne() {
+        pthread_mutex_lock(mutex)
+        pthread_cond_signal(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
     /// Runs `body` with exclusive access to the value; keep it short and never block inside.
     public func withLock<Result: ~Copyable, Failure: Error>(
         _ body: (inout sending Value) throws(Failure) -> sending Result

@@ -37,7 +37,8 @@ public final class MediaReader {
         container = try InputContainer(path: path)
         formatName = container.formatName
         tracks = (0..<container.streamCount).map(container.track)
-        continuity = TimestampContinuity(allowsDiscontinuities: container.allowsTimestampJumps)
+        continuity = TimestampContinuity(allowsDiscontinuities: container.allowsTimestampJumps,
+                                         declaredEnd: container.durationIsDeclared ? container.declaredEnd : nil)
     }
 
     /// How long the media lasts as the file declares, in seconds (from its first timestamp), when it does.

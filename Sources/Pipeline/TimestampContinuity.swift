@@ -14,6 +14,12 @@ import CFFmpeg
 struct TimestampContinuity {
     /// Whether the clock may restart (stitch) or not (refuse a stream that goes back).
     let allowsDiscontinuities: Bool
+    /// Where the file says its media ends, in microseconds on its clock, when it says so: without discontinuities, a
+    /// stream that leaps far past it (a 10 s file whose audio jumps 5 hours ahead) is refused, not filled with hours
+    /// of silence.
+    let declaredEnd: Int64?
+    /// Per stream without discontinuities: the latest decoding time seen, in microseconds.
+    private var highest: [Int32: Int64] = [:]
 
     /// Microseconds (`AV_TIME_BASE` units).
     static let backwardLimit: Int64 = 500_000
@@ -24,8 +30,10 @@ struct TimestampContinuity {
     /// Per stream: the last decoding time seen (offset applied) and that packet's duration, in microseconds.
     private var last: [Int32: (time: Int64, duration: Int64)] = [:]
 
-    init(allowsDiscontinuities: Bool) {
+    /// `declaredEnd` in seconds on the file's clock.
+    init(allowsDiscontinuities: Bool, declaredEnd: Double? = nil) {
         self.allowsDiscontinuities = allowsDiscontinuities
+        self.declaredEnd = declaredEnd.map { Int64(($0 * 1e6).rounded()) }
     }
 
     /// Shifts `packet` (timestamps in `timeBase`) by the running offset, first moving the offset if the packet
@@ -42,13 +50,22 @@ struct TimestampContinuity {
         if let previous = last[value.stream_index] {
             let delta = time - previous.time
             if !allowsDiscontinuities {
-                if delta < -Self.backwardLimit {
-                    let seconds = { (time: Int64) in String(format: "%.2f s", Double(time) / 1e6 - origin) }
+                let seconds = { (time: Int64) in String(format: "%.2f s", Double(time) / 1e6 - origin) }
+                // Compared with the latest time seen, so small steps back cannot add up to a large one.
+                let latest = max(highest[value.stream_index] ?? previous.time, previous.time)
+                if time < latest - Self.backwardLimit {
                     throw MediaError(code: "timestamps_invalid", message:
-                        "The input's \(stream) goes back in time, from \(seconds(previous.time)) to \(seconds(time)): "
+                        "The input's \(stream) goes back in time, from \(seconds(latest)) to \(seconds(time)): "
                         + "its timestamps are broken (a muxing error), so its frames cannot be put in order. "
                         + "Export the file again from its source.")
                 }
+                if delta > Self.forwardLimit, let end = declaredEnd,
+                   time > end + max(1_000_000, (end - Int64(origin * 1e6)) / 50) {
+                    throw MediaError(code: "timestamps_invalid", message:
+                        "The input's \(stream) leaps from \(seconds(previous.time)) to \(seconds(time)), far past the end "
+                        + "the file declares (\(seconds(end))): its timestamps are broken. Export the file again from its source.")
+                }
+                highest[value.stream_index] = max(latest, time)
             } else if delta < -Self.backwardLimit || delta > Self.forwardLimit {
                 let end = last.values.map { $0.time + max($0.duration, 1) }.max() ?? previous.time
                 let shift = end - time

@@ -323,10 +323,14 @@ private final class AudioPath {
             let sync = AudioConverter.Sync.filter(hardLimit: converter.hardLimit)
             filters = try FilterGraph(audio: value, chain: sync + "," + chain)
             filterInput = shape
-        }
-        if filterStart == nil {
-            // The graph's output is continuous from the first frame on; a tempo filter scales where it starts.
-            filterStart = timestamp.map { Int64(Double($0) / (filterSettings?.tempo ?? 1)) } ?? 0
+            // A graph's output is continuous from its first frame on; a tempo filter scales where it starts. A graph
+            // built again (the format changed) starts where its first frame belongs, so a gap at the change stays.
+            if let timestamp {
+                filterStart = Int64(Double(timestamp) / (filterSettings?.tempo ?? 1))
+                filterOutputPlaced = false
+            } else if filterStart == nil {
+                filterStart = 0
+            }
         }
         frame.pointer.pointee.pts = source == FFmpeg.noPTS
             ? FFmpeg.noPTS : timeline.convert(source, from: sourceTimeBase, to: AVRational(num: 1, den: value.sample_rate))

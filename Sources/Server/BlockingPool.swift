@@ -36,7 +36,7 @@ public final class BlockingPool: Sendable {
     /// Queues `work` to run on one of the pool's threads.
     public func submit(_ work: @escaping @Sendable () -> Void) {
         state.withLock { $0.work.append(work) }
-        state.notifyAll()
+        state.notifyOne()
     }
 
     /// Work items submitted and not yet started.
@@ -71,7 +71,8 @@ public final class BlockingPool: Sendable {
 }
 
 /// Runs work items one after another on a `BlockingPool`, never two at once and in the order they came: the writes of
-/// one upload, for instance, while other uploads' writes run on the pool's other threads.
+/// one upload, for instance. It takes a pool thread for one item at a time and then queues itself again behind what
+/// others submitted meanwhile, so a busy executor (an upload to a slow disk) never keeps a thread to itself.
 final class SerialExecutor: Sendable {
     private struct State {
         var work: [@Sendable () -> Void] = []
@@ -95,15 +96,15 @@ final class SerialExecutor: Sendable {
     }
 
     private func drain() {
-        while true {
-            let batch = state.withLock { state -> [@Sendable () -> Void] in
-                let batch = state.work
-                state.work.removeAll()
-                if batch.isEmpty { state.running = false }
-                return batch
+        let next = state.withLock { state -> (@Sendable () -> Void)? in
+            guard !state.work.isEmpty else {
+                state.running = false
+                return nil
             }
-            if batch.isEmpty { return }
-            for work in batch { work() }
+            return state.work.removeFirst()
         }
+        guard let next else { return }
+        next()
+        pool.submit { [self] in drain() }
     }
 }

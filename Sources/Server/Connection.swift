@@ -4,7 +4,7 @@ import Foundation
 import Glibc
 
 /// One client connection, confined to the loop thread: reads and parses requests, streams bodies into sinks, hands
-/// complete requests to handlers on the work queue, and writes responses (data, files, event streams).
+/// complete requests to handlers on the server's pools, and writes responses (data, files, event streams).
 ///
 /// Requests on a connection are served one at a time; pipelined bytes wait in the buffer until the response before
 /// them is written.
@@ -13,7 +13,7 @@ final class Connection {
         /// Waiting for (or reading) a request head.
         case idle
         case readingBody(BodySink)
-        /// The handler runs on the work queue.
+        /// The handler runs on one of the server's pools.
         case awaitingResponse
         case writing
         /// An event stream is open; `cancel` unsubscribes its source.
@@ -365,7 +365,7 @@ final class Connection {
         }
         let token = self.token
         let eventLoop = loop.eventLoop
-        let pool = Self.carriesFile(body) ? loop.pools.probes : loop.pools.handlers
+        let pool = route.pool == .waiting ? loop.pools.waits : Self.carriesFile(body) ? loop.pools.probes : loop.pools.handlers
         let holder = SinkHolder(sink)
         pool.submit {
             var response: Response
@@ -594,9 +594,14 @@ final class Connection {
 
     // MARK: State
 
+    /// Reading off also stops watching for the peer's half-close: epoll is level-triggered, and a client that sent
+    /// its whole body and shut its side would otherwise wake the loop on every round while reading is paused.
     private func setInterest(reading: Bool? = nil, writing: Bool? = nil) {
         var next = interest
-        if let reading { next = reading ? next | tc_epoll_in : next & ~tc_epoll_in }
+        if let reading {
+            let flags = tc_epoll_in | tc_epoll_rdhup
+            next = reading ? next | flags : next & ~flags
+        }
         if let writing { next = writing ? next | tc_epoll_out : next & ~tc_epoll_out }
         guard next != interest, !isClosed else { return }
         interest = next

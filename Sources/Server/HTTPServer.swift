@@ -5,7 +5,7 @@ import Glibc
 import Locks
 
 /// An HTTP/1.1 server on a few epoll event loop threads (non-blocking sockets, no thread per connection; the kernel
-/// spreads connections over the loops with SO_REUSEPORT); handlers run on a work queue.
+/// spreads connections over the loops with SO_REUSEPORT); handlers run on fixed thread pools.
 public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     public let metrics = ServerMetrics()

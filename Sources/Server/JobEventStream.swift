@@ -40,10 +40,8 @@ final class JobEventStream: EventSource {
     /// The job as read after subscribing, and its live progress. A state event that came in meanwhile is newer than
     /// or as new as this read, so the snapshot is then dropped: the stream never goes back to an older state.
     func deliverSnapshot(_ job: Job, live: TranscodeProgress?) {
-        let fresh = state.withLock { $0.lastState == nil }
-        guard fresh else { return }
-        Self.deliver(.state(job), to: state, render: render)
-        if let live { Self.deliver(.progress(live), to: state, render: render) }
+        let delivered = Self.deliver(.state(job), to: state, render: render, onlyFirst: true)
+        if delivered, let live { Self.deliver(.progress(live), to: state, render: render) }
     }
 
     func start(send: @escaping @Sendable (String?) -> Void) -> @Sendable () -> Void {
@@ -60,25 +58,37 @@ final class JobEventStream: EventSource {
         events.unsubscribe(jobID, key)
     }
 
-    /// Decides whether `event` goes out; everything is sent under the lock, so the loop receives events in the
-    /// order they were decided.
-    private static func deliver(_ event: JobEvent, to state: LockedValue<State>, render: @Sendable (Job) -> Data) {
-        state.withLock { state in
-            guard !state.ended else { return }
-            switch event {
-            case .progress(let progress):
-                let now = Date()
-                guard state.lastState == .running, now.timeIntervalSince(state.lastProgress) >= Self.progressInterval else { return }
-                state.lastProgress = now
-                emit(Self.event("progress", JSON.encode(ProgressReport(progress))), into: &state)
-            case .state(let job):
-                guard job.state != state.lastState else { return }
+    /// Decides whether `event` goes out (with `onlyFirst`, a state only if no state went out before) and returns
+    /// whether it did. The JSON is made before the lock is taken (rendering a job reads the store; the loop takes
+    /// this lock too), and everything is sent under the lock, so the loop receives events in the order decided.
+    @discardableResult
+    private static func deliver(_ event: JobEvent, to state: LockedValue<State>, render: @Sendable (Job) -> Data,
+                                onlyFirst: Bool = false) -> Bool {
+        switch event {
+        case .progress(let progress):
+            // Progress comes at the pipeline's pace: look whether one is due before encoding it.
+            let due = { (state: State) in
+                !state.ended && state.lastState == .running && Date().timeIntervalSince(state.lastProgress) >= Self.progressInterval
+            }
+            guard state.withLock({ due($0) }) else { return false }
+            let text = Self.event("progress", JSON.encode(ProgressReport(progress)))
+            return state.withLock { state -> Bool in
+                guard due(state) else { return false }
+                state.lastProgress = Date()
+                emit(text, into: &state)
+                return true
+            }
+        case .state(let job):
+            let text = Self.event("state", render(job))
+            return state.withLock { state -> Bool in
+                guard !state.ended, job.state != state.lastState, !onlyFirst || state.lastState == nil else { return false }
                 state.lastState = job.state
-                emit(Self.event("state", render(job)), into: &state)
+                emit(text, into: &state)
                 if job.state.isTerminal {
                     state.ended = true
                     emit(nil, into: &state)
                 }
+                return true
             }
         }
     }

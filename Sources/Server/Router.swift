@@ -15,6 +15,15 @@ public final class Router: Sendable {
         case jsonOrMultipart(fields: [String])
     }
 
+    /// Which of the server's pools runs a route's handler.
+    public enum Pool: Sendable {
+        /// The handler pool (the probe pool when the request carries a file).
+        case standard
+        /// Handlers that may wait seconds for something else (a running job to stop): a small pool of their own, so
+        /// a few such requests never hold up the store's.
+        case waiting
+    }
+
     public typealias Handler = @Sendable (Request) throws(HTTPError) -> Response
     /// Answers on the event loop when it can do so at once without blocking (from memory), or returns nil.
     public typealias QuickAnswer = @Sendable (Request) -> Response?
@@ -27,8 +36,9 @@ public final class Router: Sendable {
         let name: String
         /// Whether the handler is quick and never blocks, so it may run on the event loop itself.
         let inline: Bool
-        /// Tried on the event loop first; when it has no answer, `handler` runs on the work queue.
+        /// Tried on the event loop first; when it has no answer, `handler` runs on a pool.
         let quickAnswer: QuickAnswer?
+        let pool: Pool
         let handler: Handler
     }
 
@@ -53,15 +63,17 @@ public final class Router: Sendable {
         let body: BodyKind
         let inline: Bool
         let quickAnswer: QuickAnswer?
+        let pool: Pool
         let handler: Handler
 
         public init(_ method: String, _ path: String, body: BodyKind = .none, inline: Bool = false,
-                    quickAnswer: QuickAnswer? = nil, _ handler: @escaping Handler) {
+                    quickAnswer: QuickAnswer? = nil, pool: Pool = .standard, _ handler: @escaping Handler) {
             self.method = method
             self.path = path
             self.body = body
             self.inline = inline
             self.quickAnswer = quickAnswer
+            self.pool = pool
             self.handler = handler
         }
     }
@@ -72,7 +84,7 @@ public final class Router: Sendable {
                 part.hasPrefix("{") && part.hasSuffix("}") ? .parameter(String(part.dropFirst().dropLast())) : .literal(String(part))
             }
             return Route(method: route.method, pattern: pattern, body: route.body, name: "\(route.method) \(route.path)",
-                         inline: route.inline, quickAnswer: route.quickAnswer, handler: route.handler)
+                         inline: route.inline, quickAnswer: route.quickAnswer, pool: route.pool, handler: route.handler)
         }
     }
 

@@ -7,12 +7,15 @@ final class ServerPools: Sendable {
     let probes: BlockingPool
     /// Upload writes, hashing, and removal of dropped uploads.
     let files: BlockingPool
+    /// Handlers that wait for something else (`Router.Pool.waiting`).
+    let waits: BlockingPool
     let bodyMemory: BodyMemory
 
     init(configuration: HTTPServerConfiguration) {
         handlers = BlockingPool(name: "handler", threads: configuration.handlerThreads)
         probes = BlockingPool(name: "probe", threads: configuration.probeThreads)
         files = BlockingPool(name: "file", threads: configuration.fileThreads)
+        waits = BlockingPool(name: "wait", threads: 2)
         bodyMemory = BodyMemory(limit: configuration.maxBufferedBodyBytes)
     }
 
@@ -20,6 +23,7 @@ final class ServerPools: Sendable {
     func shutdown() {
         handlers.shutdown()
         probes.shutdown()
+        waits.shutdown()
         files.shutdown()
     }
 }

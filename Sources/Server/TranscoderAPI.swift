@@ -51,7 +51,8 @@ public final class TranscoderAPI: Sendable {
             .init("GET", "/v1/jobs/{id}", quickAnswer: { [self] request in cachedJobJSON(request) }) { [self] request throws(HTTPError) in
                 try jobJSON(request)
             },
-            .init("DELETE", "/v1/jobs/{id}") { [self] request throws(HTTPError) in try deleteJob(request) },
+            // Deleting a running job waits (up to 5 s) for it to stop: on the pool for waits.
+            .init("DELETE", "/v1/jobs/{id}", pool: .waiting) { [self] request throws(HTTPError) in try deleteJob(request) },
             .init("GET", "/v1/jobs/{id}/events") { [self] request throws(HTTPError) in try events(request) },
             .init("GET", "/v1/jobs/{id}/output") { [self] request throws(HTTPError) in try output(request) },
             .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
@@ -335,7 +336,7 @@ public final class TranscoderAPI: Sendable {
     }
 
     /// `GET /v1/jobs/{id}` on the event loop: the rendered JSON when nothing was written since it was rendered and
-    /// the live progress is the same; nil sends the request to `jobJSON` on the work queue.
+    /// the live progress is the same; nil sends the request to `jobJSON` on the handler pool.
     private func cachedJobJSON(_ request: Request) -> Response? {
         let id = request.parameters["id"] ?? ""
         guard let cached = rendered.withLock({ $0[id] }), cached.generation == store.generation,

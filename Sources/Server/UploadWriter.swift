@@ -14,7 +14,7 @@ import Locks
 /// for uploads then refused and deleted. The fsync before an upload is acknowledged writes what the kernel has not
 /// flushed by then.
 final class UploadWriter: @unchecked Sendable {
-    // Safe to share: `current`, `filled`, `allocated` and `isFinished` belong to the loop's thread (the only caller of
+    // Safe to share: `current`, `filled` and `isFinished` belong to the loop's thread (the only caller of
     // the public methods but `complete`); `descriptor` and `hasher` are touched only by the work items of `executor`,
     // which runs one at a time; everything else is in `shared`, behind its lock. A `Buffer` belongs to one side at a
     // time: the loop fills it, the file thread owns it until it is back on `free`.
@@ -28,6 +28,8 @@ final class UploadWriter: @unchecked Sendable {
 
     private struct Shared {
         var free: [Buffer] = []
+        /// Buffers in existence: free, being filled, or in flight.
+        var allocated = 0
         /// The first error of a file thread; every later write is skipped.
         var failure: IOError?
         /// Called once, when a buffer comes back after `whenSpace` found none.
@@ -47,7 +49,6 @@ final class UploadWriter: @unchecked Sendable {
     private var descriptor: Int32 = -1
     /// Made on the file thread: the first one in the process loads OpenSSL's configuration file.
     private lazy var hasher = SHA256()
-    private var allocated = 0
     private var current: Buffer?
     private var filled = 0
     private var isFinished = false
@@ -58,27 +59,32 @@ final class UploadWriter: @unchecked Sendable {
         executor = SerialExecutor(pool: pool)
     }
 
-    /// Whether a buffer is free now; if not, `resume` is kept and called once (on a file thread) when one is.
+    /// Whether a whole buffer is free or may be made now, so one more read (at most `bufferBytes`) fits whatever the
+    /// current buffer holds; if not, `resume` is kept and called once (on a file thread) when one comes back.
     func whenSpace(_ resume: @escaping @Sendable () -> Void) -> Bool {
-        if current != nil || allocated < Self.maxBuffers { return true }
-        return shared.withLock { shared -> Bool in
-            if !shared.free.isEmpty || shared.failure != nil || shared.discarded { return true }
+        shared.withLock { shared -> Bool in
+            if shared.allocated < Self.maxBuffers || !shared.free.isEmpty || shared.failure != nil || shared.discarded {
+                return true
+            }
             shared.waiting = resume
             return false
         }
     }
 
+    /// Buffers in existence now (free, being filled, in flight): at most `maxBuffers` while callers ask `whenSpace`.
+    var buffersAllocated: Int { shared.withLock { $0.allocated } }
+
     /// Free space at the end of the current buffer, so a caller can read into it without a copy and then `commit`
-    /// what it put there. Never waits: past `maxBuffers` in flight it allocates one more (`append` of a large read
-    /// does); callers that can wait ask `whenSpace` first.
+    /// what it put there. Never waits: with every buffer in flight it makes one more (an `append` of bytes that were
+    /// already read does; extra buffers are dropped when they come back); callers that can wait ask `whenSpace` first.
     func reserve() -> UnsafeMutableRawBufferPointer {
         if current == nil {
-            if let buffer = shared.withLock({ $0.free.popLast() }) {
-                current = buffer
-            } else {
-                allocated += 1
-                current = Buffer(count: Self.bufferBytes)
+            let free = shared.withLock { shared -> Buffer? in
+                if let buffer = shared.free.popLast() { return buffer }
+                shared.allocated += 1
+                return nil
             }
+            current = free ?? Buffer(count: Self.bufferBytes)
             filled = 0
         }
         return UnsafeMutableRawBufferPointer(rebasing: current!.bytes[filled...])
@@ -118,7 +124,12 @@ final class UploadWriter: @unchecked Sendable {
             if descriptor < 0 && !failed { openFile() }
             closeFile()
             let digest = hasher.finish()
-            shared.withLock { $0.digest = digest }
+            shared.withLock { shared in
+                shared.digest = digest
+                // No more writes come: the buffers go now, not when the handler is done with the body.
+                shared.allocated -= shared.free.count
+                shared.free.removeAll()
+            }
             shared.notifyAll()
         }
     }
@@ -158,7 +169,11 @@ final class UploadWriter: @unchecked Sendable {
         executor.submit { [self] in
             write(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<count]))
             let resume = shared.withLock { shared -> (@Sendable () -> Void)? in
-                shared.free.append(buffer)
+                if shared.allocated > Self.maxBuffers || shared.digest != nil {
+                    shared.allocated -= 1 // one made past the bound, or the upload is done: let it go
+                } else {
+                    shared.free.append(buffer)
+                }
                 defer { shared.waiting = nil }
                 return shared.waiting
             }

@@ -1,5 +1,5 @@
 import Foundation
-import Jobs
+@testable import Jobs
 import Pipeline
 import Locks
 import Testing
@@ -224,6 +224,23 @@ final class TimedRunner: JobRunner {
         #expect(try fixture.store.upload(id: upload.id) != nil, "still used by the queued job")
         #expect(try fixture.store.upload(id: spare.id) == nil)
         #expect(!FileManager.default.fileExists(atPath: spare.path))
+    }
+
+    /// Retention deletes a row before its file, and one item it cannot delete is logged and passed over.
+    @Test func retentionPassesOverWhatItCannotDelete() throws {
+        let fixture = try StoreFixture()
+        let stuck = try fixture.upload(try Media.path(.audioOnly))
+        let spare = try fixture.upload(try Media.path(.audioOnly))
+        try Database(path: fixture.directory.databasePath).execute("""
+            CREATE TRIGGER keep_one BEFORE DELETE ON uploads WHEN OLD.id = '\(stuck.id)'
+            BEGIN SELECT RAISE(ABORT, 'the row is locked (test)'); END;
+            """)
+        let queue = queue(fixture)
+        try queue.sweep(olderThan: Date().timeIntervalSince1970 + 1)
+        #expect(try fixture.store.upload(id: stuck.id) != nil)
+        #expect(FileManager.default.fileExists(atPath: stuck.path), "its row stayed, so its file stays")
+        #expect(try fixture.store.upload(id: spare.id) == nil && !FileManager.default.fileExists(atPath: spare.path),
+                "the sweep went on past it")
     }
 
     @Test func aDirectoryServesOneProcessAtATime() throws {

@@ -47,4 +47,14 @@ import TestSupport
         let from = try #require(Double(times.output.2)), to = try #require(Double(times.output.3))
         #expect(from >= 3.9 && abs(from - to - 3) < 0.1, "\(error.message)")
     }
+
+    @Test func aClockThatLeapsFarPastTheDeclaredEndIsRefused() throws {
+        let input = try Media.scratch().appendingPathComponent("leap.mkv").path
+        try FileManager.default.copyItem(atPath: try Media.path(.farStart), toPath: input)
+        // From 4 s of media on, everything is stamped an hour later than the 8 s the file declares.
+        #expect(try Matroska.shiftClusters(in: input, from: 9_000_000_004, by: -3600) >= 1)
+        let error = try #require(throws: MediaError.self) { try transcode(input) }
+        #expect(error.code == "timestamps_invalid" && error.message.contains("far past the end the file declares (8."),
+                "\(error.message)")
+    }
 }

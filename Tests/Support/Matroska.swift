@@ -8,8 +8,9 @@ public enum Matroska {
     private static let timestampID: UInt32 = 0xE7
     private static let crcID: UInt32 = 0xBF
 
-    /// Moves every cluster that starts at or after `from` seconds back by `by` seconds (timestamp scale 1 ms, as
-    /// FFmpeg writes). Returns how many clusters moved.
+    /// Moves every cluster that starts at or after `from` seconds back by `by` seconds (ahead when `by` is negative;
+    /// timestamp scale 1 ms, as FFmpeg writes). Returns how many clusters moved; throws if a new value does not fit
+    /// in the bytes of the old one.
     @discardableResult
     public static func shiftClusters(in path: String, from: Double, by: Double) throws -> Int {
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
@@ -45,6 +46,9 @@ public enum Matroska {
                     let milliseconds = bytes[value..<(value + Int(valueSize))].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                     if Double(milliseconds) >= from * 1000 {
                         var shifted = UInt64(max(0, Double(milliseconds) - by * 1000))
+                        guard valueSize >= 8 || shifted >> (8 * valueSize) == 0 else {
+                            throw ShellError(message: "a shifted cluster timestamp does not fit in \(valueSize) bytes")
+                        }
                         for index in stride(from: value + Int(valueSize) - 1, through: value, by: -1) {
                             bytes[index] = UInt8(shifted & 0xFF)
                             shifted >>= 8

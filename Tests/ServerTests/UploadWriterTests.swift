@@ -1,0 +1,51 @@
+import Foundation
+import Locks
+import Testing
+import TestSupport
+@testable import Server
+
+/// The upload writer against a disk that does not keep up (its only file thread held up): memory stays bounded
+/// whatever the reads look like, and a busy writer never keeps a pool thread from the others.
+@Suite struct UploadWriterTests {
+    /// A pool of one thread, held until `release` is signalled.
+    private func heldPool() -> (BlockingPool, DispatchSemaphore) {
+        let pool = BlockingPool(name: "held", threads: 1)
+        let release = DispatchSemaphore(value: 0)
+        pool.submit { release.wait() }
+        return (pool, release)
+    }
+
+    @Test func readsStopWhenEveryBufferIsInFlightWhateverTheirSizes() throws {
+        let (pool, release) = heldPool()
+        let path = try Media.scratch().appendingPathComponent("upload").path
+        let writer = UploadWriter(path: path, pool: pool)
+        // Reads of odd sizes (multipart and chunked bodies go through append): the current buffer is never empty.
+        let read = Data(repeating: 7, count: 100_000)
+        var reads = 0
+        while writer.whenSpace({}) && reads < 1000 {
+            try read.withUnsafeBytes { try writer.append($0) }
+            reads += 1
+        }
+        #expect(reads < 1000, "the writer kept taking reads with its file thread stuck")
+        #expect(writer.buffersAllocated <= UploadWriter.maxBuffers, "\(writer.buffersAllocated) buffers")
+        release.signal()
+        writer.finish()
+        _ = try writer.complete()
+        let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        #expect(size == reads * read.count, "every byte taken was written")
+        pool.shutdown()
+    }
+
+    @Test func aBusyExecutorLetsAnotherOneRunBetweenItsItems() {
+        let pool = BlockingPool(name: "fair", threads: 1)
+        let busy = SerialExecutor(pool: pool), other = SerialExecutor(pool: pool)
+        let order = LockedValue<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        for index in 0..<50 { busy.submit { usleep(1000); order.withLock { $0.append("busy-\(index)") } } }
+        other.submit { order.withLock { $0.append("other") }; done.signal() }
+        done.wait()
+        let position = order.withLock { $0.firstIndex(of: "other") ?? .max }
+        #expect(position <= 3, "the other executor's item ran after \(position) of the busy one's")
+        pool.shutdown()
+    }
+}
