@@ -19,6 +19,14 @@ public struct DataDirectory: Sendable {
         outputs.appendingPathComponent("\(job.id).\(job.settings.container.fileExtension)").path
     }
 
+    /// Temporary files a transcode of `job` left while it wrote its output (`<output>.<random>.partial`): what a
+    /// process that was killed leaves behind.
+    public func partialOutputs(for job: Job) -> [String] {
+        let final = URL(fileURLWithPath: outputPath(for: job)).lastPathComponent
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
+        return names.filter { $0.hasPrefix(final + ".") && $0.hasSuffix(".partial") }.map { outputs.appendingPathComponent($0).path }
+    }
+
     /// Where an upload's content goes.
     public func uploadPath(id: String) -> String { uploads.appendingPathComponent(id).path }
 

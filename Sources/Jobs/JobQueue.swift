@@ -15,7 +15,7 @@ public final class JobQueue: Sendable {
         public var stallTimeout = 120.0
         /// Finished jobs (rows and files) are deleted this many hours after they end; nil keeps them.
         public var retentionHours: Double?
-        /// Attempts a job may die in (process crashes) before it fails with `worker_crashed`.
+        /// Attempts a job may die in (its process crashing, or the server's) before it fails with `worker_crashed`.
         public var maxAttempts = 3
         /// Seconds between two progress writes to SQLite for one job.
         public var progressSaveInterval = 1.0
@@ -279,7 +279,12 @@ public final class JobQueue: Sendable {
         let final = record(outcome, of: claimed, reason: reason)
         state.withLock { _ = $0.running.removeValue(forKey: id) }
         state.notifyAll()
-        if final?.state != .succeeded { removeFile(directory.outputPath(for: claimed), of: "job_id", id) }
+        if final?.state != .succeeded {
+            for path in [directory.outputPath(for: claimed)] + directory.partialOutputs(for: claimed) {
+                removeFile(path, of: "job_id", id)
+            }
+        }
+        if final?.state == .queued { jobQueued() } // retried after a crash: a worker takes it again
         guard let final else { return }
         stats.withLock { stats in
             guard final.state.isTerminal else { return }
@@ -293,10 +298,13 @@ public final class JobQueue: Sendable {
                 stats.durationSum += result.elapsed
             }
         }
-        if final.state == .failed {
+        switch final.state {
+        case .failed:
             logger.info("job failed", ["job_id": .string(id), "code": .string(final.errorCode ?? ""),
                                        "message": .string(final.errorMessage ?? "")])
-        } else {
+        case .queued:
+            logger.info("job back in the queue", ["job_id": .string(id), "attempts": .int(final.attempts)])
+        default:
             logger.info("job ended", ["job_id": .string(id), "state": .string(final.state.rawValue)])
         }
         events.publish(id, .state(final))
@@ -410,6 +418,15 @@ public final class JobQueue: Sendable {
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
         case (.failure, .shuttingDown?):
             return try store.requeue(id: job.id)
+        case (.failure(let error), nil) where error.code == "worker_crashed":
+            // A crash may not happen again (a one-off signal, a memory spike): the job runs again, up to its limit.
+            guard job.attempts >= configuration.maxAttempts else {
+                logger.error("the job's process crashed; it runs again",
+                             ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])
+                return try store.retry(id: job.id)
+            }
+            return try store.markFailed(id: job.id, code: error.code,
+                                        message: "\(error.message) (attempt \(job.attempts) of \(configuration.maxAttempts))")
         case (.failure(let error), nil):
             return try store.markFailed(id: job.id, code: error.code, message: error.message)
         }

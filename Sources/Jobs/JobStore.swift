@@ -184,6 +184,21 @@ public final class JobStore: Sendable {
                                           ("lease", .null)])
     }
 
+    /// running → queued with one more attempt: the process that ran it crashed, and it runs again.
+    @discardableResult
+    public func retry(id: String) throws(StoreError) -> Job {
+        let now = Self.now()
+        let row = try withDatabase { database throws(StoreError) -> Row? in
+            try database.query("""
+                UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL, progress_time = 0,
+                    updated_at = ?
+                WHERE id = ? AND state = 'running' RETURNING *
+                """, [.real(now), .text(id)]).first
+        }
+        guard let row else { throw StoreError(code: "invalid_transition", message: "The job \(id) is not running.") }
+        return Self.job(row)
+    }
+
     /// running → queued without counting an attempt: the process is shutting down and the next start runs it again.
     @discardableResult
     public func requeue(id: String) throws(StoreError) -> Job {

@@ -13,17 +13,30 @@ final class InputContainer {
 
     private(set) var context: UnsafeMutablePointer<AVFormatContext>?
     let path: String
+    /// Kept alive as long as the context, whose interrupt callback asks it.
+    private let cancellation: CancellationToken?
 
-    init(path: String) throws(MediaError) {
+    /// Opens `path`. With a `cancellation` token, FFmpeg's blocking calls (opening, probing, reading) ask it through
+    /// the interrupt callback and give up once it fires.
+    init(path: String, cancellation: CancellationToken? = nil) throws(MediaError) {
         self.path = path
+        self.cancellation = cancellation
         let options = OptionDictionary([
             ("protocol_whitelist", "file"),
             ("format_whitelist", Self.allowedDemuxers.joined(separator: ",")),
         ])
         var context: UnsafeMutablePointer<AVFormatContext>? = avformat_alloc_context()
         guard context != nil else { throw MediaError(code: "out_of_memory", message: "Allocating the input failed.") }
+        if let cancellation {
+            context?.pointee.interrupt_callback.opaque = Unmanaged.passUnretained(cancellation).toOpaque()
+            context?.pointee.interrupt_callback.callback = { opaque in
+                guard let opaque else { return 0 }
+                return Unmanaged<CancellationToken>.fromOpaque(opaque).takeUnretainedValue().isCanceled ? 1 : 0
+            }
+        }
         // "file:" keeps a name such as "a:b.mp4" from being taken as a protocol.
         let result = avformat_open_input(&context, "file:" + path, nil, &options.pointer)
+        if result < 0, cancellation?.isCanceled == true { throw MediaError.canceled }
         if result < 0 {
             // avformat_open_input frees the context on failure.
             if result == tc_averror(ENOENT) {
@@ -44,6 +57,7 @@ final class InputContainer {
         let info = avformat_find_stream_info(context, nil)
         if info < 0 {
             close()
+            if cancellation?.isCanceled == true { throw MediaError.canceled }
             throw MediaError.ffmpeg(info, "Reading the input's stream information", code: "unreadable_input")
         }
     }

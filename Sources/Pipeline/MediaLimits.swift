@@ -1,6 +1,6 @@
 /// What an input may demand before it is refused: bounds checked from the headers before anything is decoded, so a
 /// decompression bomb (a tiny file that declares huge frames) never gets to allocate them.
-public struct MediaLimits: Sendable, Equatable {
+public struct MediaLimits: Sendable, Equatable, Codable {
     /// Longest accepted input, in seconds.
     public var maxDuration: Double
     /// Largest accepted picture width or height, in pixels.

@@ -32,9 +32,10 @@ public final class MediaReader {
     /// Stitches jumps of formats whose clock may restart; refuses streams going back in the others.
     private var continuity: TimestampContinuity
 
-    /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed.
-    public init(path: String) throws(MediaError) {
-        container = try InputContainer(path: path)
+    /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed. With `cancellation`,
+    /// blocking reads give up once it fires.
+    public init(path: String, cancellation: CancellationToken? = nil) throws(MediaError) {
+        container = try InputContainer(path: path, cancellation: cancellation)
         formatName = container.formatName
         tracks = (0..<container.streamCount).map(container.track)
         continuity = TimestampContinuity(allowsDiscontinuities: container.allowsTimestampJumps,

@@ -15,6 +15,9 @@ public final class TranscodeSession {
     public let limits: MediaLimits
     /// Shortest wall-clock time between two progress calls, in seconds.
     public var progressInterval = 0.05
+    /// Called with the error when the transcode fails, before anything is freed: the moment to see what the
+    /// process held (a child measures its memory there, to tell a refused allocation from other failures).
+    public var onFailure: ((MediaError) -> Void)?
 
     public init(inputPath: String, outputPath: String, settings: TranscodeSettings,
                 cancellation: CancellationToken = CancellationToken(), limits: MediaLimits = MediaLimits()) {
@@ -32,9 +35,20 @@ public final class TranscodeSession {
     /// partial output is deleted and a `MediaError` says why (`canceled`, `input_truncated`, ...).
     public func run(progress: (TranscodeProgress) -> Void = { _ in }) throws(MediaError) -> TranscodeResult {
         let started = ContinuousClock.now
-        let reader = try MediaReader(path: inputPath)
+        let reader: MediaReader
+        do throws(MediaError) {
+            reader = try MediaReader(path: inputPath, cancellation: cancellation)
+        } catch {
+            throw cancellation.isCanceled ? MediaError.canceled : error
+        }
         let writer = try MediaWriter(path: outputPath, fileType: settings.container)
-        let plan = try TranscodePlan(reader: reader, writer: writer, settings: settings, limits: limits)
+        let plan: TranscodePlan
+        do throws(MediaError) {
+            plan = try TranscodePlan(reader: reader, writer: writer, settings: settings, limits: limits)
+        } catch {
+            onFailure?(error)
+            throw error
+        }
         let reporter = ProgressReporter(duration: plan.expectedDuration, interval: progressInterval, started: started)
         // Seconds of input per second of output (a tempo filter changes the pace).
         let inputPace = settings.filters?.tempo ?? 1
@@ -50,8 +64,10 @@ public final class TranscodeSession {
             try plan.finish()
             try writer.finishWriting()
         } catch {
+            onFailure?(error)
             writer.cancelWriting()
-            throw error
+            // A read cut short by the cancellation looks like a cut-short file: say what happened.
+            throw cancellation.isCanceled ? MediaError.canceled : error
         }
         let output = try? MediaReader(path: outputPath)
         let elapsed = reporter.elapsed

@@ -9,6 +9,8 @@ import Locks
 /// fixed pools (they block on SQLite and on probing uploads), never on an event loop.
 public final class TranscoderAPI: Sendable {
     let queue: JobQueue
+    /// Reads an upload's tracks: in a sandboxed child process, so the server never parses media itself.
+    let prober: any MediaProber
     let logger: Logger
     let metricsText: @Sendable () -> String
     /// Rendered job JSON by id: pollers of a job that is not moving get the same bytes without a database read and
@@ -24,8 +26,9 @@ public final class TranscoderAPI: Sendable {
         let data: Data
     }
 
-    public init(queue: JobQueue, logger: Logger, metricsText: @escaping @Sendable () -> String = { "" }) {
+    public init(queue: JobQueue, prober: any MediaProber, logger: Logger, metricsText: @escaping @Sendable () -> String = { "" }) {
         self.queue = queue
+        self.prober = prober
         self.logger = logger
         self.metricsText = metricsText
     }
@@ -109,7 +112,7 @@ public final class TranscoderAPI: Sendable {
         }
         let tracks: [Track]
         do {
-            tracks = try TranscodeSession.probe(path: file.path)
+            tracks = try prober.probe(path: file.path)
         } catch {
             throw HTTPError(.unprocessableContent, error.code, error.message)
         }

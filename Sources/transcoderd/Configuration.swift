@@ -1,4 +1,5 @@
 import Foundation
+import Isolation
 import Jobs
 import Logging
 import Pipeline
@@ -26,6 +27,8 @@ struct Configuration: Sendable {
     /// The logger the options ask for (on stderr).
     var logger: Logger { Logger(format: logFormat == "text" ? .text : .json) }
     var limits = MediaLimits()
+    var sandbox = SandboxPolicy()
+    var maxAttempts = 3
 
     /// One option: its flag, environment variable, default shown in help, and how it is applied.
     struct Option: Sendable {
@@ -117,6 +120,25 @@ struct Configuration: Sendable {
                help: "largest decoded input picture in MiB, refused before decoding; default 512") { config, value throws(UsageError) in
             config.limits.maxFrameBytes = try integer(value, flag: "--max-frame-mib", range: 1...16_384) * 1024 * 1024
         },
+        Option(flag: "--job-memory-mib", environment: "TRANSCODER_JOB_MEMORY_MIB",
+               help: "memory a job's process may use (heap and buffers, RLIMIT_DATA) in MiB; past it: out_of_memory; default 2048") {
+            config, value throws(UsageError) in
+            config.sandbox.dataBytes = try integer(value, flag: "--job-memory-mib", range: 64...1_048_576) * 1024 * 1024
+        },
+        Option(flag: "--job-nice", environment: "TRANSCODER_JOB_NICE",
+               help: "scheduling niceness of a job's process, 0-19 (higher yields more to the API); default 10") {
+            config, value throws(UsageError) in
+            config.sandbox.nice = try integer(value, flag: "--job-nice", range: 0...19)
+        },
+        Option(flag: "--job-open-files", environment: "TRANSCODER_JOB_OPEN_FILES",
+               help: "files a job's process may hold open, 16-65536; default 256") { config, value throws(UsageError) in
+            config.sandbox.openFiles = try integer(value, flag: "--job-open-files", range: 16...65_536)
+        },
+        Option(flag: "--max-attempts", environment: "TRANSCODER_MAX_ATTEMPTS",
+               help: "attempts a job may crash in (its process, or the server's) before it fails with worker_crashed, 1-10; default 3") {
+            config, value throws(UsageError) in
+            config.maxAttempts = try integer(value, flag: "--max-attempts", range: 1...10)
+        },
         Option(flag: "--log-format", environment: "TRANSCODER_LOG_FORMAT", help: "json (one object per line) or text; default json") {
             config, value throws(UsageError) in
             guard value == "json" || value == "text" else { throw UsageError(message: "--log-format: expected json or text, got \"\(value)\"") }
@@ -166,9 +188,31 @@ struct Configuration: Sendable {
         return config
     }
 
+    /// Runs each job, and each upload's probe, in a sandboxed child process of this binary; one spare child per
+    /// worker, and one for probes, is kept started. Make one per process.
+    func makeRunner() -> ChildProcessRunner {
+        ChildProcessRunner(policy: sandbox, limits: limits, spares: workers + 1)
+    }
+
+    /// Checks that a job's process starts and logs what protects it (a warning for a protection not in force);
+    /// throws when it cannot start at all, so the server does not take jobs it cannot run.
+    func checkSandbox(_ runner: ChildProcessRunner, logger: Logger) throws(MediaError) {
+        let report = try runner.check()
+        let fields: KeyValuePairs<String, LogValue> = [
+            "seccomp": .string(report.seccomp ? "on" : "off: \(report.seccompError ?? "unavailable")"),
+            "refused_calls": .string(report.refusedCalls.joined(separator: ",")),
+            "no_new_privileges": .string(report.noNewPrivileges ? "on" : "off"),
+            "parent_death_signal": .string(report.parentDeathSignal ?? "none"),
+            "memory_bytes": .int(report.dataBytes ?? 0), "open_files": .int(report.openFiles ?? 0),
+            "core_bytes": .int(report.coreBytes ?? -1), "nice": .int(report.nice),
+            "tried": .string((report.tried ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
+        ]
+        logger.log(report.complete ? .info : .warning, "job sandbox", fields)
+    }
+
     /// Prepares and locks the data directory, opens the store, and builds the job queue (not started yet).
     /// The lock must stay alive as long as the queue runs.
-    func openQueue(logger: Logger) throws(StoreError) -> (JobQueue, DirectoryLock) {
+    func openQueue(runner: any JobRunner, logger: Logger) throws(StoreError) -> (JobQueue, DirectoryLock) {
         let directory = DataDirectory(path: data)
         try directory.prepare()
         let lock = try directory.lock()
@@ -177,8 +221,8 @@ struct Configuration: Sendable {
         queueConfiguration.workers = workers
         queueConfiguration.stallTimeout = stallTimeout
         queueConfiguration.retentionHours = retentionHours
-        let queue = JobQueue(store: store, directory: directory, runner: TranscodeRunner(limits: limits),
-                             configuration: queueConfiguration, logger: logger)
+        queueConfiguration.maxAttempts = maxAttempts
+        let queue = JobQueue(store: store, directory: directory, runner: runner, configuration: queueConfiguration, logger: logger)
         return (queue, lock)
     }
 

@@ -35,7 +35,10 @@ enum ServeCommand {
         let logger = config.logger
         raiseFileLimit()
         do {
-            let (queue, lock) = try config.openQueue(logger: logger)
+            let runner = config.makeRunner()
+            defer { runner.shutdown() }
+            let (queue, lock) = try config.openQueue(runner: runner, logger: logger)
+            try config.checkSandbox(runner, logger: logger)
             defer { withExtendedLifetime(lock) {} }
             let recovered = try queue.start()
             if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
@@ -51,7 +54,7 @@ enum ServeCommand {
             serverConfig.handlerThreads = config.handlerThreads
             serverConfig.probeThreads = config.probeThreads
             let metricsBox = LockedValue<ServerMetrics?>(nil)
-            let api = TranscoderAPI(queue: queue, logger: logger) {
+            let api = TranscoderAPI(queue: queue, prober: runner, logger: logger) {
                 Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)
             }
             let server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
@@ -78,6 +81,9 @@ enum ServeCommand {
             return 0
         } catch let error as StoreError {
             Console.error(error.message)
+            return 1
+        } catch let error as MediaError {
+            Console.error(error.description)
             return 1
         } catch let error as IOError {
             Console.error(error.description)

@@ -31,7 +31,10 @@ enum WorkCommand {
             return 2
         }
         do {
-            let (queue, lock) = try config.openQueue(logger: config.logger)
+            let runner = config.makeRunner()
+            defer { runner.shutdown() }
+            let (queue, lock) = try config.openQueue(runner: runner, logger: config.logger)
+            try config.checkSandbox(runner, logger: config.logger)
             defer { withExtendedLifetime(lock) {} }
             let stop = DispatchSemaphore(value: 0)
             let signals = Signals.onTerminate { stop.signal() }
@@ -44,7 +47,7 @@ enum WorkCommand {
             queue.stop(grace: config.exitWhenIdle ? 30 : 0)
             return 0
         } catch {
-            Console.error(error.description)
+            Console.error("\(error)")
             return 1
         }
     }

@@ -22,6 +22,8 @@ case "work":
     exitCode = WorkCommand.run(Array(arguments.dropFirst()))
 case "probe":
     exitCode = ProbeCommand.run(Array(arguments.dropFirst()))
+case "run-job":
+    exitCode = RunJobCommand.run(Array(arguments.dropFirst()))
 case "--version", "version":
     print("transcoderd \(Usage.version)")
     exitCode = 0

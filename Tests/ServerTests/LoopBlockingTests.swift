@@ -48,7 +48,8 @@ import TestSupport
         var sleeps: [Substring] = []
         for line in lines {
             guard let tid = Int32(line.prefix { $0 != " " }) else { continue }
-            let call = line.drop { $0 != " " }.dropFirst()
+            // strace pads the thread id to the widest one it has printed.
+            let call = line.drop { $0 != " " }.drop { $0 == " " }
             // strace splits a call another thread interrupted: the first half names it, "<... resumed>" ends it.
             if call.hasPrefix("<...") { continue }
             if call.hasPrefix("clock_nanosleep") || call.hasPrefix("nanosleep") { sleeps.append(line) }

@@ -3,7 +3,9 @@ import Jobs
 import Pipeline
 
 // Job store benchmark: (1) restart with a large store in mixed states — time until the queue is ready;
-// (2) claim + complete throughput with trivial jobs. Usage: jobs-bench [JOBS] [TRIVIAL_JOBS]
+// (2) claim + complete throughput with trivial jobs; (3) with TRANSCODERD_BINARY set, tiny real transcodes through
+// the queue in this process and in sandboxed child processes, and the child's overhead per job.
+// Usage: jobs-bench [JOBS] [TRIVIAL_JOBS] [TINY_JOBS]
 
 /// Finishes every job at once with an empty result: measures the queue and the store, not FFmpeg.
 struct TrivialRunner: JobRunner {
@@ -77,3 +79,77 @@ let elapsed = seconds(since: throughputStart)
 throughputQueue.stop(grace: 0)
 print(String(format: "claim + complete: %d trivial jobs in %.2f s = %.0f jobs/s (2 workers)", trivial, elapsed, Double(trivial) / elapsed))
 for directory in [restartDirectory, throughputDirectory] { try? FileManager.default.removeItem(at: directory.root) }
+
+// 3. Tiny real jobs (0.2 s of audio to AAC) through the queue (1 worker): in this process, then each in a child
+//    process of the transcoderd binary; the difference per job is what the child costs (spawn, sandbox, request,
+//    result). Rounds alternate, the median of the per-round figures is printed.
+if let binary = ProcessInfo.processInfo.environment["TRANSCODERD_BINARY"] {
+    let tiny = arguments.dropFirst(2).first ?? 200
+    let input = FileManager.default.temporaryDirectory.appendingPathComponent("jobs-bench-tiny-\(getpid()).wav")
+    let ffmpeg = Process()
+    ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+    ffmpeg.arguments = ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=d=0.2", input.path]
+    try ffmpeg.run()
+    ffmpeg.waitUntilExit()
+    /// Seconds for `tiny` jobs on `runner`.
+    func tinyJobs(_ runner: any JobRunner) throws -> Double {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("jobs-bench-\(UUID().uuidString)")
+        let directory = DataDirectory(path: folder.path)
+        try directory.prepare()
+        let store = try JobStore(path: directory.databasePath)
+        try store.insert(Upload(id: "tiny", filename: "tiny.wav", contentType: nil, size: 1, sha256: "0", path: input.path,
+                                tracks: [], createdAt: 0))
+        for _ in 0..<tiny { _ = try store.createJob(input: "tiny", settings: TranscodeSettings(video: .drop)) }
+        var settings = JobQueue.Configuration()
+        settings.workers = 1
+        settings.pollInterval = 0.01
+        let queue = JobQueue(store: store, directory: directory, runner: runner, configuration: settings)
+        let start = ContinuousClock.now
+        try queue.start()
+        while (try store.counts()[.succeeded] ?? 0) < tiny {
+            let failed = try store.counts()[.failed] ?? 0
+            precondition(failed == 0, "a tiny job failed")
+            usleep(2_000)
+        }
+        let took = seconds(since: start)
+        queue.stop(grace: 0)
+        try? FileManager.default.removeItem(at: folder)
+        return took
+    }
+    let child = ChildProcessRunner(executable: binary, spares: 2)
+    var rounds: [(inProcess: Double, child: Double)] = []
+    for round in 0..<3 {
+        if round % 2 == 0 {
+            let inProcess = try tinyJobs(TranscodeRunner())
+            rounds.append((inProcess, try tinyJobs(child)))
+        } else {
+            let inChild = try tinyJobs(child)
+            rounds.append((try tinyJobs(TranscodeRunner()), inChild))
+        }
+    }
+    func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+    let inProcess = median(rounds.map(\.inProcess)), inChild = median(rounds.map(\.child))
+    print(String(format: "tiny jobs back to back: %.0f jobs/s in this process, %.0f jobs/s in child processes (%.1f ms more a job: each child's start is paid)",
+                 Double(tiny) / inProcess, Double(tiny) / inChild, (inChild - inProcess) / Double(tiny) * 1000))
+
+    // The child on a job's critical path: a probe of the tiny file, in this process and in a spare child (started
+    // beforehand, as the server keeps them), 200 ms apart so the spare is there; and a child started cold.
+    func median(of count: Int, _ body: () throws -> Void) throws -> Double {
+        var times: [Double] = []
+        for _ in 0..<count {
+            let start = ContinuousClock.now
+            try body()
+            times.append(seconds(since: start))
+            usleep(200_000)
+        }
+        return median(times)
+    }
+    let local = try median(of: 21) { _ = try InProcessProber().probe(path: input.path) }
+    let spare = try median(of: 21) { _ = try child.probe(path: input.path) }
+    let cold = ChildProcessRunner(executable: binary, spares: 0)
+    let started = try median(of: 11) { _ = try cold.probe(path: input.path) }
+    print(String(format: "a job's wait for its child (spawn + handshake + result): %.1f ms with a spare child, %.1f ms started cold (target < 20 ms)",
+                 (spare - local) * 1000, (started - local) * 1000))
+    child.shutdown()
+    try? FileManager.default.removeItem(at: input)
+}

@@ -1,0 +1,37 @@
+// Process control Swift cannot do by itself: posix_spawn with every descriptor but the standard ones closed
+// (posix_spawn_file_actions_addclosefrom_np is a GNU extension Swift's Glibc module leaves out), prctl (variadic),
+// and a SIGTERM handler that must run as plain C (it only sets a flag and interrupts the main thread).
+#ifndef TRANSCODERD_CPROCESS_H
+#define TRANSCODERD_CPROCESS_H
+
+#include <sys/types.h>
+
+/// Spawns `path` with `argv` (NULL-terminated) and the current environment. The child's standard input and output
+/// are `stdin_fd` and `stdout_fd`, its standard error is ours, every other descriptor is closed, every signal is
+/// unblocked and has its default action. Returns the pid, or -1 with the error number in `*error_out`.
+pid_t tc_spawn(const char *path, char *const argv[], int stdin_fd, int stdout_fd, int *error_out);
+
+/// pipe2(fds, O_CLOEXEC): 0 or -1 (errno set).
+int tc_pipe(int fds[2]);
+
+/// prctl(PR_SET_NO_NEW_PRIVS, 1): 0 or -1 (errno set).
+int tc_set_no_new_privileges(void);
+
+/// prctl(PR_GET_NO_NEW_PRIVS): 1 when set.
+int tc_no_new_privileges(void);
+
+/// prctl(PR_SET_PDEATHSIG, signal): the signal this process gets when the thread that spawned it ends.
+int tc_set_parent_death_signal(int signal);
+
+/// prctl(PR_GET_PDEATHSIG): the signal set, 0 for none.
+int tc_parent_death_signal(void);
+
+/// Installs a SIGTERM handler (without SA_RESTART) that records the request and, when it runs on another thread,
+/// sends the signal on to the thread that installed it, so a blocking call there (a read of a slow file) returns
+/// EINTR. Call it from the main thread.
+int tc_install_terminate_handler(void);
+
+/// Whether SIGTERM has arrived since `tc_install_terminate_handler`.
+int tc_terminate_requested(void);
+
+#endif

@@ -1,0 +1,172 @@
+import CProcess
+import Foundation
+import Glibc
+import Locks
+
+/// A child process with a pipe to its standard input and one from its standard output; its standard error is ours.
+/// Owns both pipe ends and the process: it is reaped by `wait`, or killed and reaped when the owner goes away.
+///
+/// Signals are only ever sent to a child not yet reaped (`waitid` with `WNOWAIT` sees the exit first, the reaping
+/// happens under the same lock `signal` takes), so a pid the kernel has handed to another process is never hit.
+public final class ChildProcess: Sendable {
+    /// How a child ended.
+    public enum Termination: Sendable, Equatable, CustomStringConvertible {
+        case exited(Int32)
+        case signaled(Int32)
+
+        public var description: String {
+            switch self {
+            case .exited(let status): "exit status \(status)"
+            case .signaled(let signal): "signal \(Self.name(of: signal)) (\(signal))"
+            }
+        }
+
+        /// `SIGSEGV` for 11, and so on for the signals a crash or a stop brings.
+        public static func name(of signal: Int32) -> String {
+            switch signal {
+            case SIGSEGV: "SIGSEGV"
+            case SIGABRT: "SIGABRT"
+            case SIGBUS: "SIGBUS"
+            case SIGILL: "SIGILL"
+            case SIGFPE: "SIGFPE"
+            case SIGTRAP: "SIGTRAP"
+            case SIGKILL: "SIGKILL"
+            case SIGTERM: "SIGTERM"
+            case SIGXCPU: "SIGXCPU"
+            case SIGXFSZ: "SIGXFSZ"
+            case SIGSYS: "SIGSYS"
+            default: "signal \(signal)"
+            }
+        }
+    }
+
+    private struct State {
+        var termination: Termination?
+        var input: Int32
+    }
+
+    public let pid: pid_t
+    private let output: Int32
+    private let state: LockedValue<State>
+    private let buffer = LockedValue<[UInt8]>([])
+
+    /// Writing to a child that died must fail with EPIPE, not kill this process: SIGPIPE is ignored here once a
+    /// child is started (children get every signal's default action back).
+    private static let ignoreBrokenPipes: Void = { _ = Glibc.signal(SIGPIPE, SIG_IGN) }()
+
+    /// Starts `executable` with `arguments` (not counting the program name).
+    public init(executable: String, arguments: [String]) throws(ProcessError) {
+        _ = Self.ignoreBrokenPipes
+        var toChild: [Int32] = [-1, -1], fromChild: [Int32] = [-1, -1]
+        guard tc_pipe(&toChild) == 0 else { throw ProcessError(errnoCode: errno, reason: "creating a pipe") }
+        guard tc_pipe(&fromChild) == 0 else {
+            let error = errno
+            Glibc.close(toChild[0])
+            Glibc.close(toChild[1])
+            throw ProcessError(errnoCode: error, reason: "creating a pipe")
+        }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var error: Int32 = 0
+        let pid = tc_spawn(executable, argv, toChild[0], fromChild[1], &error)
+        Glibc.close(toChild[0])
+        Glibc.close(fromChild[1])
+        guard pid > 0 else {
+            Glibc.close(toChild[1])
+            Glibc.close(fromChild[0])
+            throw ProcessError(errnoCode: error, reason: "starting \(executable)")
+        }
+        self.pid = pid
+        output = fromChild[0]
+        state = LockedValue(State(termination: nil, input: toChild[1]))
+    }
+
+    /// Writes `data` to the child's standard input.
+    public func send(_ data: Data) throws(ProcessError) {
+        let descriptor = state.withLock { $0.input }
+        guard descriptor >= 0 else { throw ProcessError(errnoCode: EPIPE, reason: "writing to the child") }
+        var offset = 0
+        while offset < data.count {
+            let written = data.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw ProcessError(errnoCode: errno, reason: "writing to the child")
+            }
+            offset += written
+        }
+    }
+
+    /// Closes the child's standard input: it reads end of file there.
+    public func closeInput() {
+        state.withLock { state in
+            if state.input >= 0 { Glibc.close(state.input) }
+            state.input = -1
+        }
+    }
+
+    /// The next line the child writes on its standard output, without its newline; nil once the output ends (the
+    /// child exited or closed it). Blocks. Call from one thread.
+    public func readLine() -> String? {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let line = buffer.withLock { buffer -> [UInt8]? in
+                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+                defer { buffer.removeFirst(newline + 1) }
+                return Array(buffer[..<newline])
+            }
+            if let line { return String(decoding: line, as: UTF8.self) }
+            let count = Glibc.read(output, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return nil }
+            buffer.withLock { $0.append(contentsOf: chunk[0..<count]) }
+        }
+    }
+
+    /// Whether the child has not ended yet (looked at without reaping it).
+    public var isRunning: Bool {
+        guard state.withLock({ $0.termination }) == nil else { return false }
+        var info = siginfo_t()
+        guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 else { return false }
+        return info._sifields._sigchld.si_pid == 0 // nothing to report: the child is still there
+    }
+
+    /// Sends `signal` to the child, unless it has already been reaped.
+    public func signal(_ signal: Int32) {
+        state.withLock { state in
+            if state.termination == nil { kill(pid, signal) }
+        }
+    }
+
+    /// Waits for the child to end and reaps it; later calls return the same answer.
+    @discardableResult
+    public func wait() -> Termination {
+        if let known = state.withLock({ $0.termination }) { return known }
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+        let termination = state.withLock { state -> Termination in
+            if let known = state.termination { return known }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let ended: Termination = status & 0x7F == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
+            state.termination = ended
+            return ended
+        }
+        state.notifyAll()
+        return termination
+    }
+
+    /// Waits up to `timeout` seconds for `wait` (on another thread) to have reaped the child; whether it has.
+    public func waitForReaping(timeout: Double) -> Bool {
+        state.wait(timeout: timeout) { $0.termination != nil }
+    }
+
+    deinit {
+        closeInput()
+        if state.withLock({ $0.termination }) == nil {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
+        Glibc.close(output)
+    }
+}

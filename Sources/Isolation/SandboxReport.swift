@@ -1,0 +1,31 @@
+/// What protects a job's child process, as read back from the kernel after `Sandbox.enter`: what `run-job --check`
+/// prints and the server logs at start.
+public struct SandboxReport: Sendable, Codable, Equatable {
+    /// The seccomp filter is loaded (the kernel reports filter mode).
+    public var seccomp: Bool
+    /// Why it is not, when it is not.
+    public var seccompError: String?
+    /// The system calls the filter refuses with EPERM.
+    public var refusedCalls: [String]
+    /// PR_SET_NO_NEW_PRIVS: no exec can gain privileges.
+    public var noNewPrivileges: Bool
+    /// The signal the child gets when the server dies (`SIGKILL`), nil when none is set.
+    public var parentDeathSignal: String?
+    /// RLIMIT_DATA, bytes.
+    public var dataBytes: Int?
+    /// RLIMIT_NOFILE.
+    public var openFiles: Int?
+    /// RLIMIT_CORE, bytes (0: no core dumps).
+    public var coreBytes: Int?
+    /// Scheduling niceness.
+    public var nice: Int
+    /// What the filter did to calls tried for real (`run-job --check` tries them): call → `EPERM`, `allowed`, or
+    /// the error it failed with.
+    public var tried: [String: String]?
+
+    /// Whether everything asked for is in force (and, when calls were tried, the filter refused them).
+    public var complete: Bool {
+        let refusedAsTried = (tried ?? [:]).allSatisfy { call, outcome in call == "socket(AF_UNIX)" ? outcome == "allowed" : outcome == "EPERM" }
+        return seccomp && noNewPrivileges && parentDeathSignal != nil && coreBytes == 0 && refusedAsTried
+    }
+}

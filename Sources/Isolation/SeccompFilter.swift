@@ -1,0 +1,33 @@
+import CSeccomp
+import Glibc
+
+/// Owns a libseccomp filter context: built from rules, loaded into this process (and its threads made later), then
+/// released. Every call refused by a rule fails with `EPERM`.
+final class SeccompFilter {
+    private var context: scmp_filter_ctx?
+
+    /// A filter that allows everything but what its rules refuse.
+    init() throws(ProcessError) {
+        context = seccomp_init(tc_scmp_act_allow())
+        guard context != nil else { throw ProcessError(errnoCode: ENOMEM, reason: "seccomp_init") }
+    }
+
+    /// Refuses the system call `name`, or only when its first argument is not `allowedFirstArgument`.
+    func refuse(_ name: String, unlessFirstArgumentIs allowedFirstArgument: UInt64? = nil) throws(ProcessError) {
+        let number = seccomp_syscall_resolve_name(name)
+        guard number >= 0 else { throw ProcessError(errnoCode: EINVAL, reason: "resolving the system call \(name)") }
+        var comparison = scmp_arg_cmp(arg: 0, op: SCMP_CMP_NE, datum_a: allowedFirstArgument ?? 0, datum_b: 0)
+        let result = allowedFirstArgument == nil
+            ? seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 0, nil)
+            : seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 1, &comparison)
+        guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
+    }
+
+    /// Installs the filter in this process; it cannot be removed.
+    func load() throws(ProcessError) {
+        let result = seccomp_load(context)
+        guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "loading the seccomp filter") }
+    }
+
+    deinit { seccomp_release(context) }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Isolation
+import Locks
+import Pipeline
+
+/// Runs each job, and each probe, in a child process of this binary (`transcoderd run-job`), sandboxed by
+/// `policy`: a decoder that crashes, hangs or eats memory takes down its child, not the server. A few children are
+/// kept started in advance (`ChildPool`), so a job does not wait for the binary to load.
+///
+/// The child gets a `JobRequest` line and answers with `JobMessage` lines. Cancellation sends it SIGTERM (it
+/// removes its partial output and exits within a second) and SIGKILL after `killGrace`; an immediate one (a stalled
+/// job) sends SIGKILL at once. A child that dies of a signal it was not sent fails with `worker_crashed` (the queue
+/// runs the job again), or with `out_of_memory` when its data had grown near its limit.
+public struct ChildProcessRunner: JobRunner, MediaProber {
+    /// The `transcoderd` binary to run (`/proc/self/exe` for the server itself).
+    public let executable: String
+    public let policy: SandboxPolicy
+    /// Bounds on what an input may demand, passed to the child.
+    public let limits: MediaLimits
+    /// Seconds a child has to exit after SIGTERM before it gets SIGKILL.
+    public var killGrace = 1.0
+    private let pool: ChildPool
+
+    /// A runner whose children run `executable`; `spares` of them are kept started in advance.
+    public init(executable: String = ChildProcessRunner.currentExecutable, policy: SandboxPolicy = SandboxPolicy(),
+                limits: MediaLimits = MediaLimits(), spares: Int = 0) {
+        self.executable = executable
+        self.policy = policy
+        self.limits = limits
+        pool = ChildPool(executable: executable, arguments: Self.arguments(policy), count: spares)
+    }
+
+    private static func arguments(_ policy: SandboxPolicy) -> [String] {
+        ["run-job"] + policy.arguments + ["--parent", String(getpid())]
+    }
+
+    /// Ends the spare children; the runner starts no more.
+    public func shutdown() { pool.shutdown() }
+
+    /// This process's own binary.
+    public static var currentExecutable: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+
+    public func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+                    progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        let request = JobRequest(kind: .transcode, input: input.path, output: outputPath, settings: job.settings,
+                                 watermark: job.settings.filters?.video?.watermark?.imagePath, limits: limits)
+        let answer = try exchange(request, cancellation: cancellation, progress: progress)
+        guard let result = answer.result else { throw Self.unexpected }
+        return result
+    }
+
+    public func probe(path: String) throws(MediaError) -> [Track] {
+        let answer = try exchange(JobRequest(kind: .probe, input: path), cancellation: CancellationToken()) { _ in }
+        guard let tracks = answer.tracks else { throw Self.unexpected }
+        return tracks
+    }
+
+    /// What `run-job --check` reports for this policy: the protections a job's child runs under.
+    public func check() throws(MediaError) -> SandboxReport {
+        let child: ChildProcess
+        do {
+            child = try ChildProcess(executable: executable, arguments: Self.arguments(policy) + ["--check"])
+        } catch {
+            throw MediaError(code: "worker_failed", message: "Starting the job process failed: \(error).")
+        }
+        let line = child.readLine()
+        let termination = child.wait()
+        guard termination == .exited(0), let line,
+              let report = try? JSONDecoder().decode(SandboxReport.self, from: Data(line.utf8)) else {
+            throw MediaError(code: "worker_failed", message: "The job sandbox check failed (\(termination)).")
+        }
+        return report
+    }
+
+    private static let unexpected = MediaError(code: "worker_failed", message: "The job process answered something unexpected.")
+
+    private func spawn() throws(MediaError) -> ChildProcess {
+        do {
+            return try pool.take()
+        } catch {
+            throw MediaError(code: "worker_failed", message: "Starting the job process failed: \(error).")
+        }
+    }
+
+    /// Runs one request in a new child: progress lines go to `progress`, the last line is the answer.
+    private func exchange(_ request: JobRequest, cancellation: CancellationToken,
+                          progress: (TranscodeProgress) -> Void) throws(MediaError) -> JobMessage {
+        let child = try spawn()
+        let grace = killGrace
+        cancellation.whenCanceled { immediately in
+            guard !immediately else { return child.signal(SIGKILL) }
+            child.signal(SIGTERM)
+            // SIGKILL if it is still there when the grace is over (woken early when it is reaped).
+            NamedThread.start("job-grace") { if !child.waitForReaping(timeout: grace) { child.signal(SIGKILL) } }
+        }
+        let encoder = JSONEncoder()
+        do {
+            try child.send((try? encoder.encode(request)) ?? Data())
+            try child.send(Data("\n".utf8))
+        } catch {
+            // It died before reading: what it died of says more, below.
+        }
+        child.closeInput()
+        let decoder = JSONDecoder()
+        var answer: JobMessage?
+        var dataBytes = 0
+        while let line = child.readLine() {
+            guard let message = try? decoder.decode(JobMessage.self, from: Data(line.utf8)) else { continue }
+            if let update = message.progress {
+                dataBytes = max(dataBytes, message.dataBytes ?? 0)
+                progress(update)
+            } else {
+                answer = message
+            }
+        }
+        let termination = child.wait()
+        if cancellation.isCanceled { throw MediaError.canceled }
+        if let answer, termination == .exited(0) {
+            if let failure = answer.error { throw MediaError(code: failure.code, message: failure.message) }
+            return answer
+        }
+        // It died without answering: of a crash, or of its memory limit.
+        if dataBytes >= policy.dataBytes * 3 / 4 {
+            let mib = policy.dataBytes / (1024 * 1024)
+            throw MediaError(code: "out_of_memory",
+                             message: "The transcode process ran out of its \(mib) MiB memory limit and ended (\(termination)). "
+                                 + "Raise --job-memory-mib (TRANSCODER_JOB_MEMORY_MIB), or ask for a smaller output.")
+        }
+        throw MediaError(code: "worker_crashed", message: "The transcode process stopped unexpectedly: \(termination).")
+    }
+}

@@ -1,0 +1,126 @@
+import CProcess
+import Foundation
+import Isolation
+import Pipeline
+
+/// `transcoderd run-job`: the child process a server runs each job (and each upload's probe) in. It enters its
+/// sandbox before it reads anything, reads one `JobRequest` line on stdin, writes `JobMessage` lines on stdout
+/// (progress, then the result or a typed error) and exits 0; a crash is seen by the server as the signal it died of.
+/// SIGTERM cancels: the partial output is removed and the child exits within a second.
+enum RunJobCommand {
+    static let usage = """
+        Usage: transcoderd run-job [--memory-mib N] [--open-files N] [--nice N] [--parent PID] [--check]
+
+        Internal: the child process a server runs each job in (it reads a JSON request on stdin and writes JSON lines
+        on stdout). --check enters the sandbox, tries calls it should refuse, and prints what is in force, as JSON.
+        """
+
+    static func run(_ arguments: [String]) -> Int32 {
+        if arguments.contains("-h") || arguments.contains("--help") {
+            print(usage)
+            return 0
+        }
+        var options: [String: String] = [:]
+        var check = false
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--check" {
+                check = true
+            } else if ["--memory-mib", "--open-files", "--nice", "--parent"].contains(argument), index + 1 < arguments.count {
+                options[argument] = arguments[index + 1]
+                index += 1
+            } else {
+                Console.error("run-job: unknown option \(argument)")
+                return 2
+            }
+            index += 1
+        }
+        guard let policy = SandboxPolicy.parse(options) else {
+            Console.error("run-job: a limit is not a valid number")
+            return 2
+        }
+        // Before any byte of the request or of the media is read.
+        var report = Sandbox.enter(policy, parent: options["--parent"].flatMap { pid_t($0) })
+        if check {
+            report.tried = Sandbox.tryRefusedCalls()
+            Console.printJSON(report)
+            return 0
+        }
+        tc_install_terminate_handler()
+        guard let line = readLine(), let request = try? JSONDecoder().decode(JobRequest.self, from: Data(line.utf8)) else {
+            send(JobMessage(error: .init(code: "bad_request", message: "The job request could not be read.")))
+            return 0
+        }
+        let cancellation = CancellationToken(external: { tc_terminate_requested() != 0 })
+        let memory = MemoryWatch(limit: policy.dataBytes)
+        do throws(MediaError) {
+            switch request.kind {
+            case .probe:
+                let tracks = try MediaReader(path: request.input, cancellation: cancellation).tracks
+                send(JobMessage(tracks: tracks))
+            case .transcode:
+                guard let output = request.output, var settings = request.settings else {
+                    send(JobMessage(error: .init(code: "bad_request", message: "The job request has no output or settings.")))
+                    return 0
+                }
+                settings.filters?.video?.watermark?.imagePath = request.watermark
+                let session = TranscodeSession(inputPath: request.input, outputPath: output, settings: settings,
+                                               cancellation: cancellation, limits: request.limits ?? MediaLimits())
+                session.onFailure = { _ in memory.failed() }
+                let result = try session.run { progress in
+                    send(JobMessage(progress: progress, dataBytes: memory.sample()))
+                }
+                send(JobMessage(result: result))
+            }
+        } catch {
+            let failure = memory.explain(error)
+            send(JobMessage(error: .init(code: failure.code, message: failure.message)))
+        }
+        return 0
+    }
+
+    /// Writes one message line on stdout.
+    private static func send(_ message: JobMessage) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(message) else { return }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+}
+
+/// Watches the child's data size against its limit, to tell a failed allocation (x264 reports one as "Generic error
+/// in an external library") from any other failure: at the moment of a failure, before the encoders are freed, the
+/// data size stands near the limit when an allocation was refused.
+private final class MemoryWatch {
+    let limit: Int
+    private var peak = 0
+    private var refused = false
+
+    init(limit: Int) { self.limit = limit }
+
+    /// The data size now, kept as the peak when it is one.
+    func sample() -> Int {
+        let now = Sandbox.dataBytes
+        peak = max(peak, now)
+        return now
+    }
+
+    /// At a failure: what was held then, and whether the last allocation failed.
+    func failed() {
+        refused = errno == ENOMEM
+        _ = sample()
+    }
+
+    /// `error`, or `out_of_memory` when the failure is one an allocation refused by the limit gives.
+    func explain(_ error: MediaError) -> MediaError {
+        guard error.code != "canceled" else { return error }
+        // A refused allocation (errno ENOMEM) counts once a quarter of the limit was in use: a stale errno on an
+        // ordinary failure of a small job does not.
+        guard error.code == "out_of_memory" || (refused && peak >= limit / 4) || peak >= limit * 3 / 4 else { return error }
+        let mib = limit / (1024 * 1024)
+        return MediaError(code: "out_of_memory",
+                          message: "The transcode needed more memory than the job limit of \(mib) MiB (\(error.message)). "
+                              + "Raise --job-memory-mib (TRANSCODER_JOB_MEMORY_MIB), or ask for a smaller output.")
+    }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import Isolation
+import Locks
+import Testing
+import TestSupport
+
+/// Each job runs in a sandboxed child process: a child that crashes, stalls or runs out of memory fails (or retries)
+/// its own job, and the server answers throughout. Real servers, real children, real signals.
+@Suite struct IsolationTests {
+    /// The server's `run-job` children now.
+    private static func jobChildren(of server: TestServer) -> [pid_t] {
+        guard let pid = server.serverPID else { return [] }
+        let tasks = "/proc/\(pid)/task"
+        var children: [pid_t] = []
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
+            let text = (try? String(contentsOfFile: "\(tasks)/\(task)/children", encoding: .utf8)) ?? ""
+            children += text.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }
+        return children.filter { child in
+            let command = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(child)/cmdline"))) ?? Data()
+            return String(decoding: command, as: UTF8.self).contains("run-job")
+        }
+    }
+
+    /// The child working on a job: the one with a file of the data directory's outputs open (spare children, started
+    /// in advance and waiting for a request, have only their pipes).
+    private static func workingChild(of server: TestServer) -> pid_t? {
+        let outputs = server.data.appendingPathComponent("outputs").path
+        return jobChildren(of: server).first { child in
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child)/fd")) ?? []
+            return fds.contains { fd in
+                ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child)/fd/\(fd)")) ?? "").hasPrefix(outputs)
+            }
+        }
+    }
+
+    /// Waits for the job to be running with progress and returns its child.
+    private static func runningChild(_ server: TestServer, job: String, attempt: Int) throws -> pid_t? {
+        var child: pid_t?
+        _ = try eventually(60) {
+            let object = try server.json("/v1/jobs/\(job)").object
+            let progress = (object["progress"] as? [String: Any])?["presentationTime"] as? Double ?? 0
+            guard object["state"] as? String == "running", object["attempts"] as? Int == attempt, progress > 0 else { return false }
+            child = workingChild(of: server)
+            return child != nil
+        }
+        return child
+    }
+
+    /// Polls `/healthz` and the job while `body` runs; every answer must be a 200 within 50 ms.
+    private static func whilePolling(_ server: TestServer, job: String, _ body: () throws -> Void) throws {
+        let stop = LockedValue(false)
+        let slowest = LockedValue(0.0)
+        let failures = LockedValue<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        let port = server.port
+        NamedThread.start("poller") {
+            while !stop.withLock({ $0 }) {
+                for path in ["/healthz", "/v1/jobs/\(job)"] {
+                    let started = Date()
+                    let answer = (try? RawClient(port: port)).map { client in
+                        client.send("GET \(path) HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+                        return client.read(timeout: 5)
+                    } ?? "no connection"
+                    let seconds = Date().timeIntervalSince(started)
+                    slowest.withLock { $0 = max($0, seconds) }
+                    if !answer.hasPrefix("HTTP/1.1 200") { failures.withLock { $0.append("\(path): \(answer.prefix(80))") } }
+                }
+                usleep(20_000)
+            }
+            done.signal()
+        }
+        defer {
+            stop.withLock { $0 = true }
+            done.wait()
+            #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
+            #expect(slowest.withLock { $0 } < 0.05, "the slowest poll took \(slowest.withLock { $0 }) s")
+        }
+        try body()
+    }
+
+    private static let slowSettings = #"settings={"video": {"preset": "veryslow"}}"#
+
+    @Test(arguments: [SIGSEGV, SIGKILL])
+    func aChildThatDiesIsRunAgainThenFailsNamingTheSignal(signal: Int32) throws {
+        let server = try TestServer(["--max-attempts", "2"])
+        let name = ChildProcess.Termination.name(of: signal)
+        let retried = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard)), "-F", Self.slowSettings])
+            .object["id"] as? String)
+        try Self.whilePolling(server, job: retried) {
+            let child = try #require(try Self.runningChild(server, job: retried, attempt: 1))
+            kill(child, signal)
+            // Run again, with one more attempt, in a new child; it succeeds.
+            #expect(try eventually(120) { try server.json("/v1/jobs/\(retried)").object["state"] as? String == "succeeded" })
+        }
+        let done = try server.json("/v1/jobs/\(retried)").object
+        #expect(done["attempts"] as? Int == 2, "\(done)")
+        #expect(server.log.contains("the job's process crashed; it runs again") && server.log.contains(name))
+
+        let failed = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard)), "-F", Self.slowSettings])
+            .object["id"] as? String)
+        for attempt in 1...2 {
+            let child = try #require(try Self.runningChild(server, job: failed, attempt: attempt))
+            kill(child, signal)
+        }
+        #expect(try eventually(30) { try server.json("/v1/jobs/\(failed)").object["state"] as? String == "failed" })
+        let error = try #require(try server.json("/v1/jobs/\(failed)").object["error"] as? [String: Any])
+        #expect(error["code"] as? String == "worker_crashed")
+        #expect((error["message"] as? String)?.contains(name) == true, "\(error)")
+        #expect(Media.files(in: server.data.appendingPathComponent("outputs")).allSatisfy { !$0.hasPrefix(failed) }, "no partial output left")
+        #expect(try server.json("/healthz").status == 200)
+    }
+
+    @Test func aStoppedChildIsKilledAndItsJobFailsAsStalled() throws {
+        let server = try TestServer(["--stall-timeout", "3"])
+        let job = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard)), "-F", Self.slowSettings])
+            .object["id"] as? String)
+        let child = try #require(try Self.runningChild(server, job: job, attempt: 1))
+        kill(child, SIGSTOP)
+        let stopped = Date()
+        #expect(try eventually(15) { try server.json("/v1/jobs/\(job)").object["state"] as? String == "failed" })
+        let waited = Date().timeIntervalSince(stopped)
+        #expect(waited < 6, "failed \(waited) s after the child stopped")
+        let error = try server.json("/v1/jobs/\(job)").object["error"] as? [String: Any]
+        #expect(error?["code"] as? String == "stalled")
+        #expect(kill(child, 0) != 0 && errno == ESRCH, "the stopped child is gone")
+        #expect(Self.workingChild(of: server) == nil, "no child works on anything")
+    }
+
+    @Test func aJobOverItsMemoryLimitFailsAloneAndRunsUnderTheDefault() throws {
+        let source = try Media.scratch().appendingPathComponent("1080p.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=1920x1080:r=30:d=2", "-c:v", "libx264", "-preset", "ultrafast",
+                          "-pix_fmt", "yuv420p", source])
+        let limited = try TestServer(["--job-memory-mib", "256", "--workers", "2"])
+        let big = try #require(try limited.json("/v1/jobs", ["-F", "file=@" + source]).object["id"] as? String)
+        let small = try #require(try limited.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))]).object["id"] as? String)
+        for id in [big, small] {
+            #expect(try eventually(60) { ["succeeded", "failed"].contains(try limited.json("/v1/jobs/\(id)").object["state"] as? String ?? "") })
+        }
+        let failed = try limited.json("/v1/jobs/\(big)").object
+        let error = try #require(failed["error"] as? [String: Any], "\(failed)")
+        #expect(error["code"] as? String == "out_of_memory", "\(error)")
+        #expect((error["message"] as? String)?.contains("256 MiB") == true && (error["message"] as? String)?.contains("--job-memory-mib") == true)
+        #expect(failed["attempts"] as? Int == 1, "not retried: it would fail again")
+        #expect(try limited.json("/v1/jobs/\(small)").object["state"] as? String == "succeeded", "the other job is unaffected")
+        #expect(try limited.json("/healthz").status == 200)
+
+        let roomy = try TestServer()
+        let again = try #require(try roomy.json("/v1/jobs", ["-F", "file=@" + source]).object["id"] as? String)
+        #expect(try eventually(60) { try roomy.json("/v1/jobs/\(again)").object["state"] as? String == "succeeded" })
+    }
+
+    @Test func theSandboxIsInForceAndRefusesTheNetworkAndOtherPrograms() throws {
+        let run = try Shell.run(Binary.path, ["run-job", "--check", "--memory-mib", "512", "--nice", "7"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let report = try JSONDecoder().decode(SandboxReport.self, from: Data(run.stdout.utf8))
+        #expect(report.seccomp && report.noNewPrivileges && report.parentDeathSignal == "SIGKILL")
+        #expect(report.dataBytes == 512 * 1024 * 1024 && report.coreBytes == 0 && report.nice == 7)
+        // Tried for real by the child under the filter; AF_UNIX shows the filter picks what it refuses.
+        #expect(report.tried == ["socket(AF_INET)": "EPERM", "socket(AF_INET6)": "EPERM", "execve": "EPERM",
+                                 "socket(AF_UNIX)": "allowed"], "\(report.tried ?? [:])")
+        let server = try TestServer()
+        #expect(server.log.contains(#""message":"job sandbox","seccomp":"on""#), "\(server.log.prefix(600))")
+    }
+
+    /// A job reading an input that never comes (a named pipe that stays open and silent) stops within a second of
+    /// SIGTERM: the signal interrupts the read, and FFmpeg's interrupt callback sees the cancellation.
+    @Test func aChildBlockedInAReadStopsWithinASecondOfSIGTERM() throws {
+        let folder = try Media.scratch()
+        let fifo = folder.appendingPathComponent("input.ts").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // Held open for writing (O_RDWR does not wait for a reader), with the start of a real stream and then nothing.
+        let writer = open(fifo, O_RDWR)
+        defer { close(writer) }
+        let start = try Data(contentsOf: URL(fileURLWithPath: try Media.path(.lateAudio))).prefix(20_000)
+        _ = start.withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
+        let output = folder.appendingPathComponent("out.mp4").path
+        let child = try ChildProcess(executable: Binary.path, arguments: ["run-job"])
+        let request = JobRequest(kind: .transcode, input: fifo, output: output, settings: .init())
+        try child.send(try JSONEncoder().encode(request) + Data("\n".utf8))
+        child.closeInput()
+        usleep(1_000_000) // it is blocked in a read of the pipe by now
+        #expect(Self.state(of: child.pid) == "S", "the child sleeps in a read")
+        let asked = Date()
+        child.signal(SIGTERM)
+        let lines = LockedValue<[String]>([])
+        let reader = DispatchSemaphore(value: 0)
+        NamedThread.start("reader") {
+            while let line = child.readLine() { lines.withLock { $0.append(line) } }
+            reader.signal()
+        }
+        let answered = reader.wait(timeout: .now() + 5) == .success
+        if !answered { child.signal(SIGKILL) }
+        #expect(answered, "the child did not stop")
+        let termination = child.wait()
+        #expect(Date().timeIntervalSince(asked) < 1.0, "stopped \(Date().timeIntervalSince(asked)) s after SIGTERM")
+        #expect(termination == .exited(0))
+        #expect(lines.withLock { $0 }.last?.contains(#""code":"canceled""#) == true, "\(lines.withLock { $0 })")
+        #expect(Media.files(in: folder) == ["input.ts"], "no partial output: \(Media.files(in: folder))")
+    }
+
+    /// A process's state letter from /proc (S: sleeping, R: running, T: stopped, Z: zombie).
+    private static func state(of pid: pid_t) -> String {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        return stat.split(separator: ")").last?.split(separator: " ").first.map(String.init) ?? "?"
+    }
+}
