@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/landlock.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -34,7 +37,8 @@ pid_t tc_spawn(const char *path, char *const argv[], int stdin_fd, int stdout_fd
     sigemptyset(&none);
     if ((error = posix_spawnattr_setsigdefault(&attributes, &all)) != 0) goto cleanup;
     if ((error = posix_spawnattr_setsigmask(&attributes, &none)) != 0) goto cleanup;
-    if ((error = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)) != 0) goto cleanup;
+    short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID;
+    if ((error = posix_spawnattr_setflags(&attributes, flags)) != 0) goto cleanup;
     error = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
     if (error != 0) pid = -1;
 cleanup:
@@ -59,24 +63,88 @@ int tc_parent_death_signal(void) {
     return signal;
 }
 
+int tc_set_dumpable(int value) { return prctl(PR_SET_DUMPABLE, value, 0, 0, 0); }
+
 static volatile sig_atomic_t terminate_requested = 0;
 static pthread_t handler_thread;
+static pid_t terminate_parent;
 
-static void on_terminate(int signal) {
+static void on_terminate(int signal, siginfo_t *info, void *context) {
+    (void)context;
     int saved = errno;
-    terminate_requested = 1;
-    if (!pthread_equal(pthread_self(), handler_thread)) pthread_kill(handler_thread, signal);
+    // Our own forwarding (below) comes from this process; anything else must come from the parent.
+    pid_t sender = info ? info->si_pid : 0;
+    if (sender == terminate_parent || sender == getpid()) {
+        terminate_requested = 1;
+        if (!pthread_equal(pthread_self(), handler_thread)) pthread_kill(handler_thread, signal);
+    }
     errno = saved;
 }
 
-int tc_install_terminate_handler(void) {
+int tc_install_terminate_handler(pid_t parent) {
     handler_thread = pthread_self();
+    terminate_parent = parent;
     struct sigaction action;
     memset(&action, 0, sizeof action);
-    action.sa_handler = on_terminate;
+    action.sa_sigaction = on_terminate;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = 0; // no SA_RESTART: a blocking read is interrupted, and FFmpeg then asks its interrupt callback
+    // No SA_RESTART: a blocking read is interrupted, and FFmpeg then asks its interrupt callback.
+    action.sa_flags = SA_SIGINFO;
     return sigaction(SIGTERM, &action, NULL);
+}
+
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+
+int tc_landlock_abi(void) {
+    return (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+}
+
+static int add_rule(int ruleset, const char *path, __u64 access) {
+    int descriptor = open(path, O_PATH | O_CLOEXEC);
+    if (descriptor < 0) return -1;
+    struct stat status;
+    if (fstat(descriptor, &status) == 0 && !S_ISDIR(status.st_mode)) {
+        // A file takes only the rights a file has.
+        access &= LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |
+                  LANDLOCK_ACCESS_FS_EXECUTE;
+    }
+    struct landlock_path_beneath_attr rule = { .allowed_access = access, .parent_fd = descriptor };
+    int result = (int)syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    int saved = errno;
+    close(descriptor);
+    errno = saved;
+    return result;
+}
+
+int tc_landlock_restrict(const char *const *read_paths, int read_count, const char *const *write_dirs, int write_count) {
+    int abi = tc_landlock_abi();
+    if (abi < 0) return -1;
+    __u64 handled = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+        LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+        LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+        LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+        LANDLOCK_ACCESS_FS_MAKE_SYM;
+    if (abi >= 2) handled |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3) handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    struct landlock_ruleset_attr attributes = { .handled_access_fs = handled };
+    int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attributes, sizeof attributes, 0);
+    if (ruleset < 0) return -1;
+    int result = 0;
+    __u64 read = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+    __u64 write = read | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+        (handled & LANDLOCK_ACCESS_FS_TRUNCATE);
+    for (int index = 0; index < read_count && result == 0; index++) result = add_rule(ruleset, read_paths[index], read);
+    for (int index = 0; index < write_count && result == 0; index++) result = add_rule(ruleset, write_dirs[index], write);
+    if (result == 0) result = (int)syscall(SYS_landlock_restrict_self, ruleset, 0);
+    int saved = errno;
+    close(ruleset);
+    errno = saved;
+    return result;
 }
 
 int tc_terminate_requested(void) { return terminate_requested; }

@@ -67,7 +67,15 @@ public final class ChildPool: Sendable {
                 _ = state.wait(timeout: 1) { $0.stopping }
                 continue
             }
-            state.withLock { $0.spares.append(child) }
+            let kept = state.withLock { state -> Bool in
+                guard !state.stopping else { return false }
+                state.spares.append(child)
+                return true
+            }
+            if !kept {
+                child.signal(SIGKILL)
+                child.wait()
+            }
         }
         finished.withLock { $0 = true }
         finished.notifyAll()

@@ -50,13 +50,20 @@ public final class ChildProcess: Sendable {
     private let state: LockedValue<State>
     private let buffer = LockedValue<[UInt8]>([])
 
-    /// Writing to a child that died must fail with EPIPE, not kill this process: SIGPIPE is ignored here once a
-    /// child is started (children get every signal's default action back).
-    private static let ignoreBrokenPipes: Void = { _ = Glibc.signal(SIGPIPE, SIG_IGN) }()
+    /// What a process that runs children needs, set up once, when it starts its first: SIGPIPE ignored (writing to
+    /// a child that died must fail with EPIPE, not end this process; children get every default back), SIGCHLD at
+    /// its default (ignored, inherited from whoever started us, the kernel would reap children behind our back), and
+    /// no longer dumpable (children run as the same user: they must not reach this process's /proc files, its
+    /// memory or its environment, where a token may be).
+    private static let prepareParent: Void = {
+        _ = Glibc.signal(SIGPIPE, SIG_IGN)
+        _ = Glibc.signal(SIGCHLD, SIG_DFL)
+        _ = tc_set_dumpable(0)
+    }()
 
     /// Starts `executable` with `arguments` (not counting the program name).
     public init(executable: String, arguments: [String]) throws(ProcessError) {
-        _ = Self.ignoreBrokenPipes
+        _ = Self.prepareParent
         var toChild: [Int32] = [-1, -1], fromChild: [Int32] = [-1, -1]
         guard tc_pipe(&toChild) == 0 else { throw ProcessError(errnoCode: errno, reason: "creating a pipe") }
         guard tc_pipe(&fromChild) == 0 else {
@@ -104,8 +111,12 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// Longest line read from a child, bytes: past it the child is killed and its output counts as ended (a child gone
+    /// wrong must not fill this process's memory).
+    public static let maxLineBytes = 16 * 1024 * 1024
+
     /// The next line the child writes on its standard output, without its newline; nil once the output ends (the
-    /// child exited or closed it). Blocks. Call from one thread.
+    /// child exited or closed it) or a line runs past `maxLineBytes`. Blocks. Call from one thread.
     public func readLine() -> String? {
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -118,7 +129,14 @@ public final class ChildProcess: Sendable {
             let count = Glibc.read(output, &chunk, chunk.count)
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return nil }
-            buffer.withLock { $0.append(contentsOf: chunk[0..<count]) }
+            let full = buffer.withLock { buffer -> Bool in
+                buffer.append(contentsOf: chunk[0..<count])
+                return buffer.count > Self.maxLineBytes
+            }
+            if full {
+                signal(SIGKILL) // a child gone wrong: it would block writing the rest
+                return nil
+            }
         }
     }
 
@@ -153,11 +171,6 @@ public final class ChildProcess: Sendable {
         }
         state.notifyAll()
         return termination
-    }
-
-    /// Waits up to `timeout` seconds for `wait` (on another thread) to have reaped the child; whether it has.
-    public func waitForReaping(timeout: Double) -> Bool {
-        state.wait(timeout: timeout) { $0.termination != nil }
     }
 
     deinit {

@@ -3,12 +3,26 @@ import Foundation
 import Glibc
 
 /// Puts the current process (a job's child) into its sandbox, before it reads a byte of media: resource limits,
-/// no new privileges, death with its parent, and a seccomp filter that keeps it off the network and from running
-/// other programs — defence in depth behind the protocol and demuxer whitelists.
+/// no new privileges, death with its parent, a seccomp filter that keeps it off the network, from running other
+/// programs and from signalling other processes, and (`confineFiles`) a Landlock ruleset that lets it touch only its
+/// job's files — defence in depth behind the protocol and demuxer whitelists.
 public enum Sandbox {
-    /// The calls the filter refuses with EPERM (`socket` only for families other than AF_UNIX).
+    /// The calls the filter refuses with EPERM. `socket` only for families other than AF_UNIX; the signal calls only
+    /// for a target other than this process (its own threads are signalled through its own pid); io_uring because
+    /// its operations (sockets among them) never pass through the filter.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
-                          "process_vm_readv", "process_vm_writev"]
+                          "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
+                          "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+                          "pidfd_send_signal", "pidfd_open"]
+
+    /// The first argument a refused call may still have: AF_UNIX for `socket`, this process's pid for the signals.
+    private static func allowedFirstArgument(of name: String) -> UInt64? {
+        switch name {
+        case "socket": UInt64(AF_UNIX)
+        case "kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo": UInt64(getpid())
+        default: nil
+        }
+    }
 
     /// Applies `policy` to this process and reports what is in force. If `parent` (the server's pid) is no longer
     /// this process's parent, it died before the death signal was set: the process exits at once.
@@ -27,13 +41,27 @@ public enum Sandbox {
         do throws(ProcessError) {
             let filter = try SeccompFilter()
             for name in refused {
-                try filter.refuse(name, unlessFirstArgumentIs: name == "socket" ? UInt64(AF_UNIX) : nil)
+                try filter.refuse(name, unlessFirstArgumentIs: allowedFirstArgument(of: name))
             }
             try filter.load()
         } catch {
             seccompError = error.description
         }
         return report(seccompError: seccompError)
+    }
+
+    /// Lets this process touch only the files of its job from now on (Landlock): read `read`, and read, write,
+    /// create, rename and remove files beneath the directories in `write`. Nil when in force, else why not (a kernel
+    /// or container without Landlock: the other protections still hold).
+    public static func confineFiles(read: [String], write: [String]) -> String? {
+        let readPaths = read.map { strdup($0) }, writePaths = write.map { strdup($0) }
+        defer { (readPaths + writePaths).forEach { free($0) } }
+        let result = readPaths.map { UnsafePointer<CChar>($0) }.withUnsafeBufferPointer { reading in
+            writePaths.map { UnsafePointer<CChar>($0) }.withUnsafeBufferPointer { writing in
+                tc_landlock_restrict(reading.baseAddress, Int32(reading.count), writing.baseAddress, Int32(writing.count))
+            }
+        }
+        return result == 0 ? nil : "Landlock: \(String(cString: strerror(errno)))"
     }
 
     /// What is in force now, read back from the kernel.
@@ -52,9 +80,10 @@ public enum Sandbox {
             nice: Int(nice))
     }
 
-    /// Tries calls the filter should refuse, and one it should let through, and says what happened to each:
+    /// Tries calls the sandbox should refuse, and one it should let through, and says what happened to each:
     /// `socket(AF_INET)`, `socket(AF_INET6)`, `execve` of a path that does not exist (so without the filter it
-    /// fails with ENOENT rather than replacing this process), and `socket(AF_UNIX)`.
+    /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, reading
+    /// `/etc/hostname` (outside any job's files, once `confineFiles` is in force), and `socket(AF_UNIX)`.
     public static func tryRefusedCalls() -> [String: String] {
         func outcome(_ result: Int32) -> String {
             if result >= 0 { return "allowed" }
@@ -70,16 +99,33 @@ public enum Sandbox {
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), nil]
         defer { free(argv[0]) }
         let exec = outcome(execv(path, argv))
+        let signal = outcome(kill(getppid(), 0))
+        let file = open("/etc/hostname", O_RDONLY | O_CLOEXEC)
+        let read = file >= 0 ? "allowed" : (errno == EACCES ? "EACCES" : String(cString: strerror(errno)))
+        if file >= 0 { close(file) }
         return ["socket(AF_INET)": socketOutcome(AF_INET), "socket(AF_INET6)": socketOutcome(AF_INET6),
-                "execve": exec, "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
+                "execve": exec, "kill(parent)": signal, "open(/etc/hostname)": read, "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
     }
 
-    /// Bytes of data (heap and anonymous mappings) this process uses now: what RLIMIT_DATA limits.
-    public static var dataBytes: Int {
-        // statm: size resident shared text lib data dt, in pages.
-        let fields = ((try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? "").split(separator: " ")
-        guard fields.count >= 6, let pages = Int(fields[5]) else { return 0 }
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    /// Reads this process's data size (heap and anonymous mappings: what RLIMIT_DATA limits) from
+    /// `/proc/self/statm`, opened once, before `confineFiles` closes the rest of the file system.
+    public final class DataSize {
+        private let descriptor: Int32
+
+        public init() { descriptor = open("/proc/self/statm", O_RDONLY | O_CLOEXEC) }
+
+        /// Bytes now (0 when it cannot be read).
+        public var bytes: Int {
+            var buffer = [UInt8](repeating: 0, count: 256)
+            let count = pread(descriptor, &buffer, buffer.count, 0)
+            guard count > 0 else { return 0 }
+            // statm: size resident shared text lib data dt, in pages.
+            let fields = String(decoding: buffer[0..<count], as: UTF8.self).split(separator: " ")
+            guard fields.count >= 6, let pages = Int(fields[5]) else { return 0 }
+            return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+        }
+
+        deinit { if descriptor >= 0 { close(descriptor) } }
     }
 
     private static func limit(_ resource: Int32, _ value: Int) {

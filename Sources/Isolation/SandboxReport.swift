@@ -7,6 +7,11 @@ public struct SandboxReport: Sendable, Codable, Equatable {
     public var seccompError: String?
     /// The system calls the filter refuses with EPERM.
     public var refusedCalls: [String]
+    /// Landlock confines the files a job's child may touch (filled in where it was applied: `run-job --check`
+    /// applies it with no files at all).
+    public var landlock: Bool?
+    /// Why it is not, when it is not.
+    public var landlockError: String?
     /// PR_SET_NO_NEW_PRIVS: no exec can gain privileges.
     public var noNewPrivileges: Bool
     /// The signal the child gets when the server dies (`SIGKILL`), nil when none is set.
@@ -25,7 +30,13 @@ public struct SandboxReport: Sendable, Codable, Equatable {
 
     /// Whether everything asked for is in force (and, when calls were tried, the filter refused them).
     public var complete: Bool {
-        let refusedAsTried = (tried ?? [:]).allSatisfy { call, outcome in call == "socket(AF_UNIX)" ? outcome == "allowed" : outcome == "EPERM" }
-        return seccomp && noNewPrivileges && parentDeathSignal != nil && coreBytes == 0 && refusedAsTried
+        let refusedAsTried = (tried ?? [:]).allSatisfy { call, outcome in
+            switch call {
+            case "socket(AF_UNIX)": outcome == "allowed"
+            case "open(/etc/hostname)": outcome == "EACCES"
+            default: outcome == "EPERM"
+            }
+        }
+        return seccomp && noNewPrivileges && parentDeathSignal != nil && coreBytes == 0 && landlock != false && refusedAsTried
     }
 }

@@ -12,7 +12,8 @@ import Pipeline
 /// job) sends SIGKILL at once. A child that dies of a signal it was not sent fails with `worker_crashed` (the queue
 /// runs the job again), or with `out_of_memory` when its data had grown near its limit.
 public struct ChildProcessRunner: JobRunner, MediaProber {
-    /// The `transcoderd` binary to run (`/proc/self/exe` for the server itself).
+    /// The `transcoderd` binary to run: `/proc/self/exe` for the server itself (the binary this process runs, even
+    /// when a newer one has since replaced it on disk, so parent and child always speak the same protocol).
     public let executable: String
     public let policy: SandboxPolicy
     /// Bounds on what an input may demand, passed to the child.
@@ -22,7 +23,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
     private let pool: ChildPool
 
     /// A runner whose children run `executable`; `spares` of them are kept started in advance.
-    public init(executable: String = ChildProcessRunner.currentExecutable, policy: SandboxPolicy = SandboxPolicy(),
+    public init(executable: String = "/proc/self/exe", policy: SandboxPolicy = SandboxPolicy(),
                 limits: MediaLimits = MediaLimits(), spares: Int = 0) {
         self.executable = executable
         self.policy = policy
@@ -37,24 +38,34 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
     /// Ends the spare children; the runner starts no more.
     public func shutdown() { pool.shutdown() }
 
-    /// This process's own binary.
-    public static var currentExecutable: String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    }
+    /// Seconds a probe may take before its child is killed: a demuxer looping on a hostile file must not hold a
+    /// request (and a probe thread) forever.
+    public var probeTimeout = 30.0
 
     public func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         let request = JobRequest(kind: .transcode, input: input.path, output: outputPath, settings: job.settings,
                                  watermark: job.settings.filters?.video?.watermark?.imagePath, limits: limits)
         let answer = try exchange(request, cancellation: cancellation, progress: progress)
-        guard let result = answer.result else { throw Self.unexpected }
+        guard var result = answer.result else { throw Self.unexpected }
+        // The output is where this process said, whatever the child claims; its size is read here too.
+        result.path = outputPath
+        result.size = (try? FileManager.default.attributesOfItem(atPath: outputPath)[.size] as? Int) ?? 0
         return result
     }
 
     public func probe(path: String) throws(MediaError) -> [Track] {
-        let answer = try exchange(JobRequest(kind: .probe, input: path), cancellation: CancellationToken()) { _ in }
-        guard let tracks = answer.tracks else { throw Self.unexpected }
-        return tracks
+        let deadline = CancellationToken()
+        let timeout = probeTimeout
+        let timer = Deadlines.shared.schedule(after: timeout) { deadline.cancel(immediately: true) }
+        defer { Deadlines.shared.cancel(timer) }
+        do throws(MediaError) {
+            let answer = try exchange(JobRequest(kind: .probe, input: path), cancellation: deadline) { _ in }
+            guard let tracks = answer.tracks else { throw Self.unexpected }
+            return tracks
+        } catch where error.code == "canceled" {
+            throw MediaError(code: "probe_timeout", message: "Reading the file's tracks took more than \(Int(timeout)) s; it was given up.")
+        }
     }
 
     /// What `run-job --check` reports for this policy: the protections a job's child runs under.
@@ -80,7 +91,8 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         do {
             return try pool.take()
         } catch {
-            throw MediaError(code: "worker_failed", message: "Starting the job process failed: \(error).")
+            // Out of processes or memory for a moment: like a crash, the job runs again.
+            throw MediaError(code: "worker_crashed", message: "Starting the job process failed: \(error).")
         }
     }
 
@@ -89,11 +101,13 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
                           progress: (TranscodeProgress) -> Void) throws(MediaError) -> JobMessage {
         let child = try spawn()
         let grace = killGrace
+        let graceStarted = LockedValue(false)
         cancellation.whenCanceled { immediately in
             guard !immediately else { return child.signal(SIGKILL) }
             child.signal(SIGTERM)
-            // SIGKILL if it is still there when the grace is over (woken early when it is reaped).
-            NamedThread.start("job-grace") { if !child.waitForReaping(timeout: grace) { child.signal(SIGKILL) } }
+            guard graceStarted.withLock({ started in defer { started = true }; return !started }) else { return }
+            // SIGKILL if it is still there when the grace is over (a reaped child is never signalled).
+            Deadlines.shared.schedule(after: grace) { child.signal(SIGKILL) }
         }
         let encoder = JSONEncoder()
         do {
@@ -111,7 +125,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
             if let update = message.progress {
                 dataBytes = max(dataBytes, message.dataBytes ?? 0)
                 progress(update)
-            } else {
+            } else if [message.result != nil, message.tracks != nil, message.error != nil].filter({ $0 }).count == 1 {
                 answer = message
             }
         }

@@ -212,7 +212,7 @@ public final class JobQueue: Sendable {
         _ = state.wait(timeout: grace) { $0.running.isEmpty }
         state.withLock { state in
             for (id, var running) in state.running {
-                running.reason = .shuttingDown
+                running.reason = running.reason ?? .shuttingDown // a cancel or a stall already decided keeps its reason
                 state.running[id] = running
                 running.token.cancel()
             }
@@ -276,14 +276,17 @@ public final class JobQueue: Sendable {
             outcome = execute(claimed, token: token)
         }
         let reason = state.withLock { $0.running[id]?.reason }
-        let final = record(outcome, of: claimed, reason: reason)
-        state.withLock { _ = $0.running.removeValue(forKey: id) }
-        state.notifyAll()
-        if final?.state != .succeeded {
+        if case .failure = outcome {
+            // Before the end is recorded: a job sent back to the queue may be claimed again at once, and the files
+            // of its next attempt must not be mistaken for this one's.
             for path in [directory.outputPath(for: claimed)] + directory.partialOutputs(for: claimed) {
                 removeFile(path, of: "job_id", id)
             }
         }
+        let final = record(outcome, of: claimed, reason: reason)
+        state.withLock { _ = $0.running.removeValue(forKey: id) }
+        state.notifyAll()
+        if case .success = outcome, final?.state != .succeeded { removeFile(directory.outputPath(for: claimed), of: "job_id", id) }
         if final?.state == .queued { jobQueued() } // retried after a crash: a worker takes it again
         guard let final else { return }
         stats.withLock { stats in

@@ -1,7 +1,18 @@
 import CFFmpeg
+import Foundation
 
 /// The one place where FFmpeg's return codes become `MediaError`s.
 enum FFmpeg {
+    /// Most threads a codec may use. FFmpeg's and x264's own choice (`thread_count` 0) grows with the cores, and so
+    /// does the memory a job needs (every thread has its stack and buffers under the job's memory limit): past 16
+    /// threads x264 gains little, so a large machine is held to that.
+    static let maxThreads = 16
+
+    /// `thread_count` for a codec whose own choice is `perCore` threads a core: 0 (its choice) up to `maxThreads`.
+    static func threadCount(perCore: Double) -> Int32 {
+        Double(ProcessInfo.processInfo.activeProcessorCount) * perCore > Double(maxThreads) ? Int32(maxThreads) : 0
+    }
+
     static let eof = tc_averror_eof()
     static let again = tc_averror_eagain()
     static let noSpace = tc_averror_enospc()

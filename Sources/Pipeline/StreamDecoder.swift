@@ -22,7 +22,7 @@ final class StreamDecoder {
         guard context != nil else { throw MediaError(code: "out_of_memory", message: "Allocating a \(name) decoder failed.") }
         try FFmpeg.check(avcodec_parameters_to_context(context, parameters), "Configuring the \(name) decoder")
         context!.pointee.pkt_timebase = timeBase
-        context!.pointee.thread_count = 0
+        context!.pointee.thread_count = FFmpeg.threadCount(perCore: 1)
         context!.pointee.max_pixels = Int64(maxPixels)
         try FFmpeg.check(avcodec_open2(context, codec, nil), "Opening the \(name) decoder", code: "unsupported_codec")
     }

@@ -44,6 +44,9 @@ final class JobEventStream: EventSource {
         if delivered, let live { Self.deliver(.progress(live), to: state, render: render) }
     }
 
+    /// Events decided and waiting for `start` (for tests that stage a race).
+    var eventsWaiting: Int { state.withLock { $0.pending.count } }
+
     func start(send: @escaping @Sendable (String?) -> Void) -> @Sendable () -> Void {
         state.withLock { state in
             for text in state.pending { send(text) }

@@ -41,19 +41,29 @@ enum RunJobCommand {
             return 2
         }
         // Before any byte of the request or of the media is read.
-        var report = Sandbox.enter(policy, parent: options["--parent"].flatMap { pid_t($0) })
+        let parent = options["--parent"].flatMap { pid_t($0) }
+        var report = Sandbox.enter(policy, parent: parent)
+        let memory = MemoryWatch(limit: policy.dataBytes)
         if check {
+            // No job: no file at all.
+            report.landlockError = Sandbox.confineFiles(read: [], write: [])
+            report.landlock = report.landlockError == nil
             report.tried = Sandbox.tryRefusedCalls()
             Console.printJSON(report)
             return 0
         }
-        tc_install_terminate_handler()
+        tc_install_terminate_handler(parent ?? getppid())
         guard let line = readLine(), let request = try? JSONDecoder().decode(JobRequest.self, from: Data(line.utf8)) else {
             send(JobMessage(error: .init(code: "bad_request", message: "The job request could not be read.")))
             return 0
         }
+        // The job's own files, and nothing else, from here on.
+        let output = request.output.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
+        if let problem = Sandbox.confineFiles(read: [request.input] + (request.watermark.map { [$0] } ?? []),
+                                              write: output.map { [$0] } ?? []) {
+            FileHandle.standardError.write(Data("run-job: \(problem)\n".utf8))
+        }
         let cancellation = CancellationToken(external: { tc_terminate_requested() != 0 })
-        let memory = MemoryWatch(limit: policy.dataBytes)
         do throws(MediaError) {
             switch request.kind {
             case .probe:
@@ -71,7 +81,9 @@ enum RunJobCommand {
                 let result = try session.run { progress in
                     send(JobMessage(progress: progress, dataBytes: memory.sample()))
                 }
-                send(JobMessage(result: result))
+                if !send(JobMessage(result: result)) {
+                    send(JobMessage(error: .init(code: "output_failed", message: "The transcode's result could not be written out.")))
+                }
             }
         } catch {
             let failure = memory.explain(error)
@@ -80,12 +92,14 @@ enum RunJobCommand {
         return 0
     }
 
-    /// Writes one message line on stdout.
-    private static func send(_ message: JobMessage) {
+    /// Writes one message line on stdout; false when it cannot be encoded (a value JSON cannot hold).
+    @discardableResult
+    private static func send(_ message: JobMessage) -> Bool {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(message) else { return }
+        guard let data = try? encoder.encode(message) else { return false }
         FileHandle.standardOutput.write(data + Data("\n".utf8))
+        return true
     }
 }
 
@@ -94,6 +108,7 @@ enum RunJobCommand {
 /// data size stands near the limit when an allocation was refused.
 private final class MemoryWatch {
     let limit: Int
+    private let size = Sandbox.DataSize()
     private var peak = 0
     private var refused = false
 
@@ -101,7 +116,7 @@ private final class MemoryWatch {
 
     /// The data size now, kept as the peak when it is one.
     func sample() -> Int {
-        let now = Sandbox.dataBytes
+        let now = size.bytes
         peak = max(peak, now)
         return now
     }
@@ -112,9 +127,15 @@ private final class MemoryWatch {
         _ = sample()
     }
 
-    /// `error`, or `out_of_memory` when the failure is one an allocation refused by the limit gives.
+    /// Failures a refused allocation shows up as (FFmpeg's ENOMEM, and libraries' own generic errors).
+    private static let allocationFailures: Set = ["out_of_memory", "encoder_failed", "encode_failed", "decode_failed",
+                                                  "filter_failed", "ffmpeg_error", "unsupported_audio"]
+
+    /// `error`, or `out_of_memory` when the failure is one an allocation refused by the limit gives: such a failure,
+    /// with the data size near the limit at that moment. (ENOMEM is looked at too, but the library threads that
+    /// allocate have errno values of their own.)
     func explain(_ error: MediaError) -> MediaError {
-        guard error.code != "canceled" else { return error }
+        guard Self.allocationFailures.contains(error.code) else { return error }
         // A refused allocation (errno ENOMEM) counts once a quarter of the limit was in use: a stale errno on an
         // ordinary failure of a small job does not.
         guard error.code == "out_of_memory" || (refused && peak >= limit / 4) || peak >= limit * 3 / 4 else { return error }

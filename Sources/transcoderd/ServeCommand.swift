@@ -57,10 +57,17 @@ enum ServeCommand {
             let api = TranscoderAPI(queue: queue, prober: runner, logger: logger) {
                 Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)
             }
-            let server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
+            let server: HTTPServer
+            do {
+                server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
                                         authenticate: BearerToken(config.token).check)
-            metricsBox.withLock { $0 = server.metrics }
-            try server.start()
+                metricsBox.withLock { $0 = server.metrics }
+                try server.start()
+            } catch {
+                // The port is taken, say: the workers stop before the spare children go, and jobs go back to the queue.
+                queue.stop(grace: 0)
+                throw error
+            }
             logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(queue.directory.root.path),
                                       "workers": .int(config.workers)])
             let signals = LockedValue(0)

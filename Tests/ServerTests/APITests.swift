@@ -202,6 +202,13 @@ import TestSupport
         let invalid = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
                                                    #"{"input": "\#(uploadID)", "settings": {"video": {"profile": "ultra"}}}"#])
         #expect(invalid.status == 400)
+        // The same refusals through a one-shot multipart body: a wrong type deep in the settings, a bad priority.
+        for (part, key) in [(#"settings={"video": {"color": {"transfer": true}}}"#, "settings.video.color.transfer"),
+                            ("priority=high", "priority")] {
+            let refused = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", part])
+            let message = (refused.object["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(refused.status == 400 && message.hasPrefix(key), "\(part): \(refused.status) \(message)")
+        }
         #expect(((invalid.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.video.profile: expected one of") == true)
         let unknown = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "nope"}"#])
         #expect(unknown.status == 422 && (unknown.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")

@@ -27,16 +27,30 @@ import TestSupport
         // refused with 422 when FFmpeg cannot read them, and an upload id the document allows (any UUID) is refused
         // with 422 when no upload has it; for the operations that take files or upload ids, 422 is an answer to
         // valid data. Every other status is judged as schemathesis does by default.
+        // A second, for one tool fault: for POST /v1/jobs schemathesis 4.32.5 reports a schema-violating multipart
+        // request accepted (video.color.transfer made a boolean), but the request it sends has video.color null,
+        // which is valid (seen on the wire through a logging proxy): the mutation does not survive its encoding of
+        // the JSON part. Refusals of bad job requests are checked in APITests instead (bad JSON, unknown keys and
+        // parts, settings out of range, wrong types).
+        // Every check is switched on here, not with --checks on the command line, which would override the
+        // per-operation settings below.
         try """
+            checks.enabled = true
+
             [[operations]]
             include-method = ["POST", "PUT"]
-            include-path-regex = "^/v1/(uploads|jobs)"
+            include-path-regex = "^/v1/uploads"
             checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "404", "409", "422"]
+
+            [[operations]]
+            include-name = "POST /v1/jobs"
+            checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "404", "409", "422"]
+            checks.negative_data_rejection.enabled = false
             """.write(to: config, atomically: true, encoding: .utf8)
         let run = try Shell.run(try tool("schemathesis"), [
             "--config-file", config.path,
             "run", Self.root.appendingPathComponent("openapi.yaml").path, "--url", server.base,
-            "--checks", "all", "--max-examples", "25", "--seed", "1", "--no-color",
+            "--max-examples", "25", "--seed", "1", "--no-color",
         ], environment: ["SCHEMATHESIS_HOOKS": "", "NO_COLOR": "1"])
         #expect(run.status == 0, "\(run.stdout.suffix(4000))")
         #expect(run.stdout.contains(" passed") && !run.stdout.contains("failed"), "\(run.stdout.suffix(2000))")

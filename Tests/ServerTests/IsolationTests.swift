@@ -1,5 +1,7 @@
 import Foundation
 import Isolation
+import Jobs
+import Pipeline
 import Locks
 import Testing
 import TestSupport
@@ -158,7 +160,9 @@ import TestSupport
         #expect(report.dataBytes == 512 * 1024 * 1024 && report.coreBytes == 0 && report.nice == 7)
         // Tried for real by the child under the filter; AF_UNIX shows the filter picks what it refuses.
         #expect(report.tried == ["socket(AF_INET)": "EPERM", "socket(AF_INET6)": "EPERM", "execve": "EPERM",
-                                 "socket(AF_UNIX)": "allowed"], "\(report.tried ?? [:])")
+                                 "kill(parent)": "EPERM", "open(/etc/hostname)": "EACCES", "socket(AF_UNIX)": "allowed"],
+                "\(report.tried ?? [:])")
+        #expect(report.landlock == true, "\(report.landlockError ?? "")")
         let server = try TestServer()
         #expect(server.log.contains(#""message":"job sandbox","seccomp":"on""#), "\(server.log.prefix(600))")
     }
@@ -181,6 +185,11 @@ import TestSupport
         child.closeInput()
         usleep(1_000_000) // it is blocked in a read of the pipe by now
         #expect(Self.state(of: child.pid) == "S", "the child sleeps in a read")
+        #expect(getsid(child.pid) == child.pid, "it leads a session of its own: a Ctrl-C to ours does not reach it")
+        // A SIGTERM from anyone but its parent (a service manager signalling every process) is not a cancel.
+        try Shell.check("kill", ["-TERM", String(child.pid)])
+        usleep(300_000)
+        #expect(child.isRunning && Self.state(of: child.pid) == "S", "a stranger's SIGTERM changes nothing")
         let asked = Date()
         child.signal(SIGTERM)
         let lines = LockedValue<[String]>([])
@@ -203,5 +212,24 @@ import TestSupport
     private static func state(of pid: pid_t) -> String {
         let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
         return stat.split(separator: ")").last?.split(separator: " ").first.map(String.init) ?? "?"
+    }
+}
+
+/// A probe, like a job, runs in a child; one that never ends (a silent named pipe stands in for a demuxer that loops)
+/// is killed at its deadline instead of holding a request and a probe thread forever.
+@Suite struct ProbeDeadlineTests {
+    @Test func aProbeThatNeverEndsIsGivenUpAtItsDeadline() throws {
+        let fifo = try Media.scratch().appendingPathComponent("silent.ts").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let writer = open(fifo, O_RDWR)
+        defer { close(writer) }
+        var runner = ChildProcessRunner(executable: Binary.path)
+        runner.probeTimeout = 1
+        let started = Date()
+        let error = try #require(throws: MediaError.self) { try runner.probe(path: fifo) }
+        #expect(error.code == "probe_timeout", "\(error)")
+        #expect(Date().timeIntervalSince(started) < 5)
+        let tracks = try ChildProcessRunner(executable: Binary.path).probe(path: try Media.path(.audioOnly))
+        #expect(tracks.map(\.mediaType) == [.audio], "a real file is probed in a child")
     }
 }

@@ -41,9 +41,9 @@ import TestSupport
         // The handler subscribed, then read the job while it was still queued...
         let stream = JobEventStream(jobID: job.id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
         let stale = try #require(try fixture.store.job(id: job.id))
-        // ...and before it could hand the snapshot over, the job started.
+        // ...and before it could hand the snapshot over, the job started (its event reached the stream).
         try queue.start()
-        #expect(try eventually { try fixture.store.job(id: job.id)?.state == .running })
+        #expect(eventually { stream.eventsWaiting == 1 })
         stream.deliverSnapshot(stale, live: nil)
         let received = Received()
         let stop = stream.start(send: received.send)

@@ -8,7 +8,8 @@
 
 /// Spawns `path` with `argv` (NULL-terminated) and the current environment. The child's standard input and output
 /// are `stdin_fd` and `stdout_fd`, its standard error is ours, every other descriptor is closed, every signal is
-/// unblocked and has its default action. Returns the pid, or -1 with the error number in `*error_out`.
+/// unblocked and has its default action, and it leads a session of its own (a Ctrl-C or a signal to our process
+/// group does not reach it). Returns the pid, or -1 with the error number in `*error_out`.
 pid_t tc_spawn(const char *path, char *const argv[], int stdin_fd, int stdout_fd, int *error_out);
 
 /// pipe2(fds, O_CLOEXEC): 0 or -1 (errno set).
@@ -26,10 +27,23 @@ int tc_set_parent_death_signal(int signal);
 /// prctl(PR_GET_PDEATHSIG): the signal set, 0 for none.
 int tc_parent_death_signal(void);
 
-/// Installs a SIGTERM handler (without SA_RESTART) that records the request and, when it runs on another thread,
-/// sends the signal on to the thread that installed it, so a blocking call there (a read of a slow file) returns
-/// EINTR. Call it from the main thread.
-int tc_install_terminate_handler(void);
+/// prctl(PR_SET_DUMPABLE, value): 0 keeps processes of the same user (a compromised child) out of this one's
+/// /proc files (mem, environ) and from attaching to it.
+int tc_set_dumpable(int value);
+
+/// Installs a SIGTERM handler (without SA_RESTART) that records the request when it comes from `parent` (a SIGTERM
+/// from anyone else, such as a service manager signalling every process, is ignored) and, when it runs on another
+/// thread, sends the signal on to the thread that installed it, so a blocking call there (a read of a slow file)
+/// returns EINTR. Call it from the main thread.
+int tc_install_terminate_handler(pid_t parent);
+
+/// The Landlock ABI version the kernel offers, or -1 (errno set) when it offers none.
+int tc_landlock_abi(void);
+
+/// Confines this process's file access (Landlock): reading the files or trees in `read_paths`, and reading,
+/// writing, creating, renaming and removing files beneath the directories in `write_dirs`; nothing else. Needs
+/// no new privileges set. 0, or -1 with errno.
+int tc_landlock_restrict(const char *const *read_paths, int read_count, const char *const *write_dirs, int write_count);
 
 /// Whether SIGTERM has arrived since `tc_install_terminate_handler`.
 int tc_terminate_requested(void);
