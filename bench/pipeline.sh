@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Pipeline benchmark: `transcoderd transcode` against the ffmpeg CLI with identical settings, in alternation,
-# on a generated 1080p30 20 s clip. Prints the wall-time ratio, peak RSS of each and PSNR against the source.
+# on a generated 1080p30 20 s clip. Prints the wall-time ratio, peak RSS of each and PSNR against the source; and
+# the same transcode in a sandboxed job child (`transcoderd run-job`, as the server runs every job) against
+# `transcode` in process: the child must not slow the transcode.
 # Usage: bench/pipeline.sh [ROUNDS]   (default 3; the median of each side is compared)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,13 +30,16 @@ measure() { # name, output, command...: prints "seconds kilobytes"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-: >"$work/ours.runs"; : >"$work/ffmpeg.runs"
+: >"$work/ours.runs"; : >"$work/ffmpeg.runs"; : >"$work/child.runs"
+request="{\"kind\":\"transcode\",\"input\":\"$PWD/$source\",\"output\":\"$PWD/$work/child.mp4\",\"settings\":$(echo "$settings" | tr -d '\n')}"
+run_child() { echo "$request" | "$bin" run-job | tail -1 | grep -q '"result"'; }
 for round in $(seq "$rounds"); do
   measure ffmpeg "$work/ffmpeg.mp4" ffmpeg -nostdin -y -i "$source" -c:v libx264 -preset veryfast -b:v 2M -g 60 \
     -profile:v high -c:a aac -b:a 128k -ar 44100 -ac 2 -movflags +faststart "$work/ffmpeg.mp4" >>"$work/ffmpeg.runs"
   measure ours "$work/ours.mp4" "$bin" transcode "$source" "$work/ours.mp4" --settings "$settings" --progress none \
     >>"$work/ours.runs"
-  echo "round $round: ffmpeg $(tail -1 "$work/ffmpeg.runs")  transcoderd $(tail -1 "$work/ours.runs")  (s KiB)" >&2
+  measure child "$work/child.mp4" bash -c "$(declare -p request bin); $(declare -f run_child); run_child" >>"$work/child.runs"
+  echo "round $round: ffmpeg $(tail -1 "$work/ffmpeg.runs")  transcoderd $(tail -1 "$work/ours.runs")  in a child $(tail -1 "$work/child.runs")  (s KiB)" >&2
 done
 psnr() { ffmpeg -v info -nostdin -i "$1" -i "$source" -lavfi "[0:v][1:v]psnr" -f null - 2>&1 | sed -n 's/.*PSNR.* average:\([0-9.inf]*\).*/\1/p' | tail -1; }
 ours_time=$(cut -d' ' -f1 "$work/ours.runs" | median); ffmpeg_time=$(cut -d' ' -f1 "$work/ffmpeg.runs" | median)
@@ -43,4 +48,6 @@ ours_psnr=$(psnr "$work/ours.mp4"); ffmpeg_psnr=$(psnr "$work/ffmpeg.mp4")
 echo "wall time   transcoderd ${ours_time}s  ffmpeg ${ffmpeg_time}s  ratio $(echo "scale=3; $ours_time / $ffmpeg_time" | bc -l)"
 echo "peak RSS    transcoderd $((ours_rss / 1024)) MiB  ffmpeg $((ffmpeg_rss / 1024)) MiB  ratio $(echo "scale=3; $ours_rss / $ffmpeg_rss" | bc -l)"
 echo "PSNR (dB)   transcoderd ${ours_psnr}  ffmpeg ${ffmpeg_psnr}  difference $(echo "scale=3; $ours_psnr - $ffmpeg_psnr" | bc -l)"
+child_time=$(cut -d' ' -f1 "$work/child.runs" | median)
+echo "job child   run-job (sandboxed) ${child_time}s  transcode in process ${ours_time}s  ratio $(echo "scale=3; $child_time / $ours_time" | bc -l)  (target about 1)"
 ffprobe -v error -show_entries format=bit_rate:stream=codec_name,bit_rate -of compact "$work/ours.mp4" "$work/ffmpeg.mp4" 2>/dev/null | sed 's/^/  /' || true
