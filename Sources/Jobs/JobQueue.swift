@@ -476,7 +476,7 @@ public final class JobQueue: Sendable {
             do throws(StoreError) {
                 try store.deleteUpload(id: upload.id)
                 removeFile(upload.path, of: "upload_id", upload.id)
-            } catch where error.code == "constraint" {
+            } catch where error.isStillReferenced {
                 // A job started using it after it was listed.
             } catch {
                 logger.error("retention could not delete an upload", ["upload_id": .string(upload.id), "error": .string(error.description)])

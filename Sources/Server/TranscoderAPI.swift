@@ -156,7 +156,7 @@ public final class TranscoderAPI: Sendable {
         let upload = try upload(request)
         do {
             try store.deleteUpload(id: upload.id)
-        } catch where error.code == "constraint" {
+        } catch where error.isStillReferenced {
             throw HTTPError(.conflict, "upload_in_use",
                             "Jobs use upload \(upload.id) as their input or watermark; DELETE /v1/jobs/{id} removes a job, and its input upload once no other job uses it.")
         } catch {

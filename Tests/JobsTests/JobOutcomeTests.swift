@@ -142,13 +142,19 @@ import TestSupport
         #expect(try eventually { try fixture.store.job(id: job.id)?.state == .running })
         let ended = LockedValue<Job?>(nil)
         let waiter = DispatchGroup()
+        let before = queue.events.count
         waiter.enter()
         NamedThread.start("waiter") {
             ended.withLock { $0 = try? queue.waitUntilFinished(id: job.id, timeout: 30) }
             waiter.leave()
         }
+        // The waiter has subscribed (and found the job running) before the cancel: the event must wake it.
+        #expect(eventually { queue.events.count > before })
+        usleep(50_000)
+        let asked = Date()
         try queue.cancel(id: job.id)
         #expect(waiter.wait(timeout: .now() + 10) == .success)
+        #expect(Date().timeIntervalSince(asked) < 1, "woken by the event, not by its timeout")
         #expect(ended.withLock { $0?.state } == .canceled)
         #expect(try queue.waitUntilFinished(id: "missing", timeout: 0.1) == nil)
         queue.stop(grace: 1)

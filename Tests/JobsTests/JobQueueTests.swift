@@ -2,6 +2,7 @@ import Foundation
 @testable import Jobs
 import Pipeline
 import Locks
+import Logging
 import Testing
 import TestSupport
 
@@ -125,12 +126,13 @@ final class TimedRunner: JobRunner {
         let queue = queue(fixture, runner: runner)
         try queue.start()
         #expect(eventually { (queue.liveProgress(of: job.id)?.presentationTime ?? 0) > 0 })
-        let running = try queue.cancel(id: job.id)
         let asked = Date()
+        let running = try queue.cancel(id: job.id)
         #expect(running.state == .running)
         #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .canceled })
         // From the cancellation to the transcode's stop: recording the end (an fsynced commit) is not part of it.
         let stopped = try #require(runner.ended.withLock { $0 })
+        #expect(stopped >= asked, "the transcode was still running when the cancel was asked")
         #expect(stopped.timeIntervalSince(asked) < 1.0, "the transcode stopped \(stopped.timeIntervalSince(asked)) s after the cancel")
         queue.stop(grace: 1)
         #expect(fixture.outputFiles.isEmpty)
@@ -146,15 +148,15 @@ final class TimedRunner: JobRunner {
         try queue.start()
         usleep(100_000) // the worker and the watchdog are both waiting
         for round in 0..<8 {
-            let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
             runner.started.withLock { $0 = nil }
             let queued = Date()
+            let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
             queue.jobQueued()
             #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
             // From the signal to the job's start (its runner called); an idle worker would have waited up to 30 s.
             let started = try #require(runner.started.withLock { $0 })
             let waited = started.timeIntervalSince(queued)
-            #expect(waited < 0.5, "job \(round) started \(waited) s after it was queued")
+            #expect(waited >= 0 && waited < 0.5, "job \(round) started \(waited) s after it was queued")
             #expect(try fixture.store.job(id: job.id)?.errorCode == "test_failure")
             usleep(UInt32(50_000 + round * 40_000)) // let the watchdog's one-second waits fall anywhere
         }
@@ -235,8 +237,12 @@ final class TimedRunner: JobRunner {
             CREATE TRIGGER keep_one BEFORE DELETE ON uploads WHEN OLD.id = '\(stuck.id)'
             BEGIN SELECT RAISE(ABORT, 'the row is locked (test)'); END;
             """)
-        let queue = queue(fixture)
+        let lines = LockedValue<[String]>([])
+        let queue = JobQueue(store: fixture.store, directory: fixture.directory, runner: TranscodeRunner(),
+                             logger: Logger(format: .json, minimumLevel: .debug) { line in lines.withLock { $0.append(line) } })
         try queue.sweep(olderThan: Date().timeIntervalSince1970 + 1)
+        #expect(lines.withLock { $0 }.contains { $0.contains("could not delete an upload") && $0.contains(stuck.id) },
+                "a refusal that is not a job using the upload is logged with its id")
         #expect(try fixture.store.upload(id: stuck.id) != nil)
         #expect(FileManager.default.fileExists(atPath: stuck.path), "its row stayed, so its file stays")
         #expect(try fixture.store.upload(id: spare.id) == nil && !FileManager.default.fileExists(atPath: spare.path),

@@ -16,6 +16,7 @@ import TestSupport
         let input = try Media.path(.farStart)
         let reader = try MediaReader(path: input)
         #expect(abs((reader.duration ?? 0) - 8) < 0.1, "declared \(reader.duration ?? -1) s")
+        #expect(reader.tracks.count == 2)
         #expect(reader.tracks.allSatisfy { abs(($0.duration ?? 0) - 8) < 0.1 }, "\(reader.tracks.map(\.duration))")
         let (result, probe) = try transcode(input)
         #expect(abs(probe.format.durationSeconds - 8) < 0.1)

@@ -266,6 +266,7 @@ import TestSupport
         #expect(last.fraction == 1 && last.presentationTime == last.duration)
         #expect(abs(last.duration - 8) < 0.1)
         #expect(zip(updates, updates.dropFirst()).allSatisfy { $1.presentationTime >= $0.presentationTime })
+        #expect(updates.allSatisfy { $0.presentationTime <= $0.duration }, "never past the duration")
         #expect(Double(updates.count) >= 4 * wall * 0.9, "\(updates.count) updates in \(wall) s")
         // It moves while the work goes on (a reporter silent until the end fails here), and it says what was done:
         // the time written matches the frames encoded at 30 frames a second, within the encoder's few frames of delay.

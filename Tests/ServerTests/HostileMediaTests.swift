@@ -80,7 +80,7 @@ import TestSupport
             Case(name: "2x2 pixels", file: "tiny.mkv", make: lavfi("testsrc2=s=2x2", nil, h264), outcome: .succeeds(["v"])),
             Case(name: "8192x8192, one frame", file: "huge.mkv",
                  make: lavfi("color=gray:s=8192x8192:r=1", nil, ["-frames:v", "1", "-c:v", "libx264", "-preset", "ultrafast"]),
-                 outcome: .succeeds(["v"]), settings: #"{"video": {"preset": "ultrafast", "averageBitRate": 1000000}}"#),
+                 outcome: .fails("out_of_memory"), settings: #"{"video": {"preset": "ultrafast", "averageBitRate": 1000000}}"#),
             Case(name: "over the size limit", file: "too-wide.mkv", make: lavfi("color=gray:s=8200x16:r=1", nil, ["-frames:v", "1", "-c:v", "ffv1"]),
                  outcome: .fails("input_too_large")),
             Case(name: "10-bit", file: "ten-bit.mkv", make: lavfi("testsrc2=s=320x240", nil, h264 + ["-pix_fmt", "yuv420p10le"]),
@@ -135,9 +135,9 @@ import TestSupport
     }
 
     @Test func everyKindSucceedsCorrectlyOrFailsReadably() throws {
-        // An 8192×8192 picture needs about 3 GB of a job's address space for data (x264's threads and frames):
-        // more than the default limit of 2 GiB, which refuses it with out_of_memory.
-        let server = try TestServer(["--workers", "2", "--job-memory-mib", "4096"])
+        // Under the default memory limit (2 GiB): an 8192×8192 picture needs about 3 GB of a job's address space
+        // for data (x264's threads and frames), so it fails with out_of_memory, and alone.
+        let server = try TestServer(["--workers", "2"])
         let folder = try Media.scratch()
         let cases = Self.corpus(in: folder)
         #expect(cases.count >= 30)
@@ -171,8 +171,10 @@ import TestSupport
                 #expect(state == "succeeded", "\(item.name): \(error ?? [:])")
                 if state == "succeeded" {
                     let source = folder.appendingPathComponent(item.file).path
+                    let expectedFrames = try frames ?? Self.videoFrames(source)
+                    #expect(!types.contains("v") || expectedFrames != nil, "\(item.name): ffprobe counts the source's frames")
                     try checkOutput(server, id: id, types: types, name: item.name,
-                                    duration: try duration ?? Self.duration(source), frames: try frames ?? Self.videoFrames(source))
+                                    duration: try duration ?? Self.duration(source), frames: expectedFrames)
                 }
             case .fails(let code):
                 #expect(state == "failed" && error?["code"] as? String == code, "\(item.name): \(state ?? "?") \(error ?? [:])")
@@ -221,6 +223,7 @@ import TestSupport
     private static func videoFrames(_ path: String) throws -> Int? {
         let text = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
                                                "-show_entries", "stream=nb_read_packets", "-of", "csv=p=0", path])
-        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        // MPEG-TS lists the stream once per program as well, MPEG-PS adds an empty field: the first count is it.
+        return text.split(separator: "\n").first?.split(separator: ",").first.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
     }
 }

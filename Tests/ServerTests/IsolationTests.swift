@@ -97,7 +97,8 @@ import TestSupport
         }
         let done = try server.json("/v1/jobs/\(retried)").object
         #expect(done["attempts"] as? Int == 2, "\(done)")
-        #expect(server.log.contains("the job's process crashed; it runs again") && server.log.contains(name))
+        #expect(server.log.split(separator: "\n").contains { $0.contains("the job's process crashed; it runs again") && $0.contains(name) },
+                "the crash is logged with its signal")
 
         let failed = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard)), "-F", Self.slowSettings])
             .object["id"] as? String)
@@ -163,8 +164,19 @@ import TestSupport
                                  "kill(parent)": "EPERM", "open(/etc/hostname)": "EACCES", "socket(AF_UNIX)": "allowed"],
                 "\(report.tried ?? [:])")
         #expect(report.landlock == true, "\(report.landlockError ?? "")")
-        let server = try TestServer()
+        let server = try TestServer(["--job-memory-mib", "1024"])
         #expect(server.log.contains(#""message":"job sandbox","seccomp":"on""#), "\(server.log.prefix(600))")
+        // The child a real job runs in is under the same protections, as the kernel reports them.
+        let job = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard)), "-F", Self.slowSettings])
+            .object["id"] as? String)
+        let child = try #require(try Self.runningChild(server, job: job, attempt: 1))
+        let status = try String(contentsOfFile: "/proc/\(child)/status", encoding: .utf8)
+        #expect(status.contains("Seccomp:\t2") && status.contains("NoNewPrivs:\t1"), "\(status)")
+        let limits = try String(contentsOfFile: "/proc/\(child)/limits", encoding: .utf8)
+        let data = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max data size") })
+        #expect(data.split(separator: " ", omittingEmptySubsequences: true).contains("\(1024 * 1024 * 1024)"), "\(data)")
+        #expect(getsid(child) == child, "a session of its own")
+        _ = try server.json("/v1/jobs/\(job)/cancel", ["-X", "POST"])
     }
 
     /// A job reading an input that never comes (a named pipe that stays open and silent) stops within a second of
@@ -188,7 +200,7 @@ import TestSupport
         #expect(getsid(child.pid) == child.pid, "it leads a session of its own: a Ctrl-C to ours does not reach it")
         // A SIGTERM from anyone but its parent (a service manager signalling every process) is not a cancel.
         try Shell.check("kill", ["-TERM", String(child.pid)])
-        usleep(300_000)
+        usleep(1_500_000) // longer than a real stop may take (below)
         #expect(child.isRunning && Self.state(of: child.pid) == "S", "a stranger's SIGTERM changes nothing")
         let asked = Date()
         child.signal(SIGTERM)

@@ -2,8 +2,9 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The event loops never do blocking work: no file is opened, written, flushed, renamed or removed on them, and no
-/// SQLite read or write happens there; nothing in the server waits by sleeping. Read with strace (thread ids
+/// The event loops do none of the blocking work that used to run there: no file is opened, written, flushed, renamed
+/// or removed on them, and no SQLite read or write happens there; nothing in the server waits by sleeping. (Downloads
+/// still `sendfile` from an open file on the loop, which a page-cache miss can block: not traced here.) Read with strace (thread ids
 /// mapped to the server's thread names) while uploads, an aborted upload, event streams, polls, a download and the
 /// deletion of a running job go through.
 @Suite struct LoopBlockingTests {

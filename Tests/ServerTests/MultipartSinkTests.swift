@@ -72,9 +72,17 @@ import TestSupport
     @Test func partsCountAgainstTheServersBodyMemory() throws {
         let memory = BodyMemory(limit: 1000)
         let sink = try sink(fields: ["settings"], memory: memory)
-        let error = try #require(throws: HTTPError.self) { try write(part("settings", 2000), to: sink) }
+        // 600 bytes of a part that has not ended yet: held, and counted.
+        let head = Data("--\(Self.boundary)\r\nContent-Disposition: form-data; name=\"settings\"\r\n\r\n".utf8)
+        try write(head + Data(repeating: 0x61, count: 600), to: sink)
+        #expect((500..<700).contains(memory.inUse), "the held bytes are reserved: \(memory.inUse)")
+        let other = try self.sink(fields: ["settings"], memory: memory)
+        let error = try #require(throws: HTTPError.self) { try write(part("settings", 500), to: other) }
         #expect(error.code == "server_busy" && error.status.code == 503)
+        other.abort()
         sink.abort()
         #expect(memory.inUse == 0, "an aborted body gives its memory back")
+        let after = try self.sink(fields: ["settings"], memory: memory)
+        try write(part("settings", 900), to: after)
     }
 }

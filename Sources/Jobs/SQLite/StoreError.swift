@@ -22,4 +22,8 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// Whether SQLite refused the statement with a constraint (or a trigger's RAISE(ABORT)).
     public var isConstraint: Bool { resultCode.map { $0 & 0xff == SQLITE_CONSTRAINT } ?? false }
+
+    /// Whether SQLite refused the statement because another row still refers to this one (a foreign key), as
+    /// opposed to another constraint or a trigger.
+    public var isStillReferenced: Bool { resultCode == SQLITE_CONSTRAINT | (3 << 8) } // SQLITE_CONSTRAINT_FOREIGNKEY
 }
