@@ -39,6 +39,8 @@ static inline const char *tc_err2str(int code, char *buf, size_t size) {
 
 static inline uint8_t *tc_frame_data(const AVFrame *frame, int plane) { return frame->data[plane]; }
 static inline int tc_frame_linesize(const AVFrame *frame, int plane) { return frame->linesize[plane]; }
+static inline int tc_codec_flag_qscale(void) { return AV_CODEC_FLAG_QSCALE; }
+static inline int tc_qp2lambda(void) { return FF_QP2LAMBDA; }
 static inline void **tc_frame_extended_data(AVFrame *frame) { return (void **)frame->extended_data; }
 
 /// Rotation of a stream's display matrix in degrees counter-clockwise, or 0 when it has none.

@@ -12,6 +12,9 @@ public enum FileType: String, Sendable, Codable, CaseIterable {
     case h264
     /// Raw AAC in ADTS frames (a 7-byte header on each); audio only.
     case aac
+    /// An adaptive-bitrate ladder: CMAF (fragmented MP4) segments that an HLS master playlist (`master.m3u8`) and a
+    /// DASH manifest (`manifest.mpd`) both point at; a directory of files, not one file.
+    case hls
 
     /// FFmpeg's muxer for this file type.
     var muxerName: String {
@@ -21,6 +24,7 @@ public enum FileType: String, Sendable, Codable, CaseIterable {
         case .m4v, .m4a: "ipod"
         case .h264: "h264"
         case .aac: "adts"
+        case .hls: "mp4"
         }
     }
 
@@ -37,9 +41,16 @@ public enum FileType: String, Sendable, Codable, CaseIterable {
         case .m4a: "audio/mp4"
         case .h264: "video/h264"
         case .aac: "audio/aac"
+        case .hls: "application/vnd.apple.mpegurl"
         }
     }
 
     /// File name extension, without the dot.
-    public var fileExtension: String { rawValue }
+    public var fileExtension: String { self == .hls ? "m3u8" : rawValue }
+
+    /// The name of the main file in a job's output directory: `output.mp4`, ..., or `master.m3u8` for a ladder.
+    public var mainFileName: String { self == .hls ? "master.m3u8" : "output.\(fileExtension)" }
+
+    /// Whether the output is a set of segments and playlists rather than one file.
+    public var isSegmented: Bool { self == .hls }
 }

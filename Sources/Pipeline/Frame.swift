@@ -18,6 +18,14 @@ public final class Frame {
 
     func unref() { av_frame_unref(pointer) }
 
+    /// A new frame sharing `frame`'s buffers (`av_frame_ref`): its own timestamps and properties, the same pixels
+    /// or samples, which nobody may then write.
+    static func reference(to frame: Frame) throws(MediaError) -> Frame {
+        let copy = Frame()
+        try FFmpeg.check(av_frame_ref(copy.pointer, frame.pointer), "Sharing a decoded frame", code: "out_of_memory")
+        return copy
+    }
+
     deinit {
         var frame: UnsafeMutablePointer<AVFrame>? = pointer
         av_frame_free(&frame)

@@ -1,24 +1,27 @@
 import CFFmpeg
 import Foundation
+import Locks
 
-/// Owns an output `AVFormatContext` and its file; written under a temporary name and renamed on success.
+/// Owns an output `AVFormatContext` and its file; written under a temporary name and renamed on success, or in
+/// place when the whole folder it is in is temporary (`inPlace`).
 ///
-/// Freed differently from an input (`avio_closep` + `avformat_free_context`), hence a type of its own.
+/// Freed differently from an input (`avio_closep` + `avformat_free_context`), hence a type of its own. Packets may
+/// come from two threads (the audio on the decoding thread, the video from its encode thread): `write` and
+/// `lastPresentationTime` hold a lock; the rest is called by one thread before and after them.
 final class OutputContainer {
     private var context: UnsafeMutablePointer<AVFormatContext>?
     let path: String
     let temporaryPath: String
     private var opened = false
     private var finished = false
-    /// End of the latest sample written, in seconds on the output's timeline.
-    private(set) var lastPresentationTime = 0.0
-    /// Per output stream, the last decoding time written, in the stream's time base.
+    private let lock = LockedValue(0.0)
+    /// Per output stream, the last decoding time written, in the stream's time base (under `lock`).
     private var lastDecodingTime: [Int: Int64] = [:]
 
-    init(path: String, fileType: FileType) throws(MediaError) {
+    init(path: String, fileType: FileType, inPlace: Bool = false) throws(MediaError) {
         self.path = path
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        temporaryPath = path + ".\(suffix).partial"
+        temporaryPath = inPlace ? path : path + ".\(suffix).partial"
         let result = avformat_alloc_output_context2(&context, nil, fileType.muxerName, "file:" + temporaryPath)
         try FFmpeg.check(result, "Creating the \(fileType.rawValue) output")
     }
@@ -80,8 +83,17 @@ final class OutputContainer {
         try FFmpeg.check(avformat_write_header(context, &options.pointer), "Writing the output header")
     }
 
+    /// End of the latest sample written, in seconds on the output's timeline.
+    var lastPresentationTime: Double { lock.withLock { $0 } }
+
     /// Writes one packet whose timestamps are in `timeBase` units; the muxer interleaves the streams.
     func write(_ packet: Packet, stream: Int, timeBase: AVRational) throws(MediaError) {
+        try lock.withLock { time throws(MediaError) in
+            try write(packet, stream: stream, timeBase: timeBase, lastPresentationTime: &time)
+        }
+    }
+
+    private func write(_ packet: Packet, stream: Int, timeBase: AVRational, lastPresentationTime: inout Double) throws(MediaError) {
         packet.pointer.pointee.stream_index = Int32(stream)
         let target = self.timeBase(of: stream)
         av_packet_rescale_ts(packet.pointer, timeBase, target)
@@ -113,6 +125,11 @@ final class OutputContainer {
         opened = false
         try FFmpeg.check(closed, "Closing the output file")
         try FileDurability.syncFile(atPath: temporaryPath)
+        guard temporaryPath != path else {
+            // In place: the folder it is in is renamed (and flushed) by its owner.
+            finished = true
+            return
+        }
         guard rename(temporaryPath, path) == 0 else {
             let reason = String(cString: strerror(errno))
             throw MediaError(code: "output_failed", message: "Moving the output into place at \(path) failed: \(reason).")

@@ -28,6 +28,13 @@ final class StreamEncoder {
         settings.colors.apply(to: context)
         try FFmpeg.setOption(context.pointee.priv_data, "preset", settings.preset)
         try FFmpeg.setOption(context.pointee.priv_data, "profile", settings.profile)
+        if settings.keyFramesForcedOnly {
+            // Key frames only where the caller marks a picture I: each one an IDR, no scene cuts, closed GOPs, and
+            // no interval of x264's own in between (`gop_size` far beyond any the caller uses).
+            context.pointee.gop_size = Self.unboundedKeyFrameInterval
+            try FFmpeg.setOption(context.pointee.priv_data, "forced-idr", "1")
+            try FFmpeg.setOption(context.pointee.priv_data, "x264-params", "scenecut=0:open-gop=0")
+        }
         try open(codec)
     }
 
@@ -57,7 +64,21 @@ final class StreamEncoder {
         try FFmpeg.check(avcodec_open2(context, codec, nil), "Opening the \(name) encoder", code: "encoder_failed")
     }
 
+    /// Frames between x264's own key frames when the caller forces them all: in effect never.
+    static let unboundedKeyFrameInterval: Int32 = 1 << 20
+
     var timeBase: AVRational { context!.pointee.time_base }
+
+    /// Seconds by which the first packet's decoding time may come before the first frame's presentation time: the
+    /// B-frame delay of a video encoder (one frame more, for uneven frame times), the priming of an audio one.
+    var startDelay: Double {
+        let context = context!.pointee
+        if context.codec_type == AVMEDIA_TYPE_VIDEO {
+            let rate = FFmpeg.isValid(context.framerate) ? av_q2d(context.framerate) : 1
+            return Double(context.has_b_frames + 1) / rate
+        }
+        return Double(context.initial_padding + context.frame_size) / Double(max(context.sample_rate, 1))
+    }
 
     /// Samples per channel in every audio frame but the last.
     var frameSize: Int { Int(context!.pointee.frame_size) }

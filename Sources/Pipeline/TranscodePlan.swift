@@ -1,15 +1,25 @@
 import CFFmpeg
 
 /// The per-track work of a transcode, decided from the source's tracks and the settings: which tracks are
-/// encoded, copied or dropped, and the converters and writer inputs that carry each one.
+/// encoded, copied or dropped, and the stages that carry each one.
+///
+/// Decoding, the video filters and the audio run on the session's thread; each video output (the one encode of a
+/// file, or every rendition of a ladder) and the thumbnail maker run on a thread of their own behind a bounded
+/// `FrameQueue`, all fed the same decoded pictures.
 final class TranscodePlan {
-    private var video: VideoPath?
+    private var video: VideoSource?
+    private var workers: [EncodeWorker] = []
+    private var encodeSides: [VideoEncodeSide] = []
     private var audio: AudioPath?
     private var copies: [Int: PassthroughWriterInput] = [:]
+    /// The still-picture maker, when thumbnails or a poster are asked for (read its storyboard after `finish`).
+    private(set) var thumbnailer: Thumbnailer?
     /// Seconds of output expected from the source's declared durations (0 when unknown).
     let expectedDuration: Double
 
-    init(reader: MediaReader, writer: MediaWriter, settings: TranscodeSettings, limits: MediaLimits) throws(MediaError) {
+    /// - Parameter directory: the folder the output is written in (thumbnails go there); nil for a lone file.
+    init(reader: MediaReader, output: any TranscodeOutput, settings: TranscodeSettings, limits: MediaLimits,
+         directory: String?) throws(MediaError) {
         let videoTrack = settings.video == .drop ? nil : reader.firstVideoTrack
         let audioTrack = settings.audio == .drop ? nil : reader.firstAudioTrack
         let container = settings.container
@@ -31,6 +41,15 @@ final class TranscodePlan {
                 ? MediaError(code: "invalid_settings", message: "video, audio: the settings drop every track the input has.")
                 : MediaError(code: "no_media_tracks", message: "The input has neither a video nor an audio track.")
         }
+        if settings.thumbnails != nil {
+            guard directory != nil else {
+                throw MediaError(code: "invalid_settings", message: "thumbnails: pictures are written into an output folder, not beside a lone file.")
+            }
+            guard videoTrack != nil, case .encode = settings.video else {
+                throw MediaError(code: "invalid_settings",
+                                 message: "thumbnails: they are taken from the encoded video, and the output has none (the input has no video, or it is copied or dropped).")
+            }
+        }
         for track in [videoTrack, audioTrack].compactMap({ $0 }) {
             try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)))
         }
@@ -39,15 +58,17 @@ final class TranscodePlan {
         let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
         let tempo = settings.filters?.tempo ?? 1
         expectedDuration = max(0, (selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0) - start) / tempo
-        writer.startSession(atSourceTime: start)
+        output.startSession(atSourceTime: start)
 
         if let track = videoTrack {
             switch settings.video {
             case .encode(let videoSettings):
                 try reader.addDecodedOutput(track: track.index, maxPixels: limits.maxDimension * limits.maxDimension)
-                video = try VideoPath(reader: reader, track: track, settings: videoSettings, filters: settings.filters, writer: writer)
+                try addVideo(track: track, stream: reader.stream(track.index), settings: settings, base: videoSettings,
+                             output: output, directory: directory)
             case .copy:
-                copies[track.index] = try Self.copy(track, key: "video", reader: reader, writer: writer)
+                reader.addPassthroughOutput(track: track.index)
+                copies[track.index] = try output.addPassthroughInput(copying: reader.stream(track.index), key: "video")
             case .drop:
                 break
             }
@@ -57,23 +78,104 @@ final class TranscodePlan {
             case .encode(let audioSettings):
                 try reader.addDecodedOutput(track: track.index)
                 audio = try AudioPath(track: track, timeBase: reader.timeBase(of: track.index),
-                                      encoding: audioSettings.resolved, filters: settings.filters, limits: limits, writer: writer)
+                                      encoding: audioSettings.resolved, filters: settings.filters, limits: limits, output: output)
             case .copy:
-                copies[track.index] = try Self.copy(track, key: "audio", reader: reader, writer: writer)
+                reader.addPassthroughOutput(track: track.index)
+                copies[track.index] = try output.addPassthroughInput(copying: reader.stream(track.index), key: "audio")
             case .drop:
                 break
             }
         }
     }
 
-    private static func copy(_ track: Track, key: String, reader: MediaReader, writer: MediaWriter) throws(MediaError) -> PassthroughWriterInput {
-        let stream = reader.stream(track.index)
-        guard writer.accepts(stream.pointee.codecpar.pointee.codec_id) else {
-            throw MediaError(code: "copy_not_supported",
-                             message: "\(key): the input's \(track.codec) \(key) cannot be copied into \(writer.fileType.rawValue); encode it instead.")
+    /// The video outputs (one, or a ladder's renditions), the thumbnail maker and the filters that feed them all.
+    private func addVideo(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
+                          base: VideoSettings, output: any TranscodeOutput, directory: String?) throws(MediaError) {
+        let crop = settings.filters?.video?.crop
+        var encodings: [VideoEncoding]
+        var grid: KeyFrameGrid?
+        if settings.container.isSegmented {
+            encodings = try Self.ladder(track: track, stream: stream, settings: settings, base: base, crop: crop)
+            let interval = encodings[0].keyFrameSeconds
+            for (index, encoding) in encodings.enumerated() where abs(encoding.keyFrameSeconds - interval) > 0.001 {
+                throw MediaError(code: "invalid_settings", message: String(
+                    format: "renditions[%d].video.maxKeyFrameInterval: every rendition needs key frames at the same instants; %.3f s here, %.3f s in the first.",
+                    index, encoding.keyFrameSeconds, interval))
+            }
+            grid = KeyFrameGrid(interval: interval, segmentDuration: settings.segmentDuration ?? TranscodeSettings.defaultSegmentDuration)
+            for index in encodings.indices { encodings[index].keyFramesForcedOnly = true }
+        } else {
+            encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, crop: crop)]
         }
-        reader.addPassthroughOutput(track: track.index)
-        return try writer.addPassthroughInput(copying: stream)
+        let sourceColors = ColorTags(source: stream.pointee.codecpar.pointee, assumingHeight: Int(stream.pointee.codecpar.pointee.height))
+        var names: [String] = []
+        for encoding in encodings {
+            var name = "\(encoding.height)p"
+            var copy = 2
+            while names.contains(name) {
+                name = "\(encoding.height)p-\(copy)"
+                copy += 1
+            }
+            names.append(name)
+            let input = try output.addInput(video: encoding, name: name)
+            let side = VideoEncodeSide(encoding: encoding, sourceColors: sourceColors, input: input,
+                                       timeline: output.timeline, keyFrames: grid)
+            encodeSides.append(side)
+        }
+        if let thumbnails = settings.thumbnails, let directory {
+            var thumbnail = try VideoEncoding.resolve(
+                track: track, stream: stream,
+                settings: VideoSettings(width: thumbnails.width ?? ThumbnailSettings.defaultWidth, allowUpscaling: true), crop: crop)
+            thumbnail.colors = Self.jpegColors(thumbnail.colors)
+            var poster = encodings[0]
+            poster.colors = Self.jpegColors(poster.colors)
+            thumbnailer = try Thumbnailer(settings: thumbnails, root: directory, timeline: output.timeline,
+                                          sourceColors: sourceColors, thumbnail: thumbnail, poster: poster,
+                                          expectedDuration: expectedDuration)
+        }
+        workers = encodeSides.indices.map { EncodeWorker(name: "encode-\(names[$0])") }
+        if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
+        let queues = workers.map(\.queue)
+        video = try VideoSource(track: track.index, stream: stream, filters: settings.filters) { (frame, timeBase) throws(MediaError) in
+            for queue in queues { try queue.push(frame, timeBase: timeBase, filtered: false) }
+        }
+    }
+
+    /// JPEG's colours: BT.601 matrix in full range (JFIF), whatever the video is tagged.
+    private static func jpegColors(_ tags: ColorTags) -> ColorTags {
+        var colors = tags
+        colors.matrix = AVCOL_SPC_BT470BG
+        colors.range = AVCOL_RANGE_JPEG
+        return colors
+    }
+
+    /// The encodings of a ladder's renditions, largest first as listed (or derived from the source for `auto`).
+    private static func ladder(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
+                               base: VideoSettings, crop: FilterSettings.Crop?) throws(MediaError) -> [VideoEncoding] {
+        var rungs: [VideoSettings]
+        switch settings.renditions ?? .auto {
+        case .list(let list):
+            rungs = list
+        case .auto:
+            // The display size (cropped, upright, square pixels) decides which of the table's rungs fit.
+            var unsized = base
+            unsized.width = nil
+            unsized.height = nil
+            unsized.allowUpscaling = false
+            let display = try VideoEncoding.resolve(track: track, stream: stream, settings: unsized, crop: crop)
+            let landscape = display.width >= display.height
+            rungs = Renditions.automatic(sourceLines: min(display.width, display.height)).map { rung in
+                var rendition = unsized
+                if landscape { rendition.height = rung.lines } else { rendition.width = rung.lines }
+                rendition.averageBitRate = rung.bitRate
+                return rendition
+            }
+        }
+        var encodings: [VideoEncoding] = []
+        for rung in rungs {
+            encodings.append(try VideoEncoding.resolve(track: track, stream: stream, settings: rung, crop: crop))
+        }
+        return encodings
     }
 
     /// Bytes a decoded pixel of the stream's format takes (4 when the format is unknown, the worst common case).
@@ -94,8 +196,15 @@ final class TranscodePlan {
         return reader.declaredEnd ?? reader.startTime
     }
 
-    /// Video frames handed to the encoder so far.
-    var framesEncoded: Int { video?.input.framesAppended ?? 0 }
+    /// Starts the encode threads; call once the output has started writing.
+    func start() {
+        var consumers: [any FrameConsumer] = encodeSides
+        if let thumbnailer { consumers.append(thumbnailer) }
+        for (worker, consumer) in zip(workers, consumers) { worker.start(consumer) }
+    }
+
+    /// Video frames the (first) encoder has encoded so far; any thread may ask.
+    var framesEncoded: Int { encodeSides.first?.input.framesEncoded ?? 0 }
 
     /// Sends one sample from the reader down its track's path.
     func handle(_ sample: MediaReader.Sample) throws(MediaError) {
@@ -111,168 +220,38 @@ final class TranscodePlan {
         }
     }
 
-    /// Drains the converters at the end of the input; the writer drains the encoders.
+    /// Drains the filters and the audio at the end of the input, lets every encode thread drain and finish, and
+    /// rethrows the first error one of them met.
     func finish() throws(MediaError) {
-        try video?.finish()
+        do throws(MediaError) {
+            try video?.finish()
+        } catch {
+            abandon()
+            throw error
+        }
+        for worker in workers { worker.queue.close() }
+        var failure: MediaError?
+        for worker in workers {
+            do throws(MediaError) { try worker.join() } catch { failure = failure ?? error }
+        }
+        if let failure { throw failure }
         try audio?.finish()
-        if let video, video.input.framesAppended == 0 {
+        if video != nil, framesEncoded == 0 {
             throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
         }
         if let audio, audio.samplesWritten == 0 {
             throw MediaError(code: "no_decodable_audio", message: "The input's audio track has no sample that could be decoded.")
         }
     }
-}
 
-/// Decoded video → converter → H.264 input, with timestamps moved onto the output timeline.
-private final class VideoPath {
-    let track: Int
-    let input: EncodingWriterInput
-    private let converter: VideoConverter
-    private let sourceTimeBase: AVRational
-    private let timeline: Timeline
-    private let frameTicks: Int64
-    private var lastTimestamp: Int64?
-    private let filterSettings: FilterSettings?
-    /// The container or the parser says the fields are interlaced (`field_order` tt, bb, tb or bt).
-    private let sourceInterlaced: Bool
-    /// Decided at the first frame, which also tells whether the source is interlaced; nil: frames go straight on.
-    private var filterChain: String?
-    private var chainDecided = false
-    private var filters: FilterGraph?
-    /// Size and pixel format the current graph was built for.
-    private var filterInput: (width: Int32, height: Int32, format: Int32)?
-    private let watermark: Frame?
-
-    init(reader: MediaReader, track: Track, settings: VideoSettings, filters filterSettings: FilterSettings?,
-         writer: MediaWriter) throws(MediaError) {
-        self.track = track.index
-        let stream = reader.stream(track.index)
-        sourceTimeBase = stream.pointee.time_base
-        timeline = writer.timeline
-        self.filterSettings = filterSettings
-        if let mark = filterSettings?.video?.watermark {
-            guard let path = mark.imagePath else {
-                throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the image was not found.")
-            }
-            watermark = try MediaReader.firstPicture(path: path)
-        } else {
-            watermark = nil
-        }
-        var sourceWidth = track.width ?? 0, sourceHeight = track.height ?? 0
-        if let crop = filterSettings?.video?.crop {
-            guard crop.x + crop.width <= sourceWidth, crop.y + crop.height <= sourceHeight else {
-                throw MediaError(code: "invalid_settings",
-                                 message: "filters.video.crop: the rectangle is outside the \(sourceWidth)×\(sourceHeight) picture.")
-            }
-            (sourceWidth, sourceHeight) = (crop.width, crop.height)
-        }
-        let geometry = try OutputGeometry.resolve(
-            sourceWidth: sourceWidth, sourceHeight: sourceHeight, sampleAspect: track.sampleAspectValue,
-            rotation: track.rotation ?? 0, settings: settings)
-        let parameters = stream.pointee.codecpar.pointee
-        sourceInterlaced = [AV_FIELD_TT, AV_FIELD_BB, AV_FIELD_TB, AV_FIELD_BT].contains(parameters.field_order)
-        let sourceColors = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
-        var frameRate: AVRational
-        var timeBase: AVRational
-        if let rate = settings.frameRate {
-            frameRate = Self.rational(rate)
-            timeBase = av_inv_q(frameRate)
-        } else {
-            let guessed = av_guess_frame_rate(nil, stream, nil)
-            frameRate = FFmpeg.isValid(guessed) && av_q2d(guessed) <= 1000 ? guessed : AVRational(num: 30, den: 1)
-            timeBase = sourceTimeBase
-            // A time base coarser than a frame, or absurdly fine, is replaced by MPEG's 90 kHz clock.
-            if !FFmpeg.isValid(timeBase) || av_q2d(timeBase) > av_q2d(av_inv_q(frameRate)) || timeBase.den / max(timeBase.num, 1) > 10_000_000 {
-                timeBase = AVRational(num: 1, den: 90_000)
-            }
-        }
-        let encoding = VideoEncoding(
-            width: geometry.width, height: geometry.height,
-            scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
-            cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
-            rotation: geometry.rotation,
-            // width × height × 4, but at least 64 kb/s: x264 counts in kb/s and refuses 0 (a 2×2 input gave 16 b/s).
-            averageBitRate: settings.averageBitRate ?? max(geometry.width * geometry.height * 4, 64_000),
-            maxKeyFrameInterval: settings.maxKeyFrameInterval ?? max(1, Int((2 * av_q2d(frameRate)).rounded())),
-            profile: settings.profile ?? "high",
-            level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
-            preset: settings.preset ?? "veryfast",
-            frameRate: frameRate, timeBase: timeBase,
-            colors: ColorTags(source: parameters, assumingHeight: geometry.height).overridden(by: settings.color))
-        converter = VideoConverter(encoding: encoding, sourceColors: sourceColors)
-        input = try writer.addInput(video: encoding)
-        frameTicks = max(1, av_rescale_q(1, av_inv_q(frameRate), timeBase))
-    }
-
-    /// NTSC rates as their exact 1001 fractions; others as close fractions.
-    static func rational(_ rate: Double) -> AVRational {
-        let ntsc = rate * 1001 / 1000
-        if abs(ntsc - ntsc.rounded()) < 0.001 && abs(rate - rate.rounded()) > 0.001 {
-            return AVRational(num: Int32(ntsc.rounded()) * 1000, den: 1001)
-        }
-        return av_d2q(rate, 100_000)
-    }
-
-    func append(_ frame: Frame) throws(MediaError) {
-        if !chainDecided {
-            // An interlaced source is deinterlaced: H.264 is written progressive, and scaling woven fields smears them.
-            chainDecided = true
-            let interlaced = sourceInterlaced || frame.pointer.pointee.interlaced_frame != 0
-            filterChain = (filterSettings ?? FilterSettings()).videoChain(deinterlace: interlaced)
-        }
-        guard let chain = filterChain else { return try encode(frame, timeBase: sourceTimeBase, filtered: false) }
-        let picture = frame.pointer.pointee
-        if let built = filterInput, built != (picture.width, picture.height, picture.format) {
-            // The picture changed size or format mid-stream (a broadcast switching programmes): a graph is built for
-            // one input shape, so flush this one and build the next.
-            try finish()
-            filters = nil
-        }
-        if filters == nil {
-            filters = try FilterGraph(video: picture, timeBase: sourceTimeBase, chain: chain, image: watermark)
-            filterInput = (picture.width, picture.height, picture.format)
-        }
-        let value = frame.pointer
-        if value.pointee.best_effort_timestamp != FFmpeg.noPTS { value.pointee.pts = value.pointee.best_effort_timestamp }
-        try filters?.push(frame)
-        try drainFilters()
-    }
-
-    /// Flushes the filters at the end of the input.
-    func finish() throws(MediaError) {
-        guard let filters else { return }
-        try filters.push(nil)
-        try drainFilters()
-    }
-
-    private func drainFilters() throws(MediaError) {
-        guard let filters else { return }
-        while let filtered = try filters.pull() {
-            try encode(filtered, timeBase: filters.outputTimeBase, filtered: true)
-        }
-    }
-
-    private func encode(_ frame: Frame, timeBase: AVRational, filtered: Bool) throws(MediaError) {
-        let value = frame.pointer.pointee
-        let source = !filtered && value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
-        let timestamp: Int64
-        if source == FFmpeg.noPTS {
-            timestamp = (lastTimestamp ?? -frameTicks) + frameTicks
-        } else {
-            timestamp = timeline.convert(source, from: timeBase, to: input.encoder.timeBase)
-        }
-        // Frames that do not move time forward (non-monotonic sources, or a lower output frame rate) are dropped.
-        if let last = lastTimestamp, timestamp <= last { return }
-        let converted = try converter.convert(frame)
-        converted.pointer.pointee.pts = timestamp
-        lastTimestamp = timestamp
-        try input.append(converted)
+    /// Stops the encode threads without finishing (an error or a cancellation) and waits for them.
+    func abandon() {
+        for worker in workers { worker.abandon() }
     }
 }
 
 /// Decoded audio → (filters) → resampler and FIFO → AAC input, on the source's timeline: holes in the source's
-/// audio become silence, overlaps are dropped, drift is absorbed (see `AudioConverter`).
+/// audio become silence, overlaps are dropped, drift is absorbed (see `AudioConverter`). Runs on the decoding thread.
 private final class AudioPath {
     let track: Int
     private let input: EncodingWriterInput
@@ -291,16 +270,15 @@ private final class AudioPath {
     private var filterOutputPlaced = false
 
     init(track: Track, timeBase: AVRational, encoding: AudioEncoding, filters: FilterSettings?, limits: MediaLimits,
-         writer: MediaWriter) throws(MediaError) {
+         output: any TranscodeOutput) throws(MediaError) {
         self.track = track.index
         sourceTimeBase = timeBase
-        timeline = writer.timeline
+        timeline = output.timeline
         filterSettings = filters
         self.limits = limits
-        input = try writer.addInput(audio: encoding)
+        input = try output.addInput(audio: encoding)
         converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize)
     }
-
     func append(_ frame: Frame) throws(MediaError) {
         let value = frame.pointer.pointee
         let source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts

@@ -15,9 +15,11 @@ public struct TranscodeResult: Sendable, Equatable, Codable {
     public var elapsed: Double
     /// MIME type to serve the file with.
     public var mimeType: String
+    /// Every file of an output folder (nil for a lone file); `size` is their sum.
+    public var files: [OutputFile]?
 
     public init(path: String, size: Int, container: FileType, tracks: [Track], duration: Double, framesEncoded: Int,
-                elapsed: Double, mimeType: String) {
+                elapsed: Double, mimeType: String, files: [OutputFile]? = nil) {
         self.path = path
         self.size = size
         self.container = container
@@ -26,5 +28,6 @@ public struct TranscodeResult: Sendable, Equatable, Codable {
         self.framesEncoded = framesEncoded
         self.elapsed = elapsed
         self.mimeType = mimeType
+        self.files = files
     }
 }

@@ -8,7 +8,10 @@ import Foundation
 /// pool. It is not thread-safe except for `cancellation`, which any thread may trigger.
 public final class TranscodeSession {
     public let inputPath: String
+    /// The main output file: the lone file, or in a folder `output.mp4` (...) or a ladder's `master.m3u8`.
     public let outputPath: String
+    /// The folder the output is written in, when it is one (every job's is); nil for a lone file.
+    public let outputDirectory: String?
     public let settings: TranscodeSettings
     public let cancellation: CancellationToken
     /// Bounds on what the input may demand (checked before decoding).
@@ -19,66 +22,130 @@ public final class TranscodeSession {
     /// process held (a child measures its memory there, to tell a refused allocation from other failures).
     public var onFailure: ((MediaError) -> Void)?
 
+    /// A transcode into one file at `outputPath` (no ladder, no thumbnails).
     public init(inputPath: String, outputPath: String, settings: TranscodeSettings,
                 cancellation: CancellationToken = CancellationToken(), limits: MediaLimits = MediaLimits()) {
         self.inputPath = inputPath
         self.outputPath = outputPath
+        outputDirectory = nil
         self.settings = settings
         self.cancellation = cancellation
         self.limits = limits
     }
 
-    /// Transcodes the input into the output file and reports the output's tracks.
+    /// A transcode into the folder `outputDirectory` (which must not exist yet): the main file (`output.mp4`, ...,
+    /// or a ladder's playlists and segments) with the thumbnails beside it. The folder appears whole or not at all.
+    public init(inputPath: String, outputDirectory: String, settings: TranscodeSettings,
+                cancellation: CancellationToken = CancellationToken(), limits: MediaLimits = MediaLimits()) {
+        self.inputPath = inputPath
+        self.outputDirectory = outputDirectory
+        outputPath = outputDirectory + "/" + settings.container.mainFileName
+        self.settings = settings
+        self.cancellation = cancellation
+        self.limits = limits
+    }
+
+    /// Transcodes the input and reports the output's tracks (and, for a folder, its files).
     ///
     /// `progress` is called on this thread with monotonic values, at most every `progressInterval` seconds, and a
-    /// last time with `presentationTime == duration` once the file is complete. On failure or cancellation the
+    /// last time with `presentationTime == duration` once the output is complete. On failure or cancellation the
     /// partial output is deleted and a `MediaError` says why (`canceled`, `input_truncated`, ...).
     public func run(progress: (TranscodeProgress) -> Void = { _ in }) throws(MediaError) -> TranscodeResult {
         let started = ContinuousClock.now
+        if settings.container.isSegmented && outputDirectory == nil {
+            throw MediaError(code: "invalid_settings", message: "container: a ladder is a folder of files; give an output folder.")
+        }
         let reader: MediaReader
         do throws(MediaError) {
             reader = try MediaReader(path: inputPath, cancellation: cancellation)
         } catch {
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
-        let writer = try MediaWriter(path: outputPath, fileType: settings.container)
+        let directory = try outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
+        let output: any TranscodeOutput
+        if let directory, settings.container.isSegmented {
+            output = LadderWriter(root: directory.temporaryPath,
+                                  segmentDuration: settings.segmentDuration ?? TranscodeSettings.defaultSegmentDuration)
+        } else if let directory {
+            output = try MediaWriter(path: directory.path(settings.container.mainFileName), fileType: settings.container, inPlace: true)
+        } else {
+            output = try MediaWriter(path: outputPath, fileType: settings.container)
+        }
         let plan: TranscodePlan
         do throws(MediaError) {
-            plan = try TranscodePlan(reader: reader, writer: writer, settings: settings, limits: limits)
+            plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: limits,
+                                     directory: directory?.temporaryPath)
         } catch {
             onFailure?(error)
+            directory?.discard()
             throw error
         }
         let reporter = ProgressReporter(duration: plan.expectedDuration, interval: progressInterval, started: started)
         // Seconds of input per second of output (a tempo filter changes the pace).
         let inputPace = settings.filters?.tempo ?? 1
+        var files: [OutputFile]?
         do throws(MediaError) {
-            try writer.startWriting()
-            while let sample = try reader.nextSample() {
+            try output.startWriting()
+            plan.start()
+            do throws(MediaError) {
+                while let sample = try reader.nextSample() {
+                    if cancellation.isCanceled { throw MediaError.canceled }
+                    try plan.handle(sample)
+                    let written = output.writtenSeconds
+                    try limits.checkRead(seconds: written * inputPace)
+                    reporter.update(written, frames: plan.framesEncoded, call: progress)
+                }
                 if cancellation.isCanceled { throw MediaError.canceled }
-                try plan.handle(sample)
-                try limits.checkRead(seconds: writer.lastPresentationTime * inputPace)
-                reporter.update(writer.lastPresentationTime, frames: plan.framesEncoded, call: progress)
+                try plan.finish()
+            } catch {
+                plan.abandon()
+                throw error
             }
-            if cancellation.isCanceled { throw MediaError.canceled }
-            try plan.finish()
-            try writer.finishWriting()
+            try output.finishWriting()
+            if let directory {
+                try plan.thumbnailer?.writeCues(duration: output.writtenSeconds)
+                files = OutputFile.list(directory: directory.temporaryPath, mainType: settings.container.mimeType(hasVideo: plan.framesEncoded > 0))
+                try directory.commit()
+            }
         } catch {
             onFailure?(error)
-            writer.cancelWriting()
+            output.cancelWriting()
+            directory?.discard()
             // A read cut short by the cancellation looks like a cut-short file: say what happened.
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
-        let output = try? MediaReader(path: outputPath)
         let elapsed = reporter.elapsed
-        let duration = output?.duration ?? writer.lastPresentationTime
+        var tracks: [Track]
+        let duration: Double
+        if settings.container.isSegmented, let outputDirectory {
+            // The ladder's tracks as its init segments describe them; its length is what the segments hold.
+            let measured = (output as? LadderWriter)?.measured ?? [:]
+            tracks = (files ?? []).filter { $0.path.hasSuffix("/" + SegmentedOutput.initName) }.compactMap { file in
+                guard var track = try? MediaReader(path: outputDirectory + "/" + file.path).tracks.first else { return nil }
+                let folder = String(file.path.dropLast(SegmentedOutput.initName.count + 1))
+                if let numbers = measured[folder] {
+                    track.frameRate = numbers.frameRate
+                    track.duration = numbers.duration
+                    track.bitRate = numbers.bitRate
+                }
+                return track
+            }.sorted { ($0.mediaType == .video ? 0 : 1, -($0.height ?? 0)) < ($1.mediaType == .video ? 0 : 1, -($1.height ?? 0)) }
+            for index in tracks.indices { tracks[index].index = index }
+            duration = output.writtenSeconds
+        } else {
+            let written = try? MediaReader(path: outputPath)
+            tracks = written?.tracks ?? []
+            duration = written?.duration ?? output.writtenSeconds
+        }
         reporter.finish(frames: plan.framesEncoded, call: progress)
-        let size = (try? FileManager.default.attributesOfItem(atPath: outputPath)[.size] as? Int) ?? 0
-        let tracks = output?.tracks ?? []
+        let size = (files ?? []).reduce(0) { $0 + $1.size }
         return TranscodeResult(
-            path: outputPath, size: size, container: settings.container, tracks: tracks, duration: duration,
+            path: outputPath,
+            size: files == nil ? (try? FileManager.default.attributesOfItem(atPath: outputPath)[.size] as? Int) ?? 0 : size,
+            container: settings.container, tracks: tracks, duration: duration,
             framesEncoded: plan.framesEncoded, elapsed: elapsed,
-            mimeType: settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }))
+            mimeType: settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }),
+            files: files)
     }
 
     /// Reads a file's tracks without transcoding it (same locked-down opening as a transcode).

@@ -11,6 +11,15 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
     public var audio: TrackChoice<AudioSettings>
     /// Effects applied to the decoded source before scaling and encoding.
     public var filters: FilterSettings?
+    /// `hls` only: the video ladder (nil: `auto`). Each rung starts from `video`.
+    public var renditions: Renditions?
+    /// `hls` only: target seconds of each segment; default 6.
+    public var segmentDuration: Double?
+    /// Thumbnails, storyboard and poster, taken from the same decode.
+    public var thumbnails: ThumbnailSettings?
+
+    /// Default segment duration of a ladder, in seconds.
+    static let defaultSegmentDuration = 6.0
 
     public init(container: FileType = .mp4, video: TrackChoice<VideoSettings> = .encode(VideoSettings()),
                 audio: TrackChoice<AudioSettings> = .encode(AudioSettings()), filters: FilterSettings? = nil) {
@@ -30,7 +39,9 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
             self = try Self.preset(named: name, key: "")
             return
         }
-        let reader = try SettingsReader(json, path: "", allowed: ["preset", "container", "video", "audio", "filters"])
+        let reader = try SettingsReader(json, path: "", allowed: [
+            "preset", "container", "video", "audio", "filters", "renditions", "segmentDuration", "thumbnails",
+        ])
         var base = TranscodeSettings()
         if reader.has("preset") {
             guard case .string(let name)? = reader.value("preset") else {
@@ -54,6 +65,32 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
         }
         if let value = reader.value("filters"), value != .null {
             filters = try FilterSettings(value)
+        }
+        if let value = reader.value("thumbnails"), value != .null {
+            thumbnails = try ThumbnailSettings(value)
+        }
+        if let value = reader.value("renditions"), value != .null {
+            guard container == .hls else {
+                throw SettingsError(key: "renditions", message: "a ladder is written by \"container\": \"hls\" only")
+            }
+            guard video != .drop else {
+                throw SettingsError(key: "renditions", message: "a ladder of video renditions needs the video; \"video\" is null")
+            }
+            renditions = try Renditions(value, base: video.settings ?? VideoSettings())
+        }
+        if let duration = try reader.number("segmentDuration", in: 1...60, unit: "seconds") {
+            guard container == .hls else {
+                throw SettingsError(key: "segmentDuration", message: "segments are written by \"container\": \"hls\" only")
+            }
+            segmentDuration = duration
+        }
+        if container == .hls {
+            if video == .copy {
+                throw SettingsError(key: "video", message: "a ladder encodes its renditions; \"copy\" is not available with hls")
+            }
+            if audio == .copy {
+                throw SettingsError(key: "audio", message: "a ladder's audio is encoded once for every rendition; \"copy\" is not available with hls")
+            }
         }
         // Raw and audio-only files hold one kind of track: asking for the other one explicitly is an error here;
         // left to its default, it is refused only if the input has such a track.

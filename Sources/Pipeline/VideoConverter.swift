@@ -20,7 +20,8 @@ final class VideoConverter {
     }
 
     /// Returns a frame ready for the encoder: `frame` itself when nothing needs to change, else a converted copy
-    /// owned by the converter (valid until the next call). Timestamps are left to the caller.
+    /// owned by the converter (valid until the next call). Timestamps are left to the caller. `frame` must be the
+    /// caller's own reference: its cropping fields are set (its pixels are never written).
     func convert(_ frame: Frame) throws(MediaError) -> Frame {
         let source = frame.pointer
         if encoding.cropWidth > 0 {
@@ -31,7 +32,6 @@ final class VideoConverter {
             source.pointee.crop_bottom += (max(0, height - encoding.cropY - encoding.cropHeight))
         }
         try FFmpeg.check(av_frame_apply_cropping(source, Int32(AV_FRAME_CROP_UNALIGNED)), "Cropping the picture")
-        source.pointee.pict_type = AV_PICTURE_TYPE_NONE
 
         let fits = source.pointee.format == AV_PIX_FMT_YUV420P.rawValue
             && Int(source.pointee.width) == encoding.scaledWidth && Int(source.pointee.height) == encoding.scaledHeight

@@ -29,6 +29,66 @@ struct VideoEncoding {
     /// Time base of the frames handed to the encoder.
     var timeBase: AVRational
     var colors: ColorTags
+    /// Key frames only where the caller forces them (closed GOPs, no scene cuts): a ladder's renditions must put
+    /// their IDRs at the same instants.
+    var keyFramesForcedOnly = false
+
+    /// Every default of `settings` filled in from the source stream: size from the (cropped) display size, frame
+    /// rate and time base from the stream, bit rate from the size, key frames every two seconds.
+    static func resolve(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: VideoSettings,
+                        crop: FilterSettings.Crop?) throws(MediaError) -> VideoEncoding {
+        var sourceWidth = track.width ?? 0, sourceHeight = track.height ?? 0
+        if let crop {
+            guard crop.x + crop.width <= sourceWidth, crop.y + crop.height <= sourceHeight else {
+                throw MediaError(code: "invalid_settings",
+                                 message: "filters.video.crop: the rectangle is outside the \(sourceWidth)×\(sourceHeight) picture.")
+            }
+            (sourceWidth, sourceHeight) = (crop.width, crop.height)
+        }
+        let geometry = try OutputGeometry.resolve(
+            sourceWidth: sourceWidth, sourceHeight: sourceHeight, sampleAspect: track.sampleAspectValue,
+            rotation: track.rotation ?? 0, settings: settings)
+        let parameters = stream.pointee.codecpar.pointee
+        var frameRate: AVRational
+        var timeBase: AVRational
+        if let rate = settings.frameRate {
+            frameRate = rational(rate)
+            timeBase = av_inv_q(frameRate)
+        } else {
+            let guessed = av_guess_frame_rate(nil, stream, nil)
+            frameRate = FFmpeg.isValid(guessed) && av_q2d(guessed) <= 1000 ? guessed : AVRational(num: 30, den: 1)
+            timeBase = stream.pointee.time_base
+            // A time base coarser than a frame, or absurdly fine, is replaced by MPEG's 90 kHz clock.
+            if !FFmpeg.isValid(timeBase) || av_q2d(timeBase) > av_q2d(av_inv_q(frameRate)) || timeBase.den / max(timeBase.num, 1) > 10_000_000 {
+                timeBase = AVRational(num: 1, den: 90_000)
+            }
+        }
+        return VideoEncoding(
+            width: geometry.width, height: geometry.height,
+            scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
+            cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
+            rotation: geometry.rotation,
+            // width × height × 4, but at least 64 kb/s: x264 counts in kb/s and refuses 0 (a 2×2 input gave 16 b/s).
+            averageBitRate: settings.averageBitRate ?? max(geometry.width * geometry.height * 4, 64_000),
+            maxKeyFrameInterval: settings.maxKeyFrameInterval ?? max(1, Int((2 * av_q2d(frameRate)).rounded())),
+            profile: settings.profile ?? "high",
+            level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
+            preset: settings.preset ?? "veryfast",
+            frameRate: frameRate, timeBase: timeBase,
+            colors: ColorTags(source: parameters, assumingHeight: geometry.height).overridden(by: settings.color))
+    }
+
+    /// NTSC rates as their exact 1001 fractions; others as close fractions.
+    static func rational(_ rate: Double) -> AVRational {
+        let ntsc = rate * 1001 / 1000
+        if abs(ntsc - ntsc.rounded()) < 0.001 && abs(rate - rate.rounded()) > 0.001 {
+            return AVRational(num: Int32(ntsc.rounded()) * 1000, den: 1001)
+        }
+        return av_d2q(rate, 100_000)
+    }
+
+    /// Seconds between two key frames.
+    var keyFrameSeconds: Double { Double(maxKeyFrameInterval) / av_q2d(frameRate) }
 }
 
 /// Audio settings with every default filled in: what the AAC encoder is opened with.

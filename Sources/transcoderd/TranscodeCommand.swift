@@ -30,8 +30,12 @@ enum TranscodeCommand {
         let sources = Signals.onTerminate { token.cancel() }
         defer { sources.forEach { $0.cancel() } }
 
-        let session = TranscodeSession(inputPath: options.input, outputPath: options.output, settings: options.settings,
-                                       cancellation: token)
+        // A ladder, thumbnails or a path ending in "/" make a folder (which must not exist yet); else one file.
+        let settings = options.settings
+        let session = options.output.hasSuffix("/") || settings.container.isSegmented || settings.thumbnails != nil
+            ? TranscodeSession(inputPath: options.input, outputDirectory: String(options.output.reversed().drop { $0 == "/" }.reversed()),
+                               settings: settings, cancellation: token)
+            : TranscodeSession(inputPath: options.input, outputPath: options.output, settings: settings, cancellation: token)
         let bar = ProgressBar()
         do {
             let result = try session.run { progress in

@@ -26,7 +26,9 @@ enum Usage {
 
         Transcodes INPUT (a local file: MP4/MOV, Matroska/WebM, AVI, MPEG-TS/PS, FLV, WAV, MP3, AAC, Ogg, FLAC)
         into OUTPUT as H.264 video and AAC audio. OUTPUT is written under a temporary name and appears only
-        when it is complete; on failure or Ctrl-C nothing is left behind.
+        when it is complete; on failure or Ctrl-C nothing is left behind. With "container": "hls", with
+        "thumbnails", or when OUTPUT ends in "/", OUTPUT is a new folder (output.mp4 or master.m3u8 and
+        manifest.mpd with the segments, plus thumbnails/, storyboard.jpg, storyboard.vtt, poster.jpg).
 
         Options:
           --settings JSON     output settings as JSON text, or @FILE to read them from a file
@@ -39,7 +41,14 @@ enum Usage {
         Settings (every key optional; unknown keys are refused):
           {
             "container": "mp4" | "mov" | "m4v" | "m4a"                default mp4; m4a: audio only;
-                       | "h264" | "aac",                              h264/aac: raw Annex B / ADTS streams
+                       | "h264" | "aac" | "hls",                      h264/aac: raw Annex B / ADTS streams;
+                                                                      hls: a CMAF ladder, HLS + DASH
+            "renditions": "auto" | [{"video": {...}}, ...],           hls only: 1-8 rungs over "video";
+                                                                      default auto (Apple's table, ≤ 5)
+            "segmentDuration": 6,                                     hls only: seconds, 1-60
+            "thumbnails": {"interval": 2 | "count": 10,               JPEGs from the same decode
+                           "width": 160, "storyboard": true,          sprite + WebVTT #xywh cues
+                           "poster": 0.1 | {"time": 12.5}},           fraction of the duration or seconds
             "video": {                                                or "copy", or null to drop the video
               "codec": "h264",
               "width": 1280, "height": 720,                           even, ≤ 8192; default the display size;

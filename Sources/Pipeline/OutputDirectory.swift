@@ -1,0 +1,53 @@
+import Foundation
+import Glibc
+
+/// A job's output folder, written under a temporary name beside its final one (`<final>.<random>.partial`) and
+/// renamed into place whole once every file in it is on disk; cancelled, failed or abandoned, it is removed.
+final class OutputDirectory {
+    let finalPath: String
+    let temporaryPath: String
+    private var committed = false
+
+    init(path: String) throws(MediaError) {
+        finalPath = path
+        temporaryPath = path + ".\(String(UInt32.random(in: 0...UInt32.max), radix: 16)).partial"
+        guard mkdir(temporaryPath, 0o755) == 0 else {
+            throw MediaError(code: "output_failed",
+                             message: "Creating the output folder \(temporaryPath) failed: \(String(cString: strerror(errno))).")
+        }
+    }
+
+    /// Absolute path of a file in the folder, by its relative path.
+    func path(_ relative: String) -> String { temporaryPath + "/" + relative }
+
+    /// Flushes every file and folder to disk, renames the folder into place and flushes its parent: once this
+    /// returns, a crash cannot leave a partial output under `finalPath`.
+    func commit() throws(MediaError) {
+        let root = URL(fileURLWithPath: temporaryPath, isDirectory: true)
+        var folders = [temporaryPath]
+        if let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isDirectoryKey]) {
+            for case let url as URL in walker {
+                if (try? url.resourceValues(forKeys: [.isDirectoryKey]))?.isDirectory == true {
+                    folders.append(url.path)
+                } else {
+                    try FileDurability.syncFile(atPath: url.path)
+                }
+            }
+        }
+        for folder in folders { try FileDurability.syncFile(atPath: folder) }
+        guard rename(temporaryPath, finalPath) == 0 else {
+            throw MediaError(code: "output_failed",
+                             message: "Moving the output into place at \(finalPath) failed: \(String(cString: strerror(errno))).")
+        }
+        committed = true
+        try FileDurability.syncDirectory(containing: finalPath)
+    }
+
+    /// Removes the temporary folder and everything in it (nothing once committed).
+    func discard() {
+        guard !committed else { return }
+        try? FileManager.default.removeItem(atPath: temporaryPath)
+    }
+
+    deinit { discard() }
+}

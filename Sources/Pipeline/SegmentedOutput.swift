@@ -1,0 +1,213 @@
+import CFFmpeg
+import Foundation
+
+/// One track of a ladder written as CMAF: `<folder>/init.mp4` (ftyp + moov) and `<folder>/segment_00001.m4s`, ...
+/// (moof + mdat), cut where the segment grid says; video gets one fragment per key frame, so an I-frame playlist can
+/// point at each IDR with a byte range.
+///
+/// The MP4 muxer keeps a fragment's samples in memory until it is flushed (`frag_custom`), and writes it to whatever
+/// file is open then: the init segment is the header's file, each media segment a file of its own. Owns its
+/// `AVFormatContext`; used by one thread at a time.
+final class SegmentedOutput: PacketSink {
+    /// A key frame's bytes in a segment: its fragment's moof and the frame itself.
+    struct KeyFrame: Equatable {
+        /// Presentation time, in seconds on the output timeline.
+        var time: Double
+        var offset: Int
+        var length: Int
+    }
+
+    /// A finished media segment.
+    struct Segment: Equatable {
+        var number: Int
+        /// Path from the output directory, e.g. `720p/segment_00001.m4s`.
+        var path: String
+        /// Presentation time of its first sample and its length, in the track's timescale.
+        var start: Int64
+        var duration: Int64
+        var bytes: Int
+        var keyFrames: [KeyFrame]
+    }
+
+    /// Folder of the track in the output directory (`720p`, `audio`).
+    let folder: String
+    let isVideo: Bool
+    /// Seconds between segment boundaries.
+    let segmentDuration: Double
+    private(set) var segments: [Segment] = []
+    /// Units per second of the track's timestamps in the files (the MP4 track timescale).
+    private(set) var timescale: Int32 = 0
+    /// Seconds added to every timestamp in the files, so that no decoding time is negative (an encoder's B-frame
+    /// delay, AAC's priming): a fragment's decode time cannot be. Every track of a ladder gets the same one; set it
+    /// before `start()`. Playlists need nothing; the DASH manifest states it (`presentationTimeOffset`).
+    var offsetSeconds = 0.0
+    /// `offsetSeconds` in `timescale` units.
+    private(set) var offset: Int64 = 0
+    /// The encoder's extradata (SPS and PPS, or the AudioSpecificConfig): what the CODECS attribute is read from.
+    let extradata: [UInt8]
+
+    private let root: String
+    private var context: UnsafeMutablePointer<AVFormatContext>?
+    private var open = false
+    /// The segment being written: its number, its cell of the segment grid, its first presentation time (stream
+    /// units), and where each of its fragments starts (byte offset, presentation time in seconds).
+    private var current: (number: Int, cell: Int, start: Int64, fragments: [(offset: Int, time: Double)])?
+    /// Where the latest sample ends (stream units).
+    private var end: Int64 = 0
+    private var lastDecodingTime: Int64?
+    /// A frame's length in stream units, for packets that do not say (x264's): 0 for audio.
+    private var frameDuration: Int64 = 0
+
+    static let initName = "init.mp4"
+
+    /// A track in `root/folder` for the packets of `encoder`; nothing is written before `start()`.
+    init(root: String, folder: String, encoder: StreamEncoder, segmentDuration: Double) throws(MediaError) {
+        self.root = root
+        self.folder = folder
+        self.segmentDuration = segmentDuration
+        let codecContext = encoder.context!
+        isVideo = codecContext.pointee.codec_type == AVMEDIA_TYPE_VIDEO
+        extradata = codecContext.pointee.extradata_size > 0
+            ? Array(UnsafeBufferPointer(start: codecContext.pointee.extradata, count: Int(codecContext.pointee.extradata_size)))
+            : []
+        try FFmpeg.check(avformat_alloc_output_context2(&context, nil, "mp4", nil), "Creating the \(folder) segments")
+        guard let stream = avformat_new_stream(context, nil) else {
+            throw MediaError(code: "out_of_memory", message: "Adding the \(folder) stream failed.")
+        }
+        try FFmpeg.check(avcodec_parameters_from_context(stream.pointee.codecpar, codecContext), "Describing the \(folder) stream")
+        stream.pointee.time_base = encoder.timeBase
+        if isVideo {
+            stream.pointee.sample_aspect_ratio = codecContext.pointee.sample_aspect_ratio
+            stream.pointee.avg_frame_rate = codecContext.pointee.framerate
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+        } catch {
+            throw MediaError(code: "output_failed", message: "Creating the folder \(folder) of the output failed: \(error.localizedDescription)")
+        }
+    }
+
+    /// Writes the init segment and opens the first media segment.
+    func start() throws(MediaError) {
+        try openFile(folder + "/" + Self.initName)
+        // An empty moov (the sample tables live in the fragments), fragments flushed when asked, their offsets from
+        // their own moof, no sidx or mfra: a CMAF track file set.
+        let options = OptionDictionary([
+            // frag_discont: decode times are written as they are (with the offset), not moved to start each track at 0.
+            // No edit list (segment players ignore it): presentation times are what the fragments say, B-frames
+            // written with negative composition offsets (cmaf), so a track's first frame is presented at its tfdt.
+            ("movflags", "+frag_custom+empty_moov+default_base_moof+cmaf+skip_sidx+skip_trailer+frag_discont"),
+            ("use_editlist", "0"),
+        ])
+        try FFmpeg.check(avformat_write_header(context, &options.pointer), "Writing the \(folder) init segment")
+        let stream = context!.pointee.streams[0]!
+        timescale = stream.pointee.time_base.den
+        offset = Int64((offsetSeconds * Double(timescale)).rounded(.up))
+        let rate = stream.pointee.avg_frame_rate
+        if isVideo && FFmpeg.isValid(rate) { frameDuration = av_rescale_q(1, av_inv_q(rate), stream.pointee.time_base) }
+        closeFile()
+    }
+
+    func write(_ packet: Packet, timeBase: AVRational) throws(MediaError) {
+        let stream = context!.pointee.streams[0]!
+        packet.pointer.pointee.stream_index = 0
+        av_packet_rescale_ts(packet.pointer, timeBase, stream.pointee.time_base)
+        if packet.pointer.pointee.pts != FFmpeg.noPTS { packet.pointer.pointee.pts += offset }
+        if packet.pointer.pointee.dts != FFmpeg.noPTS { packet.pointer.pointee.dts += offset }
+        guard packet.pointer.pointee.dts == FFmpeg.noPTS || packet.pointer.pointee.dts >= 0 else {
+            throw MediaError(code: "output_failed", message: "The \(folder) segments start before the ladder's time offset allows.")
+        }
+        let value = packet.pointer.pointee
+        if let last = lastDecodingTime, value.dts != FFmpeg.noPTS, value.dts <= last {
+            packet.pointer.pointee.dts = last + 1
+            if value.pts != FFmpeg.noPTS && value.pts < last + 1 { packet.pointer.pointee.pts = last + 1 }
+        }
+        if packet.pointer.pointee.dts != FFmpeg.noPTS { lastDecodingTime = packet.pointer.pointee.dts }
+        let pts = packet.pointer.pointee.pts != FFmpeg.noPTS ? packet.pointer.pointee.pts : (lastDecodingTime ?? end)
+        // Where the sample is on the output timeline (the grid's clock), without the files' offset.
+        let time = FFmpeg.seconds(pts - offset, stream.pointee.time_base)
+        if !isVideo || packet.isKeyFrame {
+            let cell = KeyFrameGrid.segment(at: time, duration: segmentDuration)
+            if let segment = current {
+                if cell > segment.cell {
+                    try finishSegment()
+                    try begin(number: segment.number + 1, cell: cell, start: pts, time: time)
+                } else if isVideo {
+                    // A key frame inside the segment starts a fragment of its own.
+                    try FFmpeg.check(av_write_frame(context, nil), "Writing the \(folder) segments")
+                    current!.fragments.append((Int(avio_tell(context!.pointee.pb)), time))
+                }
+            } else {
+                try begin(number: 1, cell: cell, start: pts, time: time)
+            }
+        }
+        let length = packet.pointer.pointee.duration > 0 ? packet.pointer.pointee.duration : frameDuration
+        end = max(end, pts + length)
+        try FFmpeg.check(av_write_frame(context, packet.pointer), "Writing the \(folder) segments")
+    }
+
+    /// Writes the last segment and ends the track.
+    func finish() throws(MediaError) {
+        if current != nil { try finishSegment() }
+        // Nothing is pending; the trailer only frees the muxer's state (no mfra: skip_trailer).
+        try openFile(folder + "/.trailer")
+        try FFmpeg.check(av_write_trailer(context), "Finishing the \(folder) segments")
+        closeFile()
+        unlink(root + "/" + folder + "/.trailer")
+    }
+
+    /// Seconds of media written.
+    var duration: Double { segments.reduce(0) { $0 + Double($1.duration) } / Double(max(timescale, 1)) }
+
+    private func begin(number: Int, cell: Int, start: Int64, time: Double) throws(MediaError) {
+        // The previous segment lasts until this one starts.
+        if let last = segments.indices.last { segments[last].duration = start - segments[last].start }
+        current = (number, cell, start, [(0, time)])
+        try openFile(Self.segmentPath(folder: folder, number: number))
+    }
+
+    private func finishSegment() throws(MediaError) {
+        guard let segment = current else { return }
+        try FFmpeg.check(av_write_frame(context, nil), "Writing the \(folder) segments")
+        let bytes = Int(avio_tell(context!.pointee.pb))
+        closeFile()
+        let path = Self.segmentPath(folder: folder, number: segment.number)
+        var keyFrames: [KeyFrame] = []
+        if isVideo {
+            // Each fragment starts with its key frame: the range is its moof, the mdat header and that first sample.
+            let fragments = try FragmentIndex.read(path: root + "/" + path)
+            guard fragments.map(\.offset) == segment.fragments.map(\.offset) else {
+                throw MediaError(code: "output_failed", message: "The fragments of \(path) are not where they were written.")
+            }
+            keyFrames = zip(fragments, segment.fragments).map { fragment, written in
+                KeyFrame(time: written.time, offset: fragment.offset, length: fragment.firstSampleEnd - fragment.offset)
+            }
+        }
+        segments.append(Segment(number: segment.number, path: path, start: segment.start, duration: end - segment.start,
+                                bytes: bytes, keyFrames: keyFrames))
+        current = nil
+    }
+
+    static func segmentPath(folder: String, number: Int) -> String {
+        folder + "/" + String(format: "segment_%05d.m4s", number)
+    }
+
+    private func openFile(_ relativePath: String) throws(MediaError) {
+        let ioOptions = OptionDictionary([("protocol_whitelist", "file")])
+        try FFmpeg.check(
+            avio_open2(&context!.pointee.pb, "file:" + root + "/" + relativePath, AVIO_FLAG_WRITE, nil, &ioOptions.pointer),
+            "Creating \(relativePath)", code: "output_failed")
+        open = true
+    }
+
+    private func closeFile() {
+        guard open else { return }
+        avio_closep(&context!.pointee.pb)
+        open = false
+    }
+
+    deinit {
+        closeFile()
+        avformat_free_context(context)
+    }
+}

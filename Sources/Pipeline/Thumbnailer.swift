@@ -1,0 +1,183 @@
+import CFFmpeg
+import Foundation
+
+/// Takes still pictures from the decoded video as it goes by (no second pass over the file): a thumbnail at each
+/// point of its grid (`thumbnails/00001.jpg`, ...), a poster at the output's size, and a storyboard sprite of the
+/// thumbnails with its WebVTT cues. Runs on its own thread behind a `FrameQueue`, like an encode side.
+final class Thumbnailer: FrameConsumer {
+    static let folder = "thumbnails"
+    static let posterName = "poster.jpg"
+    /// Most thumbnails a job writes.
+    static let maxThumbnails = 10_000
+    /// Most tiles a storyboard holds; past it every other tile is dropped and the spans double.
+    static let maxTiles = 400
+
+    private let root: String
+    private let timeline: Timeline
+    /// Seconds between thumbnails; nil when only a poster is asked for.
+    private let interval: Double?
+    private let limit: Int
+    private var taken = 0
+    private let converter: VideoConverter?
+    private let jpeg: JPEGEncoder?
+    private let posterTime: Double?
+    private let posterConverter: VideoConverter?
+    private let posterJPEG: JPEGEncoder?
+    private var posterTaken = false
+    /// The latest picture, for a poster asked past the end.
+    private var latest: FrameQueue.Item?
+    /// The storyboard's tiles (references to converted thumbnails) and how many thumbnails each stands for.
+    private let wantsStoryboard: Bool
+    private var tiles: [Frame] = []
+    private var tileStep = 1
+    private var tileStarts: [Double] = []
+    /// The storyboard's layout, once its sprite is written.
+    private(set) var storyboard: Storyboard?
+
+    /// - Parameters:
+    ///   - thumbnail: the encoding a thumbnail is converted with (its size, upright, full-range BT.601).
+    ///   - poster: the same at the output's size.
+    ///   - expectedDuration: seconds the output should last (0 when unknown), for `count` and a poster fraction.
+    init(settings: ThumbnailSettings, root: String, timeline: Timeline, sourceColors: ColorTags,
+         thumbnail: VideoEncoding, poster: VideoEncoding, expectedDuration: Double) throws(MediaError) {
+        self.root = root
+        self.timeline = timeline
+        if let count = settings.count {
+            guard expectedDuration > 0 else {
+                throw MediaError(code: "invalid_settings",
+                                 message: "thumbnails.count: the input does not declare its duration, so thumbnails cannot be spread over it; give an interval instead.")
+            }
+            interval = expectedDuration / Double(count)
+            limit = count
+        } else if let seconds = settings.interval {
+            let expected = expectedDuration > 0 ? Int(expectedDuration / seconds) + 1 : 0
+            guard expected <= Self.maxThumbnails else {
+                throw MediaError(code: "invalid_settings",
+                                 message: "thumbnails.interval: \(expected) thumbnails over \(Int(expectedDuration)) s; at most \(Self.maxThumbnails), choose a longer interval.")
+            }
+            interval = seconds
+            limit = Self.maxThumbnails
+        } else {
+            interval = nil
+            limit = 0
+        }
+        if interval != nil {
+            converter = VideoConverter(encoding: thumbnail, sourceColors: sourceColors)
+            jpeg = try JPEGEncoder(width: thumbnail.width, height: thumbnail.height)
+            try Self.makeFolder(root + "/" + Self.folder)
+        } else {
+            converter = nil
+            jpeg = nil
+        }
+        switch settings.poster {
+        case .fraction(let fraction)?: posterTime = fraction * expectedDuration
+        case .time(let seconds)?: posterTime = seconds
+        case nil: posterTime = nil
+        }
+        if posterTime != nil {
+            posterConverter = VideoConverter(encoding: poster, sourceColors: sourceColors)
+            posterJPEG = try JPEGEncoder(width: poster.width, height: poster.height)
+        } else {
+            posterConverter = nil
+            posterJPEG = nil
+        }
+        wantsStoryboard = settings.storyboard == true && interval != nil
+    }
+
+    func consume(_ item: FrameQueue.Item) throws(MediaError) {
+        let pts = item.frame.pointer.pointee.pts
+        guard pts != FFmpeg.noPTS else { return }
+        let time = FFmpeg.seconds(timeline.convert(pts, from: item.timeBase, to: FFmpeg.timeBaseQ), FFmpeg.timeBaseQ)
+        if let interval, let converter, let jpeg, taken < limit,
+           time + KeyFrameGrid.tolerance >= Double(taken) * interval {
+            let picture = try converter.convert(item.frame)
+            // A gap in the source covers several points of the grid: the picture after it stands for each.
+            while taken < limit, time + KeyFrameGrid.tolerance >= Double(taken) * interval {
+                taken += 1
+                try jpeg.write(picture, to: root + "/" + Self.thumbnailPath(taken))
+                if wantsStoryboard { try keepTile(picture, start: Double(taken - 1) * interval) }
+            }
+        }
+        if let posterTime, !posterTaken {
+            if time + KeyFrameGrid.tolerance >= posterTime {
+                try writePoster(item.frame)
+            } else {
+                latest = item
+            }
+        }
+    }
+
+    func finish() throws(MediaError) {
+        if posterTime != nil, !posterTaken, let latest { try writePoster(latest.frame) }
+        latest = nil
+        if wantsStoryboard, let first = tiles.first { try writeSprite(tileWidth: first.width, tileHeight: first.height) }
+    }
+
+    /// Writes the storyboard's cues, which end at the output's real `duration` (seconds).
+    func writeCues(duration: Double) throws(MediaError) {
+        guard let storyboard else { return }
+        let path = root + "/" + Storyboard.cuesName
+        guard FileManager.default.createFile(atPath: path, contents: Data(storyboard.cues(duration: duration).utf8)) else {
+            throw MediaError(code: "output_failed", message: "Writing \(Storyboard.cuesName) failed.")
+        }
+    }
+
+    static func thumbnailPath(_ number: Int) -> String { folder + "/" + String(format: "%05d.jpg", number) }
+
+    private func writePoster(_ frame: Frame) throws(MediaError) {
+        guard let posterConverter, let posterJPEG else { return }
+        posterTaken = true
+        try posterJPEG.write(try posterConverter.convert(frame), to: root + "/" + Self.posterName)
+    }
+
+    /// Keeps a reference to the converted thumbnail (its converter makes a new picture next time, since this one is
+    /// still held), dropping every other tile when there are too many.
+    private func keepTile(_ picture: Frame, start: Double) throws(MediaError) {
+        guard (taken - 1) % tileStep == 0 else { return }
+        tiles.append(try Frame.reference(to: picture))
+        tileStarts.append(start)
+        if tiles.count > Self.maxTiles {
+            tiles = tiles.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+            tileStarts = tileStarts.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+            tileStep *= 2
+        }
+    }
+
+    /// Lays the tiles out on one picture and writes it as `storyboard.jpg`.
+    private func writeSprite(tileWidth: Int, tileHeight: Int) throws(MediaError) {
+        let layout = Storyboard(tileWidth: tileWidth, tileHeight: tileHeight, starts: tileStarts)
+        let sprite = Frame()
+        sprite.pointer.pointee.width = Int32(layout.width)
+        sprite.pointer.pointee.height = Int32(layout.height)
+        sprite.pointer.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        try FFmpeg.check(av_frame_get_buffer(sprite.pointer, 0), "Allocating the storyboard", code: "out_of_memory")
+        for plane in 0..<3 {
+            let shift = plane == 0 ? 0 : 1
+            guard let data = tc_frame_data(sprite.pointer, Int32(plane)) else { continue }
+            let stride = Int(tc_frame_linesize(sprite.pointer, Int32(plane)))
+            // Black in full range: luma 0, chroma neutral.
+            data.update(repeating: plane == 0 ? 0 : 128, count: stride * (layout.height >> shift))
+            for (index, tile) in tiles.enumerated() {
+                guard let source = tc_frame_data(tile.pointer, Int32(plane)) else { continue }
+                let sourceStride = Int(tc_frame_linesize(tile.pointer, Int32(plane)))
+                let (x, y) = layout.origin(of: index)
+                for row in 0..<(tileHeight >> shift) {
+                    (data + (y >> shift + row) * stride + (x >> shift))
+                        .update(from: source + row * sourceStride, count: tileWidth >> shift)
+                }
+            }
+        }
+        let encoder = try JPEGEncoder(width: layout.width, height: layout.height)
+        try encoder.write(sprite, to: root + "/" + Storyboard.imageName)
+        tiles.removeAll()
+        storyboard = layout
+    }
+
+    private static func makeFolder(_ path: String) throws(MediaError) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw MediaError(code: "output_failed", message: "Creating \(path) failed: \(error.localizedDescription)")
+        }
+    }
+}

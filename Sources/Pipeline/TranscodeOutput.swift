@@ -1,0 +1,24 @@
+import CFFmpeg
+
+/// What a transcode writes: one file (`MediaWriter`), or a ladder of segmented tracks with its playlists and
+/// manifest (`LadderWriter`). The plan adds inputs to it; the session starts and finishes it.
+protocol TranscodeOutput: AnyObject {
+    /// Where source timestamps land on the output's timeline.
+    var timeline: Timeline { get }
+    /// Sets the source time (seconds) that becomes the output's zero; call before adding inputs.
+    func startSession(atSourceTime seconds: Double)
+    /// Adds an H.264 input; a ladder adds one rendition per call, in folder `name`.
+    func addInput(video: VideoEncoding, name: String) throws(MediaError) -> EncodingWriterInput
+    /// Adds the AAC input.
+    func addInput(audio: AudioEncoding) throws(MediaError) -> EncodingWriterInput
+    /// Adds an input that copies a source stream's packets (a single file only).
+    func addPassthroughInput(copying stream: UnsafeMutablePointer<AVStream>, key: String) throws(MediaError) -> PassthroughWriterInput
+    /// Creates the files and writes their headers.
+    func startWriting() throws(MediaError)
+    /// Completes every file once every input has finished (encoders drained by their own threads).
+    func finishWriting() throws(MediaError)
+    /// Stops writing and deletes what was written.
+    func cancelWriting()
+    /// Seconds of media written so far, for progress; any thread may ask.
+    var writtenSeconds: Double { get }
+}

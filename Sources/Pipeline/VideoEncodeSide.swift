@@ -1,0 +1,51 @@
+import CFFmpeg
+
+/// One video output's end of the pipeline: frames from the decode side → onto the output timeline → converter
+/// (crop, scale, colour, rotation) → H.264 input. Runs on its own thread behind a `FrameQueue` (`EncodeWorker`).
+///
+/// The frames it gets are shared with the other outputs: only its own `AVFrame` (timestamps, picture type,
+/// cropping) is changed, never the pixels.
+final class VideoEncodeSide: FrameConsumer {
+    let encoding: VideoEncoding
+    let input: EncodingWriterInput
+    private let converter: VideoConverter
+    private let timeline: Timeline
+    private let frameTicks: Int64
+    private var lastTimestamp: Int64?
+    private var keyFrames: KeyFrameGrid?
+
+    init(encoding: VideoEncoding, sourceColors: ColorTags, input: EncodingWriterInput, timeline: Timeline,
+         keyFrames: KeyFrameGrid?) {
+        self.encoding = encoding
+        self.input = input
+        self.timeline = timeline
+        self.keyFrames = keyFrames
+        converter = VideoConverter(encoding: encoding, sourceColors: sourceColors)
+        frameTicks = max(1, av_rescale_q(1, av_inv_q(encoding.frameRate), encoding.timeBase))
+    }
+
+    func consume(_ item: FrameQueue.Item) throws(MediaError) {
+        let frame = item.frame
+        let source = frame.pointer.pointee.pts
+        let timestamp: Int64
+        if source == FFmpeg.noPTS {
+            timestamp = (lastTimestamp ?? -frameTicks) + frameTicks
+        } else {
+            timestamp = timeline.convert(source, from: item.timeBase, to: input.encoder.timeBase)
+        }
+        // Frames that do not move time forward (non-monotonic sources, or a lower output frame rate) are dropped.
+        if let last = lastTimestamp, timestamp <= last { return }
+        let converted = try converter.convert(frame)
+        converted.pointer.pointee.pts = timestamp
+        converted.pointer.pointee.pict_type = AV_PICTURE_TYPE_NONE
+        if keyFrames?.isKeyFrame(at: FFmpeg.seconds(timestamp, input.encoder.timeBase)) == true {
+            converted.pointer.pointee.pict_type = AV_PICTURE_TYPE_I
+        }
+        lastTimestamp = timestamp
+        try input.append(converted)
+    }
+
+    func finish() throws(MediaError) {
+        try input.markAsFinished()
+    }
+}

@@ -1,0 +1,79 @@
+import CFFmpeg
+
+/// The decode side's video stage: decoded pictures → (deinterlace, user filters, watermark) → every output that
+/// wants them. Runs on the decoding thread; what it emits carries its `pts` in the time base given with it.
+final class VideoSource {
+    let track: Int
+    private let sourceTimeBase: AVRational
+    private let filterSettings: FilterSettings?
+    /// The container or the parser says the fields are interlaced (`field_order` tt, bb, tb or bt).
+    private let sourceInterlaced: Bool
+    /// Decided at the first frame, which also tells whether the source is interlaced; nil: frames go straight on.
+    private var filterChain: String?
+    private var chainDecided = false
+    private var filters: FilterGraph?
+    /// Size and pixel format the current graph was built for.
+    private var filterInput: (width: Int32, height: Int32, format: Int32)?
+    private let watermark: Frame?
+    /// Where each picture goes, with the time base of its `pts`.
+    private let emit: (Frame, AVRational) throws(MediaError) -> Void
+
+    init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?,
+         emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
+        self.track = track
+        sourceTimeBase = stream.pointee.time_base
+        self.filterSettings = filterSettings
+        self.emit = emit
+        if let mark = filterSettings?.video?.watermark {
+            guard let path = mark.imagePath else {
+                throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the image was not found.")
+            }
+            watermark = try MediaReader.firstPicture(path: path)
+        } else {
+            watermark = nil
+        }
+        let order = stream.pointee.codecpar.pointee.field_order
+        sourceInterlaced = [AV_FIELD_TT, AV_FIELD_BB, AV_FIELD_TB, AV_FIELD_BT].contains(order)
+    }
+
+    /// Takes one decoded picture (the reader's, valid until its next sample).
+    func append(_ frame: Frame) throws(MediaError) {
+        let value = frame.pointer
+        // Timestamps on the frame from here on: the decoder's best guess where it has one.
+        if value.pointee.best_effort_timestamp != FFmpeg.noPTS { value.pointee.pts = value.pointee.best_effort_timestamp }
+        if !chainDecided {
+            // An interlaced source is deinterlaced: H.264 is written progressive, and scaling woven fields smears them.
+            chainDecided = true
+            let interlaced = sourceInterlaced || value.pointee.interlaced_frame != 0
+            filterChain = (filterSettings ?? FilterSettings()).videoChain(deinterlace: interlaced)
+        }
+        guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
+        let picture = value.pointee
+        if let built = filterInput, built != (picture.width, picture.height, picture.format) {
+            // The picture changed size or format mid-stream (a broadcast switching programmes): a graph is built for
+            // one input shape, so flush this one and build the next.
+            try finish()
+            filters = nil
+        }
+        if filters == nil {
+            filters = try FilterGraph(video: picture, timeBase: sourceTimeBase, chain: chain, image: watermark)
+            filterInput = (picture.width, picture.height, picture.format)
+        }
+        try filters?.push(frame)
+        try drainFilters()
+    }
+
+    /// Flushes the filters at the end of the input.
+    func finish() throws(MediaError) {
+        guard let filters else { return }
+        try filters.push(nil)
+        try drainFilters()
+    }
+
+    private func drainFilters() throws(MediaError) {
+        guard let filters else { return }
+        while let filtered = try filters.pull() {
+            try emit(filtered, filters.outputTimeBase)
+        }
+    }
+}

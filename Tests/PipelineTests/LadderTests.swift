@@ -1,0 +1,220 @@
+import Foundation
+import Locks
+import Testing
+import TestSupport
+@testable import Pipeline
+
+/// Ladders (`"container": "hls"`) and thumbnails, end to end: each output read back with the m3u8 parser, ffprobe
+/// and ffmpeg.
+@Suite(.serialized) struct LadderTests {
+    struct Run {
+        let result: TranscodeResult
+        let folder: String
+        let scratch: URL
+    }
+
+    private func transcode(_ input: String, _ json: String, cancellation: CancellationToken = CancellationToken(),
+                           progress: (TranscodeProgress) -> Void = { _ in }) throws -> Run {
+        let scratch = try Media.scratch()
+        let folder = scratch.appendingPathComponent("out").path
+        let session = TranscodeSession(inputPath: input, outputDirectory: folder,
+                                       settings: try TranscodeSettings.parse(Data(json.utf8)), cancellation: cancellation)
+        let result = try session.run(progress: progress)
+        #expect(Media.files(in: scratch) == ["out"], "only the finished folder is left")
+        return Run(result: result, folder: folder, scratch: scratch)
+    }
+
+    /// The cues of a storyboard track: start, end, and the x, y, w, h of its tile.
+    private func cues(_ path: String) throws -> [(start: Double, end: Double, box: [Int])] {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.hasPrefix("WEBVTT\n"))
+        func seconds(_ stamp: Substring) -> Double {
+            let parts = stamp.split(separator: ":").map { Double($0) ?? .nan }
+            return parts.reduce(0) { $0 * 60 + $1 }
+        }
+        var result: [(Double, Double, [Int])] = []
+        let lines = text.split(separator: "\n")
+        for (index, line) in lines.enumerated() where line.contains(" --> ") {
+            let times = line.components(separatedBy: " --> ")
+            let target = lines[index + 1]
+            #expect(target.hasPrefix("storyboard.jpg#xywh="), "\(target)")
+            let box = target.split(separator: "=").last?.split(separator: ",").compactMap { Int($0) } ?? []
+            result.append((seconds(Substring(times[0])), seconds(Substring(times[1])), box))
+        }
+        return result
+    }
+
+    @Test func aLadderFromOneDecodeHasAlignedKeyFramesAndTruthfulPlaylists() throws {
+        let run = try transcode(try Media.path(.tenSeconds), """
+            {"container": "hls", "segmentDuration": 4,
+             "renditions": [{"video": {"height": 360}}, {"video": {"height": 234, "averageBitRate": 300000, "profile": "main"}}],
+             "thumbnails": {"interval": 2, "width": 96, "storyboard": true, "poster": 0.5}}
+            """)
+        let folder = run.folder
+        let summary = try Ladder.check(folder)
+        #expect(summary.variants.map(\.resolution) == [[640, 360], [416, 234]])
+        #expect(summary.variants.allSatisfy { $0.audio == "audio" && $0.frameRate == 30 })
+        #expect(summary.variants[0].codecs.hasPrefix("avc1.64") && summary.variants[1].codecs.hasPrefix("avc1.4d"),
+                "High for the first, Main for the second: \(summary.variants.map(\.codecs))")
+        #expect(summary.variants.allSatisfy { $0.codecs.hasSuffix(",mp4a.40.2") })
+        #expect(summary.variants.allSatisfy { $0.durations == [4, 4, 2] }, "\(summary.variants.map(\.durations))")
+        #expect(summary.variants[0].bandwidth > summary.variants[1].bandwidth)
+        #expect(summary.iframes.map(\.count) == [5, 5], "an I-frame every 2 s")
+        #expect(summary.audio?.segments == 3)
+        #expect(summary.dash.map(\.id) == ["360p", "234p", "audio"])
+        // One decode, two encodes: the same frames, key frames at the same instants, every 2 s, opening every segment.
+        let high = try Ladder.keyFrameTimes(folder, track: "360p"), low = try Ladder.keyFrameTimes(folder, track: "234p")
+        #expect(high.frames == 300 && low.frames == 300)
+        #expect(high.times == low.times && high.times.count == 5, "\(high.times) vs \(low.times)")
+        let gaps = zip(high.times.dropFirst(), high.times).map { $0 - $1 }
+        #expect(gaps.allSatisfy { abs($0 - 2) < 0.001 }, "\(gaps)")
+        #expect(try Ladder.segmentsStartWithKeyFrames(folder, track: "360p") == [true, true, true])
+        #expect(try Ladder.segmentsStartWithKeyFrames(folder, track: "234p") == [true, true, true])
+        for manifest in ["master.m3u8", "manifest.mpd"] {
+            let decode = try Ladder.decodesCleanly(folder + "/" + manifest)
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "\(manifest): \(decode.stderr.suffix(500))")
+        }
+        // Thumbnails every 2 s from the same decode, the storyboard's cues covering the whole run without a gap.
+        let thumbnails = Media.files(in: URL(fileURLWithPath: folder + "/thumbnails"))
+        #expect(thumbnails == ["00001.jpg", "00002.jpg", "00003.jpg", "00004.jpg", "00005.jpg"])
+        let pictures = try thumbnails.map { try Data(contentsOf: URL(fileURLWithPath: folder + "/thumbnails/" + $0)) }
+        #expect(Set(pictures).count == 5, "each thumbnail shows its own moment")
+        let thumbnail = try #require(try Probe.read(folder + "/thumbnails/00001.jpg").video)
+        #expect(thumbnail.width == 96 && thumbnail.height == 54 && thumbnail.codec_name == "mjpeg")
+        let sprite = try #require(try Probe.read(folder + "/storyboard.jpg").video)
+        #expect(sprite.width == 5 * 96 && sprite.height == 54)
+        let track = try cues(folder + "/storyboard.vtt")
+        #expect(track.count == 5)
+        #expect(track.first?.start == 0 && abs((track.last?.end ?? 0) - run.result.duration) < 0.01)
+        #expect(zip(track.dropFirst(), track).allSatisfy { $0.start == $1.end }, "cues follow each other")
+        #expect(track.allSatisfy { $0.box.count == 4 && $0.box[0] + $0.box[2] <= sprite.width! && $0.box[1] + $0.box[3] <= sprite.height! })
+        #expect(Set(track.map { $0.box[0] }).count == 5, "each cue its own tile")
+        let poster = try #require(try Probe.read(folder + "/poster.jpg").video)
+        #expect(poster.width == 640 && poster.height == 360)
+        // The result lists every file once, with what to serve it as.
+        let listed = Dictionary(uniqueKeysWithValues: (run.result.files ?? []).map { ($0.path, $0.mimeType) })
+        #expect(listed["master.m3u8"] == "application/vnd.apple.mpegurl" && listed["manifest.mpd"] == "application/dash+xml")
+        #expect(listed["360p/segment_00001.m4s"] == "video/mp4" && listed["audio/init.mp4"] == "audio/mp4")
+        #expect(listed["storyboard.vtt"] == "text/vtt" && listed["poster.jpg"] == "image/jpeg")
+        #expect(run.result.path == folder + "/master.m3u8" && run.result.container == .hls)
+        #expect(run.result.size == (run.result.files ?? []).reduce(0) { $0 + $1.size })
+        #expect(abs(run.result.duration - 10) < 0.1)
+        #expect(run.result.framesEncoded == 300)
+        #expect(run.result.tracks.map(\.height) == [360, 234, nil] && run.result.tracks.map(\.index) == [0, 1, 2])
+        #expect(run.result.tracks[0].frameRate == 30 && abs((run.result.tracks[0].duration ?? 0) - 10) < 0.01)
+        #expect(run.result.tracks.allSatisfy { ($0.bitRate ?? 0) > 0 })
+    }
+
+    @Test func theAutomaticLadderNeverUpscales() throws {
+        let run = try transcode(try Media.path(.standard), #"{"container": "hls"}"#)
+        let summary = try Ladder.check(run.folder)
+        // A 640×360 source: Apple's rungs of 360 and 234 lines, no larger.
+        #expect(summary.variants.map(\.resolution) == [[640, 360], [416, 234]])
+        let rates = summary.variants.map(\.averageBandwidth)
+        #expect(rates == rates.sorted(by: >), "\(rates)")
+        let high = try Ladder.keyFrameTimes(run.folder, track: "360p"), low = try Ladder.keyFrameTimes(run.folder, track: "234p")
+        #expect(high.times == low.times && high.times.count == 2)
+    }
+
+    @Test func aLadderWithoutAudioHasNoAudioGroup() throws {
+        let run = try transcode(try Media.path(.videoOnly), #"{"container": "hls", "segmentDuration": 1}"#)
+        let summary = try Ladder.check(run.folder)
+        // 320×240: only the 234-line rung fits.
+        #expect(summary.variants.map(\.resolution) == [[312, 234]])
+        #expect(summary.audio == nil && summary.variants[0].audio == nil)
+        #expect(!summary.variants[0].codecs.contains("mp4a"))
+        let master = try String(contentsOfFile: run.folder + "/master.m3u8", encoding: .utf8)
+        #expect(!master.contains("EXT-X-MEDIA"))
+        #expect(summary.variants[0].durations == [1, 1], "\(summary.variants[0].durations)")
+    }
+
+    @Test func anAudioOnlyLadderIsOneVariant() throws {
+        let run = try transcode(try Media.path(.audioOnly), #"{"container": "hls", "video": null}"#)
+        let summary = try Ladder.check(run.folder)
+        #expect(summary.variants.count == 1 && summary.variants[0].resolution == nil)
+        #expect(summary.variants[0].codecs == "mp4a.40.2" && summary.iframes.isEmpty)
+        let decode = try Ladder.decodesCleanly(run.folder + "/master.m3u8")
+        #expect(decode.status == 0, "\(decode.stderr.suffix(300))")
+    }
+
+    @Test func thumbnailsComeWithAnMP4Too() throws {
+        let run = try transcode(try Media.path(.standard),
+                                #"{"thumbnails": {"count": 4, "width": 64, "poster": {"time": 1}}}"#)
+        #expect(Media.files(in: URL(fileURLWithPath: run.folder)) == ["output.mp4", "poster.jpg", "thumbnails"])
+        #expect(Media.files(in: URL(fileURLWithPath: run.folder + "/thumbnails")).count == 4)
+        #expect(run.result.path == run.folder + "/output.mp4")
+        let video = try #require(try Probe.read(run.folder + "/output.mp4").video)
+        #expect(video.width == 640)
+        let poster = try #require(try Probe.read(run.folder + "/poster.jpg").video)
+        #expect(poster.width == 640 && poster.height == 360)
+    }
+
+    @Test func aCanceledLadderLeavesNothing() throws {
+        let scratch = try Media.scratch()
+        let token = CancellationToken()
+        let session = TranscodeSession(inputPath: try Media.path(.tenSeconds), outputDirectory: scratch.appendingPathComponent("out").path,
+                                       settings: try TranscodeSettings.parse(Data(#"{"container": "hls", "thumbnails": {"interval": 1}}"#.utf8)),
+                                       cancellation: token)
+        #expect(throws: MediaError.canceled) {
+            try session.run { progress in if progress.presentationTime > 1 { token.cancel() } }
+        }
+        #expect(Media.files(in: scratch).isEmpty, "\(Media.files(in: scratch))")
+    }
+
+    @Test func renditionsMustShareTheirKeyFrameInstants() throws {
+        let scratch = try Media.scratch()
+        let session = TranscodeSession(
+            inputPath: try Media.path(.standard), outputDirectory: scratch.appendingPathComponent("out").path,
+            settings: try TranscodeSettings.parse(Data(#"{"container": "hls", "renditions": [{"video": {}}, {"video": {"height": 234, "maxKeyFrameInterval": 30}}]}"#.utf8)))
+        let error = #expect(throws: MediaError.self) { try session.run() }
+        #expect(error?.code == "invalid_settings" && error?.message.contains("renditions[1].video.maxKeyFrameInterval") == true,
+                "\(String(describing: error))")
+        #expect(Media.files(in: scratch).isEmpty)
+    }
+
+    @Test(arguments: [
+        (#"{"renditions": "auto"}"#, "renditions: a ladder is written by \"container\": \"hls\" only"),
+        (#"{"container": "hls", "segmentDuration": 0.5}"#, "segmentDuration: expected"),
+        (#"{"segmentDuration": 4}"#, "segmentDuration: segments are written by \"container\": \"hls\" only"),
+        (#"{"container": "hls", "video": "copy"}"#, "video: a ladder encodes its renditions"),
+        (#"{"container": "hls", "renditions": []}"#, "renditions: expected 1 to 8 renditions"),
+        (#"{"container": "hls", "renditions": [{"video": {"width": 641}}]}"#, "renditions[0].video.width: expected an even number"),
+        (#"{"container": "hls", "renditions": [{"audio": {}}]}"#, "renditions[0].audio: unknown key"),
+        (#"{"thumbnails": {"interval": 2, "count": 3}}"#, "thumbnails.count: give interval or count, not both"),
+        (#"{"thumbnails": {"storyboard": true, "poster": 0.1}}"#, "thumbnails.storyboard: a storyboard is made of thumbnails"),
+        (#"{"thumbnails": {"width": 100, "interval": 0.01}}"#, "thumbnails.interval: expected"),
+        (#"{"thumbnails": {"poster": 2}}"#, "thumbnails.poster: expected"),
+        (#"{"thumbnails": {}}"#, "thumbnails: expected interval, count or poster"),
+    ])
+    func ladderAndThumbnailSettingsAreValidated(json: String, expected: String) {
+        var message: String?
+        do {
+            _ = try TranscodeSettings.parse(Data(json.utf8))
+        } catch {
+            message = error.description
+        }
+        #expect(message?.contains(expected) == true, "got \(message ?? "no error")")
+    }
+
+    @Test func keyFrameGridMarksIntervalsAndSegmentBoundaries() {
+        var grid = KeyFrameGrid(interval: 2, segmentDuration: 3)
+        let times = stride(from: 0.0, to: 7, by: 0.5).filter { grid.isKeyFrame(at: $0) }
+        #expect(times == [0, 2, 3, 4, 6], "every 2 s and at each 3 s boundary")
+        #expect(KeyFrameGrid.segment(at: 5.9996, duration: 3) == 2, "half a millisecond early is on time")
+    }
+
+    @Test func storyboardCuesTileTheTimeline() {
+        let board = Storyboard(tileWidth: 160, tileHeight: 90, starts: Array(stride(from: 0.0, to: 24, by: 2)))
+        #expect(board.columns == 10 && board.rows == 2 && board.width == 1600 && board.height == 180)
+        let text = board.cues(duration: 23.5)
+        #expect(text.contains("00:00:20.000 --> 00:00:22.000\nstoryboard.jpg#xywh=0,90,160,90"))
+        #expect(text.hasSuffix("00:00:22.000 --> 00:00:23.500\nstoryboard.jpg#xywh=160,90,160,90\n"))
+    }
+
+    @Test func automaticRungsFollowApplesTable() {
+        #expect(Renditions.automatic(sourceLines: 2160).map(\.lines) == [1080, 720, 540, 432, 360])
+        #expect(Renditions.automatic(sourceLines: 720).map(\.lines) == [720, 540, 432, 360, 234])
+        #expect(Renditions.automatic(sourceLines: 480).map(\.lines) == [432, 360, 234])
+        #expect(Renditions.automatic(sourceLines: 120).map(\.lines) == [120], "a tiny source keeps its own size")
+    }
+}

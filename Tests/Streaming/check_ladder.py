@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Checks an HLS + DASH ladder folder with a real parser (PyPI m3u8) against Apple's HLS Authoring rules.
+
+Usage: check_ladder.py FOLDER. Prints one JSON summary on success; exits 1 naming the first broken rule.
+"""
+import json
+import math
+import os
+import struct
+import sys
+import xml.etree.ElementTree as ET
+
+import m3u8
+
+folder = sys.argv[1]
+problems = []
+
+
+def fail(message):
+    problems.append(message)
+
+
+def boxes(data, start=0, end=None):
+    """Top-level ISO BMFF boxes of data[start:end] as (type, offset, size)."""
+    end = len(data) if end is None else end
+    offset = start
+    while offset + 8 <= end:
+        size, kind = struct.unpack(">I4s", data[offset:offset + 8])
+        if size < 8:
+            break
+        yield kind.decode("latin-1"), offset, size
+        offset += size
+
+
+def segment_bytes(path):
+    return os.path.getsize(os.path.join(folder, path))
+
+
+master = m3u8.load(os.path.join(folder, "master.m3u8"))
+if not master.is_variant:
+    fail("master.m3u8 is not a master playlist")
+if master.version != 7:
+    fail(f"master version {master.version}, expected 7")
+if "#EXT-X-INDEPENDENT-SEGMENTS" not in master.dumps():
+    fail("master lacks EXT-X-INDEPENDENT-SEGMENTS")
+
+audio_groups = {media.group_id: media for media in master.media if media.type == "AUDIO"}
+summary = {"variants": [], "iframes": [], "audio": None}
+
+
+def check_media(uri, kind):
+    """Checks one media playlist; returns (durations, peak bits/s, average bits/s, bytes)."""
+    playlist = m3u8.load(os.path.join(folder, uri))
+    base = os.path.dirname(uri)
+    if playlist.is_variant:
+        fail(f"{uri} is a master playlist")
+    if not playlist.is_endlist or playlist.playlist_type != "vod":
+        fail(f"{uri}: not a finished VOD playlist")
+    if playlist.version != 7:
+        fail(f"{uri}: version {playlist.version}")
+    if not playlist.segment_map or not os.path.exists(os.path.join(folder, base, playlist.segment_map[0].uri)):
+        fail(f"{uri}: no EXT-X-MAP init segment on disk")
+    durations, peak, total_bits, total_time = [], 0, 0, 0.0
+    for segment in playlist.segments:
+        path = os.path.join(base, segment.uri)
+        if not os.path.exists(os.path.join(folder, path)):
+            fail(f"{uri}: {segment.uri} missing")
+            continue
+        # Apple: each EXTINF rounded to the nearest integer is at most the target duration.
+        if round(segment.duration) > playlist.target_duration:
+            fail(f"{uri}: segment of {segment.duration} s over TARGETDURATION {playlist.target_duration}")
+        size = segment_bytes(path) if kind != "iframe" else segment.byterange and int(segment.byterange.split("@")[0])
+        if kind == "iframe":
+            length, offset = (int(x) for x in segment.byterange.split("@"))
+            with open(os.path.join(folder, path), "rb") as handle:
+                handle.seek(offset)
+                head = handle.read(8)
+            if head[4:8] != b"moof":
+                fail(f"{uri}: byte range {segment.byterange} of {segment.uri} does not start at a moof")
+            if offset + length > segment_bytes(path):
+                fail(f"{uri}: byte range {segment.byterange} past the end of {segment.uri}")
+        durations.append(segment.duration)
+        if segment.duration > 0:
+            peak = max(peak, size * 8 / segment.duration)
+        total_bits += size * 8
+        total_time += segment.duration
+    if playlist.target_duration != max(1, round(max(durations, default=0))):
+        fail(f"{uri}: TARGETDURATION {playlist.target_duration} is not the longest segment rounded ({max(durations, default=0)})")
+    return durations, peak, (total_bits / total_time if total_time else 0), total_time
+
+
+audio_stats = None
+for group, media in audio_groups.items():
+    durations, peak, average, length = check_media(media.uri, "audio")
+    audio_stats = (peak, average)
+    summary["audio"] = {"uri": media.uri, "segments": len(durations), "duration": length, "channels": media.channels}
+
+for variant in master.playlists:
+    info = variant.stream_info
+    for attribute in ("bandwidth", "average_bandwidth", "codecs"):
+        if getattr(info, attribute) in (None, ""):
+            fail(f"{variant.uri}: no {attribute.upper().replace('_', '-')}")
+    durations, peak, average, length = check_media(variant.uri, "video" if info.resolution else "audio")
+    is_video = info.resolution is not None
+    if is_video:
+        if info.frame_rate is None:
+            fail(f"{variant.uri}: no FRAME-RATE")
+        if audio_groups and info.audio not in audio_groups:
+            fail(f"{variant.uri}: AUDIO group {info.audio} is not declared")
+    audio_peak, audio_average = audio_stats if (is_video and audio_stats) else (0, 0)
+    # BANDWIDTH is at least the measured peak segment bit rate (the audio's included); AVERAGE-BANDWIDTH is the
+    # measured average within 10 %.
+    if info.bandwidth + 1 < peak + audio_peak:
+        fail(f"{variant.uri}: BANDWIDTH {info.bandwidth} below the measured peak {peak + audio_peak:.0f}")
+    if abs(info.average_bandwidth - (average + audio_average)) > 0.1 * (average + audio_average):
+        fail(f"{variant.uri}: AVERAGE-BANDWIDTH {info.average_bandwidth} vs measured {average + audio_average:.0f}")
+    summary["variants"].append({
+        "uri": variant.uri, "bandwidth": info.bandwidth, "averageBandwidth": info.average_bandwidth,
+        "codecs": info.codecs, "resolution": list(info.resolution) if info.resolution else None,
+        "frameRate": info.frame_rate, "audio": info.audio, "segments": len(durations), "duration": length,
+        "durations": durations,
+    })
+
+for iframe in master.iframe_playlists:
+    durations, _, _, _ = check_media(iframe.uri, "iframe")
+    summary["iframes"].append({"uri": iframe.uri, "count": len(durations), "codecs": iframe.iframe_stream_info.codecs})
+
+# DASH: a static MPD whose templates name the same files.
+mpd = ET.parse(os.path.join(folder, "manifest.mpd")).getroot()
+ns = {"d": "urn:mpeg:dash:schema:mpd:2011"}
+if mpd.get("type") != "static":
+    fail("manifest.mpd is not static")
+representations = []
+for rep in mpd.iterfind(".//d:Representation", ns):
+    template = rep.find("d:SegmentTemplate", ns)
+    timeline = template.find("d:SegmentTimeline", ns)
+    count = sum(1 + int(s.get("r", "0")) for s in timeline.iterfind("d:S", ns))
+    for number in range(1, count + 1):
+        name = template.get("media").replace("$Number%05d$", f"{number:05d}")
+        if not os.path.exists(os.path.join(folder, name)):
+            fail(f"manifest.mpd: {name} missing")
+    if not os.path.exists(os.path.join(folder, template.get("initialization"))):
+        fail(f"manifest.mpd: {template.get('initialization')} missing")
+    representations.append({"id": rep.get("id"), "segments": count, "bandwidth": int(rep.get("bandwidth"))})
+summary["dash"] = representations
+
+if problems:
+    print("\n".join(problems), file=sys.stderr)
+    sys.exit(1)
+print(json.dumps(summary))
