@@ -136,8 +136,10 @@ int tc_landlock_restrict(const char *const *read_paths, int read_count, const ch
     if (ruleset < 0) return -1;
     int result = 0;
     __u64 read = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+    // A job writes its output as a folder (segments in sub-folders) under a temporary name, then renames it.
     __u64 write = read | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-        (handled & LANDLOCK_ACCESS_FS_TRUNCATE);
+        LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR | (handled & LANDLOCK_ACCESS_FS_TRUNCATE) |
+        (handled & LANDLOCK_ACCESS_FS_REFER);
     for (int index = 0; index < read_count && result == 0; index++) result = add_rule(ruleset, read_paths[index], read);
     for (int index = 0; index < write_count && result == 0; index++) result = add_rule(ruleset, write_dirs[index], write);
     if (result == 0) result = (int)syscall(SYS_landlock_restrict_self, ruleset, 0);

@@ -51,7 +51,7 @@ public enum Sandbox {
     }
 
     /// Lets this process touch only the files of its job from now on (Landlock): read `read`, and read, write,
-    /// create, rename and remove files beneath the directories in `write`. Nil when in force, else why not (a kernel
+    /// create, rename and remove files and folders beneath the directories in `write`. Nil when in force, else why not (a kernel
     /// or container without Landlock: the other protections still hold).
     public static func confineFiles(read: [String], write: [String]) -> String? {
         let readPaths = read.map { strdup($0) }, writePaths = write.map { strdup($0) }

@@ -42,15 +42,18 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
     /// request (and a probe thread) forever.
     public var probeTimeout = 30.0
 
-    public func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+    public func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-        let request = JobRequest(kind: .transcode, input: input.path, output: outputPath, settings: job.settings,
+        let request = JobRequest(kind: .transcode, input: input.path, output: outputDirectory, settings: job.settings,
                                  watermark: job.settings.filters?.video?.watermark?.imagePath, limits: limits)
         let answer = try exchange(request, cancellation: cancellation, progress: progress)
         guard var result = answer.result else { throw Self.unexpected }
-        // The output is where this process said, whatever the child claims; its size is read here too.
-        result.path = outputPath
-        result.size = (try? FileManager.default.attributesOfItem(atPath: outputPath)[.size] as? Int) ?? 0
+        // The output is where this process said, whatever the child claims; its files are listed here too.
+        let mainType = job.settings.container.mimeType(hasVideo: result.tracks.contains { $0.mediaType == .video })
+        let files = OutputFile.list(directory: outputDirectory, mainType: mainType)
+        result.path = outputDirectory + "/" + job.settings.container.mainFileName
+        result.files = files
+        result.size = files.reduce(0) { $0 + $1.size }
         return result
     }
 

@@ -14,17 +14,22 @@ public struct DataDirectory: Sendable {
     public var uploads: URL { root.appendingPathComponent("uploads", isDirectory: true) }
     public var outputs: URL { root.appendingPathComponent("outputs", isDirectory: true) }
 
-    /// Where a job's finished output goes.
-    public func outputPath(for job: Job) -> String {
-        outputs.appendingPathComponent("\(job.id).\(job.settings.container.fileExtension)").path
+    /// The folder a job's output is written into (`outputs/<job id>`): its main file (`output.mp4`, ...,
+    /// `master.m3u8`), a ladder's segments, thumbnails.
+    public func outputDirectory(for job: Job) -> String {
+        outputs.appendingPathComponent(job.id, isDirectory: true).path
     }
 
-    /// Temporary files a transcode of `job` left while it wrote its output (`<output>.<random>.partial`): what a
-    /// process that was killed leaves behind.
+    /// Where a job's main output file is, inside its folder.
+    public func outputPath(for job: Job) -> String {
+        outputDirectory(for: job) + "/" + job.settings.container.mainFileName
+    }
+
+    /// Temporary folders (and, from older versions, files) a transcode of `job` left while it wrote its output
+    /// (`<job id>.<random>.partial`, `<job id>.mp4.<random>.partial`): what a process that was killed leaves behind.
     public func partialOutputs(for job: Job) -> [String] {
-        let final = URL(fileURLWithPath: outputPath(for: job)).lastPathComponent
         let names = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
-        return names.filter { $0.hasPrefix(final + ".") && $0.hasSuffix(".partial") }.map { outputs.appendingPathComponent($0).path }
+        return names.filter { $0.hasPrefix(job.id + ".") && $0.hasSuffix(".partial") }.map { outputs.appendingPathComponent($0).path }
     }
 
     /// Where an upload's content goes.

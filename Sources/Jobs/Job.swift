@@ -1,3 +1,4 @@
+import Foundation
 import Pipeline
 
 /// A transcode request and everything the store knows about how it went.
@@ -21,6 +22,9 @@ public struct Job: Sendable, Codable, Equatable {
     /// Output size in bytes.
     public var outputSize: Int?
     public var outputTracks: [Track]?
+    /// Every file of the output folder, main file included (nil for a job that wrote one file directly into
+    /// `outputs/`, before outputs were folders).
+    public var outputFiles: [OutputFile]?
     /// Seconds of output written, as last saved (saved at most once a second while running).
     public var progressTime: Double
     /// Expected output duration in seconds (0 until known).
@@ -45,4 +49,11 @@ public struct Job: Sendable, Codable, Equatable {
     /// Set when the stored settings no longer decode (written by another version of transcoderd, or edited by hand):
     /// the job then fails with `invalid_settings` instead of running with other settings.
     public var unreadableSettings: UnreadableSettings?
+
+    /// The folder or file a succeeded job's output is: the folder its main file is in, or, for a job from before
+    /// outputs were folders, the file itself.
+    public var outputRoot: String? {
+        guard let outputPath else { return nil }
+        return outputFiles == nil ? outputPath : URL(fileURLWithPath: outputPath).deletingLastPathComponent().path
+    }
 }

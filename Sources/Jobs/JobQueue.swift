@@ -279,14 +279,14 @@ public final class JobQueue: Sendable {
         if case .failure = outcome {
             // Before the end is recorded: a job sent back to the queue may be claimed again at once, and the files
             // of its next attempt must not be mistaken for this one's.
-            for path in [directory.outputPath(for: claimed)] + directory.partialOutputs(for: claimed) {
+            for path in [directory.outputDirectory(for: claimed)] + directory.partialOutputs(for: claimed) {
                 removeFile(path, of: "job_id", id)
             }
         }
         let final = record(outcome, of: claimed, reason: reason)
         state.withLock { _ = $0.running.removeValue(forKey: id) }
         state.notifyAll()
-        if case .success = outcome, final?.state != .succeeded { removeFile(directory.outputPath(for: claimed), of: "job_id", id) }
+        if case .success = outcome, final?.state != .succeeded { removeFile(directory.outputDirectory(for: claimed), of: "job_id", id) }
         if final?.state == .queued { jobQueued() } // retried after a crash: a worker takes it again
         guard let final else { return }
         stats.withLock { stats in
@@ -382,7 +382,7 @@ public final class JobQueue: Sendable {
         }
         var lastSaved = Date.distantPast
         do throws(MediaError) {
-            return .success(try runner.run(job, input: upload, outputPath: directory.outputPath(for: job), cancellation: token) { progress in
+            return .success(try runner.run(job, input: upload, outputDirectory: directory.outputDirectory(for: job), cancellation: token) { progress in
                 let now = Date()
                 state.withLock { state in
                     guard var running = state.running[job.id] else { return }
@@ -412,7 +412,7 @@ public final class JobQueue: Sendable {
         switch (outcome, reason) {
         case (.success(let result), _):
             return try store.markSucceeded(id: job.id, outputPath: result.path, size: result.size, tracks: result.tracks,
-                                           duration: result.duration, framesEncoded: result.framesEncoded,
+                                           files: result.files, duration: result.duration, framesEncoded: result.framesEncoded,
                                            seconds: result.elapsed)
         case (.failure, .canceled?):
             return try store.markCanceled(id: job.id)
@@ -467,7 +467,7 @@ public final class JobQueue: Sendable {
         for job in try store.finishedJobs(before: time) {
             do throws(StoreError) {
                 try store.deleteJob(id: job.id)
-                if let path = job.outputPath { removeFile(path, of: "job_id", job.id) }
+                if let path = job.outputRoot { removeFile(path, of: "job_id", job.id) }
             } catch {
                 logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
             }
@@ -492,16 +492,14 @@ public final class JobQueue: Sendable {
             let id = String(name.prefix { $0 != "." })
             let path = directory.outputs.appendingPathComponent(name).path
             let job = try store.job(id: id)
-            if job?.state != .succeeded || job?.outputPath != path { removeFile(path, of: "job_id", id) }
+            if job?.state != .succeeded || job?.outputRoot != path { removeFile(path, of: "job_id", id) }
         }
     }
 
-    /// Removes a file the queue owns: one already gone is fine, any other failure is logged with whose it is
+    /// Removes a file or an output folder the queue owns: one already gone is fine, any other failure is logged with whose it is
     /// (`field` is `job_id` or `upload_id`).
     private func removeFile(_ path: String, of field: String, _ id: String) {
-        guard unlink(path) != 0, errno != ENOENT else { return }
-        let reason = String(cString: strerror(errno))
-        logger.error("removing a file failed", [field: .string(id),
-                                                 "path": .string(path), "error": .string(reason)])
+        guard let problem = OutputRemoval.remove(path) else { return }
+        logger.error("removing a file failed", [field: .string(id), "path": .string(path), "error": .string(problem)])
     }
 }

@@ -2,9 +2,10 @@ import Pipeline
 
 /// Does the work of one job; the queue calls it on a worker thread.
 public protocol JobRunner: Sendable {
-    /// Produces the job's output at `outputPath` from `input`, calling `progress` as it goes; stops with
-    /// `MediaError.canceled` soon after `cancellation` fires, leaving nothing at `outputPath`.
-    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+    /// Produces the job's output in the new folder `outputDirectory` from `input`, calling `progress` as it goes;
+    /// stops with `MediaError.canceled` soon after `cancellation` fires, leaving nothing at `outputDirectory`.
+    /// The result lists the folder's files.
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult
 }
 
@@ -17,9 +18,9 @@ public struct TranscodeRunner: JobRunner {
         self.limits = limits
     }
 
-    public func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+    public func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-        let session = TranscodeSession(inputPath: input.path, outputPath: outputPath, settings: job.settings,
+        let session = TranscodeSession(inputPath: input.path, outputDirectory: outputDirectory, settings: job.settings,
                                        cancellation: cancellation, limits: limits)
         return try session.run(progress: progress)
     }

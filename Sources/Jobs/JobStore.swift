@@ -162,10 +162,11 @@ public final class JobStore: Sendable {
 
     /// running → succeeded, with the output's place, size and tracks, and the frames and seconds the transcode took.
     @discardableResult
-    public func markSucceeded(id: String, outputPath: String, size: Int, tracks: [Track], duration: Double,
-                              framesEncoded: Int, seconds: Double) throws(StoreError) -> Job {
+    public func markSucceeded(id: String, outputPath: String, size: Int, tracks: [Track], files: [OutputFile]?,
+                              duration: Double, framesEncoded: Int, seconds: Double) throws(StoreError) -> Job {
         try move(id, to: .succeeded, set: [
             ("output_path", .text(outputPath)), ("output_size", .integer(Int64(size))), ("output_tracks", .text(Self.json(tracks))),
+            ("output_files", files.map { .text(Self.json($0)) } ?? .null),
             ("progress_time", .real(duration)), ("progress_duration", .real(duration)), ("lease", .null),
             ("frames_encoded", .integer(Int64(framesEncoded))), ("transcode_seconds", .real(seconds)),
         ])
@@ -341,6 +342,7 @@ public final class JobStore: Sendable {
             settings: settings.settings,
             inputUpload: row["input_upload"].string ?? "", outputPath: row["output_path"].string,
             outputSize: row["output_size"].int, outputTracks: decode([Track].self, row["output_tracks"]),
+            outputFiles: decode([OutputFile].self, row["output_files"]),
             progressTime: row["progress_time"].double ?? 0, progressDuration: row["progress_duration"].double ?? 0,
             errorCode: row["error_code"].string, errorMessage: row["error_message"].string,
             attempts: row["attempts"].int ?? 1, priority: row["priority"].int ?? 0,

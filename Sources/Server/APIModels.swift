@@ -35,6 +35,35 @@ enum APIModels {
         let size: Int
         let mimeType: String
         let tracks: [Track]
+        /// The main file: the output itself, or a ladder's HLS master playlist.
+        let url: String
+        /// Every file of the output folder, each at `/v1/jobs/{id}/output/{path}` (absent for older jobs).
+        let files: [FileResource]?
+        /// A ladder's DASH manifest, the poster, the storyboard's WebVTT track, when written.
+        let dash: String?
+        let poster: String?
+        let storyboard: String?
+
+        init(job: Job, size: Int) {
+            let tracks = job.outputTracks ?? []
+            self.size = size
+            mimeType = job.settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video })
+            self.tracks = tracks
+            let base = "/v1/jobs/\(job.id)/output"
+            let files = job.outputFiles
+            url = files == nil || !job.settings.container.isSegmented ? base : base + "/" + job.settings.container.mainFileName
+            self.files = files?.map { FileResource(path: $0.path, size: $0.size, mimeType: $0.mimeType, url: base + "/" + $0.path) }
+            func link(_ name: String) -> String? { files?.contains { $0.path == name } == true ? base + "/" + name : nil }
+            dash = link("manifest.mpd")
+            poster = link("poster.jpg")
+            storyboard = link("storyboard.vtt")
+        }
+    }
+
+    struct FileResource: Encodable {
+        let path: String
+        let size: Int
+        let mimeType: String
         let url: String
     }
 
@@ -85,9 +114,7 @@ enum APIModels {
             settings = job.unreadableSettings.map { .stored($0.text) } ?? .settings(job.settings)
             input = InputResource(id: job.inputUpload, filename: upload?.filename, size: upload?.size, tracks: upload?.tracks ?? [])
             if job.state == .succeeded, let size = job.outputSize {
-                let tracks = job.outputTracks ?? []
-                output = OutputResource(size: size, mimeType: job.settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }),
-                                        tracks: tracks, url: "/v1/jobs/\(job.id)/output")
+                output = OutputResource(job: job, size: size)
             } else {
                 output = nil
             }

@@ -10,6 +10,7 @@ public struct HTTPStatus: Sendable, Equatable {
     public static let noContent = HTTPStatus(code: 204, reason: "No Content")
     public static let partialContent = HTTPStatus(code: 206, reason: "Partial Content")
     public static let notModified = HTTPStatus(code: 304, reason: "Not Modified")
+    public static let temporaryRedirect = HTTPStatus(code: 307, reason: "Temporary Redirect")
     public static let badRequest = HTTPStatus(code: 400, reason: "Bad Request")
     public static let unauthorized = HTTPStatus(code: 401, reason: "Unauthorized")
     public static let notFound = HTTPStatus(code: 404, reason: "Not Found")

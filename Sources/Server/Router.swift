@@ -45,6 +45,8 @@ public final class Router: Sendable {
     enum Segment: Sendable, Equatable {
         case literal(String)
         case parameter(String)
+        /// `{name...}` at the end: one or more segments, joined with `/`.
+        case rest(String)
     }
 
     enum Match {
@@ -81,7 +83,9 @@ public final class Router: Sendable {
     public init(_ routes: [Definition]) {
         self.routes = routes.map { route in
             let pattern = route.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { part -> Segment in
-                part.hasPrefix("{") && part.hasSuffix("}") ? .parameter(String(part.dropFirst().dropLast())) : .literal(String(part))
+                guard part.hasPrefix("{") && part.hasSuffix("}") else { return .literal(String(part)) }
+                let name = part.dropFirst().dropLast()
+                return name.hasSuffix("...") ? .rest(String(name.dropLast(3))) : .parameter(String(name))
             }
             return Route(method: route.method, pattern: pattern, body: route.body, name: "\(route.method) \(route.path)",
                          inline: route.inline, quickAnswer: route.quickAnswer, pool: route.pool, handler: route.handler)
@@ -103,12 +107,21 @@ public final class Router: Sendable {
     }
 
     private static func bind(_ pattern: [Segment], _ segments: [String]) -> [String: String]? {
+        if case .rest(let name)? = pattern.last {
+            // The rest takes every segment left, at least one; a segment holding "/" (sent as %2F) cannot be told
+            // apart once joined, so such a path matches nothing.
+            guard segments.count >= pattern.count, !segments.dropFirst(pattern.count - 1).contains(where: { $0.contains("/") }),
+                  var parameters = bind(Array(pattern.dropLast()), Array(segments.prefix(pattern.count - 1))) else { return nil }
+            parameters[name] = segments.dropFirst(pattern.count - 1).joined(separator: "/")
+            return parameters
+        }
         guard pattern.count == segments.count else { return nil }
         var parameters: [String: String] = [:]
         for (part, segment) in zip(pattern, segments) {
             switch part {
             case .literal(let text): guard text == segment else { return nil }
             case .parameter(let name): parameters[name] = segment
+            case .rest: return nil
             }
         }
         return parameters

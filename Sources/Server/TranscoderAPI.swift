@@ -58,6 +58,7 @@ public final class TranscoderAPI: Sendable {
             .init("DELETE", "/v1/jobs/{id}", pool: .waiting) { [self] request throws(HTTPError) in try deleteJob(request) },
             .init("GET", "/v1/jobs/{id}/events") { [self] request throws(HTTPError) in try events(request) },
             .init("GET", "/v1/jobs/{id}/output") { [self] request throws(HTTPError) in try output(request) },
+            .init("GET", "/v1/jobs/{id}/output/{path...}") { [self] request throws(HTTPError) in try outputFile(request) },
             .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
         ])
     }
@@ -397,19 +398,52 @@ public final class TranscoderAPI: Sendable {
     }
 
     private func output(_ request: Request) throws(HTTPError) -> Response {
+        let job = try succeededJob(request)
+        guard let path = job.outputPath else {
+            throw HTTPError(.notFound, "output_missing", "The job's output file is gone from the data directory.")
+        }
+        if job.settings.container.isSegmented {
+            // A ladder is many files whose playlists name each other relatively: send players to the master
+            // playlist's own URL, where those names resolve.
+            var headers = HTTPHeaders()
+            headers.set("Location", "/v1/jobs/\(job.id)/output/\(job.settings.container.mainFileName)")
+            return Response(.temporaryRedirect, headers: headers)
+        }
+        let tracks = job.outputTracks ?? []
+        return try serve(path: path, of: job, request,
+                         mimeType: job.settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }),
+                         disposition: Self.disposition(for: job, upload: try? store.upload(id: job.inputUpload)))
+    }
+
+    /// `GET /v1/jobs/{id}/output/{path...}`: one file of the job's output folder, by its path there; only the
+    /// files the transcode listed are served (no other name reaches the file system).
+    private func outputFile(_ request: Request) throws(HTTPError) -> Response {
+        let job = try succeededJob(request)
+        let name = request.parameters["path"] ?? ""
+        guard let files = job.outputFiles, let file = files.first(where: { $0.path == name }), let root = job.outputRoot else {
+            throw HTTPError(.notFound, "output_file_not_found", "The job's output has no file \(name.debugDescription).")
+        }
+        return try serve(path: root + "/" + file.path, of: job, request, mimeType: file.mimeType, disposition: nil)
+    }
+
+    private func succeededJob(_ request: Request) throws(HTTPError) -> Job {
         let job = try job(request)
-        guard job.state == .succeeded, let path = job.outputPath else {
+        guard job.state == .succeeded else {
             throw HTTPError(.conflict, "job_not_succeeded", "The job is \(job.state.rawValue); its output exists once it has succeeded.")
         }
+        return job
+    }
+
+    /// A file of a job's output with its validators, honouring `If-None-Match`, `Range` and `If-Range`.
+    private func serve(path: String, of job: Job, _ request: Request, mimeType: String, disposition: String?) throws(HTTPError) -> Response {
         guard let file = OpenFile(path: path) else {
             throw HTTPError(.notFound, "output_missing", "The job's output file is gone from the data directory.")
         }
         let size = file.size
         let etag = "\"\(job.id.prefix(8))-\(size)-\(Int64(job.finishedAt ?? 0))\""
         var headers = HTTPHeaders()
-        let tracks = job.outputTracks ?? []
-        headers.set("Content-Type", job.settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }))
-        headers.set("Content-Disposition", Self.disposition(for: job, upload: try? store.upload(id: job.inputUpload)))
+        headers.set("Content-Type", mimeType)
+        if let disposition { headers.set("Content-Disposition", disposition) }
         headers.set("ETag", etag)
         headers.set("Accept-Ranges", "bytes")
         headers.set("Last-Modified", ServerLoop.httpDate(Date(timeIntervalSince1970: job.finishedAt ?? 0)))
@@ -472,7 +506,7 @@ public final class TranscoderAPI: Sendable {
             job = ended
         }
         do {
-            if let path = job.outputPath { unlink(path) }
+            if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
             try store.deleteJob(id: job.id)
             if let upload = try store.upload(id: job.inputUpload) {
                 do {

@@ -57,7 +57,7 @@ enum RunJobCommand {
             send(JobMessage(error: .init(code: "bad_request", message: "The job request could not be read.")))
             return 0
         }
-        // The job's own files, and nothing else, from here on.
+        // The job's own files, and nothing else, from here on (its output folder is made beside its final place).
         let output = request.output.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
         if let problem = Sandbox.confineFiles(read: [request.input] + (request.watermark.map { [$0] } ?? []),
                                               write: output.map { [$0] } ?? []) {
@@ -75,7 +75,7 @@ enum RunJobCommand {
                     return 0
                 }
                 settings.filters?.video?.watermark?.imagePath = request.watermark
-                let session = TranscodeSession(inputPath: request.input, outputPath: output, settings: settings,
+                let session = TranscodeSession(inputPath: request.input, outputDirectory: output, settings: settings,
                                                cancellation: cancellation, limits: request.limits ?? MediaLimits())
                 session.onFailure = { _ in memory.failed() }
                 let result = try session.run { progress in

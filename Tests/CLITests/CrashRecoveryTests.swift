@@ -35,7 +35,7 @@ import TestSupport
         let done = try #require(try reopened.job(id: job.id))
         #expect(done.state == .succeeded, "\(done.errorCode ?? "") \(done.errorMessage ?? "")")
         #expect(done.attempts == 2)
-        #expect(fixture.outputFiles == ["\(job.id).mp4"], "no partial or duplicate output is left")
+        #expect(fixture.outputFiles == [job.id], "no partial or duplicate output is left")
         let probe = try Probe.read(try #require(done.outputPath))
         #expect(abs(probe.format.durationSeconds - 8) < 0.1)
         #expect(try reopened.integrityCheck() == "ok")

@@ -69,7 +69,7 @@ import TestSupport
         queue.stop(grace: 5)
         let done = try #require(try fixture.store.job(id: job.id))
         #expect(done.state == .succeeded)
-        #expect(fixture.outputFiles == ["\(job.id).mp4"])
+        #expect(fixture.outputFiles == [job.id])
     }
 
     @Test func claimErrorsAreLogged() throws {

@@ -8,7 +8,7 @@ import TestSupport
 
 /// A runner that never advances: stands in for a transcode stuck in a decoder, for the watchdog.
 struct StuckRunner: JobRunner {
-    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         while !cancellation.isCanceled { usleep(10_000) }
         throw MediaError.canceled
@@ -17,7 +17,7 @@ struct StuckRunner: JobRunner {
 
 /// A runner that fails at once: for timing the queue itself.
 struct FailingRunner: JobRunner {
-    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         throw MediaError(code: "test_failure", message: "Fails on purpose.")
     }
@@ -31,11 +31,11 @@ final class TimedRunner: JobRunner {
 
     init(_ runner: any JobRunner) { self.runner = runner }
 
-    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         started.withLock { $0 = Date() }
         defer { ended.withLock { $0 = Date() } }
-        return try runner.run(job, input: input, outputPath: outputPath, cancellation: cancellation, progress: progress)
+        return try runner.run(job, input: input, outputDirectory: outputDirectory, cancellation: cancellation, progress: progress)
     }
 }
 
@@ -68,7 +68,9 @@ final class TimedRunner: JobRunner {
         #expect(done.state == .succeeded, "\(done.errorCode ?? "") \(done.errorMessage ?? "")")
         #expect(done.progressTime == done.progressDuration && done.progressDuration > 3.9)
         let output = try #require(done.outputPath)
-        #expect(fixture.outputFiles == [URL(fileURLWithPath: output).lastPathComponent])
+        #expect(output == fixture.directory.outputs.path + "/\(job.id)/output.mp4")
+        #expect(fixture.outputFiles == [job.id], "the job's folder and nothing else")
+        #expect(done.outputFiles == [OutputFile(path: "output.mp4", size: done.outputSize ?? -1, mimeType: "video/mp4")])
         let probe = try Probe.read(output)
         #expect(probe.video?.height == 360 && probe.audio?.codec_name == "aac")
         #expect(done.outputSize == (try FileManager.default.attributesOfItem(atPath: output)[.size] as? Int))
@@ -91,7 +93,7 @@ final class TimedRunner: JobRunner {
         #expect(failed.state == .failed && failed.errorCode == "input_truncated")
         #expect(failed.errorMessage?.contains("cut short") == true)
         #expect(try fixture.store.job(id: fine.id)?.state == .succeeded)
-        #expect(fixture.outputFiles == ["\(fine.id).mp4"])
+        #expect(fixture.outputFiles == [fine.id])
     }
 
     @Test func aVanishedInputFailsClearly() throws {
@@ -215,7 +217,7 @@ final class TimedRunner: JobRunner {
         let output = fixture.directory.outputs.appendingPathComponent("\(done.id).mp4").path
         try Data("x".utf8).write(to: URL(fileURLWithPath: output))
         try fixture.store.move(done.id, to: .running)
-        try fixture.store.markSucceeded(id: done.id, outputPath: output, size: 1, tracks: [], duration: 1,
+        try fixture.store.markSucceeded(id: done.id, outputPath: output, size: 1, tracks: [], files: nil, duration: 1,
                                        framesEncoded: 30, seconds: 0.5)
         let waiting = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         let queue = queue(fixture)

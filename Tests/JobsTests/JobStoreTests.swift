@@ -181,7 +181,7 @@ import TestSupport
         let upload = try #require(try store.upload(id: "u"))
         let next = try store.createJob(input: upload.id, settings: TranscodeSettings())
         try store.move(next.id, to: .running)
-        let done = try store.markSucceeded(id: next.id, outputPath: "/out.mp4", size: 1, tracks: [], duration: 4,
+        let done = try store.markSucceeded(id: next.id, outputPath: "/out.mp4", size: 1, tracks: [], files: nil, duration: 4,
                                            framesEncoded: 120, seconds: 2)
         #expect(done.framesEncoded == 120 && done.transcodeSeconds == 2)
         #expect(try JobStore(path: path).job(id: next.id) == done)

@@ -32,6 +32,12 @@ import TestSupport
         // which is valid (seen on the wire through a logging proxy): the mutation does not survive its encoding of
         // the JSON part. Refusals of bad job requests are checked in APITests instead (bad JSON, unknown keys and
         // parts, settings out of range, wrong types).
+        // A third, for another: in the multipart form of POST /v1/jobs, its coverage phase sends settings that break
+        // the document's own cross-field rules (segmentDuration or renditions without "container": "hls", which the
+        // Settings schema forbids through dependentSchemas and anyOf) as valid data, and counts the 400 that names the
+        // key as a wrongly refused request (and it will not take 400 as an expected status). The acceptance check is
+        // off for that one operation; valid jobs, ladders and thumbnails included, are submitted and must succeed in
+        // APITests, StreamingTests and WatermarkTests.
         // Every check is switched on here, not with --checks on the command line, which would override the
         // per-operation settings below.
         try """
@@ -44,7 +50,7 @@ import TestSupport
 
             [[operations]]
             include-name = "POST /v1/jobs"
-            checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "404", "409", "422"]
+            checks.positive_data_acceptance.enabled = false
             checks.negative_data_rejection.enabled = false
             """.write(to: config, atomically: true, encoding: .utf8)
         let run = try Shell.run(try tool("schemathesis"), [

@@ -31,12 +31,16 @@ import TestSupport
         let calls = try Self.calls(in: trace)
         let uploads = server.data.appendingPathComponent("uploads").path
         let outputs = server.data.appendingPathComponent("outputs").path
-        for (folder, name) in [(uploads, uploadID), (outputs, jobID + ".mp4")] {
+        // An upload is a file; a job's output is a folder (its files flushed before the folder is renamed).
+        for (folder, name) in [(uploads, uploadID), (outputs, jobID)] {
             let final = folder + "/" + name
             let renamed = try #require(calls.firstIndex { if case .rename(_, final) = $0 { true } else { false } },
                                        "\(name) is renamed into \(folder)")
             guard case .rename(let temporary, _) = calls[renamed] else { continue }
             #expect(calls[..<renamed].contains(.fsync(temporary)), "\(temporary) is flushed before its rename")
+            if folder == outputs {
+                #expect(calls[..<renamed].contains(.fsync(temporary + "/output.mp4")), "the output file is flushed before its folder is renamed")
+            }
             #expect(calls[renamed...].contains(.fsync(folder)), "\(folder) is flushed after the rename")
         }
     }

@@ -12,7 +12,7 @@ import TestSupport
 @Suite struct JobEventStreamTests {
     /// Waits, polling its token, until it is cancelled.
     private struct Stuck: JobRunner {
-        func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+        func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                  progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
             while !cancellation.isCanceled { usleep(5_000) }
             throw MediaError.canceled

@@ -9,9 +9,9 @@ import Pipeline
 
 /// Finishes every job at once with an empty result: measures the queue and the store, not FFmpeg.
 struct TrivialRunner: JobRunner {
-    func run(_ job: Job, input: Upload, outputPath: String, cancellation: CancellationToken,
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-        TranscodeResult(path: outputPath, size: 0, container: .mp4, tracks: [], duration: 0, framesEncoded: 0, elapsed: 0,
+        TranscodeResult(path: outputDirectory + "/output.mp4", size: 0, container: .mp4, tracks: [], duration: 0, framesEncoded: 0, elapsed: 0,
                         mimeType: "video/mp4")
     }
 }

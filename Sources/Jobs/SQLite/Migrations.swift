@@ -63,6 +63,10 @@ enum Migrations {
         WHERE json_valid(settings) AND json_extract(settings, '$.filters.video.watermark.upload') IN (SELECT id FROM uploads);
         CREATE INDEX jobs_watermark ON jobs (watermark_upload) WHERE watermark_upload IS NOT NULL;
         """,
+        // 4: every file of a job's output folder (a ladder's playlists and segments, thumbnails), as JSON.
+        """
+        ALTER TABLE jobs ADD COLUMN output_files TEXT;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, each in its own transaction.

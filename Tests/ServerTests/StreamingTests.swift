@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// A ladder job through the API: its folder of files listed in the job, each served by its path with its type,
+/// ranges and validators, the playlists decodable over HTTP by ffmpeg, and nothing outside the listed files reachable.
+@Suite struct StreamingTests {
+    @Test func aLadderJobServesEveryFileItListsAndNothingElse() throws {
+        let server = try TestServer()
+        let input = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.standard)]).object["id"] as? String)
+        let settings = #"{"container": "hls", "segmentDuration": 2, "thumbnails": {"interval": 1, "storyboard": true, "poster": 0.5}}"#
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                   #"{"input": "\#(input)", "settings": \#(settings)}"#])
+        let id = try #require(created.object["id"] as? String, "\(created.object)")
+        var job: [String: Any] = [:]
+        _ = try eventually(60) {
+            job = try server.json("/v1/jobs/\(id)").object
+            return ["succeeded", "failed"].contains(job["state"] as? String)
+        }
+        #expect(job["state"] as? String == "succeeded", "\(job)")
+        let output = try #require(job["output"] as? [String: Any])
+        let base = "/v1/jobs/\(id)/output"
+        #expect(output["url"] as? String == base + "/master.m3u8")
+        #expect(output["mimeType"] as? String == "application/vnd.apple.mpegurl")
+        #expect(output["dash"] as? String == base + "/manifest.mpd")
+        #expect(output["poster"] as? String == base + "/poster.jpg" && output["storyboard"] as? String == base + "/storyboard.vtt")
+        let files = try #require(output["files"] as? [[String: Any]])
+        let paths = files.compactMap { $0["path"] as? String }
+        for expected in ["master.m3u8", "manifest.mpd", "360p/index.m3u8", "360p/iframes.m3u8", "360p/init.mp4",
+                         "360p/segment_00001.m4s", "234p/segment_00002.m4s", "audio/index.m3u8", "thumbnails/00004.jpg",
+                         "storyboard.jpg", "storyboard.vtt", "poster.jpg"] {
+            #expect(paths.contains(expected), "\(expected) in \(paths)")
+        }
+        #expect(output["size"] as? Int == files.compactMap { $0["size"] as? Int }.reduce(0, +))
+
+        // The main URL of a ladder sends players to the master playlist, where its relative names resolve.
+        let redirect = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", try server.base + base])
+        #expect(redirect.stdout == "307 \(try server.base)\(base)/master.m3u8", "\(redirect.stdout)")
+
+        // Every listed file, by its URL, as listed: same bytes, same type; mirrored to disk for the playlist checks.
+        let mirror = try Media.scratch()
+        for file in files {
+            let path = try #require(file["path"] as? String), url = try #require(file["url"] as? String)
+            #expect(url == base + "/" + path)
+            let target = mirror.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let fetched = try Shell.run("curl", ["-s", "-o", target.path, "-w", "%{http_code} %{content_type} %{size_download}",
+                                                 try server.base + url])
+            #expect(fetched.stdout == "200 \(file["mimeType"] as? String ?? "?") \(file["size"] as? Int ?? -1)", "\(path): \(fetched.stdout)")
+        }
+        let summary = try Ladder.check(mirror.path)
+        #expect(summary.variants.map(\.resolution) == [[640, 360], [416, 234]])
+        #expect(summary.variants.allSatisfy { $0.durations == [2, 2] })
+
+        // ffmpeg plays the ladder over HTTP, through either manifest.
+        for manifest in ["master.m3u8", "manifest.mpd"] {
+            let decode = try Ladder.decodesCleanly(try server.base + base + "/" + manifest)
+            #expect(decode.status == 0 && decode.stderr.isEmpty, "\(manifest): \(decode.stderr.suffix(500))")
+        }
+
+        // Ranges and validators, as for the single file.
+        let range = try Shell.run("curl", ["-s", "-o", "/dev/null", "-r", "0-99", "-w", "%{http_code} %{size_download}",
+                                           try server.base + base + "/360p/segment_00001.m4s"])
+        #expect(range.stdout == "206 100")
+
+        // Only listed files: no way out of the folder, no unlisted name, no other method.
+        for probe in ["../../transcoderd.sqlite", "%2e%2e/%2e%2e/transcoderd.sqlite", "360p%2Fsegment_00001.m4s",
+                      "360p/../master.m3u8", "nothing.mp4", "360p", "thumbnails/"] {
+            let answer = try Shell.run("curl", ["-s", "--path-as-is", "-w", "\n%{http_code}", try server.base + base + "/" + probe])
+            let status = answer.stdout.split(separator: "\n").last.map(String.init)
+            #expect(status == "404", "\(probe): \(answer.stdout.suffix(200))")
+            #expect(answer.stdout.contains(#""error":{"code":"#) || answer.stdout.contains(#""error": {"code":"#), "\(probe)")
+        }
+        let post = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", try server.base + base + "/master.m3u8"])
+        #expect(post.stdout.hasPrefix("HTTP/1.1 405") && post.stdout.contains("Allow: GET, HEAD"), "\(post.stdout)")
+
+        // Deleting the job removes its whole folder.
+        let folder = server.data.appendingPathComponent("outputs/\(id)")
+        #expect(FileManager.default.fileExists(atPath: folder.path))
+        #expect(try server.curl("/v1/jobs/\(id)", ["-X", "DELETE"]).status == 204)
+        #expect(!FileManager.default.fileExists(atPath: folder.path))
+        #expect(Media.files(in: server.data.appendingPathComponent("outputs")).isEmpty)
+    }
+
+    @Test func anMP4JobListsItsOneFileAndStillDownloadsAtItsURL() throws {
+        let server = try TestServer()
+        let input = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.standard)]).object["id"] as? String)
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(input)"}"#])
+        let id = try #require(created.object["id"] as? String)
+        _ = try eventually(60) { try server.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded" }
+        let output = try #require(try server.json("/v1/jobs/\(id)").object["output"] as? [String: Any])
+        #expect(output["url"] as? String == "/v1/jobs/\(id)/output")
+        let files = try #require(output["files"] as? [[String: Any]])
+        #expect(files.map { $0["path"] as? String } == ["output.mp4"] && files.first?["mimeType"] as? String == "video/mp4")
+        let whole = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", try server.base + "/v1/jobs/\(id)/output"])
+        let byPath = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                            try server.base + "/v1/jobs/\(id)/output/output.mp4"])
+        #expect(whole.stdout == "200 \(output["size"] as? Int ?? -1)" && byPath.stdout == whole.stdout, "\(whole.stdout) \(byPath.stdout)")
+        #expect(output["poster"] == nil && output["dash"] == nil)
+    }
+}
