@@ -22,23 +22,24 @@ fi
 settings='{"video":{"averageBitRate":2000000,"maxKeyFrameInterval":60,"profile":"high","preset":"veryfast"},
  "audio":{"bitRate":128000,"sampleRate":44100,"channels":2},"container":"mp4"}'
 
-measure() { # name, output, command...: prints "seconds kilobytes"
+measure() { # name, output, command...: prints "seconds kilobytes cpu-seconds"
   local name=$1 output=$2; shift 2
-  rm -f "$output"
-  /usr/bin/time -f "%e %M" -o "$work/$name.time" "$@" >/dev/null 2>"$work/$name.log" || { cat "$work/$name.log" >&2; exit 1; }
-  cat "$work/$name.time"
+  rm -rf "$output"
+  /usr/bin/time -f "%e %M %U %S" -o "$work/$name.time" "$@" >/dev/null 2>"$work/$name.log" || { cat "$work/$name.log" >&2; exit 1; }
+  awk '{printf "%s %s %.2f\n", $1, $2, $3 + $4}' "$work/$name.time"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 : >"$work/ours.runs"; : >"$work/ffmpeg.runs"; : >"$work/child.runs"
-request="{\"kind\":\"transcode\",\"input\":\"$PWD/$source\",\"output\":\"$PWD/$work/child.mp4\",\"settings\":$(echo "$settings" | tr -d '\n')}"
+# A job child writes a folder (output.mp4 inside), as the server's jobs do.
+request="{\"kind\":\"transcode\",\"input\":\"$PWD/$source\",\"output\":\"$PWD/$work/child\",\"settings\":$(echo "$settings" | tr -d '\n')}"
 run_child() { echo "$request" | "$bin" run-job | tail -1 | grep -q '"result"'; }
 for round in $(seq "$rounds"); do
   measure ffmpeg "$work/ffmpeg.mp4" ffmpeg -nostdin -y -i "$source" -c:v libx264 -preset veryfast -b:v 2M -g 60 \
     -profile:v high -c:a aac -b:a 128k -ar 44100 -ac 2 -movflags +faststart "$work/ffmpeg.mp4" >>"$work/ffmpeg.runs"
   measure ours "$work/ours.mp4" "$bin" transcode "$source" "$work/ours.mp4" --settings "$settings" --progress none \
     >>"$work/ours.runs"
-  measure child "$work/child.mp4" bash -c "$(declare -p request bin); $(declare -f run_child); run_child" >>"$work/child.runs"
+  measure child "$work/child" bash -c "$(declare -p request bin); $(declare -f run_child); run_child" >>"$work/child.runs"
   echo "round $round: ffmpeg $(tail -1 "$work/ffmpeg.runs")  transcoderd $(tail -1 "$work/ours.runs")  in a child $(tail -1 "$work/child.runs")  (s KiB)" >&2
 done
 psnr() { ffmpeg -v info -nostdin -i "$1" -i "$source" -lavfi "[0:v][1:v]psnr" -f null - 2>&1 | sed -n 's/.*PSNR.* average:\([0-9.inf]*\).*/\1/p' | tail -1; }
@@ -47,6 +48,8 @@ ours_rss=$(cut -d' ' -f2 "$work/ours.runs" | median); ffmpeg_rss=$(cut -d' ' -f2
 ours_psnr=$(psnr "$work/ours.mp4"); ffmpeg_psnr=$(psnr "$work/ffmpeg.mp4")
 echo "wall time   transcoderd ${ours_time}s  ffmpeg ${ffmpeg_time}s  ratio $(echo "scale=3; $ours_time / $ffmpeg_time" | bc -l)"
 echo "peak RSS    transcoderd $((ours_rss / 1024)) MiB  ffmpeg $((ffmpeg_rss / 1024)) MiB  ratio $(echo "scale=3; $ours_rss / $ffmpeg_rss" | bc -l)"
+ours_cpu=$(cut -d' ' -f3 "$work/ours.runs" | median); ffmpeg_cpu=$(cut -d' ' -f3 "$work/ffmpeg.runs" | median)
+echo "CPU cores   transcoderd $(echo "scale=2; $ours_cpu / $ours_time" | bc -l)  ffmpeg $(echo "scale=2; $ffmpeg_cpu / $ffmpeg_time" | bc -l)  (of $(nproc))"
 echo "PSNR (dB)   transcoderd ${ours_psnr}  ffmpeg ${ffmpeg_psnr}  difference $(echo "scale=3; $ours_psnr - $ffmpeg_psnr" | bc -l)"
 child_time=$(cut -d' ' -f1 "$work/child.runs" | median)
 echo "job child   run-job (sandboxed) ${child_time}s  transcode in process ${ours_time}s  ratio $(echo "scale=3; $child_time / $ours_time" | bc -l)  (target about 1)"

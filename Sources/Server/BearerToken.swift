@@ -1,5 +1,5 @@
-/// Optional API authentication: with a token set, every route but `/healthz` and `/readyz` needs
-/// `Authorization: Bearer <token>`, compared in constant time.
+/// Optional API authentication: with a token set, every route but `/healthz`, `/readyz` and CORS preflights
+/// (`OPTIONS`) needs `Authorization: Bearer <token>`, compared in constant time.
 public struct BearerToken: Sendable {
     private let token: [UInt8]?
 
@@ -11,6 +11,8 @@ public struct BearerToken: Sendable {
     public func check(_ head: RequestHead) -> HTTPError? {
         guard let token else { return nil }
         if head.segments == ["healthz"] || head.segments == ["readyz"] { return nil }
+        // A CORS preflight never carries credentials; the routes that answer one send back headers only.
+        if head.method == "OPTIONS" { return nil }
         let presented = head.headers["Authorization"].flatMap { value -> [UInt8]? in
             guard value.count > 7, value.prefix(7).lowercased() == "bearer " else { return nil }
             return Array(value.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8)

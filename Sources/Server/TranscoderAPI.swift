@@ -13,6 +13,8 @@ public final class TranscoderAPI: Sendable {
     let prober: any MediaProber
     let logger: Logger
     let metricsText: @Sendable () -> String
+    /// Other origins allowed to read output files (none by default).
+    let cors: CORSPolicy
     /// Rendered job JSON by id: pollers of a job that is not moving get the same bytes without a database read and
     /// without encoding it again. An entry is current while the store's generation and the job's live progress are
     /// what they were; after other writes, while its `updated_at` and live progress are unchanged.
@@ -26,7 +28,9 @@ public final class TranscoderAPI: Sendable {
         let data: Data
     }
 
-    public init(queue: JobQueue, prober: any MediaProber, logger: Logger, metricsText: @escaping @Sendable () -> String = { "" }) {
+    public init(queue: JobQueue, prober: any MediaProber, logger: Logger, cors: CORSPolicy = CORSPolicy(nil),
+                metricsText: @escaping @Sendable () -> String = { "" }) {
+        self.cors = cors
         self.queue = queue
         self.prober = prober
         self.logger = logger
@@ -38,7 +42,7 @@ public final class TranscoderAPI: Sendable {
 
     /// Every route of the API.
     public var router: Router {
-        Router([
+        var routes: [Router.Definition] = [
             .init("GET", "/healthz", inline: true) { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) },
             .init("GET", "/readyz") { [self] _ throws(HTTPError) in try ready() },
             .init("GET", "/metrics") { [self] _ throws(HTTPError) in metrics() },
@@ -57,10 +61,35 @@ public final class TranscoderAPI: Sendable {
             // Deleting a running job waits (up to 5 s) for it to stop: on the pool for waits.
             .init("DELETE", "/v1/jobs/{id}", pool: .waiting) { [self] request throws(HTTPError) in try deleteJob(request) },
             .init("GET", "/v1/jobs/{id}/events") { [self] request throws(HTTPError) in try events(request) },
-            .init("GET", "/v1/jobs/{id}/output") { [self] request throws(HTTPError) in try output(request) },
-            .init("GET", "/v1/jobs/{id}/output/{path...}") { [self] request throws(HTTPError) in try outputFile(request) },
+            .init("GET", "/v1/jobs/{id}/output") { [self] request throws(HTTPError) in try withCORS(request) { () throws(HTTPError) in try output(request) } },
+            .init("GET", "/v1/jobs/{id}/output/{path...}") { [self] request throws(HTTPError) in
+                try withCORS(request) { () throws(HTTPError) in try outputFile(request) }
+            },
             .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
-        ])
+        ]
+        if cors.isEnabled {
+            // Preflights for players on another origin (sent without credentials; they answer only headers).
+            for path in ["/v1/jobs/{id}/output", "/v1/jobs/{id}/output/{path...}"] {
+                routes.append(.init("OPTIONS", path, inline: true) { [cors] request throws(HTTPError) in
+                    Response(.noContent, headers: HTTPHeaders(cors.preflight(for: request.headers)))
+                })
+            }
+        }
+        return Router(routes)
+    }
+
+    /// Runs an output handler and adds the CORS headers to its answer, an error included.
+    private func withCORS(_ request: Request, _ handler: () throws(HTTPError) -> Response) throws(HTTPError) -> Response {
+        let fields = cors.headers(for: request.headers)
+        do {
+            var response = try handler()
+            for (name, value) in fields { response.headers.set(name, value) }
+            return response
+        } catch {
+            var failure = error
+            for (name, value) in fields { failure.headers.set(name, value) }
+            throw failure
+        }
     }
 
     // MARK: Health

@@ -15,6 +15,7 @@ struct Configuration: Sendable {
     var host = "127.0.0.1"
     var port = 8080
     var token: String?
+    var corsOrigin: String?
     var maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024
     var maxConnections = 4096
     var handlerThreads = 8
@@ -74,6 +75,16 @@ struct Configuration: Sendable {
                help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none") {
             config, value throws(UsageError) in
             config.token = value.isEmpty ? nil : value
+        },
+        Option(flag: "--cors-origin", environment: "TRANSCODER_CORS_ORIGIN",
+               help: "let pages on these origins (comma-separated, or *) read output files: players of a ladder elsewhere; default none") {
+            config, value throws(UsageError) in
+            for origin in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where origin != "*" {
+                guard origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.dropFirst(8).contains("/") else {
+                    throw UsageError(message: "--cors-origin: expected * or origins like https://player.example.com, got \"\(origin)\"")
+                }
+            }
+            config.corsOrigin = value.isEmpty ? nil : value
         },
         Option(flag: "--max-upload-bytes", environment: "TRANSCODER_MAX_UPLOAD_BYTES", help: "largest upload in bytes; default 21474836480 (20 GiB)") {
             config, value throws(UsageError) in

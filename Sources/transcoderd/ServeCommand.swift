@@ -54,7 +54,7 @@ enum ServeCommand {
             serverConfig.handlerThreads = config.handlerThreads
             serverConfig.probeThreads = config.probeThreads
             let metricsBox = LockedValue<ServerMetrics?>(nil)
-            let api = TranscoderAPI(queue: queue, prober: runner, logger: logger) {
+            let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin)) {
                 Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)
             }
             let server: HTTPServer

@@ -6,7 +6,7 @@ import TestSupport
 /// ranges and validators, the playlists decodable over HTTP by ffmpeg, and nothing outside the listed files reachable.
 @Suite struct StreamingTests {
     @Test func aLadderJobServesEveryFileItListsAndNothingElse() throws {
-        let server = try TestServer()
+        let server = try TestServer(["--cors-origin", "http://player.test:8000"])
         let input = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.standard)]).object["id"] as? String)
         let settings = #"{"container": "hls", "segmentDuration": 2, "thumbnails": {"interval": 1, "storyboard": true, "poster": 0.5}}"#
         let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
@@ -63,6 +63,29 @@ import TestSupport
                                            try server.base + base + "/360p/segment_00001.m4s"])
         #expect(range.stdout == "206 100")
 
+        // HEAD answers the headers of GET.
+        let head = try Shell.run("curl", ["-s", "-I", try server.base + base + "/360p/init.mp4"])
+        let initSize = files.first { $0["path"] as? String == "360p/init.mp4" }?["size"] as? Int ?? -1
+        #expect(head.stdout.hasPrefix("HTTP/1.1 200") && head.stdout.contains("Content-Length: \(initSize)\r\n")
+                && head.stdout.contains("Content-Type: video/mp4") && head.stdout.contains("ETag: "), "\(head.stdout)")
+
+        // A player page on the allowed origin may read the files (and their lengths); another origin may not.
+        let allowed = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://player.test:8000",
+                                             try server.base + base + "/master.m3u8"])
+        #expect(allowed.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000\r\n")
+                && allowed.stdout.contains("Access-Control-Expose-Headers: Content-Length, Content-Range"), "\(allowed.stdout)")
+        let other = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://elsewhere.test",
+                                           try server.base + base + "/master.m3u8"])
+        #expect(other.stdout.hasPrefix("HTTP/1.1 200") && !other.stdout.contains("Access-Control-Allow-Origin"), "\(other.stdout)")
+        let preflight = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://player.test:8000",
+                                               "-H", "Access-Control-Request-Method: GET", "-H", "Access-Control-Request-Headers: range",
+                                               try server.base + base + "/360p/segment_00001.m4s"])
+        #expect(preflight.stdout.hasPrefix("HTTP/1.1 204") && preflight.stdout.contains("Access-Control-Allow-Headers: Range"),
+                "\(preflight.stdout)")
+        let missing = try Shell.run("curl", ["-s", "-D", "-", "-H", "Origin: http://player.test:8000", try server.base + base + "/nothing.mp4"])
+        #expect(missing.stdout.hasPrefix("HTTP/1.1 404") && missing.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000"),
+                "a refusal is readable by the player too: \(missing.stdout)")
+
         // Only listed files: no way out of the folder, no unlisted name, no other method.
         for probe in ["../../transcoderd.sqlite", "%2e%2e/%2e%2e/transcoderd.sqlite", "360p%2Fsegment_00001.m4s",
                       "360p/../master.m3u8", "nothing.mp4", "360p", "thumbnails/"] {
@@ -72,7 +95,7 @@ import TestSupport
             #expect(answer.stdout.contains(#""error":{"code":"#) || answer.stdout.contains(#""error": {"code":"#), "\(probe)")
         }
         let post = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", try server.base + base + "/master.m3u8"])
-        #expect(post.stdout.hasPrefix("HTTP/1.1 405") && post.stdout.contains("Allow: GET, HEAD"), "\(post.stdout)")
+        #expect(post.stdout.hasPrefix("HTTP/1.1 405") && post.stdout.contains("Allow: GET, HEAD, OPTIONS"), "\(post.stdout)")
 
         // Deleting the job removes its whole folder.
         let folder = server.data.appendingPathComponent("outputs/\(id)")
@@ -97,5 +120,11 @@ import TestSupport
                                             try server.base + "/v1/jobs/\(id)/output/output.mp4"])
         #expect(whole.stdout == "200 \(output["size"] as? Int ?? -1)" && byPath.stdout == whole.stdout, "\(whole.stdout) \(byPath.stdout)")
         #expect(output["poster"] == nil && output["dash"] == nil)
+        // Without --cors-origin, no CORS headers and no preflight route.
+        let plain = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://player.test",
+                                           try server.base + "/v1/jobs/\(id)/output"])
+        #expect(!plain.stdout.contains("Access-Control"), "\(plain.stdout)")
+        let options = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "OPTIONS", try server.base + "/v1/jobs/\(id)/output"])
+        #expect(options.stdout == "405")
     }
 }

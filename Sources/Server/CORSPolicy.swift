@@ -1,0 +1,40 @@
+/// Which other origins may read a job's output files from a browser (`--cors-origin`): none by default, `*` for
+/// any, or a comma-separated list of origins (`https://player.example.com`). Applies to the output routes only:
+/// a player page elsewhere fetches playlists, segments, posters and storyboards; the rest of the API stays
+/// same-origin.
+public struct CORSPolicy: Sendable, Equatable {
+    /// `*`, or the origins allowed exactly as browsers send them (scheme, host, port).
+    public let origins: [String]
+
+    public init(_ value: String?) {
+        origins = (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    public var isEnabled: Bool { !origins.isEmpty }
+
+    /// Response headers that let the requesting origin read the answer (none when it is not allowed).
+    func headers(for request: HTTPHeaders) -> [(String, String)] {
+        var fields: [(String, String)]
+        if origins.contains("*") {
+            fields = [("Access-Control-Allow-Origin", "*")]
+        } else if let origin = request["Origin"], origins.contains(origin) {
+            fields = [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
+        } else {
+            return []
+        }
+        // Players read a segment's length and range, and revalidate with the ETag.
+        fields.append(("Access-Control-Expose-Headers", "Content-Length, Content-Range, Accept-Ranges, ETag, Location"))
+        return fields
+    }
+
+    /// The answer to a preflight (`OPTIONS` with `Access-Control-Request-Method`): reads with ranges and validators.
+    func preflight(for request: HTTPHeaders) -> [(String, String)] {
+        let allowed = headers(for: request)
+        guard !allowed.isEmpty else { return [] }
+        return allowed + [
+            ("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS"),
+            ("Access-Control-Allow-Headers", "Range, If-None-Match, If-Range, Authorization"),
+            ("Access-Control-Max-Age", "600"),
+        ]
+    }
+}
