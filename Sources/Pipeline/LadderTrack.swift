@@ -46,7 +46,8 @@ struct LadderTrack {
     /// Every key frame with how long it stands for (until the next key frame, the last until the track's end).
     var iFrames: [(segment: SegmentedOutput.Segment, frame: SegmentedOutput.KeyFrame, duration: Double)] {
         let all = segments.flatMap { segment in segment.keyFrames.map { (segment, $0) } }
-        let end = segments.last.map { seconds($0.start + $0.duration) } ?? 0
+        // Key frame times are on the output timeline; segment times in the files carry the offset.
+        let end = segments.last.map { seconds($0.start + $0.duration - offset) } ?? 0
         return all.enumerated().map { index, item in
             let next = index + 1 < all.count ? all[index + 1].1.time : end
             return (item.0, item.1, max(0, next - item.1.time))

@@ -23,7 +23,8 @@ final class StreamEncoder {
         context.pointee.bit_rate = Int64(settings.averageBitRate)
         context.pointee.gop_size = Int32(settings.maxKeyFrameInterval)
         context.pointee.level = Int32(settings.level)
-        context.pointee.thread_count = FFmpeg.threadCount(perCore: 1.5) // x264 takes 1.5 threads a core
+        // x264 takes 1.5 threads a core; the encoders of a ladder share them.
+        context.pointee.thread_count = settings.threads > 0 ? settings.threads : FFmpeg.threadCount(perCore: 1.5)
         if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
         settings.colors.apply(to: context)
         try FFmpeg.setOption(context.pointee.priv_data, "preset", settings.preset)

@@ -1,4 +1,5 @@
 import CFFmpeg
+import Foundation
 
 /// The per-track work of a transcode, decided from the source's tracks and the settings: which tracks are
 /// encoded, copied or dropped, and the stages that carry each one.
@@ -103,7 +104,16 @@ final class TranscodePlan {
                     index, encoding.keyFrameSeconds, interval))
             }
             grid = KeyFrameGrid(interval: interval, segmentDuration: settings.segmentDuration ?? TranscodeSettings.defaultSegmentDuration)
-            for index in encodings.indices { encodings[index].keyFramesForcedOnly = true }
+            // Each rendition encodes on its own thread already: x264's frame threads for all of them together come
+            // to what one encoder would take (1.5 a core), shared by picture size (the largest rung sets the pace),
+            // at least one each. Fewer threads also hold fewer frames.
+            let total = Double(ProcessInfo.processInfo.activeProcessorCount) * 1.5
+            let pixels = encodings.map { Double($0.width * $0.height) }
+            for index in encodings.indices {
+                encodings[index].keyFramesForcedOnly = true
+                let share = total * pixels[index] / max(1, pixels.reduce(0, +))
+                encodings[index].threads = Int32(min(Double(FFmpeg.maxThreads), max(1, share.rounded())))
+            }
         } else {
             encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, crop: crop)]
         }

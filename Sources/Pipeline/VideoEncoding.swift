@@ -32,6 +32,9 @@ struct VideoEncoding {
     /// Key frames only where the caller forces them (closed GOPs, no scene cuts): a ladder's renditions must put
     /// their IDRs at the same instants.
     var keyFramesForcedOnly = false
+    /// x264 threads; 0: its own choice for the machine (see `FFmpeg.threadCount`). A ladder shares the cores
+    /// between its encoders.
+    var threads: Int32 = 0
 
     /// Every default of `settings` filled in from the source stream: size from the (cropped) display size, frame
     /// rate and time base from the stream, bit rate from the size, key frames every two seconds.

@@ -72,7 +72,7 @@ import TestSupport
         // A player page on the allowed origin may read the files (and their lengths); another origin may not.
         let allowed = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://player.test:8000",
                                              try server.base + base + "/master.m3u8"])
-        #expect(allowed.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000\r\n")
+        #expect(allowed.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000\r\n") && allowed.stdout.contains("Vary: Origin\r\n")
                 && allowed.stdout.contains("Access-Control-Expose-Headers: Content-Length, Content-Range"), "\(allowed.stdout)")
         let other = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://elsewhere.test",
                                            try server.base + base + "/master.m3u8"])
@@ -80,8 +80,12 @@ import TestSupport
         let preflight = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://player.test:8000",
                                                "-H", "Access-Control-Request-Method: GET", "-H", "Access-Control-Request-Headers: range",
                                                try server.base + base + "/360p/segment_00001.m4s"])
-        #expect(preflight.stdout.hasPrefix("HTTP/1.1 204") && preflight.stdout.contains("Access-Control-Allow-Headers: Range"),
-                "\(preflight.stdout)")
+        #expect(preflight.stdout.hasPrefix("HTTP/1.1 204") && preflight.stdout.contains("Access-Control-Allow-Headers: Range")
+                && preflight.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000\r\n")
+                && preflight.stdout.contains("Access-Control-Allow-Methods: GET"), "\(preflight.stdout)")
+        let strangerPreflight = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://elsewhere.test",
+                                                       "-H", "Access-Control-Request-Method: GET", try server.base + base + "/master.m3u8"])
+        #expect(!strangerPreflight.stdout.contains("Access-Control-Allow-Origin"), "\(strangerPreflight.stdout)")
         let missing = try Shell.run("curl", ["-s", "-D", "-", "-H", "Origin: http://player.test:8000", try server.base + base + "/nothing.mp4"])
         #expect(missing.stdout.hasPrefix("HTTP/1.1 404") && missing.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000"),
                 "a refusal is readable by the player too: \(missing.stdout)")
@@ -92,7 +96,10 @@ import TestSupport
             let answer = try Shell.run("curl", ["-s", "--path-as-is", "-w", "\n%{http_code}", try server.base + base + "/" + probe])
             let status = answer.stdout.split(separator: "\n").last.map(String.init)
             #expect(status == "404", "\(probe): \(answer.stdout.suffix(200))")
-            #expect(answer.stdout.contains(#""error":{"code":"#) || answer.stdout.contains(#""error": {"code":"#), "\(probe)")
+            // Refused by the listing itself (a path resolved elsewhere would answer another error); a "/" sent as
+            // %2F matches no route at all.
+            let code = probe.contains("%2F") ? "not_found" : "output_file_not_found"
+            #expect(answer.stdout.contains(#""code":"\#(code)""#), "\(probe): \(answer.stdout.suffix(200))")
         }
         let post = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", try server.base + base + "/master.m3u8"])
         #expect(post.stdout.hasPrefix("HTTP/1.1 405") && post.stdout.contains("Allow: GET, HEAD, OPTIONS"), "\(post.stdout)")
@@ -110,7 +117,7 @@ import TestSupport
         let input = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.standard)]).object["id"] as? String)
         let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(input)"}"#])
         let id = try #require(created.object["id"] as? String)
-        _ = try eventually(60) { try server.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded" }
+        #expect(try eventually(60) { try server.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded" })
         let output = try #require(try server.json("/v1/jobs/\(id)").object["output"] as? [String: Any])
         #expect(output["url"] as? String == "/v1/jobs/\(id)/output")
         let files = try #require(output["files"] as? [[String: Any]])

@@ -6,7 +6,6 @@ Usage: check_ladder.py FOLDER. Prints one JSON summary on success; exits 1 namin
 import json
 import math
 import os
-import struct
 import sys
 import xml.etree.ElementTree as ET
 
@@ -18,18 +17,6 @@ problems = []
 
 def fail(message):
     problems.append(message)
-
-
-def boxes(data, start=0, end=None):
-    """Top-level ISO BMFF boxes of data[start:end] as (type, offset, size)."""
-    end = len(data) if end is None else end
-    offset = start
-    while offset + 8 <= end:
-        size, kind = struct.unpack(">I4s", data[offset:offset + 8])
-        if size < 8:
-            break
-        yield kind.decode("latin-1"), offset, size
-        offset += size
 
 
 def segment_bytes(path):
@@ -67,7 +54,7 @@ def check_media(uri, kind):
             fail(f"{uri}: {segment.uri} missing")
             continue
         # Apple: each EXTINF rounded to the nearest integer is at most the target duration.
-        if round(segment.duration) > playlist.target_duration:
+        if math.floor(segment.duration + 0.5) > playlist.target_duration:
             fail(f"{uri}: segment of {segment.duration} s over TARGETDURATION {playlist.target_duration}")
         size = segment_bytes(path) if kind != "iframe" else segment.byterange and int(segment.byterange.split("@")[0])
         if kind == "iframe":
@@ -84,7 +71,9 @@ def check_media(uri, kind):
             peak = max(peak, size * 8 / segment.duration)
         total_bits += size * 8
         total_time += segment.duration
-    if playlist.target_duration != max(1, round(max(durations, default=0))):
+    if kind == "iframe" and not playlist.is_i_frames_only:
+        fail(f"{uri}: no EXT-X-I-FRAMES-ONLY")
+    if playlist.target_duration != max(1, math.floor(max(durations, default=0) + 0.5)):
         fail(f"{uri}: TARGETDURATION {playlist.target_duration} is not the longest segment rounded ({max(durations, default=0)})")
     return durations, peak, (total_bits / total_time if total_time else 0), total_time
 
@@ -122,8 +111,11 @@ for variant in master.playlists:
     })
 
 for iframe in master.iframe_playlists:
-    durations, _, _, _ = check_media(iframe.uri, "iframe")
-    summary["iframes"].append({"uri": iframe.uri, "count": len(durations), "codecs": iframe.iframe_stream_info.codecs})
+    durations, peak, _, _ = check_media(iframe.uri, "iframe")
+    if iframe.iframe_stream_info.bandwidth + 1 < peak:
+        fail(f"{iframe.uri}: BANDWIDTH {iframe.iframe_stream_info.bandwidth} below the measured peak {peak:.0f}")
+    summary["iframes"].append({"uri": iframe.uri, "count": len(durations), "codecs": iframe.iframe_stream_info.codecs,
+                               "durations": durations})
 
 # DASH: a static MPD whose templates name the same files.
 mpd = ET.parse(os.path.join(folder, "manifest.mpd")).getroot()
@@ -131,10 +123,26 @@ ns = {"d": "urn:mpeg:dash:schema:mpd:2011"}
 if mpd.get("type") != "static":
     fail("manifest.mpd is not static")
 representations = []
+presentation = mpd.get("mediaPresentationDuration", "PT0S")
+total = float(presentation[2:-1]) if presentation.startswith("PT") and presentation.endswith("S") else -1
 for rep in mpd.iterfind(".//d:Representation", ns):
     template = rep.find("d:SegmentTemplate", ns)
     timeline = template.find("d:SegmentTimeline", ns)
-    count = sum(1 + int(s.get("r", "0")) for s in timeline.iterfind("d:S", ns))
+    entries = list(timeline.iterfind("d:S", ns))
+    count = sum(1 + int(s.get("r", "0")) for s in entries)
+    # The timeline runs without gaps, and the longest track lasts the presentation.
+    timescale = int(template.get("timescale"))
+    expected_start = None
+    length = 0
+    for entry in entries:
+        start, duration, repeats = int(entry.get("t")), int(entry.get("d")), int(entry.get("r", "0"))
+        if expected_start is not None and start != expected_start:
+            fail(f"manifest.mpd {rep.get('id')}: S@t {start} leaves a gap or overlap (expected {expected_start})")
+        expected_start = start + duration * (repeats + 1)
+        length += duration * (repeats + 1)
+    rep_seconds = length / timescale
+    if rep_seconds > total + 0.001 or rep_seconds < total - 0.5:
+        fail(f"manifest.mpd {rep.get('id')}: {rep_seconds:.3f} s of segments against mediaPresentationDuration {total} s")
     for number in range(1, count + 1):
         name = template.get("media").replace("$Number%05d$", f"{number:05d}")
         if not os.path.exists(os.path.join(folder, name)):
@@ -142,6 +150,8 @@ for rep in mpd.iterfind(".//d:Representation", ns):
     if not os.path.exists(os.path.join(folder, template.get("initialization"))):
         fail(f"manifest.mpd: {template.get('initialization')} missing")
     representations.append({"id": rep.get("id"), "segments": count, "bandwidth": int(rep.get("bandwidth"))})
+if not representations:
+    fail("manifest.mpd has no Representation")
 summary["dash"] = representations
 
 if problems:

@@ -25,12 +25,11 @@ function report(fields) {
   fetch("/report", {method: "POST", body: JSON.stringify(Object.assign({support}, fields))});
 }
 video.addEventListener("error", () => report({error: video.error ? video.error.code : -1, message: video.error ? video.error.message : ""}));
-video.addEventListener("timeupdate", () => {
-  if (video.currentTime > 1.5) {
-    report({duration: video.duration, width: video.videoWidth, height: video.videoHeight, time: video.currentTime});
-  }
+// Played to the end: every segment of (at least) one variant and of the audio was fetched and decoded.
+video.addEventListener("ended", () => {
+  report({ended: true, duration: video.duration, width: video.videoWidth, height: video.videoHeight, time: video.currentTime});
 });
-setTimeout(() => report({timeout: true, time: video.currentTime, readyState: video.readyState}), 25000);
+setTimeout(() => report({timeout: true, time: video.currentTime, readyState: video.readyState}), 40000);
 video.src = new URLSearchParams(location.search).get("src");
 video.play().catch((error) => {});
 </script>

@@ -21,6 +21,7 @@ public enum Ladder {
             public let uri: String
             public let count: Int
             public let codecs: String
+            public let durations: [Double]
         }
 
         public struct Audio: Decodable, Sendable {
