@@ -209,6 +209,38 @@ final class TimedRunner: JobRunner {
         }
     }
 
+    @Test func outputFoldersAreRemovedWholeAndStrayOnesAtStart() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        // A succeeded ladder job: its folder with files in sub-folders.
+        let done = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(container: .hls))
+        let folder = fixture.directory.outputDirectory(for: done)
+        try FileManager.default.createDirectory(atPath: folder + "/audio", withIntermediateDirectories: true)
+        try Data("#EXTM3U\n".utf8).write(to: URL(fileURLWithPath: folder + "/master.m3u8"))
+        try Data("x".utf8).write(to: URL(fileURLWithPath: folder + "/audio/segment_00001.m4s"))
+        try fixture.store.move(done.id, to: .running)
+        try fixture.store.markSucceeded(id: done.id, outputPath: folder + "/master.m3u8", size: 9, tracks: [],
+                                       files: [OutputFile(path: "master.m3u8", size: 8, mimeType: "application/vnd.apple.mpegurl"),
+                                               OutputFile(path: "audio/segment_00001.m4s", size: 1, mimeType: "audio/mp4")],
+                                       duration: 1, framesEncoded: 0, seconds: 0.1)
+        #expect(try fixture.store.job(id: done.id)?.outputRoot == folder)
+        // What a killed process leaves: a partial folder of a job that will run again, and a folder of a job that
+        // is queued (its output from an attempt that did not finish).
+        let waiting = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let partial = fixture.directory.outputs.path + "/\(waiting.id).1a2b3c4d.partial"
+        try FileManager.default.createDirectory(atPath: partial + "/360p", withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: partial + "/360p/segment_00001.m4s"))
+        try FileManager.default.createDirectory(atPath: fixture.directory.outputDirectory(for: waiting), withIntermediateDirectories: true)
+        let queue = queue(fixture) { $0.workers = 0 }
+        _ = try queue.start()
+        #expect(fixture.outputFiles == [done.id], "only the succeeded job's folder stays: \(fixture.outputFiles)")
+        #expect(FileManager.default.fileExists(atPath: folder + "/audio/segment_00001.m4s"))
+        try queue.sweep(olderThan: Date().timeIntervalSince1970 + 1)
+        #expect(try fixture.store.job(id: done.id) == nil)
+        #expect(fixture.outputFiles.isEmpty, "the whole folder went with the job: \(fixture.outputFiles)")
+        queue.stop(grace: 1)
+    }
+
     @Test func retentionDeletesFinishedJobsOnly() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))

@@ -57,6 +57,16 @@ import TestSupport
         #expect(summary.variants[0].codecs.hasPrefix("avc1.64") && summary.variants[1].codecs.hasPrefix("avc1.4d"),
                 "High for the first, Main for the second: \(summary.variants.map(\.codecs))")
         #expect(summary.variants.allSatisfy { $0.codecs.hasSuffix(",mp4a.40.2") })
+        // CODECS against what ffprobe reads from each rendition: profile_idc and level_idc (avc1.PPCCLL, hex).
+        for (variant, track) in zip(summary.variants, ["360p", "234p"]) {
+            let joined = try Ladder.joined(folder, track: track)
+            defer { try? FileManager.default.removeItem(atPath: joined) }
+            let stream = try #require(try Probe.read(joined).video)
+            let profile = ["High": "64", "Main": "4d", "Constrained Baseline": "42", "Baseline": "42"][stream.profile ?? ""] ?? "?"
+            let level = String(format: "%02x", stream.level ?? -1)
+            let avc = variant.codecs.split(separator: ",").first.map(String.init) ?? ""
+            #expect(avc.hasPrefix("avc1." + profile) && avc.hasSuffix(level), "\(avc) vs ffprobe \(stream.profile ?? "?") level \(stream.level ?? -1)")
+        }
         #expect(summary.variants.allSatisfy { $0.durations == [4, 4, 2] }, "\(summary.variants.map(\.durations))")
         #expect(summary.variants[0].bandwidth > summary.variants[1].bandwidth)
         #expect(summary.iframes.map(\.count) == [5, 5], "an I-frame every 2 s")

@@ -7,6 +7,8 @@ public struct Probe: Decodable, Sendable {
         public let codec_type: String
         public let codec_name: String?
         public let profile: String?
+        /// H.264 level times ten (31 for 3.1).
+        public let level: Int?
         public let width: Int?
         public let height: Int?
         public let sample_aspect_ratio: String?
