@@ -106,6 +106,25 @@ import TestSupport
         #expect(Set(track.map { $0.box[0] }).count == 5, "each cue its own tile")
         let poster = try #require(try Probe.read(folder + "/poster.jpg").video)
         #expect(poster.width == 640 && poster.height == 360)
+        // Each picture shows its own moment: closer to the source's frame at its time than to the one a second later.
+        let source = try Media.path(.tenSeconds)
+        let references = try Media.scratch()
+        for index in 0..<5 {
+            let time = Double(index * 2)
+            let now = try Probe.frame(source, at: time, width: 96, height: 54, into: references)
+            let later = try Probe.frame(source, at: time + 1, width: 96, height: 54, into: references)
+            let thumbnailPath = folder + "/thumbnails/" + thumbnails[index]
+            let (same, other) = (try Probe.psnr(thumbnailPath, now), try Probe.psnr(thumbnailPath, later))
+            #expect(same > other + 1, "thumbnail \(index + 1) at \(time) s: \(same) dB against its moment, \(other) dB a second later")
+            let tile = (x: index * 96, y: 0, width: 96, height: 54)
+            let (tileSame, tileOther) = (try Probe.psnr(folder + "/storyboard.jpg", now, crop: tile),
+                                         try Probe.psnr(folder + "/storyboard.jpg", later, crop: tile))
+            #expect(tileSame > tileOther + 1, "tile \(index + 1): \(tileSame) dB vs \(tileOther) dB")
+        }
+        let posterNow = try Probe.frame(source, at: 5, width: 640, height: 360, into: references)
+        let posterLater = try Probe.frame(source, at: 6, width: 640, height: 360, into: references)
+        let (posterSame, posterOther) = (try Probe.psnr(folder + "/poster.jpg", posterNow), try Probe.psnr(folder + "/poster.jpg", posterLater))
+        #expect(posterSame > posterOther + 1, "the poster at 5 s: \(posterSame) dB vs \(posterOther) dB")
         // The result lists every file once, with what to serve it as.
         let files = run.result.files ?? []
         #expect(Set(files.map(\.path)).count == files.count)

@@ -97,6 +97,25 @@ public struct Probe: Decodable, Sendable {
         return result
     }
 
+    /// The source's frame at `time` seconds, scaled to `width` × `height`, as a PNG file in `folder`.
+    public static func frame(_ source: String, at time: Double, width: Int, height: Int, into folder: URL) throws -> String {
+        let path = folder.appendingPathComponent("frame-\(time)-\(width)x\(height).png").path
+        try Shell.check("ffmpeg", ["-v", "error", "-y", "-ss", String(time), "-i", source, "-frames:v", "1",
+                                   "-vf", "scale=\(width):\(height)", path])
+        return path
+    }
+
+    /// PSNR (dB) of picture `a` against picture `b` (same size), optionally of the `crop` (x, y, w, h) of `a`.
+    public static func psnr(_ a: String, _ b: String, crop: (x: Int, y: Int, width: Int, height: Int)? = nil) throws -> Double {
+        let first = crop.map { "[0:v]crop=\($0.width):\($0.height):\($0.x):\($0.y)[a];" } ?? "[0:v]null[a];"
+        let run = try Shell.run("ffmpeg", ["-nostdin", "-i", a, "-i", b, "-lavfi", first + "[a][1:v]psnr", "-f", "null", "-"])
+        guard let range = run.stderr.range(of: "average:") else {
+            throw ShellError(message: "psnr of \(a) and \(b): \(run.stderr.suffix(500))")
+        }
+        let value = run.stderr[range.upperBound...].prefix { !$0.isWhitespace }
+        return value == "inf" ? 100 : Double(value) ?? .nan
+    }
+
     /// Mean value of each RGB channel over a region of the frame at `time` seconds (0...255).
     public static func meanColor(_ path: String, at time: Double = 0.5, x: Int, y: Int, width: Int, height: Int) throws -> [Double] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")
