@@ -26,20 +26,31 @@ import TestSupport
                                                    #"{"input": "\#(uploadID)", "settings": "480p"}"#])
         let jobID = try #require(created.object["id"] as? String)
         #expect(eventually(60) { (try? server.json("/v1/jobs/\(jobID)"))?.object["state"] as? String == "succeeded" })
+        let ladder = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                  #"{"input": "\#(uploadID)", "settings": {"container": "hls", "segmentDuration": 2}}"#])
+        let ladderID = try #require(ladder.object["id"] as? String)
+        #expect(eventually(60) { (try? server.json("/v1/jobs/\(ladderID)"))?.object["state"] as? String == "succeeded" })
         server.stop()
 
         let calls = try Self.calls(in: trace)
         let uploads = server.data.appendingPathComponent("uploads").path
         let outputs = server.data.appendingPathComponent("outputs").path
         // An upload is a file; a job's output is a folder (its files flushed before the folder is renamed).
-        for (folder, name) in [(uploads, uploadID), (outputs, jobID)] {
+        for (folder, name) in [(uploads, uploadID), (outputs, jobID), (outputs, ladderID)] {
             let final = folder + "/" + name
             let renamed = try #require(calls.firstIndex { if case .rename(_, final) = $0 { true } else { false } },
                                        "\(name) is renamed into \(folder)")
             guard case .rename(let temporary, _) = calls[renamed] else { continue }
             #expect(calls[..<renamed].contains(.fsync(temporary)), "\(temporary) is flushed before its rename")
-            if folder == outputs {
+            if name == jobID {
                 #expect(calls[..<renamed].contains(.fsync(temporary + "/output.mp4")), "the output file is flushed before its folder is renamed")
+            }
+            if name == ladderID {
+                // Every file and sub-folder of a ladder, before the whole folder is renamed.
+                for path in ["master.m3u8", "manifest.mpd", "360p", "360p/init.mp4", "360p/segment_00002.m4s", "360p/index.m3u8",
+                             "audio", "audio/segment_00001.m4s"] {
+                    #expect(calls[..<renamed].contains(.fsync(temporary + "/" + path)), "\(path) is flushed before the ladder's rename")
+                }
             }
             #expect(calls[renamed...].contains(.fsync(folder)), "\(folder) is flushed after the rename")
         }
