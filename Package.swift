@@ -24,11 +24,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "Locks"),
         .target(name: "Logging"),
         .target(name: "Pipeline", dependencies: ["CFFmpeg", "Locks"]),
         .target(name: "Isolation", dependencies: ["Pipeline", "CProcess", "CSeccomp", "Locks"]),
-        .target(name: "Jobs", dependencies: ["Pipeline", "Isolation", "CSQLite", "Locks", "Logging"]),
+        .target(name: "Jobs", dependencies: ["Pipeline", "Isolation", "CSQLite", "CPostgres", "Locks", "Logging"]),
         .target(name: "Server", dependencies: ["Jobs", "Locks", "Logging", "CSystem", "CCrypto"]),
         .executableTarget(name: "transcoderd", dependencies: ["Pipeline", "Isolation", "Jobs", "Server", "Locks", "Logging"]),
         .executableTarget(name: "JobsBench", dependencies: ["Jobs", "Pipeline"], path: "bench/JobsBench"),

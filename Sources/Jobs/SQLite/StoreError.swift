@@ -10,20 +10,28 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// The statement that failed, when there was one.
     public let sql: String?
+    /// PostgreSQL's SQLSTATE (`23505`, ...), when PostgreSQL reported the error.
+    public let sqlState: String?
 
-    public init(code: String, message: String, resultCode: Int32? = nil, sql: String? = nil) {
+    public init(code: String, message: String, resultCode: Int32? = nil, sql: String? = nil, sqlState: String? = nil) {
         self.code = code
         self.message = message
         self.resultCode = resultCode
         self.sql = sql
+        self.sqlState = sqlState
     }
 
     public var description: String { "\(code): \(message)" }
 
-    /// Whether SQLite refused the statement with a constraint (or a trigger's RAISE(ABORT)).
-    public var isConstraint: Bool { resultCode.map { $0 & 0xff == SQLITE_CONSTRAINT } ?? false }
+    /// Whether the database refused the statement with a constraint (SQLite: or a trigger's RAISE(ABORT);
+    /// PostgreSQL: SQLSTATE class 23, integrity constraint violation).
+    public var isConstraint: Bool {
+        resultCode.map { $0 & 0xff == SQLITE_CONSTRAINT } ?? sqlState?.hasPrefix("23") ?? false
+    }
 
     /// Whether SQLite refused the statement because another row still refers to this one (a foreign key), as
     /// opposed to another constraint or a trigger.
-    public var isStillReferenced: Bool { resultCode == SQLITE_CONSTRAINT | (3 << 8) } // SQLITE_CONSTRAINT_FOREIGNKEY
+    public var isStillReferenced: Bool {
+        resultCode == SQLITE_CONSTRAINT | (3 << 8) || sqlState == "23503" // SQLITE_CONSTRAINT_FOREIGNKEY, foreign_key_violation
+    }
 }

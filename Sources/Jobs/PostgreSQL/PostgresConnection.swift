@@ -1,0 +1,171 @@
+import CPostgres
+import Foundation
+
+/// Owns one libpq connection (`PGconn*`); finished in `deinit`.
+///
+/// Statements are sent with their arguments apart from the SQL text (`PQexecParams`, text format), so no value is
+/// ever spliced into SQL. Results come back as `Row`s of `SQLValue`, typed by the column's type: integers, floating
+/// point and numeric, booleans (as 0 or 1), `bytea`, text for everything else. Errors keep libpq's message and the
+/// SQLSTATE. Blocking: call from a worker thread, never an event loop. Not Sendable: one thread at a time.
+final class PostgresConnection {
+    private var connection: OpaquePointer?
+    /// Set once a statement failed because the server or the link went away: the connection is not used again.
+    private var lost = false
+    /// The URI without its password, for messages.
+    let displayURI: String
+
+    /// Connects with a libpq URI (`postgresql://user@host/db?...`).
+    init(uri: String) throws(StoreError) {
+        displayURI = Self.withoutPassword(uri)
+        connection = PQconnectdb(uri)
+        guard let connection, PQstatus(connection) == CONNECTION_OK else {
+            let message = connection.map { Self.trimmed(PQerrorMessage($0)) } ?? "out of memory"
+            PQfinish(connection)
+            self.connection = nil
+            throw StoreError(code: "store_unavailable", message: "Connecting to PostgreSQL at \(displayURI) failed: \(message)")
+        }
+        // Times and numbers are read back as they were written, whatever the server's defaults.
+        try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3")
+    }
+
+    /// Whether the connection is up (false after the server went away, until a new connection is made).
+    var isConnected: Bool { !lost && (connection.map { PQstatus($0) == CONNECTION_OK } ?? false) }
+
+    /// Runs one or more statements without arguments, returning nothing of interest.
+    func execute(_ sql: String) throws(StoreError) {
+        let result = PQexec(connection, sql)
+        defer { PQclear(result) }
+        try check(result, sql: sql)
+    }
+
+    /// Runs one statement with `arguments` bound to `$1`, `$2`, ... and returns its rows.
+    @discardableResult
+    func query(_ sql: String, _ arguments: [SQLValue] = []) throws(StoreError) -> [Row] {
+        // Text format for every parameter: libpq wants C strings that live until the call returns.
+        let texts: [String?] = arguments.map(Self.text)
+        var pointers: [UnsafeMutablePointer<CChar>?] = texts.map { $0.map { strdup($0) } ?? nil }
+        defer { pointers.forEach { free($0) } }
+        let result = pointers.withUnsafeMutableBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) { values in
+                PQexecParams(connection, sql, Int32(arguments.count), nil, arguments.isEmpty ? nil : values, nil, nil, 0)
+            }
+        }
+        defer { PQclear(result) }
+        try check(result, sql: sql)
+        return Self.rows(result)
+    }
+
+    /// Runs `body` in a transaction: committed if it returns, rolled back if it throws (the first error is the one
+    /// rethrown, even when the rollback fails too).
+    func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
+        try execute("BEGIN")
+        let value: T
+        do {
+            value = try body()
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+        try execute("COMMIT")
+        return value
+    }
+
+    private func check(_ result: OpaquePointer?, sql: String) throws(StoreError) {
+        guard let result else {
+            lost = true
+            throw StoreError(code: "store_unavailable", message: "PostgreSQL: \(Self.trimmed(PQerrorMessage(connection)))", sql: sql)
+        }
+        let status = PQresultStatus(result)
+        guard status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK else { return }
+        let state = PQresultErrorField(result, Int32(Character("C").asciiValue!)).map { String(cString: $0) }
+        let message = Self.trimmed(PQresultErrorMessage(result))
+        // Class 08: connection exception; 57P: the server shutting down or starting; a failed status without a
+        // SQLSTATE: the link went away mid-statement.
+        if state == nil || state?.hasPrefix("08") == true || state?.hasPrefix("57P") == true || !isConnected { lost = true }
+        throw StoreError(code: lost ? "store_unavailable" : "postgres_error", message: "PostgreSQL: \(message)", sql: sql, sqlState: state)
+    }
+
+    /// The rows of a result, each value typed by its column's type.
+    private static func rows(_ result: OpaquePointer?) -> [Row] {
+        let columnCount = Int(PQnfields(result)), rowCount = Int(PQntuples(result))
+        var columns: [String: Int] = [:]
+        var types: [Oid] = []
+        for column in 0..<columnCount {
+            columns[String(cString: PQfname(result, Int32(column)))] = column
+            types.append(PQftype(result, Int32(column)))
+        }
+        return (0..<rowCount).map { row in
+            let values = (0..<columnCount).map { column -> SQLValue in
+                guard PQgetisnull(result, Int32(row), Int32(column)) == 0 else { return .null }
+                let text = String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+                return value(text, type: types[column])
+            }
+            return Row(columns: columns, values: values)
+        }
+    }
+
+    /// Type OIDs from PostgreSQL's catalogue (`pg_type`): stable across versions.
+    private enum TypeOID {
+        static let bool: Oid = 16, bytea: Oid = 17, int8: Oid = 20, int2: Oid = 21, int4: Oid = 23
+        static let float4: Oid = 700, float8: Oid = 701, numeric: Oid = 1700
+    }
+
+    private static func value(_ text: String, type: Oid) -> SQLValue {
+        switch type {
+        case TypeOID.int2, TypeOID.int4, TypeOID.int8: return Int64(text).map(SQLValue.integer) ?? .text(text)
+        case TypeOID.float4, TypeOID.float8, TypeOID.numeric: return Double(text).map(SQLValue.real) ?? .text(text)
+        case TypeOID.bool: return .integer(text == "t" ? 1 : 0)
+        case TypeOID.bytea: return bytes(fromHex: text).map(SQLValue.blob) ?? .text(text)
+        default: return .text(text)
+        }
+    }
+
+    /// A value as libpq's text format for a parameter: nil for NULL, `\x...` hex for bytes.
+    private static func text(_ value: SQLValue) -> String? {
+        switch value {
+        case .null: return nil
+        case .integer(let number): return String(number)
+        case .real(let number): return number.isFinite ? String(number) : (number.isNaN ? "NaN" : (number > 0 ? "Infinity" : "-Infinity"))
+        case .text(let string): return string
+        case .blob(let data): return "\\x" + data.map { String(format: "%02x", $0) }.joined()
+        }
+    }
+
+    /// `bytea` in the server's hex output format (`\x0a1b...`).
+    private static func bytes(fromHex text: String) -> Data? {
+        guard text.hasPrefix("\\x") else { return nil }
+        let digits = Array(text.utf8.dropFirst(2))
+        guard digits.count % 2 == 0 else { return nil }
+        var data = Data(capacity: digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+            data.append(high << 4 | low)
+            index += 2
+        }
+        return data
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
+        message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "unknown error"
+    }
+
+    /// `postgresql://user:secret@host/db` → `postgresql://user@host/db`: passwords stay out of logs and errors.
+    static func withoutPassword(_ uri: String) -> String {
+        guard let scheme = uri.range(of: "://"), let at = uri[scheme.upperBound...].firstIndex(of: "@") else { return uri }
+        let credentials = uri[scheme.upperBound..<at]
+        guard let colon = credentials.firstIndex(of: ":") else { return uri }
+        return String(uri[..<colon]) + String(uri[at...])
+    }
+
+    deinit { PQfinish(connection) }
+}

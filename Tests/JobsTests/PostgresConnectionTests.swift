@@ -1,0 +1,82 @@
+import Foundation
+@testable import Jobs
+import Testing
+import TestSupport
+
+/// The libpq owner type against a real PostgreSQL server started for the test.
+@Suite(.serialized) struct PostgresConnectionTests {
+    @Test func valuesGoInAsParametersAndComeBackTyped() throws {
+        let server = try PostgresServer()
+        let connection = try PostgresConnection(uri: server.uri)
+        #expect(connection.isConnected)
+        try connection.execute("CREATE TABLE t (id TEXT PRIMARY KEY, n BIGINT, x DOUBLE PRECISION, b BYTEA, f BOOLEAN, note TEXT)")
+        // A value that would be SQL if it were spliced in stays a value.
+        let hostile = "'); DROP TABLE t; --"
+        try connection.query("INSERT INTO t VALUES ($1, $2, $3, $4, $5, $6)",
+                             [.text("a"), .integer(-9_007_199_254_740_993), .real(0.1), .blob(Data([0, 255, 10])), .integer(1), .text(hostile)])
+        try connection.query("INSERT INTO t (id) VALUES ($1)", [.text("é😀")])
+        let rows = try connection.query("SELECT * FROM t ORDER BY id")
+        #expect(rows.count == 2)
+        #expect(rows[0]["id"] == .text("a") && rows[0]["n"] == .integer(-9_007_199_254_740_993))
+        #expect(rows[0]["x"] == .real(0.1), "a double comes back exactly (extra_float_digits)")
+        #expect(rows[0]["b"] == .blob(Data([0, 255, 10])) && rows[0]["f"] == .integer(1) && rows[0]["note"] == .text(hostile))
+        #expect(rows[1]["id"] == .text("é😀") && rows[1]["n"] == .null && rows[1]["b"] == .null)
+    }
+
+    @Test func errorsKeepTheServersMessageAndSQLState() throws {
+        let server = try PostgresServer()
+        let connection = try PostgresConnection(uri: server.uri)
+        try connection.execute("CREATE TABLE parent (id INT PRIMARY KEY); CREATE TABLE child (parent INT REFERENCES parent(id))")
+        try connection.query("INSERT INTO parent VALUES ($1)", [.integer(1)])
+        try connection.query("INSERT INTO child VALUES ($1)", [.integer(1)])
+        do {
+            try connection.query("INSERT INTO parent VALUES ($1)", [.integer(1)])
+            Issue.record("a duplicate key was accepted")
+        } catch {
+            #expect(error.sqlState == "23505" && error.isConstraint && !error.isStillReferenced, "\(error)")
+            #expect(error.code == "postgres_error" && error.message.contains("duplicate key value violates unique constraint"), "\(error)")
+            #expect(error.sql == "INSERT INTO parent VALUES ($1)")
+        }
+        do {
+            try connection.query("DELETE FROM parent WHERE id = $1", [.integer(1)])
+            Issue.record("a referenced row was deleted")
+        } catch {
+            #expect(error.isStillReferenced && error.sqlState == "23503", "\(error)")
+        }
+        // A failed transaction is rolled back whole and its first error rethrown.
+        do {
+            _ = try connection.transaction { () throws(StoreError) -> Void in
+                try connection.query("INSERT INTO parent VALUES ($1)", [.integer(2)])
+                try connection.query("SELECT nonsense FROM parent")
+            }
+            Issue.record("the transaction did not fail")
+        } catch {
+            #expect(error.sqlState == "42703", "undefined column: \(error)")
+        }
+        #expect(try connection.query("SELECT count(*) AS n FROM parent")[0]["n"] == .integer(1))
+    }
+
+    @Test func aServerThatIsNotThereOrGoesAwaySaysSo() throws {
+        let server = try PostgresServer()
+        do {
+            _ = try PostgresConnection(uri: "postgresql://postgres:secret@127.0.0.1:1/postgres?connect_timeout=2")
+            Issue.record("connected to nothing")
+        } catch {
+            #expect(error.code == "store_unavailable" && error.message.contains("Connection refused"), "\(error)")
+            #expect(!error.message.contains("secret") && error.message.contains("postgresql://postgres@127.0.0.1:1/postgres"),
+                    "the password stays out of the message: \(error)")
+        }
+        let connection = try PostgresConnection(uri: server.uri)
+        try server.stop()
+        do {
+            try connection.query("SELECT 1")
+            Issue.record("a query ran on a stopped server")
+        } catch {
+            #expect(error.code == "store_unavailable", "\(error)")
+        }
+        #expect(!connection.isConnected)
+        try server.start()
+        let again = try PostgresConnection(uri: server.uri)
+        #expect(try again.query("SELECT 1 AS one")[0]["one"] == .integer(1))
+    }
+}

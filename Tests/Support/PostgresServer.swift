@@ -1,0 +1,58 @@
+import Foundation
+
+/// A real PostgreSQL server for one test: Debian's `initdb` into a fresh folder and `pg_ctl start` as the
+/// `postgres` user (the server refuses to run as root), listening only on a Unix socket in that folder. Stopped
+/// (immediate mode) and removed when the value goes away.
+public final class PostgresServer: @unchecked Sendable {
+    // @unchecked: every field is set in init and only read afterwards.
+    public let directory: String
+    /// A libpq URI for the `postgres` database as the `postgres` user, through the socket.
+    public let uri: String
+    private static let binaries = "/usr/lib/postgresql/15/bin"
+
+    public init() throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.binaries + "/initdb") else {
+            throw ShellError(message: "\(Self.binaries)/initdb is missing: run scripts/deps (scripts/test does)")
+        }
+        directory = "/tmp/transcoderd-pg-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Shell.check("chown", ["postgres:postgres", directory])
+        let data = directory + "/data"
+        try Self.asPostgres(Self.binaries + "/initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+        // No TCP, the socket in our folder; fsync off (a test server's data is thrown away).
+        let options = "-c listen_addresses='' -k \(directory) -c fsync=off -c full_page_writes=off"
+        try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", data, "-o", options, "-l", directory + "/server.log", "-w", "-t", "30", "start"])
+        uri = "postgresql:///postgres?host=\(directory)&user=postgres"
+    }
+
+    /// Stops the server at once (as a crash would; `restart` brings it back).
+    public func stop(mode: String = "immediate") throws {
+        try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-m", mode, "-w", "stop"])
+    }
+
+    /// Starts the server again on the same data.
+    public func start() throws {
+        let options = "-c listen_addresses='' -k \(directory) -c fsync=off -c full_page_writes=off"
+        try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-o", options, "-l", directory + "/server.log",
+                                                        "-w", "-t", "30", "start"])
+    }
+
+    /// The server's log.
+    public var log: String { (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? "" }
+
+    /// Runs a PostgreSQL tool as `postgres`, through Python's subprocess, which closes every inherited descriptor
+    /// but the standard three: Foundation's Process notices a child's end through a socket the child inherits, and
+    /// a server `pg_ctl` leaves running would hold it open, so the call would never return.
+    private static func asPostgres(_ executable: String, _ arguments: [String]) throws {
+        let run = try Shell.run("python3", ["-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:], close_fds=True))",
+                                            "runuser", "-u", "postgres", "--", executable] + arguments)
+        guard run.status == 0 else {
+            throw ShellError(message: "\(executable) \(arguments.joined(separator: " ")): \(run.stderr.suffix(1000))")
+        }
+    }
+
+    deinit {
+        try? stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
