@@ -15,14 +15,18 @@ public final class PostgresServer: @unchecked Sendable {
             throw ShellError(message: "\(Self.binaries)/initdb is missing: run scripts/deps (scripts/test does)")
         }
         directory = "/tmp/transcoderd-pg-\(getpid())-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        try Shell.check("chown", ["postgres:postgres", directory])
-        let data = directory + "/data"
-        try Self.asPostgres(Self.binaries + "/initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
-        // No TCP, the socket in our folder; fsync off (a test server's data is thrown away).
-        let options = "-c listen_addresses='' -k \(directory) -c fsync=off -c full_page_writes=off"
-        try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", data, "-o", options, "-l", directory + "/server.log", "-w", "-t", "30", "start"])
         uri = "postgresql:///postgres?host=\(directory)&user=postgres"
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try Shell.check("chown", ["postgres:postgres", directory])
+            try Self.asPostgres(Self.binaries + "/initdb", ["-D", directory + "/data", "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+            try start()
+        } catch {
+            // deinit does not run for a value that never finished its init.
+            try? stop()
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
     }
 
     /// Stops the server at once (as a crash would; `restart` brings it back).
@@ -32,7 +36,9 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Starts the server again on the same data.
     public func start() throws {
-        let options = "-c listen_addresses='' -k \(directory) -c fsync=off -c full_page_writes=off"
+        // No TCP, the socket in our folder; fsync off (a test server's data is thrown away); floats printed with
+        // the old 15 digits, so a client that needs them exact must ask.
+        let options = "-c listen_addresses='' -k \(directory) -c fsync=off -c full_page_writes=off -c extra_float_digits=0"
         try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-o", options, "-l", directory + "/server.log",
                                                         "-w", "-t", "30", "start"])
     }

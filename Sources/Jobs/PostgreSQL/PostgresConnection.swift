@@ -24,8 +24,8 @@ final class PostgresConnection {
             self.connection = nil
             throw StoreError(code: "store_unavailable", message: "Connecting to PostgreSQL at \(displayURI) failed: \(message)")
         }
-        // Times and numbers are read back as they were written, whatever the server's defaults.
-        try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3")
+        // Times, numbers and bytes are read back as they were written, whatever the server's defaults.
+        try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET DateStyle = 'ISO'")
     }
 
     /// Whether the connection is up (false after the server went away, until a new connection is made).
@@ -33,6 +33,7 @@ final class PostgresConnection {
 
     /// Runs one or more statements without arguments, returning nothing of interest.
     func execute(_ sql: String) throws(StoreError) {
+        try checkUsable(sql)
         let result = PQexec(connection, sql)
         defer { PQclear(result) }
         try check(result, sql: sql)
@@ -41,13 +42,18 @@ final class PostgresConnection {
     /// Runs one statement with `arguments` bound to `$1`, `$2`, ... and returns its rows.
     @discardableResult
     func query(_ sql: String, _ arguments: [SQLValue] = []) throws(StoreError) -> [Row] {
+        try checkUsable(sql)
         // Text format for every parameter: libpq wants C strings that live until the call returns.
         let texts: [String?] = arguments.map(Self.text)
         var pointers: [UnsafeMutablePointer<CChar>?] = texts.map { $0.map { strdup($0) } ?? nil }
         defer { pointers.forEach { free($0) } }
         let result = pointers.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) { values in
-                PQexecParams(connection, sql, Int32(arguments.count), nil, arguments.isEmpty ? nil : values, nil, nil, 0)
+            // An empty array may have no storage at all: no parameters, no pointer.
+            guard let base = buffer.baseAddress, !buffer.isEmpty else {
+                return PQexecParams(connection, sql, 0, nil, nil, nil, nil, 0)
+            }
+            return base.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) { values in
+                PQexecParams(connection, sql, Int32(buffer.count), nil, values, nil, nil, 0)
             }
         }
         defer { PQclear(result) }
@@ -66,22 +72,39 @@ final class PostgresConnection {
             try? execute("ROLLBACK")
             throw error
         }
-        try execute("COMMIT")
+        // A transaction an error aborted (one the body caught) answers COMMIT with ROLLBACK: nothing was saved.
+        let result = PQexec(connection, "COMMIT")
+        defer { PQclear(result) }
+        try check(result, sql: "COMMIT")
+        if let tag = PQcmdStatus(result), String(cString: tag) == "ROLLBACK" {
+            throw StoreError(code: "postgres_error", message: "PostgreSQL: the transaction was rolled back, not committed (a statement in it failed).",
+                             sql: "COMMIT", sqlState: "25P02")
+        }
         return value
+    }
+
+    private func checkUsable(_ sql: String) throws(StoreError) {
+        guard !lost else {
+            throw StoreError(code: "store_unavailable", message: "PostgreSQL: the connection to \(displayURI) was lost.", sql: sql)
+        }
     }
 
     private func check(_ result: OpaquePointer?, sql: String) throws(StoreError) {
         guard let result else {
-            lost = true
-            throw StoreError(code: "store_unavailable", message: "PostgreSQL: \(Self.trimmed(PQerrorMessage(connection)))", sql: sql)
+            // No result at all: out of memory, too many parameters, or the link is gone.
+            if PQstatus(connection) != CONNECTION_OK { lost = true }
+            throw StoreError(code: lost ? "store_unavailable" : "postgres_error",
+                             message: "PostgreSQL: \(Self.trimmed(PQerrorMessage(connection)))", sql: sql)
         }
         let status = PQresultStatus(result)
-        guard status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK else { return }
+        guard status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY else { return }
         let state = PQresultErrorField(result, Int32(Character("C").asciiValue!)).map { String(cString: $0) }
         let message = Self.trimmed(PQresultErrorMessage(result))
-        // Class 08: connection exception; 57P: the server shutting down or starting; a failed status without a
-        // SQLSTATE: the link went away mid-statement.
-        if state == nil || state?.hasPrefix("08") == true || state?.hasPrefix("57P") == true || !isConnected { lost = true }
+        // Class 08: connection exception; 57P: the server shutting down or starting; no SQLSTATE: an error libpq made
+        // itself, which after a sent statement means the link (the server answers every error with a SQLSTATE).
+        if state == nil || state?.hasPrefix("08") == true || state?.hasPrefix("57P") == true || PQstatus(connection) != CONNECTION_OK {
+            lost = true
+        }
         throw StoreError(code: lost ? "store_unavailable" : "postgres_error", message: "PostgreSQL: \(message)", sql: sql, sqlState: state)
     }
 
@@ -159,12 +182,18 @@ final class PostgresConnection {
         message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "unknown error"
     }
 
-    /// `postgresql://user:secret@host/db` → `postgresql://user@host/db`: passwords stay out of logs and errors.
+    /// `postgresql://user:secret@host/db?password=x` → `postgresql://user@host/db?password=…`: passwords stay out
+    /// of logs and errors (the user information ends before the first `/` after the scheme).
     static func withoutPassword(_ uri: String) -> String {
-        guard let scheme = uri.range(of: "://"), let at = uri[scheme.upperBound...].firstIndex(of: "@") else { return uri }
-        let credentials = uri[scheme.upperBound..<at]
-        guard let colon = credentials.firstIndex(of: ":") else { return uri }
-        return String(uri[..<colon]) + String(uri[at...])
+        var text = uri
+        if let scheme = text.range(of: "://") {
+            let rest = text[scheme.upperBound...]
+            let end = rest.firstIndex(of: "/") ?? rest.endIndex
+            if let at = rest[..<end].firstIndex(of: "@"), let colon = rest[..<at].firstIndex(of: ":") {
+                text = String(text[..<colon]) + String(text[at...])
+            }
+        }
+        return text.replacing(/([?&]password=)[^&]*/) { match in match.output.1 + "…" }
     }
 
     deinit { PQfinish(connection) }
