@@ -93,5 +93,16 @@ final class FilterGraph {
         return output
     }
 
+    /// Hands every frame the graph has ready to `body` (each valid until the next).
+    func drain(_ body: (Frame) throws(MediaError) -> Void) throws(MediaError) {
+        while let frame = try pull() { try body(frame) }
+    }
+
+    /// Ends the input and hands the graph's last frames to `body`.
+    func finish(_ body: (Frame) throws(MediaError) -> Void) throws(MediaError) {
+        try push(nil)
+        try drain(body)
+    }
+
     deinit { avfilter_graph_free(&graph) }
 }

@@ -10,13 +10,12 @@ import Locks
 /// `AVFrame`. Either side may end the exchange: the producer with `close()` (end of input), the consumer with
 /// `fail(_:)`, after which `push` throws the consumer's error.
 final class FrameQueue: Sendable {
-    /// One picture for the consumer, with the time base its `pts` is in and whether a filter graph made it.
+    /// One picture for the consumer, with the time base its `pts` is in.
     struct Item: @unchecked Sendable {
         // Safe to send: the frame is a reference made for this item alone (`Frame.reference(to:)`); the producer
         // never touches it after `push`, and the one consumer owns it after `pop`.
         let frame: Frame
         let timeBase: AVRational
-        let filtered: Bool
     }
 
     private struct State {
@@ -36,8 +35,8 @@ final class FrameQueue: Sendable {
     }
 
     /// Queues a reference to `frame`, waiting while the queue is full; throws the consumer's error if it stopped.
-    func push(_ frame: Frame, timeBase: AVRational, filtered: Bool) throws(MediaError) {
-        let item = Item(frame: try Frame.reference(to: frame), timeBase: timeBase, filtered: filtered)
+    func push(_ frame: Frame, timeBase: AVRational) throws(MediaError) {
+        let item = Item(frame: try Frame.reference(to: frame), timeBase: timeBase)
         var failure: MediaError?
         _ = state.wait { state in
             if let error = state.failure {
@@ -112,6 +111,4 @@ final class FrameQueue: Sendable {
         state.notifyAll()
     }
 
-    /// Frames waiting now.
-    var count: Int { state.withLock { $0.items.count - $0.head } }
 }

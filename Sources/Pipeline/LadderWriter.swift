@@ -15,9 +15,6 @@ final class LadderWriter: TranscodeOutput {
     private var audio: (output: SegmentedOutput, input: EncodingWriterInput, encoding: AudioEncoding)?
     private var writing = false
 
-    /// Names of the files a ladder writes at its top.
-    static let masterName = "master.m3u8"
-
     init(root: String, segmentDuration: Double) {
         self.root = root
         self.segmentDuration = segmentDuration
@@ -71,7 +68,6 @@ final class LadderWriter: TranscodeOutput {
             try audio.output.finish()
         }
         writing = false
-        finishedSeconds = (video.map(\.output.duration) + [audio?.output.duration ?? 0]).max() ?? 0
         var videoTracks: [LadderTrack] = []
         for track in video {
             guard let codecs = CodecString.avc(extradata: track.output.extradata) else {
@@ -102,15 +98,13 @@ final class LadderWriter: TranscodeOutput {
         }
         let usableAudio = audioTrack.flatMap { $0.segments.isEmpty ? nil : $0 }
         try write(DASHManifest.render(video: videoTracks, audio: usableAudio), to: DASHManifest.name)
-        try write(HLSPlaylists.master(video: videoTracks, audio: usableAudio), to: Self.masterName)
+        try write(HLSPlaylists.master(video: videoTracks, audio: usableAudio), to: FileType.hls.mainFileName)
     }
 
     func cancelWriting() {
         writing = false
     }
 
-    /// The longest track's length once finished.
-    private var finishedSeconds: Double?
     /// What each track's segments hold, by folder, once finished: frame rate, seconds and average bits per second
     /// (an init segment alone has no samples to tell them).
     private(set) var measured: [String: (frameRate: Double?, duration: Double, bitRate: Int)] = [:]
@@ -118,7 +112,7 @@ final class LadderWriter: TranscodeOutput {
     /// Seconds of media the slowest video rendition has written (the audio's when there is no video); once
     /// finished, the longest track's length.
     var writtenSeconds: Double {
-        if let finishedSeconds { return finishedSeconds }
+        if let longest = measured.values.map(\.duration).max() { return longest }
         return video.isEmpty ? (audio?.input.progress.seconds ?? 0) : video.map(\.input.progress.seconds).min() ?? 0
     }
 

@@ -156,9 +156,6 @@ final class SegmentedOutput: PacketSink {
         unlink(root + "/" + folder + "/.trailer")
     }
 
-    /// Seconds of media written.
-    var duration: Double { segments.reduce(0) { $0 + Double($1.duration) } / Double(max(timescale, 1)) }
-
     private func begin(number: Int, cell: Int, start: Int64, time: Double) throws(MediaError) {
         // The previous segment lasts until this one starts.
         if let last = segments.indices.last { segments[last].duration = start - segments[last].start }

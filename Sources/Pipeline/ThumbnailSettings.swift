@@ -88,6 +88,4 @@ public struct ThumbnailSettings: Sendable, Equatable, Codable {
         }
     }
 
-    /// Whether thumbnails (not only a poster) are asked for.
-    var wantsThumbnails: Bool { interval != nil || count != nil }
 }

@@ -147,7 +147,7 @@ final class TranscodePlan {
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
         let queues = workers.map(\.queue)
         video = try VideoSource(track: track.index, stream: stream, filters: settings.filters) { (frame, timeBase) throws(MediaError) in
-            for queue in queues { try queue.push(frame, timeBase: timeBase, filtered: false) }
+            for queue in queues { try queue.push(frame, timeBase: timeBase) }
         }
     }
 
@@ -323,7 +323,7 @@ private final class AudioPath {
         frame.pointer.pointee.pts = source == FFmpeg.noPTS
             ? FFmpeg.noPTS : timeline.convert(source, from: sourceTimeBase, to: AVRational(num: 1, den: value.sample_rate))
         try filters?.push(frame)
-        try drainFilters()
+        try filters?.drain(place)
     }
 
     func finish() throws(MediaError) {
@@ -332,19 +332,15 @@ private final class AudioPath {
     }
 
     private func finishFilters() throws(MediaError) {
-        guard let filters else { return }
-        try filters.push(nil)
-        try drainFilters()
+        try filters?.finish(place)
     }
 
-    private func drainFilters() throws(MediaError) {
-        guard let filters else { return }
-        while let filtered = try filters.pull() {
-            // Only the first frame is placed; the rest follow on, as the graph's output has no holes.
-            let timestamp = filterOutputPlaced ? nil : filterStart
-            filterOutputPlaced = true
-            try converter.push(filtered, at: timestamp, emit: encode)
-        }
+    /// Takes one frame out of the graph: only the first is placed; the rest follow on, as the graph's output has
+    /// no holes.
+    private func place(_ filtered: Frame) throws(MediaError) {
+        let timestamp = filterOutputPlaced ? nil : filterStart
+        filterOutputPlaced = true
+        try converter.push(filtered, at: timestamp, emit: encode)
     }
 
     private func encode(_ frame: Frame) throws(MediaError) {

@@ -55,25 +55,21 @@ final class VideoSource {
             try finish()
             filters = nil
         }
-        if filters == nil {
-            filters = try FilterGraph(video: picture, timeBase: sourceTimeBase, chain: chain, image: watermark)
+        let graph: FilterGraph
+        if let filters {
+            graph = filters
+        } else {
+            graph = try FilterGraph(video: picture, timeBase: sourceTimeBase, chain: chain, image: watermark)
+            filters = graph
             filterInput = (picture.width, picture.height, picture.format)
         }
-        try filters?.push(frame)
-        try drainFilters()
+        try graph.push(frame)
+        try graph.drain { (filtered) throws(MediaError) in try emit(filtered, graph.outputTimeBase) }
     }
 
     /// Flushes the filters at the end of the input.
     func finish() throws(MediaError) {
         guard let filters else { return }
-        try filters.push(nil)
-        try drainFilters()
-    }
-
-    private func drainFilters() throws(MediaError) {
-        guard let filters else { return }
-        while let filtered = try filters.pull() {
-            try emit(filtered, filters.outputTimeBase)
-        }
+        try filters.finish { (filtered) throws(MediaError) in try emit(filtered, filters.outputTimeBase) }
     }
 }
