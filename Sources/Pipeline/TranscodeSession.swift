@@ -83,7 +83,6 @@ public final class TranscodeSession {
         let reporter = ProgressReporter(duration: plan.expectedDuration, interval: progressInterval, started: started)
         // Seconds of input per second of output (a tempo filter changes the pace).
         let inputPace = settings.filters?.tempo ?? 1
-        var files: [OutputFile]?
         do throws(MediaError) {
             try output.startWriting()
             plan.start()
@@ -104,7 +103,6 @@ public final class TranscodeSession {
             try output.finishWriting()
             if let directory {
                 try plan.thumbnailer?.writeCues(duration: output.writtenSeconds)
-                files = OutputFile.list(directory: directory.temporaryPath, mainType: settings.container.mimeType(hasVideo: plan.framesEncoded > 0))
                 try directory.commit()
             }
         } catch {
@@ -117,10 +115,15 @@ public final class TranscodeSession {
         let elapsed = reporter.elapsed
         var tracks: [Track]
         let duration: Double
+        // A folder's files, listed once it is in place; the main file's type follows what it holds (copied video
+        // is video too).
+        var files: [OutputFile]?
         if settings.container.isSegmented, let outputDirectory {
             // The ladder's tracks as its init segments describe them; its length is what the segments hold.
+            let listed = OutputFile.list(directory: outputDirectory, mainType: settings.container.mimeType(hasVideo: true))
+            files = listed
             let measured = (output as? LadderWriter)?.measured ?? [:]
-            tracks = (files ?? []).filter { $0.path.hasSuffix("/" + SegmentedOutput.initName) }.compactMap { file in
+            tracks = listed.filter { $0.path.hasSuffix("/" + SegmentedOutput.initName) }.compactMap { file in
                 guard var track = try? MediaReader(path: outputDirectory + "/" + file.path).tracks.first else { return nil }
                 let folder = String(file.path.dropLast(SegmentedOutput.initName.count + 1))
                 if let numbers = measured[folder] {
@@ -136,6 +139,10 @@ public final class TranscodeSession {
             let written = try? MediaReader(path: outputPath)
             tracks = written?.tracks ?? []
             duration = written?.duration ?? output.writtenSeconds
+            if let outputDirectory {
+                files = OutputFile.list(directory: outputDirectory,
+                                        mainType: settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }))
+            }
         }
         reporter.finish(frames: plan.framesEncoded, call: progress)
         let size = (files ?? []).reduce(0) { $0 + $1.size }
