@@ -5,21 +5,8 @@
 # against four separate ffmpeg runs, one per rung. Alternating rounds, medians. Also the peak RSS of our ladder
 # against our single 1080p MP4 transcode of the same clip (target: under 1.5x).
 # Usage: bench/ladder.sh [ROUNDS]   (default 1)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="/opt/swift/usr/bin:$PATH"
 rounds=${1:-1}
-scripts/deps
-scripts/build-release transcoderd
-bin=.build/release/transcoderd
-work=bench/out
-mkdir -p "$work"
-source="$work/source-1080p30-20s.mp4"
-if [ ! -f "$source" ]; then
-  echo "generating $source" >&2
-  ffmpeg -v error -y -f lavfi -i "testsrc2=s=1920x1080:r=30:d=20" -f lavfi -i "sine=f=440:r=48000:d=20" -ac 2 \
-    -c:v libx264 -preset ultrafast -crf 12 -pix_fmt yuv420p -c:a aac -b:a 192k -movflags +faststart "$source"
-fi
+source "$(dirname "$0")/common.sh"
 heights=(1080 720 480 360)
 rates=(5000000 3000000 1200000 600000)
 renditions=""
@@ -31,14 +18,6 @@ ladder="{\"container\":\"hls\",\"segmentDuration\":6,\"video\":{\"preset\":\"ver
 single='{"video":{"averageBitRate":5000000,"maxKeyFrameInterval":60,"profile":"high","preset":"veryfast"},
  "audio":{"bitRate":128000,"sampleRate":44100,"channels":2},"container":"mp4"}'
 x264=(-preset veryfast -profile:v high -g 60 -keyint_min 60 -sc_threshold 0 -flags +cgop)
-
-measure() { # name, output, command...: prints "seconds kilobytes"
-  local name=$1 output=$2; shift 2
-  rm -rf "$output"
-  /usr/bin/time -f "%e %M" -o "$work/$name.time" "$@" >/dev/null 2>"$work/$name.log" || { cat "$work/$name.log" >&2; exit 1; }
-  cat "$work/$name.time"
-}
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 ffmpeg_ladder() { # one command: split into four scalers and encoders, one audio encode, the hls muxer
   local out=$1
@@ -71,7 +50,7 @@ for round in $(seq "$rounds"); do
     >>"$work/ladder-separate.runs"
   measure ladder-single "$work/ladder-single.mp4" "$bin" transcode "$source" "$work/ladder-single.mp4" --settings "$single" --progress none \
     >>"$work/ladder-single.runs"
-  echo "round $round: ours $(tail -1 "$work/ladder-ours.runs")  ffmpeg one command $(tail -1 "$work/ladder-ffmpeg.runs")  ffmpeg x4 $(tail -1 "$work/ladder-separate.runs")  our single MP4 $(tail -1 "$work/ladder-single.runs")  (s KiB)" >&2
+  echo "round $round: ours $(tail -1 "$work/ladder-ours.runs")  ffmpeg one command $(tail -1 "$work/ladder-ffmpeg.runs")  ffmpeg x4 $(tail -1 "$work/ladder-separate.runs")  our single MP4 $(tail -1 "$work/ladder-single.runs")  (s KiB cpu-s)" >&2
 done
 column() { cut -d' ' -f"$2" "$work/ladder-$1.runs" | median; }
 ours=$(column ours 1); ffmpeg=$(column ffmpeg 1); separate=$(column separate 1)

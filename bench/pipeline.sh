@@ -4,31 +4,10 @@
 # the same transcode in a sandboxed job child (`transcoderd run-job`, as the server runs every job) against
 # `transcode` in process: the child must not slow the transcode.
 # Usage: bench/pipeline.sh [ROUNDS]   (default 3; the median of each side is compared)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="/opt/swift/usr/bin:$PATH"
 rounds=${1:-3}
-scripts/deps
-scripts/build-release transcoderd
-bin=.build/release/transcoderd
-work=bench/out
-mkdir -p "$work"
-source="$work/source-1080p30-20s.mp4"
-if [ ! -f "$source" ]; then
-  echo "generating $source" >&2
-  ffmpeg -v error -y -f lavfi -i "testsrc2=s=1920x1080:r=30:d=20" -f lavfi -i "sine=f=440:r=48000:d=20" -ac 2 \
-    -c:v libx264 -preset ultrafast -crf 12 -pix_fmt yuv420p -c:a aac -b:a 192k -movflags +faststart "$source"
-fi
+source "$(dirname "$0")/common.sh"
 settings='{"video":{"averageBitRate":2000000,"maxKeyFrameInterval":60,"profile":"high","preset":"veryfast"},
  "audio":{"bitRate":128000,"sampleRate":44100,"channels":2},"container":"mp4"}'
-
-measure() { # name, output, command...: prints "seconds kilobytes cpu-seconds"
-  local name=$1 output=$2; shift 2
-  rm -rf "$output"
-  /usr/bin/time -f "%e %M %U %S" -o "$work/$name.time" "$@" >/dev/null 2>"$work/$name.log" || { cat "$work/$name.log" >&2; exit 1; }
-  awk '{printf "%s %s %.2f\n", $1, $2, $3 + $4}' "$work/$name.time"
-}
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 : >"$work/ours.runs"; : >"$work/ffmpeg.runs"; : >"$work/child.runs"
 # A job child writes a folder (output.mp4 inside), as the server's jobs do.
@@ -40,7 +19,7 @@ for round in $(seq "$rounds"); do
   measure ours "$work/ours.mp4" "$bin" transcode "$source" "$work/ours.mp4" --settings "$settings" --progress none \
     >>"$work/ours.runs"
   measure child "$work/child" bash -c "$(declare -p request bin); $(declare -f run_child); run_child" >>"$work/child.runs"
-  echo "round $round: ffmpeg $(tail -1 "$work/ffmpeg.runs")  transcoderd $(tail -1 "$work/ours.runs")  in a child $(tail -1 "$work/child.runs")  (s KiB)" >&2
+  echo "round $round: ffmpeg $(tail -1 "$work/ffmpeg.runs")  transcoderd $(tail -1 "$work/ours.runs")  in a child $(tail -1 "$work/child.runs")  (s KiB cpu-s)" >&2
 done
 psnr() { ffmpeg -v info -nostdin -i "$1" -i "$source" -lavfi "[0:v][1:v]psnr" -f null - 2>&1 | sed -n 's/.*PSNR.* average:\([0-9.inf]*\).*/\1/p' | tail -1; }
 ours_time=$(cut -d' ' -f1 "$work/ours.runs" | median); ffmpeg_time=$(cut -d' ' -f1 "$work/ffmpeg.runs" | median)
