@@ -14,10 +14,12 @@ public struct DataDirectory: Sendable {
     public var uploads: URL { root.appendingPathComponent("uploads", isDirectory: true) }
     public var outputs: URL { root.appendingPathComponent("outputs", isDirectory: true) }
 
-    /// The folder a job's output is written into (`outputs/<job id>`): its main file (`output.mp4`, ...,
-    /// `master.m3u8`), a ladder's segments, thumbnails.
+    /// The folder a job's output is written into: `outputs/<job id>` for the first claim of the job, then
+    /// `outputs/<job id>.<lease token>`, so two workers that both believe they hold the job (one paused past its
+    /// lease, one that took it over) never write, commit or remove each other's folder. Inside: its main file
+    /// (`output.mp4`, ..., `master.m3u8`), a ladder's segments, thumbnails.
     public func outputDirectory(for job: Job) -> String {
-        outputs.appendingPathComponent(job.id, isDirectory: true).path
+        outputs.appendingPathComponent(job.leaseToken > 1 ? "\(job.id).\(job.leaseToken)" : job.id, isDirectory: true).path
     }
 
     /// Where a job's main output file is, inside its folder.
@@ -25,11 +27,25 @@ public struct DataDirectory: Sendable {
         outputDirectory(for: job) + "/" + job.settings.container.mainFileName
     }
 
-    /// Temporary folders (and, from older versions, files) a transcode of `job` left while it wrote its output
-    /// (`<job id>.<random>.partial`, `<job id>.mp4.<random>.partial`): what a process that was killed leaves behind.
+    /// Temporary folders (and, from older versions, files) this attempt of `job` left while it wrote its output
+    /// (`<folder>.<random>.partial`, `<job id>.mp4.<random>.partial`): what a process that was killed leaves behind.
+    /// Not another attempt's: `<job id>.2.<random>.partial` is not the first attempt's.
     public func partialOutputs(for job: Job) -> [String] {
+        let folder = URL(fileURLWithPath: outputDirectory(for: job)).lastPathComponent
         let names = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
-        return names.filter { $0.hasPrefix(job.id + ".") && $0.hasSuffix(".partial") }.map { outputs.appendingPathComponent($0).path }
+        return names.filter { name in
+            guard name.hasSuffix(".partial") else { return false }
+            if name.hasPrefix(job.id + ".mp4.") { return true }
+            guard name.hasPrefix(folder + ".") else { return false }
+            return !name.dropFirst(folder.count + 1).dropLast(".partial".count).contains(".")
+        }.map { outputs.appendingPathComponent($0).path }
+    }
+
+    /// Everything in `outputs/` named after a job that is being claimed: folders and partial folders of earlier
+    /// attempts (of workers that died, or lost their lease). None of it is a result: the job has none yet.
+    public func leftovers(of job: Job) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
+        return names.filter { $0 == job.id || $0.hasPrefix(job.id + ".") }.map { outputs.appendingPathComponent($0).path }
     }
 
     /// Where an upload's content goes.

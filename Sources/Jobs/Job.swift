@@ -40,8 +40,12 @@ public struct Job: Sendable, Codable, Equatable {
     public var startedAt: Double?
     public var finishedAt: Double?
     public var updatedAt: Double
-    /// Which worker holds the job while it runs (`process-id/worker`).
+    /// Which worker holds the job while it runs (`host/process-id-instance/worker`).
     public var lease: String?
+    /// The fencing number of the latest claim (0 before the first): every claim of the job adds one.
+    public var leaseToken = 0
+    /// When the running job's lease runs out unless its worker renews it (seconds since 1970).
+    public var leaseExpiresAt: Double?
     /// Video frames the successful attempt encoded (nil until the job succeeded).
     public var framesEncoded: Int?
     /// Wall-clock seconds the successful attempt took, from opening the input to closing the output.
@@ -55,5 +59,13 @@ public struct Job: Sendable, Codable, Equatable {
     public var outputRoot: String? {
         guard let outputPath else { return nil }
         return outputFiles == nil ? outputPath : URL(fileURLWithPath: outputPath).deletingLastPathComponent().path
+    }
+}
+
+extension Job {
+    /// The lease of the claim that made this job running (for the worker that claimed it).
+    public var currentLease: Lease? {
+        guard state == .running, let lease else { return nil }
+        return Lease(jobID: id, worker: lease, token: leaseToken)
     }
 }

@@ -40,6 +40,12 @@ public final class JobEvents: Sendable {
         }
     }
 
+    /// Whether anyone here watches `jobID`.
+    public func hasSubscribers(_ jobID: String) -> Bool { state.withLock { $0.subscribers[jobID] != nil } }
+
+    /// The jobs someone here watches.
+    public var subscribedIDs: [String] { state.withLock { Array($0.subscribers.keys) } }
+
     /// Number of live subscriptions, over all jobs.
     public var count: Int { state.withLock { $0.subscribers.values.reduce(0) { $0 + $1.count } } }
 

@@ -21,6 +21,11 @@ public final class JobQueue: Sendable {
         public var progressSaveInterval = 1.0
         /// Seconds an idle worker waits before looking at the store again (jobs from other processes).
         public var pollInterval = 1.0
+        /// Seconds a claim lasts unless its worker renews it; a shared store gives a job whose lease ran out to
+        /// another worker.
+        public var leaseSeconds = 20.0
+        /// Seconds between two renewals of the leases of running jobs.
+        public var heartbeatInterval = 5.0
         /// Seconds to wait before each new try when the store refuses to record how a job ended (a full disk, a
         /// locked file); after the last, a transcode that succeeded is recorded as failed (`store_error`) instead.
         public var recordRetryDelays: [Double] = [0.2, 0.5, 1, 2, 4]
@@ -44,9 +49,12 @@ public final class JobQueue: Sendable {
     }
 
     /// Why a running job's cancellation token fired.
-    private enum StopReason { case canceled, stalled, shuttingDown }
+    private enum StopReason { case canceled, stalled, shuttingDown, leaseLost }
 
     private struct Running {
+        let lease: Lease
+        /// When the store last confirmed the lease.
+        var renewedAt: Date
         let token: CancellationToken
         var reason: StopReason?
         var lastAdvance: Date
@@ -63,7 +71,7 @@ public final class JobQueue: Sendable {
         var started = false
     }
 
-    public let store: JobStore
+    public let store: any JobStore
     public let directory: DataDirectory
     public let events: JobEvents
     public let configuration: Configuration
@@ -78,8 +86,10 @@ public final class JobQueue: Sendable {
     private let watchdogWake = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
     private let instance = UUID().uuidString.prefix(8).lowercased()
+    /// The last state a live stream here was told of, for jobs running on other nodes.
+    private let remoteStates = LockedValue<[String: JobState]>([:])
 
-    public init(store: JobStore, directory: DataDirectory, runner: any JobRunner = TranscodeRunner(),
+    public init(store: any JobStore, directory: DataDirectory, runner: any JobRunner = TranscodeRunner(),
                 events: JobEvents = JobEvents(), configuration: Configuration = Configuration(),
                 logger: Logger = .disabled) {
         self.store = store
@@ -94,24 +104,70 @@ public final class JobQueue: Sendable {
     /// watchdog. Returns the ids recovery requeued and failed; their new states are published like any other change.
     @discardableResult
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
-        let recovered = try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
+        // A store of our own: whatever is running was left by a process that died. A shared one: other nodes' jobs,
+        // recovered only when their leases run out (by the watchdog).
+        let recovered = store.isShared ? ([], []) : try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
+        published(recovered)
+        if !store.isShared { try removeStrayOutputs() }
+        store.watch { [weak self] notice in self?.heard(notice) }
+        state.withLock { $0.started = true }
+        let host = ProcessInfo.processInfo.hostName.prefix(40)
+        for index in 0..<configuration.workers {
+            spawn(name: "worker-\(index)") { [self] in work(worker: "\(host)/\(getpid())-\(instance)/\(index)") }
+        }
+        spawn(name: "watchdog") { [self] in watch() }
+        if configuration.workers > 0 { spawn(name: "heartbeat") { [self] in heartbeat() } }
+        return recovered
+    }
+
+    /// Publishes the new states of jobs recovery moved, and logs those that failed for good.
+    private func published(_ recovered: (requeued: [String], failed: [String])) {
         for id in recovered.requeued + recovered.failed {
-            if let job = try store.job(id: id) { events.publish(id, .state(job)) }
+            if let job = try? store.job(id: id) { events.publish(id, .state(job)) }
         }
         for id in recovered.failed {
             logger.error("job failed: its process stopped unexpectedly too many times",
                          ["job_id": .string(id), "attempts": .int(configuration.maxAttempts)])
         }
-        try removeStrayOutputs()
-        state.withLock { $0.started = true }
-        for index in 0..<configuration.workers {
-            spawn(name: "worker-\(index)") { [self] in work(lease: "\(getpid())-\(instance)/\(index)") }
-        }
-        spawn(name: "watchdog") { [self] in watch() }
-        return recovered
+        if !recovered.requeued.isEmpty { jobQueued() }
     }
 
-    /// Whether the workers are up and not stopping.
+    /// What another node did to the store: a queued job wakes a worker here, a cancel request reaches the job if it
+    /// runs here, a change of a job running elsewhere reaches the live streams watching it here.
+    private func heard(_ notice: StoreNotice) {
+        switch notice {
+        case .queued:
+            jobQueued()
+        case .cancel(let id):
+            _ = signalCancel(id)
+        case .changed(let id):
+            relay(id)
+        case .reconnected:
+            jobQueued()
+            for id in events.subscribedIDs { relay(id) }
+        }
+    }
+
+    /// Tells this node's subscribers of a job that runs on another node what changed: its state, or its progress.
+    private func relay(_ id: String) {
+        guard events.hasSubscribers(id), state.withLock({ $0.running[id] == nil }), let job = try? store.job(id: id) else {
+            if !events.hasSubscribers(id) { remoteStates.withLock { _ = $0.removeValue(forKey: id) } }
+            return
+        }
+        let changed = remoteStates.withLock { states -> Bool in
+            defer { states[id] = job.state.isTerminal ? nil : job.state }
+            return states[id] != job.state
+        }
+        if changed || job.state != .running {
+            events.publish(id, .state(job))
+        } else {
+            let elapsed = job.startedAt.map { max(0, Date().timeIntervalSince1970 - $0) } ?? 0
+            events.publish(id, .progress(TranscodeProgress(presentationTime: job.progressTime, duration: job.progressDuration,
+                                                           framesEncoded: 0, elapsed: elapsed)))
+        }
+    }
+
+    /// Whether the queue is up and not stopping (with no workers: an API-only node).
     public var isReady: Bool { state.withLock { $0.started && !$0.stopping } }
 
     /// Tells an idle worker that a job was queued.
@@ -139,12 +195,18 @@ public final class JobQueue: Sendable {
             switch job.state {
             case .queued:
                 do throws(StoreError) {
-                    let canceled = try store.markCanceled(id: id, from: .queued)
+                    let canceled = try store.cancelQueued(id: id)
                     events.publish(id, .state(canceled))
                     return canceled
                 } catch where error.code == "invalid_transition" {
                     continue // claimed meanwhile: cancel it as a running job
                 }
+            case .running where store.isShared:
+                // Its worker may be on another node: the request reaches it through the store (NOTIFY, and the
+                // next lease renewal at the latest), and the worker records the cancellation.
+                guard try store.requestCancel(id: id) else { continue }
+                _ = signalCancel(id)
+                return job
             case .running:
                 // Claimed by one of our workers that has not registered it yet: it cancels the job as it does.
                 let pending = state.withLock { state -> Bool in
@@ -205,6 +267,7 @@ public final class JobQueue: Sendable {
             state.stopping = true
             return state.started
         }
+        state.notifyAll()
         if started {
             for _ in 0..<configuration.workers { wake.signal() }
             watchdogWake.signal()
@@ -232,13 +295,13 @@ public final class JobQueue: Sendable {
 
     private var stopping: Bool { state.withLock { $0.stopping } }
 
-    private func work(lease: String) {
+    private func work(worker: String) {
         while !stopping {
             let job: Job?
             do {
-                job = try store.claimNext(lease: lease)
+                job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds)
             } catch {
-                logger.error("claiming the next job failed", ["worker": .string(lease), "error": .string(error.description)])
+                logger.error("claiming the next job failed", ["worker": .string(worker), "error": .string(error.description)])
                 job = nil
             }
             guard let job else {
@@ -251,9 +314,13 @@ public final class JobQueue: Sendable {
 
     private func process(_ claimed: Job) {
         let id = claimed.id
+        guard let lease = claimed.currentLease else { return }
         let token = CancellationToken()
+        // What earlier attempts left (partial folders of a worker that died or lost its lease): nobody else may
+        // write them now, and an old holder that still does finds its folder gone and fails, its writes refused.
+        for path in directory.leftovers(of: claimed) { removeFile(path, of: "job_id", id) }
         state.withLock { state in
-            var running = Running(token: token, lastAdvance: Date(), lastTime: -1)
+            var running = Running(lease: lease, renewedAt: Date(), token: token, lastAdvance: Date(), lastTime: -1)
             if state.pendingCancels.remove(id) != nil {
                 running.reason = .canceled
                 token.cancel()
@@ -273,20 +340,31 @@ public final class JobQueue: Sendable {
             outcome = .failure(MediaError(code: "invalid_settings",
                                           message: "The job's stored settings can no longer be read: \(unreadable.problem)"))
         } else {
-            outcome = execute(claimed, token: token)
+            outcome = execute(claimed, lease: lease, token: token)
         }
         let reason = state.withLock { $0.running[id]?.reason }
         if case .failure = outcome {
             // Before the end is recorded: a job sent back to the queue may be claimed again at once, and the files
-            // of its next attempt must not be mistaken for this one's.
+            // of its next attempt must not be mistaken for this one's. Only this attempt's own folders: another
+            // worker may hold the job by now.
             for path in [directory.outputDirectory(for: claimed)] + directory.partialOutputs(for: claimed) {
                 removeFile(path, of: "job_id", id)
             }
         }
-        let final = record(outcome, of: claimed, reason: reason)
+        let recorded: Recorded = reason == .leaseLost ? .leaseLost : record(outcome, of: claimed, lease: lease, reason: reason)
         state.withLock { _ = $0.running.removeValue(forKey: id) }
         state.notifyAll()
+        let final: Job?
+        switch recorded {
+        case .stored(let job): final = job
+        case .leaseLost, .notRecorded: final = nil
+        }
         if case .success = outcome, final?.state != .succeeded { removeFile(directory.outputDirectory(for: claimed), of: "job_id", id) }
+        if case .leaseLost = recorded {
+            logger.error("job given up: its lease moved on to another worker, which owns the job and its result now; "
+                         + "this attempt's output was discarded", ["job_id": .string(id), "lease_token": .int(lease.token)])
+            return
+        }
         if final?.state == .queued { jobQueued() } // retried after a crash: a worker takes it again
         guard let final else { return }
         stats.withLock { stats in
@@ -313,27 +391,47 @@ public final class JobQueue: Sendable {
         events.publish(id, .state(final))
     }
 
+    /// What recording a job's end came to.
+    private enum Recorded {
+        /// The job as stored now.
+        case stored(Job)
+        /// The store refused: the lease had moved on to another worker.
+        case leaseLost
+        /// Nothing could be written (the lease runs out, and the job is recovered).
+        case notRecorded
+    }
+
     /// Records how the job ended, trying again while the store refuses. A success that cannot be recorded is recorded
-    /// as a failure (`store_error`), so the job never stays `running` with nobody running it. Returns the job as
-    /// stored, or nil when nothing could be written (the next start recovers it).
-    private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, reason: StopReason?) -> Job? {
-        let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, reason: reason) }
+    /// as a failure (`store_error`), so the job never stays `running` with nobody running it.
+    private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, lease: Lease, reason: StopReason?) -> Recorded {
+        let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, lease: lease, reason: reason) }
         switch retrying(job.id, what: "recording the end of the job", attempt) {
         case .success(let final):
-            return final
+            return .stored(final)
+        case .failure(let error) where error.code == "lease_lost":
+            return .leaseLost
         case .failure(let error):
             let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
-            let permanent = error.code == "not_found" || error.code == "invalid_transition"
-            guard reason != .shuttingDown, !writesFailure, !permanent else { break }
+            guard reason != .shuttingDown, !writesFailure, !Self.isPermanent(error) else { break }
             let message = "The transcode ended but the job store could not record it (\(error.message)); the output was discarded. "
                 + "Submit the job again."
             let fallback = retrying(job.id, what: "recording the job as failed") { () throws(StoreError) -> Job in
-                try self.store.markFailed(id: job.id, code: "store_error", message: message)
+                try self.store.markFailed(lease, code: "store_error", message: message)
             }
-            if case .success(let failed) = fallback { return failed }
+            switch fallback {
+            case .success(let failed): return .stored(failed)
+            case .failure(let error) where error.code == "lease_lost": return .leaseLost
+            case .failure: break
+            }
         }
         logger.error("the job's end could not be recorded", ["job_id": .string(job.id)])
-        return nil
+        return .notRecorded
+    }
+
+    /// A refusal that trying again cannot change: the job is gone, the state machine refuses the move, or the job
+    /// is another worker's now.
+    private static func isPermanent(_ error: StoreError) -> Bool {
+        error.code == "not_found" || error.code == "invalid_transition" || error.code == "lease_lost"
     }
 
     /// Runs `body` until it succeeds or `recordRetryDelays` are used up, logging each failure. A refusal that cannot
@@ -344,7 +442,7 @@ public final class JobQueue: Sendable {
             do throws(StoreError) {
                 return .success(try body())
             } catch {
-                let permanent = error.code == "not_found" || error.code == "invalid_transition"
+                let permanent = Self.isPermanent(error)
                 logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
                                                   "retrying": .string(delays.isEmpty || permanent ? "no" : "yes")])
                 guard !permanent, let delay = delays.popFirst() else { return .failure(error) }
@@ -353,7 +451,7 @@ public final class JobQueue: Sendable {
         }
     }
 
-    private func execute(_ job: Job, token: CancellationToken) -> Result<TranscodeResult, MediaError> {
+    private func execute(_ job: Job, lease: Lease, token: CancellationToken) -> Result<TranscodeResult, MediaError> {
         let upload: Upload
         do {
             guard let found = try store.upload(id: job.inputUpload) else {
@@ -397,7 +495,9 @@ public final class JobQueue: Sendable {
                 if now.timeIntervalSince(lastSaved) >= configuration.progressSaveInterval {
                     lastSaved = now
                     do throws(StoreError) {
-                        try store.saveProgress(id: job.id, time: progress.presentationTime, duration: progress.duration)
+                        try store.saveProgress(lease, time: progress.presentationTime, duration: progress.duration)
+                    } catch where error.code == "lease_lost" {
+                        giveUp(job.id, because: error.message)
                     } catch {
                         logger.warning("saving progress failed", ["job_id": .string(job.id), "error": .string(error.description)])
                     }
@@ -408,35 +508,37 @@ public final class JobQueue: Sendable {
         }
     }
 
-    private func write(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, reason: StopReason?) throws(StoreError) -> Job {
+    private func write(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, lease: Lease,
+                       reason: StopReason?) throws(StoreError) -> Job {
         switch (outcome, reason) {
         case (.success(let result), _):
-            return try store.markSucceeded(id: job.id, outputPath: result.path, size: result.size, tracks: result.tracks,
+            return try store.markSucceeded(lease, outputPath: result.path, size: result.size, tracks: result.tracks,
                                            files: result.files, duration: result.duration, framesEncoded: result.framesEncoded,
                                            seconds: result.elapsed)
         case (.failure, .canceled?):
-            return try store.markCanceled(id: job.id)
+            return try store.markCanceled(lease)
         case (.failure, .stalled?):
-            return try store.markFailed(id: job.id, code: "stalled",
+            return try store.markFailed(lease, code: "stalled",
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
-        case (.failure, .shuttingDown?):
-            return try store.requeue(id: job.id)
+        case (.failure, .shuttingDown?), (.failure, .leaseLost?):
+            return try store.requeue(lease)
         case (.failure(let error), nil) where error.code == "worker_crashed":
             // A crash may not happen again (a one-off signal, a memory spike): the job runs again, up to its limit.
             guard job.attempts >= configuration.maxAttempts else {
                 logger.error("the job's process crashed; it runs again",
                              ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])
-                return try store.retry(id: job.id)
+                return try store.retry(lease)
             }
-            return try store.markFailed(id: job.id, code: error.code,
+            return try store.markFailed(lease, code: error.code,
                                         message: "\(error.message) (attempt \(job.attempts) of \(configuration.maxAttempts))")
         case (.failure(let error), nil):
-            return try store.markFailed(id: job.id, code: error.code, message: error.message)
+            return try store.markFailed(lease, code: error.code, message: error.message)
         }
     }
 
     private func watch() {
         var lastSweep = Date.distantPast
+        var lastLeaseSweep = Date.distantPast
         while !stopping {
             _ = watchdogWake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
             let now = Date()
@@ -448,15 +550,64 @@ public final class JobQueue: Sendable {
                     running.token.cancel()
                 }
             }
+            if store.isShared, now.timeIntervalSince(lastLeaseSweep) >= configuration.pollInterval {
+                lastLeaseSweep = now
+                do {
+                    published(try store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts))
+                } catch {
+                    logger.error("recovering jobs whose lease ran out failed", ["error": .string(error.description)])
+                }
+            }
             if let hours = configuration.retentionHours, now.timeIntervalSince(lastSweep) >= 60 {
                 lastSweep = now
                 do {
-                    try sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
+                    // One node at a time: two deleting the same rows and files would trip over each other.
+                    _ = try store.exclusively("retention") { () throws(StoreError) in
+                        try sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
+                    }
                 } catch {
                     logger.error("the retention sweep failed", ["error": .string(error.description)])
                 }
             }
         }
+    }
+
+    /// Renews the leases of the jobs running here every `heartbeatInterval`. A lease another worker holds now stops
+    /// its job here without a word written; a cancel request stops it as a cancellation; a store that cannot be
+    /// reached keeps the jobs running until their leases would have run out, then gives them up.
+    private func heartbeat() {
+        // Until the queue stops and its last job is gone: jobs finishing in a shutdown's grace still need their leases.
+        while !state.wait(timeout: configuration.heartbeatInterval, until: { $0.stopping && $0.running.isEmpty }) {
+            let leases = state.withLock { state in state.running.values.map { ($0.lease, $0.renewedAt) } }
+            for (lease, renewedAt) in leases {
+                do throws(StoreError) {
+                    switch try store.renew(lease, leaseSeconds: configuration.leaseSeconds) {
+                    case .held(let cancelRequested):
+                        state.withLock { $0.running[lease.jobID]?.renewedAt = Date() }
+                        if cancelRequested { _ = signalCancel(lease.jobID) }
+                    case .lost:
+                        giveUp(lease.jobID, because: "its lease (token \(lease.token)) is another worker's now")
+                    }
+                } catch {
+                    logger.warning("renewing a job's lease failed", ["job_id": .string(lease.jobID), "error": .string(error.description)])
+                    if Date().timeIntervalSince(renewedAt) >= configuration.leaseSeconds {
+                        giveUp(lease.jobID, because: "its lease ran out while the store could not be reached")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops a job running here without recording anything: another worker has it, or will once its lease is out.
+    private func giveUp(_ id: String, because why: String) {
+        let stopped = state.withLock { state -> Bool in
+            guard var running = state.running[id], running.reason != .leaseLost else { return false }
+            running.reason = .leaseLost
+            state.running[id] = running
+            running.token.cancel()
+            return true
+        }
+        if stopped { logger.error("stopping a job this node no longer holds", ["job_id": .string(id), "reason": .string(why)]) }
     }
 
     /// Deletes finished jobs that ended before `time` (seconds since 1970), with their outputs, and uploads no job

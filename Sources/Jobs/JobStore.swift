@@ -1,372 +1,138 @@
-import Foundation
 import Pipeline
-import Locks
-import Synchronization
 
-/// Jobs and uploads in one SQLite file. The state machine is enforced by the database itself (a trigger), and a
-/// claim is a single `UPDATE … RETURNING`, so no job runs twice at once even with several connections.
+/// Where jobs and uploads are kept: a SQLite file for one machine (`SQLiteJobStore`), or a PostgreSQL database that
+/// API and worker nodes share (`PostgresJobStore`). Both enforce the job state machine in the database itself, both
+/// run the same conformance tests.
 ///
-/// Thread-safe: the connection is behind a mutex, and every method runs one short statement or transaction.
-/// Methods block (SQLite I/O); call them from worker threads, not from Swift's cooperative pool.
-public final class JobStore: Sendable {
-    private let database: LockedValue<Database>
-    private let writes = Atomic<Int64>(0)
-    /// The database file.
-    public let path: String
+/// A claim is a lease: the worker's name, a fencing token (one more on every claim of the job) and an expiry the
+/// worker pushes forward with `renew`. Every write a worker makes about its job carries the lease and is refused with
+/// `lease_lost` once the job was given to someone else, so a worker that was paused or cut off can never overwrite
+/// the result of the one that took its job over.
+///
+/// Methods block (database I/O): call them from worker threads, never from an event loop or the cooperative pool.
+public protocol JobStore: AnyObject, Sendable {
+    /// Whether other processes use the store at once (worker and API nodes of a cluster): then jobs found running at
+    /// start belong to someone else, and only expired leases are recovered.
+    var isShared: Bool { get }
 
-    /// Opens the store at `path`, creating and migrating the schema as needed.
-    public init(path: String) throws(StoreError) {
-        let connection = try Database(path: path)
-        try Migrations.migrate(connection)
-        self.path = path
-        database = LockedValue(connection)
-    }
-
-    @discardableResult
-    private func withDatabase<T: Sendable>(_ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
-        try database.withLock { (database: inout Database) throws(StoreError) -> T in
-            defer { writes.store(database.totalChanges, ordering: .releasing) }
-            return try body(database)
-        }
-    }
-
-    /// A number that grows whenever anything in the store is written, readable without touching SQLite.
-    ///
-    /// Read it *before* reading rows you want to cache: while it stays the same, those rows are unchanged. It counts
-    /// this store's own writes, which are all the writes there are: the data directory lock keeps other processes
-    /// out, and the server opens one store.
-    public var generation: Int64 { writes.load(ordering: .acquiring) }
-
-    static func now() -> Double { Date().timeIntervalSince1970 }
+    /// A number that changes whenever this process may see something new in the store: read it before reading rows
+    /// you cache; while it stays the same, those rows are unchanged. A shared store, which other nodes write, changes
+    /// it on every read.
+    var generation: Int64 { get }
 
     // MARK: Uploads
 
     /// Records an upload whose file is already in place.
-    public func insert(_ upload: Upload) throws(StoreError) {
-        try withDatabase { database throws(StoreError) in
-            try database.query(
-                "INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [.text(upload.id), .text(upload.filename), upload.contentType.sqlValue, .integer(Int64(upload.size)),
-                 .text(upload.sha256), .text(upload.path), .text(Self.json(upload.tracks)), .real(upload.createdAt)])
-        }
-    }
+    func insert(_ upload: Upload) throws(StoreError)
+    func upload(id: String) throws(StoreError) -> Upload?
+    /// Deletes an upload's row; refused (`constraint`, `isStillReferenced`) while a job still uses it.
+    func deleteUpload(id: String) throws(StoreError)
+    /// Uploads older than `time` (seconds since 1970) that no job refers to (as its input or its watermark).
+    func unusedUploads(before time: Double) throws(StoreError) -> [Upload]
 
-    public func upload(id: String) throws(StoreError) -> Upload? {
-        try withDatabase { database throws(StoreError) in
-            try database.query("SELECT * FROM uploads WHERE id = ?", [.text(id)]).first.map(Self.upload)
-        }
-    }
+    // MARK: Jobs for the API
 
-    /// Deletes an upload's row; refused (`constraint`) while a job still uses it as its input or its watermark.
-    public func deleteUpload(id: String) throws(StoreError) {
-        try withDatabase { database throws(StoreError) in
-            try database.query("DELETE FROM uploads WHERE id = ?", [.text(id)])
-        }
-    }
-
-    // MARK: Jobs
-
-    /// Queues a new job on an existing upload.
-    public func createJob(input: String, settings: TranscodeSettings, priority: Int = 0) throws(StoreError) -> Job {
-        let now = Self.now()
-        let job = Job(id: UUID().uuidString.lowercased(), state: .queued, settings: settings, inputUpload: input,
-                      progressTime: 0, progressDuration: 0, attempts: 1, priority: priority, createdAt: now, updatedAt: now)
-        try withDatabase { database throws(StoreError) in
-            guard try !database.query("SELECT 1 FROM uploads WHERE id = ?", [.text(input)]).isEmpty else {
-                throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).")
-            }
-            let watermark = settings.filters?.video?.watermark?.upload
-            do throws(StoreError) {
-                try database.query("""
-                    INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at)
-                    VALUES (?, 'queued', ?, ?, ?, 1, ?, ?, ?)
-                    """,
-                    [.text(job.id), .text(Self.json(settings)), .text(input), watermark.map(SQLValue.text) ?? .null,
-                     .integer(Int64(priority)), .real(now), .real(now)])
-            } catch where error.isConstraint && watermark != nil {
-                throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").",
-                                 resultCode: error.resultCode)
-            }
-        }
-        return job
-    }
-
-    public func job(id: String) throws(StoreError) -> Job? {
-        try withDatabase { database throws(StoreError) in
-            try database.query("SELECT * FROM jobs WHERE id = ?", [.text(id)]).first.map(Self.job)
-        }
-    }
-
+    /// Queues a new job on an existing upload (`upload_not_found`, `watermark_not_found` otherwise).
+    func createJob(input: String, settings: TranscodeSettings, priority: Int) throws(StoreError) -> Job
+    func job(id: String) throws(StoreError) -> Job?
     /// When the job last changed (seconds since 1970), or nil if there is no such job: a cheap check for caches.
-    public func lastUpdate(of id: String) throws(StoreError) -> Double? {
-        try withDatabase { database throws(StoreError) in
-            try database.query("SELECT updated_at FROM jobs WHERE id = ?", [.text(id)]).first?["updated_at"].double
-        }
-    }
-
+    func lastUpdate(of id: String) throws(StoreError) -> Double?
     /// A page of jobs, newest first, optionally in one state; `cursor` is the `next` of the previous page.
-    public func jobs(state: JobState? = nil, limit: Int = 50, cursor: String? = nil) throws(StoreError) -> (jobs: [Job], next: String?) {
-        var conditions: [String] = []
-        var arguments: [SQLValue] = []
-        if let state {
-            conditions.append("state = ?")
-            arguments.append(.text(state.rawValue))
-        }
-        if let cursor {
-            guard let (time, id) = Self.decodeCursor(cursor) else {
-                throw StoreError(code: "invalid_cursor", message: "The cursor is not one this server gave out.")
-            }
-            conditions.append("(created_at < ? OR (created_at = ? AND id < ?))")
-            arguments += [.real(time), .real(time), .text(id)]
-        }
-        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
-        let rows = try withDatabase { database throws(StoreError) in
-            try database.query("SELECT * FROM jobs \(filter) ORDER BY created_at DESC, id DESC LIMIT ?",
-                               arguments + [.integer(Int64(limit + 1))])
-        }
-        let jobs = rows.prefix(limit).map(Self.job)
-        let next = rows.count > limit ? jobs.last.map { Self.encodeCursor(time: $0.createdAt, id: $0.id) } : nil
-        return (Array(jobs), next)
-    }
-
+    func jobs(state: JobState?, limit: Int, cursor: String?) throws(StoreError) -> (jobs: [Job], next: String?)
     /// Number of jobs in each state.
-    public func counts() throws(StoreError) -> [JobState: Int] {
-        let rows = try withDatabase { database throws(StoreError) in
-            try database.query("SELECT state, count(*) AS n FROM jobs GROUP BY state")
-        }
-        var counts: [JobState: Int] = [:]
-        for row in rows { if let state = row["state"].string.flatMap(JobState.init) { counts[state] = row["n"].int ?? 0 } }
-        return counts
-    }
-
-    /// Atomically takes the next queued job (highest priority, then oldest) for the worker `lease`.
-    public func claimNext(lease: String) throws(StoreError) -> Job? {
-        let now = Self.now()
-        return try withDatabase { database throws(StoreError) in
-            try database.query("""
-                UPDATE jobs SET state = 'running', lease = ?, started_at = ?, updated_at = ?, progress_time = 0
-                WHERE id = (SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, created_at, id LIMIT 1)
-                RETURNING *
-                """, [.text(lease), .real(now), .real(now)]).first.map(Self.job)
-        }
-    }
-
-    /// Saves a running job's progress (seconds of output written, expected seconds).
-    public func saveProgress(id: String, time: Double, duration: Double) throws(StoreError) {
-        try withDatabase { database throws(StoreError) in
-            try database.query(
-                "UPDATE jobs SET progress_time = ?, progress_duration = ?, updated_at = ? WHERE id = ? AND state = 'running'",
-                [.real(time), .real(duration), .real(Self.now()), .text(id)])
-        }
-    }
-
-    /// running → succeeded, with the output's place, size and tracks, and the frames and seconds the transcode took.
-    @discardableResult
-    public func markSucceeded(id: String, outputPath: String, size: Int, tracks: [Track], files: [OutputFile]?,
-                              duration: Double, framesEncoded: Int, seconds: Double) throws(StoreError) -> Job {
-        try move(id, to: .succeeded, set: [
-            ("output_path", .text(outputPath)), ("output_size", .integer(Int64(size))), ("output_tracks", .text(Self.json(tracks))),
-            ("output_files", files.map { .text(Self.json($0)) } ?? .null),
-            ("progress_time", .real(duration)), ("progress_duration", .real(duration)), ("lease", .null),
-            ("frames_encoded", .integer(Int64(framesEncoded))), ("transcode_seconds", .real(seconds)),
-        ])
-    }
-
-    /// running → failed, with a stable code and a message for people.
-    @discardableResult
-    public func markFailed(id: String, code: String, message: String) throws(StoreError) -> Job {
-        try move(id, to: .failed, set: [("error_code", .text(code)), ("error_message", .text(message)), ("lease", .null)])
-    }
-
-    /// queued or running → canceled; with `from`, only if the job is in that state now.
-    @discardableResult
-    public func markCanceled(id: String, from expected: JobState? = nil) throws(StoreError) -> Job {
-        try move(id, to: .canceled, from: expected, set: [("error_code", .text("canceled")), ("error_message", .text("The job was canceled.")),
-                                          ("lease", .null)])
-    }
-
-    /// running → queued with one more attempt: the process that ran it crashed, and it runs again.
-    @discardableResult
-    public func retry(id: String) throws(StoreError) -> Job {
-        let now = Self.now()
-        let row = try withDatabase { database throws(StoreError) -> Row? in
-            try database.query("""
-                UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL, progress_time = 0,
-                    updated_at = ?
-                WHERE id = ? AND state = 'running' RETURNING *
-                """, [.real(now), .text(id)]).first
-        }
-        guard let row else { throw StoreError(code: "invalid_transition", message: "The job \(id) is not running.") }
-        return Self.job(row)
-    }
-
-    /// running → queued without counting an attempt: the process is shutting down and the next start runs it again.
-    @discardableResult
-    public func requeue(id: String) throws(StoreError) -> Job {
-        try move(id, to: .queued, set: [("lease", .null), ("started_at", .null), ("progress_time", .real(0))])
-    }
-
-    /// Moves a job to `state` if the state machine allows it (and, with `expected`, only from that state),
-    /// setting `columns` too.
-    @discardableResult
-    public func move(_ id: String, to state: JobState, from expected: JobState? = nil,
-                     set columns: [(String, SQLValue)] = []) throws(StoreError) -> Job {
-        let now = Self.now()
-        var assignments = ["state = ?", "updated_at = ?"]
-        var arguments: [SQLValue] = [.text(state.rawValue), .real(now)]
-        if state.isTerminal {
-            assignments.append("finished_at = ?")
-            arguments.append(.real(now))
-        }
-        for (column, value) in columns {
-            assignments.append("\(column) = ?")
-            arguments.append(value)
-        }
-        var filter = "id = ?"
-        arguments.append(.text(id))
-        if let expected {
-            filter += " AND state = ?"
-            arguments.append(.text(expected.rawValue))
-        }
-        let row = try withDatabase { database throws(StoreError) -> Row? in
-            do throws(StoreError) {
-                if let row = try database.query("UPDATE jobs SET \(assignments.joined(separator: ", ")) WHERE \(filter) RETURNING *",
-                                                arguments).first {
-                    return row
-                }
-                guard let current = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?["state"].string else {
-                    return nil
-                }
-                throw StoreError(code: "invalid_transition", message: "The job is \(current), not \(expected?.rawValue ?? "?").")
-            } catch where error.isConstraint && error.message.contains(Migrations.invalidTransition) {
-                let current = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?["state"].string ?? "?"
-                throw StoreError(code: "invalid_transition", message: "A \(current) job cannot become \(state.rawValue).",
-                                 resultCode: error.resultCode)
-            }
-        }
-        guard let row else { throw StoreError(code: "not_found", message: "No job has the id \(id).") }
-        return Self.job(row)
-    }
-
-    /// After a crash: jobs left running go back to the queue with one more attempt, or fail with `worker_crashed`
-    /// once `maxAttempts` attempts have died. Returns the ids requeued and failed.
-    public func recoverOrphans(maxAttempts: Int = 3) throws(StoreError) -> (requeued: [String], failed: [String]) {
-        let now = Self.now()
-        return try withDatabase { database throws(StoreError) in
-            try database.transaction { () throws(StoreError) -> ([String], [String]) in
-                let failed = try database.query("""
-                    UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
-                        error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',
-                        lease = NULL, finished_at = ?, updated_at = ?
-                    WHERE state = 'running' AND attempts >= ? RETURNING id
-                    """, [.real(now), .real(now), .integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
-                let requeued = try database.query("""
-                    UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL,
-                        progress_time = 0, updated_at = ?
-                    WHERE state = 'running' RETURNING id
-                    """, [.real(now)]).compactMap { $0["id"].string }
-                return (requeued, failed)
-            }
-        }
-    }
-
-    /// Finished jobs (succeeded, failed, canceled) that ended before `time` (seconds since 1970).
-    public func finishedJobs(before time: Double, limit: Int = 500) throws(StoreError) -> [Job] {
-        try withDatabase { database throws(StoreError) in
-            try database.query("""
-                SELECT * FROM jobs WHERE state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
-                ORDER BY finished_at LIMIT ?
-                """, [.real(time), .integer(Int64(limit))]).map(Self.job)
-        }
-    }
-
-    /// Uploads older than `time` that no job refers to (as its input or its watermark).
-    public func unusedUploads(before time: Double) throws(StoreError) -> [Upload] {
-        try withDatabase { database throws(StoreError) in
-            try database.query("""
-                SELECT * FROM uploads u WHERE created_at < ?
-                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
-                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
-                """, [.real(time)]).map(Self.upload)
-        }
-    }
-
+    func counts() throws(StoreError) -> [JobState: Int]
+    /// queued → canceled, only if the job is queued now (`invalid_transition` otherwise).
+    func cancelQueued(id: String) throws(StoreError) -> Job
+    /// Asks whichever worker runs the job to stop it (it records the cancellation itself); false when the job is not
+    /// running.
+    func requestCancel(id: String) throws(StoreError) -> Bool
     /// Deletes a job's row (its files are the caller's to remove).
-    public func deleteJob(id: String) throws(StoreError) {
-        try withDatabase { database throws(StoreError) in
-            try database.query("DELETE FROM jobs WHERE id = ?", [.text(id)])
-        }
+    func deleteJob(id: String) throws(StoreError)
+    /// Finished jobs (succeeded, failed, canceled) that ended before `time` (seconds since 1970), oldest first.
+    func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job]
+
+    // MARK: Jobs for workers
+
+    /// Atomically takes the next queued job (highest priority, then oldest) for `worker`, leased for `leaseSeconds`.
+    func claimNext(worker: String, leaseSeconds: Double) throws(StoreError) -> Job?
+    /// Pushes the lease's expiry `leaseSeconds` from now: `.lost` once the job is no longer this lease's.
+    func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus
+    /// Saves a running job's progress (seconds of output written, expected seconds).
+    func saveProgress(_ lease: Lease, time: Double, duration: Double) throws(StoreError)
+    /// running → succeeded, with the output's place, size and tracks, and the frames and seconds it took.
+    func markSucceeded(_ lease: Lease, outputPath: String, size: Int, tracks: [Track], files: [OutputFile]?,
+                       duration: Double, framesEncoded: Int, seconds: Double) throws(StoreError) -> Job
+    /// running → failed, with a stable code and a message for people.
+    func markFailed(_ lease: Lease, code: String, message: String) throws(StoreError) -> Job
+    /// running → canceled: the worker stopped the job because it was asked to.
+    func markCanceled(_ lease: Lease) throws(StoreError) -> Job
+    /// running → queued with one more attempt: the process running it crashed, and it runs again.
+    func retry(_ lease: Lease) throws(StoreError) -> Job
+    /// running → queued without counting an attempt: the worker is shutting down and another start runs it.
+    func requeue(_ lease: Lease) throws(StoreError) -> Job
+
+    // MARK: Recovery and sweeps
+
+    /// Every job left running goes back to the queue with one more attempt, or fails with `worker_crashed` once
+    /// `maxAttempts` attempts have died: for a store no other process uses, at start.
+    func recoverOrphans(maxAttempts: Int) throws(StoreError) -> (requeued: [String], failed: [String])
+    /// The same for running jobs whose lease expired (their worker died, or stopped renewing).
+    func recoverExpiredLeases(maxAttempts: Int) throws(StoreError) -> (requeued: [String], failed: [String])
+    /// Runs `body` unless another process is running the sweep called `name` now (then returns false): one node at a
+    /// time does the cluster-wide chores.
+    func exclusively(_ name: String, _ body: () throws(StoreError) -> Void) throws(StoreError) -> Bool
+    /// Calls `handler` (on a thread of the store's) with what other processes changed: jobs queued, jobs changed,
+    /// cancellations asked for. A store no other process uses never calls it.
+    func watch(_ handler: @escaping @Sendable (StoreNotice) -> Void)
+    /// Stops watching and closes what the store holds open.
+    func close()
+}
+
+extension JobStore {
+    public func createJob(input: String, settings: TranscodeSettings) throws(StoreError) -> Job {
+        try createJob(input: input, settings: settings, priority: 0)
     }
 
-    /// `PRAGMA integrity_check`: "ok" when the file is sound.
-    public func integrityCheck() throws(StoreError) -> String {
-        try withDatabase { database throws(StoreError) in
-            try database.query("PRAGMA integrity_check").map { $0["integrity_check"].string ?? "" }.joined(separator: "\n")
-        }
+    public func jobs(state: JobState? = nil, limit: Int = 50, cursor: String? = nil) throws(StoreError) -> (jobs: [Job], next: String?) {
+        try jobs(state: state, limit: limit, cursor: cursor)
     }
 
-    // MARK: Rows
+    public func finishedJobs(before time: Double) throws(StoreError) -> [Job] { try finishedJobs(before: time, limit: 500) }
+}
 
-    private static func json<T: Encodable>(_ value: T) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
+/// A worker's hold on a running job: refused writes (`lease_lost`) tell it the job was given to someone else.
+public struct Lease: Sendable, Equatable, CustomStringConvertible {
+    public let jobID: String
+    /// Who holds it (`host/pid-instance/worker`).
+    public let worker: String
+    /// The fencing number: one more on every claim of the job, so an older holder's writes can be told apart.
+    public let token: Int
+
+    public init(jobID: String, worker: String, token: Int) {
+        self.jobID = jobID
+        self.worker = worker
+        self.token = token
     }
 
-    private static func decode<T: Decodable>(_ type: T.Type, _ value: SQLValue) -> T? {
-        guard let text = value.string else { return nil }
-        return try? JSONDecoder().decode(type, from: Data(text.utf8))
-    }
+    public var description: String { "\(worker) (token \(token))" }
+}
 
-    /// The stored settings, or what keeps them from being read (they were written by another version of transcoderd,
-    /// or edited by hand): never the defaults in their place.
-    private static func settings(_ value: SQLValue) -> (settings: TranscodeSettings, unreadable: Job.UnreadableSettings?) {
-        let text = value.string ?? ""
-        do throws(SettingsError) {
-            return (try TranscodeSettings.parse(Data(text.utf8)), nil)
-        } catch {
-            let problem = error.key.isEmpty ? error.message : "settings.\(error.key): \(error.message)"
-            return (TranscodeSettings(), Job.UnreadableSettings(text: text, problem: problem))
-        }
-    }
+/// What renewing a lease found.
+public enum LeaseStatus: Sendable, Equatable {
+    /// Still this worker's; `cancelRequested` when someone asked for the job to stop.
+    case held(cancelRequested: Bool)
+    /// The job is no longer this lease's (taken over, or ended by someone else).
+    case lost
+}
 
-    private static func upload(_ row: Row) -> Upload {
-        Upload(id: row["id"].string ?? "", filename: row["filename"].string ?? "", contentType: row["content_type"].string,
-               size: row["size"].int ?? 0, sha256: row["sha256"].string ?? "", path: row["path"].string ?? "",
-               tracks: decode([Track].self, row["tracks"]) ?? [], createdAt: row["created_at"].double ?? 0)
-    }
-
-    private static func job(_ row: Row) -> Job {
-        let settings = settings(row["settings"])
-        var job = Job(id: row["id"].string ?? "", state: row["state"].string.flatMap(JobState.init) ?? .failed,
-            settings: settings.settings,
-            inputUpload: row["input_upload"].string ?? "", outputPath: row["output_path"].string,
-            outputSize: row["output_size"].int, outputTracks: decode([Track].self, row["output_tracks"]),
-            outputFiles: decode([OutputFile].self, row["output_files"]),
-            progressTime: row["progress_time"].double ?? 0, progressDuration: row["progress_duration"].double ?? 0,
-            errorCode: row["error_code"].string, errorMessage: row["error_message"].string,
-            attempts: row["attempts"].int ?? 1, priority: row["priority"].int ?? 0,
-            createdAt: row["created_at"].double ?? 0, startedAt: row["started_at"].double,
-            finishedAt: row["finished_at"].double, updatedAt: row["updated_at"].double ?? 0, lease: row["lease"].string,
-            framesEncoded: row["frames_encoded"].int, transcodeSeconds: row["transcode_seconds"].double)
-        job.unreadableSettings = settings.unreadable
-        return job
-    }
-
-    /// A page cursor: the last job's creation time (the bits of the Double, 16 hex digits) and its id, e.g.
-    /// `41d9b5a1c2f3e4d5-9b2f6c1e-8a59-4f0e-9d0c-3f1f2a7e5b11`. Any string of that form is a valid cursor.
-    private static func encodeCursor(time: Double, id: String) -> String {
-        let bits = String(time.bitPattern, radix: 16)
-        return String(repeating: "0", count: 16 - bits.count) + bits + "-" + id
-    }
-
-    private static func decodeCursor(_ cursor: String) -> (Double, String)? {
-        let bits = cursor.prefix(16)
-        guard bits.count == 16, cursor.dropFirst(16).first == "-", let value = UInt64(bits, radix: 16) else { return nil }
-        let id = String(cursor.dropFirst(17))
-        guard id.count == 36, id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || $0 == 0x2D }) else {
-            return nil
-        }
-        return (Double(bitPattern: value), id)
-    }
+/// A change another process made to the store, announced by the database.
+public enum StoreNotice: Sendable, Equatable {
+    /// A job was queued (new, or back in the queue).
+    case queued(String)
+    /// A job changed state or saved progress.
+    case changed(String)
+    /// Someone asked for a running job to stop.
+    case cancel(String)
+    /// The link to the database was lost and is back: notices may have been missed meanwhile.
+    case reconnected
 }

@@ -37,7 +37,7 @@ public final class TranscoderAPI: Sendable {
         self.metricsText = metricsText
     }
 
-    private var store: JobStore { queue.store }
+    private var store: any JobStore { queue.store }
     private var directory: DataDirectory { queue.directory }
 
     /// Every route of the API.

@@ -8,6 +8,11 @@ import Pipeline
 /// Parsed and validated once at start; invalid values stop start-up with one clear line.
 struct Configuration: Sendable {
     var data = "./data"
+    /// nil: the SQLite file in `data`; else a PostgreSQL URI.
+    var store: String?
+    /// Seconds a job's claim lasts unless renewed, and between renewals.
+    var leaseSeconds = 20.0
+    var heartbeatInterval = 5.0
     var workers = 1
     var stallTimeout = 120.0
     var retentionHours: Double?
@@ -47,9 +52,27 @@ struct Configuration: Sendable {
             guard !value.isEmpty else { throw UsageError(message: "--data: expected a directory, got \"\"") }
             config.data = value
         },
-        Option(flag: "--workers", environment: "TRANSCODER_WORKERS", help: "transcodes run at once, 1-64; default 1") {
+        Option(flag: "--store", environment: "TRANSCODER_STORE",
+               help: "where jobs are kept: sqlite (the file in --data) or postgres://user@host/db for nodes sharing one database; default sqlite") {
             config, value throws(UsageError) in
-            config.workers = try integer(value, flag: "--workers", range: 1...64)
+            if value.isEmpty || value == "sqlite" {
+                config.store = nil
+            } else if value.hasPrefix("postgres://") || value.hasPrefix("postgresql://") {
+                config.store = value
+            } else {
+                throw UsageError(message: "--store: expected sqlite or a postgres:// URI, got \"\(value.prefix(20))…\"")
+            }
+        },
+        Option(flag: "--workers", environment: "TRANSCODER_WORKERS",
+               help: "transcodes run at once, 0-64 (serve --workers 0: an API-only node of a shared --store); default 1") {
+            config, value throws(UsageError) in
+            config.workers = try integer(value, flag: "--workers", range: 0...64)
+        },
+        Option(flag: "--lease-seconds", environment: "TRANSCODER_LEASE_SECONDS",
+               help: "seconds a job's claim lasts unless its node renews it (every quarter of it); a shared store gives the job to another node then; default 20") {
+            config, value throws(UsageError) in
+            config.leaseSeconds = Double(try integer(value, flag: "--lease-seconds", range: 2...3600))
+            config.heartbeatInterval = config.leaseSeconds / 4
         },
         Option(flag: "--stall-timeout", environment: "TRANSCODER_STALL_TIMEOUT",
                help: "seconds without progress before a job fails with `stalled`; default 120") { config, value throws(UsageError) in
@@ -223,17 +246,31 @@ struct Configuration: Sendable {
 
     /// Prepares and locks the data directory, opens the store, and builds the job queue (not started yet).
     /// The lock must stay alive as long as the queue runs.
-    func openQueue(runner: any JobRunner, logger: Logger) throws(StoreError) -> (JobQueue, DirectoryLock) {
+    /// With a shared store, the directory is shared storage other nodes use too: no lock, nothing of theirs touched.
+    func openQueue(runner: any JobRunner, logger: Logger) throws(StoreError) -> (JobQueue, DirectoryLock?) {
         let directory = DataDirectory(path: data)
         try directory.prepare()
-        let lock = try directory.lock()
-        let store = try JobStore(path: directory.databasePath)
+        let lock: DirectoryLock?
+        let jobStore: any JobStore
+        if let uri = store {
+            lock = nil
+            jobStore = try PostgresJobStore(uri: uri, root: directory.root.path, connections: min(8, handlerThreads + workers + 2))
+        } else {
+            guard workers > 0 else {
+                throw StoreError(code: "invalid_configuration",
+                                 message: "--workers 0 needs a shared --store (postgres://...): with SQLite no other process could run the jobs.")
+            }
+            lock = try directory.lock()
+            jobStore = try SQLiteJobStore(path: directory.databasePath, root: directory.root.path)
+        }
         var queueConfiguration = JobQueue.Configuration()
         queueConfiguration.workers = workers
         queueConfiguration.stallTimeout = stallTimeout
         queueConfiguration.retentionHours = retentionHours
         queueConfiguration.maxAttempts = maxAttempts
-        let queue = JobQueue(store: store, directory: directory, runner: runner, configuration: queueConfiguration, logger: logger)
+        queueConfiguration.leaseSeconds = leaseSeconds
+        queueConfiguration.heartbeatInterval = heartbeatInterval
+        let queue = JobQueue(store: jobStore, directory: directory, runner: runner, configuration: queueConfiguration, logger: logger)
         return (queue, lock)
     }
 

@@ -28,7 +28,7 @@ import TestSupport
         #expect(worker.terminationReason == .uncaughtSignal)
         #expect(fixture.outputFiles.contains { $0.hasSuffix(".partial") }, "the killed process left a partial file")
 
-        let reopened = try JobStore(path: fixture.directory.databasePath)
+        let reopened = try SQLiteJobStore(path: fixture.directory.databasePath)
         #expect(try reopened.integrityCheck() == "ok")
         let rerun = try Shell.run(Binary.path, ["work", "--data", fixture.directory.root.path, "--exit-when-idle"])
         #expect(rerun.status == 0, "\(rerun.stderr)")

@@ -218,8 +218,9 @@ final class TimedRunner: JobRunner {
         try FileManager.default.createDirectory(atPath: folder + "/audio", withIntermediateDirectories: true)
         try Data("#EXTM3U\n".utf8).write(to: URL(fileURLWithPath: folder + "/master.m3u8"))
         try Data("x".utf8).write(to: URL(fileURLWithPath: folder + "/audio/segment_00001.m4s"))
-        try fixture.store.move(done.id, to: .running)
-        try fixture.store.markSucceeded(id: done.id, outputPath: folder + "/master.m3u8", size: 9, tracks: [],
+        let lease = try #require(try fixture.store.claimNext(worker: "test", leaseSeconds: 20)?.currentLease)
+        try #require(lease.jobID == done.id)
+        _ = try fixture.store.markSucceeded(lease, outputPath: folder + "/master.m3u8", size: 9, tracks: [],
                                        files: [OutputFile(path: "master.m3u8", size: 8, mimeType: "application/vnd.apple.mpegurl"),
                                                OutputFile(path: "audio/segment_00001.m4s", size: 1, mimeType: "audio/mp4")],
                                        duration: 1, framesEncoded: 0, seconds: 0.1)
@@ -248,8 +249,9 @@ final class TimedRunner: JobRunner {
         let done = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         let output = fixture.directory.outputs.appendingPathComponent("\(done.id).mp4").path
         try Data("x".utf8).write(to: URL(fileURLWithPath: output))
-        try fixture.store.move(done.id, to: .running)
-        try fixture.store.markSucceeded(id: done.id, outputPath: output, size: 1, tracks: [], files: nil, duration: 1,
+        let lease = try #require(try fixture.store.claimNext(worker: "test", leaseSeconds: 20)?.currentLease)
+        try #require(lease.jobID == done.id)
+        _ = try fixture.store.markSucceeded(lease, outputPath: output, size: 1, tracks: [], files: nil, duration: 1,
                                        framesEncoded: 30, seconds: 0.5)
         let waiting = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         let queue = queue(fixture)

@@ -5,21 +5,46 @@ import Testing
 import TestSupport
 @testable import Jobs
 
-@Suite struct JobStoreTests {
-    /// Brings a new job to `state` through allowed moves only.
+/// The job store's contract, run against both backends (SQLite, and PostgreSQL on a real server): the same tests,
+/// so neither drifts.
+@Suite struct JobStoreConformanceTests {
+    static let backends = StoreBackend.allCases
+
+    /// Priorities that only grow, so the job made last is the one claimed next.
+    private let priorities = LockedValue(0)
+
+    /// Brings a new job to `state` through the store's own calls.
     private func job(in state: JobState, _ fixture: StoreFixture, upload: Upload) throws -> Job {
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let priority = priorities.withLock { value in
+            value += 1
+            return value
+        }
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(), priority: priority)
+        if state == .queued { return job }
+        if state == .canceled { return try fixture.store.cancelQueued(id: job.id) }
+        let running = try #require(try fixture.store.claimNext(worker: "test", leaseSeconds: 20))
+        #expect(running.id == job.id)
+        let lease = try #require(running.currentLease)
         switch state {
-        case .queued: return job
-        case .canceled: return try fixture.store.markCanceled(id: job.id)
-        default:
-            let running = try fixture.store.move(job.id, to: .running)
-            return state == .running ? running : try fixture.store.move(job.id, to: state)
+        case .succeeded:
+            return try fixture.store.markSucceeded(lease, outputPath: fixture.directory.outputs.path + "/x/output.mp4", size: 1,
+                                                   tracks: [], files: nil, duration: 1, framesEncoded: 1, seconds: 1)
+        case .failed: return try fixture.store.markFailed(lease, code: "test", message: "test")
+        default: return running
         }
     }
 
-    @Test func everyTransitionIsAllowedOrRefusedByTheStore() throws {
-        let fixture = try StoreFixture()
+    /// Sets a column through the backend's own SQL, as an operator (or a bug) might.
+    private func rawUpdate(_ fixture: StoreFixture, _ sql: String, _ id: String) throws {
+        if let uri = fixture.uri {
+            try PostgresConnection(uri: uri).query(sql.replacingOccurrences(of: "?", with: "$1"), [.text(id)])
+        } else {
+            try Database(path: fixture.directory.databasePath).query(sql, [.text(id)])
+        }
+    }
+
+    @Test(arguments: backends) func theDatabaseItselfRefusesEveryMoveOutsideTheStateMachine(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))
         var allowed: [String] = []
         for from in JobState.allCases {
@@ -27,11 +52,11 @@ import TestSupport
                 let subject = try job(in: from, fixture, upload: upload)
                 #expect(subject.state == from)
                 do {
-                    let moved = try fixture.store.move(subject.id, to: to)
-                    #expect(moved.state == to)
+                    try rawUpdate(fixture, "UPDATE jobs SET state = '\(to.rawValue)' WHERE id = ?", subject.id)
                     allowed.append("\(from.rawValue)→\(to.rawValue)")
-                } catch {
-                    #expect(error.code == "invalid_transition", "\(from)→\(to): \(error)")
+                    #expect(try fixture.store.job(id: subject.id)?.state == to)
+                } catch let error as StoreError {
+                    #expect(error.isConstraint && error.message.contains("invalid job state transition"), "\(from)→\(to): \(error)")
                     #expect(try fixture.store.job(id: subject.id)?.state == from, "a refused move changes nothing")
                 }
                 #expect(allowed.contains("\(from.rawValue)→\(to.rawValue)") == from.canMove(to: to))
@@ -41,42 +66,25 @@ import TestSupport
                                      "running→queued", "running→succeeded"])
     }
 
-    @Test func theDatabaseItselfRefusesABadUpdate() throws {
-        let fixture = try StoreFixture()
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        let database = try Database(path: fixture.directory.databasePath)
-        #expect {
-            try database.query("UPDATE jobs SET state = 'succeeded' WHERE id = ?", [.text(job.id)])
-        } throws: { error in
-            let storeError = error as? StoreError
-            return storeError?.isConstraint == true && storeError?.message.contains("invalid job state transition") == true
-        }
-    }
-
-    @Test func claimsFollowPriorityThenAge() throws {
-        let fixture = try StoreFixture()
+    @Test(arguments: backends) func claimsFollowPriorityThenAgeAndCarryALease(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let low = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0)
         let high = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 5)
         let lowLater = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0)
-        let order = try (0..<4).map { _ in try fixture.store.claimNext(lease: "test")?.id }
-        #expect(order == [high.id, low.id, lowLater.id, nil])
+        let before = Date().timeIntervalSince1970
+        let claims = try (0..<4).map { _ in try fixture.store.claimNext(worker: "test", leaseSeconds: 20) }
+        #expect(claims.map { $0?.id } == [high.id, low.id, lowLater.id, nil])
         let claimed = try #require(try fixture.store.job(id: high.id))
-        #expect(claimed.state == .running && claimed.lease == "test" && claimed.startedAt != nil)
+        #expect(claimed.state == .running && claimed.lease == "test" && claimed.startedAt != nil && claimed.leaseToken == 1)
+        let expires = try #require(claimed.leaseExpiresAt)
+        #expect(expires > before + 19 && expires < Date().timeIntervalSince1970 + 21, "lease 20 s from the claim: \(expires - before)")
     }
 
-    @Test func eightConnectionsClaimEachOfAThousandJobsExactlyOnce() throws {
-        let fixture = try StoreFixture()
+    @Test(arguments: backends) func eightConnectionsClaimEachOfAThousandJobsExactlyOnce(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        let database = try Database(path: fixture.directory.databasePath)
-        try database.transaction { () throws(StoreError) in
-            for index in 0..<1000 {
-                try database.query("""
-                    INSERT INTO jobs (id, state, settings, input_upload, created_at, updated_at) VALUES (?, 'queued', '{}', ?, ?, ?)
-                    """, [.text("job-\(index)"), .text(upload.id), .real(Double(index)), .real(0)])
-            }
-        }
+        for _ in 0..<1000 { _ = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings()) }
         let claims = LockedValue<[String]>([])
         let failures = LockedValue<[String]>([])
         let group = DispatchGroup()
@@ -85,10 +93,11 @@ import TestSupport
             Thread {
                 defer { group.leave() }
                 do {
-                    let store = try JobStore(path: fixture.directory.databasePath)
-                    while let job = try store.claimNext(lease: "worker-\(worker)") {
+                    let store = try fixture.reopen()
+                    while let job = try store.claimNext(worker: "worker-\(worker)", leaseSeconds: 20) {
                         claims.withLock { $0.append(job.id) }
                     }
+                    store.close()
                 } catch {
                     failures.withLock { $0.append("\(error)") }
                 }
@@ -102,31 +111,90 @@ import TestSupport
         #expect(try fixture.store.counts()[.running] == 1000)
     }
 
-    @Test func recoveryRequeuesOrphansAndFailsThemAfterThreeAttempts() throws {
-        let fixture = try StoreFixture()
+    /// The fencing token: a worker whose job was taken over can renew nothing, save nothing and end nothing; the
+    /// new holder's writes go through.
+    @Test(arguments: backends) func writesOfAWorkerWhoseJobWasTakenOverAreRefused(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let first = try #require(try fixture.store.claimNext(worker: "a", leaseSeconds: 0.2)?.currentLease)
+        #expect(try fixture.store.renew(first, leaseSeconds: 0.2) == .held(cancelRequested: false))
+        Thread.sleep(forTimeInterval: 0.4)
+        let recovered = try fixture.store.recoverExpiredLeases(maxAttempts: 3)
+        #expect(recovered.requeued == [job.id] && recovered.failed.isEmpty)
+        let second = try #require(try fixture.store.claimNext(worker: "b", leaseSeconds: 20)?.currentLease)
+        #expect(second.token == first.token + 1 && second.worker == "b")
+        #expect(try fixture.store.job(id: job.id)?.attempts == 2)
+
+        #expect(try fixture.store.renew(first, leaseSeconds: 20) == .lost)
+        let store = fixture.store
+        func refused(_ what: String, _ write: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
+            do {
+                try write()
+                Issue.record("\(what) by the old holder went through", sourceLocation: sourceLocation)
+            } catch {
+                #expect((error as? StoreError)?.code == "lease_lost", "\(what): \(error)", sourceLocation: sourceLocation)
+            }
+        }
+        refused("progress") { try store.saveProgress(first, time: 9, duration: 9) }
+        refused("success") {
+            _ = try store.markSucceeded(first, outputPath: "/x", size: 1, tracks: [], files: nil, duration: 1, framesEncoded: 1, seconds: 1)
+        }
+        refused("failure") { _ = try store.markFailed(first, code: "x", message: "x") }
+        refused("cancellation") { _ = try store.markCanceled(first) }
+        refused("requeue") { _ = try store.requeue(first) }
+        refused("retry") { _ = try store.retry(first) }
+        let untouched = try #require(try fixture.store.job(id: job.id))
+        #expect(untouched.state == .running && untouched.lease == "b" && untouched.progressTime == 0)
+
+        try fixture.store.saveProgress(second, time: 1, duration: 2)
+        let done = try fixture.store.markSucceeded(second, outputPath: fixture.directory.outputs.path + "/\(job.id).2/output.mp4",
+                                                   size: 5, tracks: [], files: nil, duration: 2, framesEncoded: 3, seconds: 1)
+        #expect(done.state == .succeeded && done.outputPath == fixture.directory.outputs.path + "/\(job.id).2/output.mp4")
+        #expect { try fixture.store.markFailed(first, code: "x", message: "x") } throws: { ($0 as? StoreError)?.code == "lease_lost" }
+        #expect(try fixture.store.job(id: job.id)?.state == .succeeded)
+    }
+
+    @Test(arguments: backends) func recoveryRequeuesOrphansAndFailsThemAfterThreeAttempts(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         #expect(job.attempts == 1)
         for attempt in 2...3 {
-            _ = try fixture.store.claimNext(lease: "dead")
+            _ = try fixture.store.claimNext(worker: "dead", leaseSeconds: 20)
+            #expect(try fixture.store.recoverExpiredLeases(maxAttempts: 3) == ([], []), "a live lease is not recovered")
             let recovered = try fixture.store.recoverOrphans(maxAttempts: 3)
             #expect(recovered.requeued == [job.id])
             let requeued = try #require(try fixture.store.job(id: job.id))
             #expect(requeued.state == .queued && requeued.attempts == attempt && requeued.lease == nil)
         }
-        _ = try fixture.store.claimNext(lease: "dead")
-        let last = try fixture.store.recoverOrphans(maxAttempts: 3)
+        _ = try fixture.store.claimNext(worker: "dead", leaseSeconds: 0)
+        Thread.sleep(forTimeInterval: 0.05)
+        let last = try fixture.store.recoverExpiredLeases(maxAttempts: 3)
         #expect(last.failed == [job.id] && last.requeued.isEmpty)
         let failed = try #require(try fixture.store.job(id: job.id))
         #expect(failed.state == .failed && failed.errorCode == "worker_crashed" && failed.finishedAt != nil)
     }
 
-    @Test func pagesAreNewestFirstAndFilteredByState() throws {
-        let fixture = try StoreFixture()
+    @Test(arguments: backends) func aCancelRequestReachesTheLeaseHolder(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let queued = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(try fixture.store.requestCancel(id: queued.id) == false, "only a running job has a worker to ask")
+        let lease = try #require(try fixture.store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        #expect(try fixture.store.requestCancel(id: queued.id))
+        #expect(try fixture.store.renew(lease, leaseSeconds: 20) == .held(cancelRequested: true))
+        let canceled = try fixture.store.markCanceled(lease)
+        #expect(canceled.state == .canceled && canceled.errorCode == "canceled")
+        #expect { try fixture.store.cancelQueued(id: queued.id) } throws: { ($0 as? StoreError)?.code == "invalid_transition" }
+    }
+
+    @Test(arguments: backends) func pagesAreNewestFirstAndFilteredByState(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))
         var ids: [String] = []
         for _ in 0..<7 { ids.append(try fixture.store.createJob(input: upload.id, settings: TranscodeSettings()).id) }
-        try fixture.store.markCanceled(id: ids[0])
+        try fixture.store.cancelQueued(id: ids[0])
         var seen: [String] = []
         var cursor: String?
         repeat {
@@ -141,11 +209,91 @@ import TestSupport
         #expect(throws: StoreError.self) { try fixture.store.jobs(cursor: "not-a-cursor") }
     }
 
+    @Test(arguments: backends) func rowsComeBackAsWrittenWithPathsStoredRelative(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let settings = try TranscodeSettings(json: .string("720p"))
+        let job = try fixture.store.createJob(input: upload.id, settings: settings, priority: 3)
+        let reopened = try fixture.reopen()
+        #expect(try reopened.job(id: job.id) == job)
+        #expect(try reopened.upload(id: upload.id) == upload)
+        #expect(try reopened.lastUpdate(of: job.id) == job.updatedAt)
+        let lease = try #require(try reopened.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        let output = fixture.directory.outputDirectory(for: try #require(try reopened.job(id: job.id))) + "/output.mp4"
+        let files = [OutputFile(path: "output.mp4", size: 7, mimeType: "video/mp4")]
+        let done = try reopened.markSucceeded(lease, outputPath: output, size: 7, tracks: upload.tracks, files: files,
+                                              duration: 1.5, framesEncoded: 45, seconds: 0.25)
+        #expect(try fixture.store.job(id: job.id) == done)
+        #expect(done.outputPath == output && done.outputFiles == files && done.outputTracks == upload.tracks)
+        #expect(done.framesEncoded == 45 && done.transcodeSeconds == 0.25 && done.progressTime == 1.5)
+        // In the database: paths relative to the data directory, so nodes may mount it elsewhere.
+        let prefix = fixture.directory.root.path + "/"
+        let stored: [String]
+        if let uri = fixture.uri {
+            let connection = try PostgresConnection(uri: uri)
+            stored = try connection.query("SELECT path FROM uploads").compactMap { $0["path"].string }
+                + connection.query("SELECT output_path FROM jobs").compactMap { $0["output_path"].string }
+        } else {
+            let database = try Database(path: fixture.directory.databasePath)
+            stored = try database.query("SELECT path FROM uploads").compactMap { $0["path"].string }
+                + database.query("SELECT output_path FROM jobs").compactMap { $0["output_path"].string }
+        }
+        #expect(stored == [String(upload.path.dropFirst(prefix.count)), String(output.dropFirst(prefix.count))], "\(stored)")
+        #expect(stored.allSatisfy { !$0.hasPrefix("/") })
+    }
+
+    @Test(arguments: backends) func aJobNeedsAnExistingUploadAndKeepsItAlive(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        #expect { try fixture.store.createJob(input: "nope", settings: TranscodeSettings()) } throws: {
+            ($0 as? StoreError)?.code == "upload_not_found"
+        }
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        _ = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect { try fixture.store.deleteUpload(id: upload.id) } throws: { error in
+            (error as? StoreError)?.isStillReferenced == true
+        }
+        #expect(try fixture.store.upload(id: upload.id) == upload)
+    }
+
+    /// A watermark image a job names is kept like its input: deleting it is refused, retention passes it by, and a job
+    /// cannot name one that does not exist.
+    @Test(arguments: backends) func aWatermarkAJobUsesIsKeptLikeItsInput(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let input = try fixture.upload(try Media.path(.audioOnly))
+        let mark = try fixture.upload(try Media.path(.audioOnly))
+        let settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "\#(mark.id)"}}}}"#.utf8))
+        let job = try fixture.store.createJob(input: input.id, settings: settings)
+        #expect { try fixture.store.deleteUpload(id: mark.id) } throws: { ($0 as? StoreError)?.isStillReferenced == true }
+        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1).isEmpty)
+        let missing = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "gone"}}}}"#.utf8))
+        #expect { try fixture.store.createJob(input: input.id, settings: missing) } throws: {
+            ($0 as? StoreError)?.code == "watermark_not_found"
+        }
+        try fixture.store.deleteJob(id: job.id)
+        try fixture.store.deleteUpload(id: mark.id)
+        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1).map(\.id) == [input.id])
+    }
+
+    @Test(arguments: backends) func finishedJobsAreListedOldestFirst(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let first = try job(in: .failed, fixture, upload: upload)
+        let second = try job(in: .canceled, fixture, upload: upload)
+        _ = try job(in: .queued, fixture, upload: upload)
+        _ = try job(in: .running, fixture, upload: upload)
+        let later = Date().timeIntervalSince1970 + 1
+        #expect(try fixture.store.finishedJobs(before: later).map(\.id) == [first.id, second.id])
+        #expect(try fixture.store.finishedJobs(before: first.finishedAt ?? 0).isEmpty)
+    }
+}
+
+/// What only the SQLite file does: its schema steps, its generation counter, its transactions.
+@Suite struct JobStoreTests {
     @Test func schemaIsVersionedAndReopensCleanly() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: try TranscodeSettings(json: .string("720p")))
-        let reopened = try JobStore(path: fixture.directory.databasePath)
+        let reopened = try SQLiteJobStore(path: fixture.directory.databasePath)
         #expect(try reopened.job(id: job.id) == job)
         #expect(try reopened.upload(id: upload.id) == upload)
         let database = try Database(path: fixture.directory.databasePath)
@@ -170,7 +318,7 @@ import TestSupport
                     VALUES ('j', 'succeeded', '{}', 'u', 4, 4, 1, 2, 3, 3);
                 """)
         }
-        let store = try JobStore(path: path)
+        let store = try SQLiteJobStore(path: path)
         let job = try #require(try store.job(id: "j"))
         #expect(job.state == .succeeded && job.progressDuration == 4 && job.startedAt == 2)
         #expect(job.framesEncoded == nil && job.transcodeSeconds == nil)
@@ -180,24 +328,12 @@ import TestSupport
 
         let upload = try #require(try store.upload(id: "u"))
         let next = try store.createJob(input: upload.id, settings: TranscodeSettings())
-        try store.move(next.id, to: .running)
-        let done = try store.markSucceeded(id: next.id, outputPath: "/out.mp4", size: 1, tracks: [], files: nil, duration: 4,
+        let lease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        #expect(lease.jobID == next.id)
+        let done = try store.markSucceeded(lease, outputPath: "/out.mp4", size: 1, tracks: [], files: nil, duration: 4,
                                            framesEncoded: 120, seconds: 2)
         #expect(done.framesEncoded == 120 && done.transcodeSeconds == 2)
-        #expect(try JobStore(path: path).job(id: next.id) == done)
-    }
-
-    @Test func aJobNeedsAnExistingUploadAndKeepsItAlive() throws {
-        let fixture = try StoreFixture()
-        #expect { try fixture.store.createJob(input: "nope", settings: TranscodeSettings()) } throws: {
-            ($0 as? StoreError)?.code == "upload_not_found"
-        }
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        _ = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        #expect { try fixture.store.deleteUpload(id: upload.id) } throws: { error in
-            let storeError = error as? StoreError
-            return storeError?.code == "constraint" && storeError?.message.contains("FOREIGN KEY") == true
-        }
+        #expect(try SQLiteJobStore(path: path).job(id: next.id) == done)
     }
 
     @Test func aFailedTransactionRollsBackAndRethrowsTheFirstError() throws {
@@ -232,35 +368,20 @@ import TestSupport
         _ = try store.lastUpdate(of: job.id)
         _ = try store.jobs()
         unchanged("reading")
-        _ = try store.claimNext(lease: "test")
+        let lease = try #require(try store.claimNext(worker: "test", leaseSeconds: 20)?.currentLease)
         moved("a claim")
-        try store.saveProgress(id: job.id, time: 1, duration: 2)
+        try store.saveProgress(lease, time: 1, duration: 2)
         moved("progress")
-        _ = try store.markFailed(id: job.id, code: "test", message: "test")
+        _ = try store.markFailed(lease, code: "test", message: "test")
         moved("a failure")
-        #expect(throws: StoreError.self) { try store.move(job.id, to: .running) }
-        unchanged("a refused move")
+        #expect(throws: StoreError.self) { try store.markFailed(lease, code: "test", message: "test") }
+        unchanged("a refused write")
         try store.deleteJob(id: job.id)
         moved("a deletion")
     }
 
-    /// A watermark image a job names is kept like its input: deleting it is refused, retention passes it by, and a job
-    /// cannot name one that does not exist. A database from before the column gets it filled in from the settings.
-    @Test func aWatermarkAJobUsesIsKeptLikeItsInput() throws {
-        let fixture = try StoreFixture()
-        let input = try fixture.upload(try Media.path(.audioOnly))
-        let mark = try fixture.upload(try Media.path(.audioOnly))
-        let settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "\#(mark.id)"}}}}"#.utf8))
-        let job = try fixture.store.createJob(input: input.id, settings: settings)
-        #expect { try fixture.store.deleteUpload(id: mark.id) } throws: { ($0 as? StoreError)?.code == "constraint" }
-        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1).isEmpty)
-        let missing = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "gone"}}}}"#.utf8))
-        #expect { try fixture.store.createJob(input: input.id, settings: missing) } throws: {
-            ($0 as? StoreError)?.code == "watermark_not_found"
-        }
-        try fixture.store.deleteJob(id: job.id)
-        try fixture.store.deleteUpload(id: mark.id)
-
+    /// A database from before jobs referred to their watermark gets the reference filled in from the settings.
+    @Test func aSchemaTwoDatabaseGetsItsWatermarkReferences() throws {
         // Schema 2, with a job naming a watermark, migrated: the reference is there.
         let path = try Media.scratch().appendingPathComponent("old.sqlite").path
         do {
@@ -274,7 +395,7 @@ import TestSupport
                     VALUES ('j', 'queued', '{"filters": {"video": {"watermark": {"upload": "mark"}}}}', 'in', 1, 1);
                 """)
         }
-        let migrated = try JobStore(path: path)
+        let migrated = try SQLiteJobStore(path: path)
         #expect { try migrated.deleteUpload(id: "mark") } throws: { ($0 as? StoreError)?.code == "constraint" }
         #expect(try migrated.integrityCheck() == "ok")
     }

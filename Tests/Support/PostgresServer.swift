@@ -1,4 +1,5 @@
 import Foundation
+import Locks
 
 /// A real PostgreSQL server for one test: Debian's `initdb` into a fresh folder and `pg_ctl start` as the
 /// `postgres` user (the server refuses to run as root), listening only on a Unix socket in that folder. Stopped
@@ -38,7 +39,7 @@ public final class PostgresServer: @unchecked Sendable {
     public func start() throws {
         // No TCP, the socket in our folder; fsync off (a test server's data is thrown away); floats printed with
         // the old 15 digits, so a client that needs them exact must ask.
-        let options = "-c listen_addresses='' -k \(directory) -c fsync=off -c full_page_writes=off -c extra_float_digits=0"
+        let options = "-c listen_addresses='' -k \(directory) -c max_connections=400 -c fsync=off -c full_page_writes=off -c extra_float_digits=0"
         try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-o", options, "-l", directory + "/server.log",
                                                         "-w", "-t", "30", "start"])
     }
@@ -55,6 +56,31 @@ public final class PostgresServer: @unchecked Sendable {
         guard run.status == 0 else {
             throw ShellError(message: "\(executable) \(arguments.joined(separator: " ")): \(run.stderr.suffix(1000))")
         }
+    }
+
+    /// One server for the whole test process, started on first use and stopped when the process exits; tests take
+    /// a fresh database each (`makeDatabase`), so they never see each other's rows.
+    public static func shared() throws -> PostgresServer {
+        try sharedServer.withLock { server in
+            if let server { return server }
+            let started = try PostgresServer()
+            server = started
+            atexit {
+                let server = PostgresServer.sharedServer.withLock { $0 }
+                try? server?.stop()
+                if let directory = server?.directory { try? FileManager.default.removeItem(atPath: directory) }
+            }
+            return started
+        }
+    }
+
+    private static let sharedServer = LockedValue<PostgresServer?>(nil)
+
+    /// Creates an empty database and returns its URI.
+    public func makeDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
+        try Shell.check("psql", ["-X", "-q", "-h", directory, "-U", "postgres", "-d", "postgres", "-c", "CREATE DATABASE \(name)"])
+        return "postgresql:///\(name)?host=\(directory)&user=postgres"
     }
 
     deinit {

@@ -2,15 +2,39 @@ import Foundation
 import Jobs
 import Pipeline
 
-/// A fresh data directory with a real SQLite store for one test.
+/// Which job store a test runs against: the same tests run on both (the conformance suite).
+public enum StoreBackend: String, Sendable, CaseIterable {
+    case sqlite, postgres
+}
+
+/// A fresh data directory with a real store for one test: a SQLite file in it, or a new database on the test
+/// process's PostgreSQL server.
 public struct StoreFixture: Sendable {
     public let directory: DataDirectory
-    public let store: JobStore
+    public let store: any JobStore
+    public let backend: StoreBackend
+    /// The PostgreSQL URI of the fixture's database (nil for SQLite).
+    public let uri: String?
 
-    public init() throws {
+    public init(_ backend: StoreBackend = .sqlite) throws {
+        self.backend = backend
         directory = DataDirectory(path: try Media.scratch().path)
         try directory.prepare()
-        store = try JobStore(path: directory.databasePath)
+        switch backend {
+        case .sqlite:
+            uri = nil
+            store = try SQLiteJobStore(path: directory.databasePath)
+        case .postgres:
+            let uri = try PostgresServer.shared().makeDatabase()
+            self.uri = uri
+            store = try PostgresJobStore(uri: uri, root: directory.root.path)
+        }
+    }
+
+    /// A second store on the same data (another connection, as another process would open).
+    public func reopen() throws -> any JobStore {
+        if let uri { return try PostgresJobStore(uri: uri, root: directory.root.path) }
+        return try SQLiteJobStore(path: directory.databasePath)
     }
 
     /// Copies `source` into the uploads folder and records it, as the HTTP API would.

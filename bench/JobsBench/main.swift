@@ -26,7 +26,7 @@ func makeStore(count: Int, stateSQL: String) throws -> DataDirectory {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("jobs-bench-\(UUID().uuidString)")
     let directory = DataDirectory(path: folder.path)
     try directory.prepare()
-    let store = try JobStore(path: directory.databasePath)
+    let store = try SQLiteJobStore(path: directory.databasePath)
     try store.insert(Upload(id: "u", filename: "in.mp4", contentType: nil, size: 1, sha256: "0", path: "/dev/null", tracks: [],
                             createdAt: 0))
     let sql = """
@@ -55,10 +55,10 @@ let restartDirectory = try makeStore(count: total, stateSQL: mixed)
 var configuration = JobQueue.Configuration()
 configuration.workers = 0
 let restartStart = ContinuousClock.now
-let restartStore = try JobStore(path: restartDirectory.databasePath)
+let restartStore = try SQLiteJobStore(path: restartDirectory.databasePath)
 let restartQueue = JobQueue(store: restartStore, directory: restartDirectory, runner: TrivialRunner(), configuration: configuration)
 let recovered = try restartQueue.start()
-let firstClaim = try restartStore.claimNext(lease: "bench")
+let firstClaim = try restartStore.claimNext(worker: "bench", leaseSeconds: 20)
 let ready = seconds(since: restartStart)
 restartQueue.stop(grace: 0)
 print(String(format: "restart with %d jobs (%d left running): ready and first job claimed in %.3f s (target < 1 s)",
@@ -69,7 +69,7 @@ precondition(firstClaim != nil)
 let throughputDirectory = try makeStore(count: trivial, stateSQL: "'queued'")
 configuration.workers = 2
 configuration.pollInterval = 0.01
-let throughputStore = try JobStore(path: throughputDirectory.databasePath)
+let throughputStore = try SQLiteJobStore(path: throughputDirectory.databasePath)
 let throughputQueue = JobQueue(store: throughputStore, directory: throughputDirectory, runner: TrivialRunner(),
                                configuration: configuration)
 let throughputStart = ContinuousClock.now
@@ -96,7 +96,7 @@ if let binary = ProcessInfo.processInfo.environment["TRANSCODERD_BINARY"] {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("jobs-bench-\(UUID().uuidString)")
         let directory = DataDirectory(path: folder.path)
         try directory.prepare()
-        let store = try JobStore(path: directory.databasePath)
+        let store = try SQLiteJobStore(path: directory.databasePath)
         try store.insert(Upload(id: "tiny", filename: "tiny.wav", contentType: nil, size: 1, sha256: "0", path: input.path,
                                 tracks: [], createdAt: 0))
         for _ in 0..<tiny { _ = try store.createJob(input: "tiny", settings: TranscodeSettings(video: .drop)) }

@@ -83,6 +83,27 @@ final class PostgresConnection {
         return value
     }
 
+    // MARK: Notifications (LISTEN)
+
+    /// The connection's socket, to wait on for notifications (-1 when there is none).
+    var socket: Int32 { connection.map { PQsocket($0) } ?? -1 }
+
+    /// Reads what the server sent and returns the notifications (channel, payload) received; throws
+    /// `store_unavailable` when the link is gone.
+    func notifications() throws(StoreError) -> [(channel: String, payload: String)] {
+        try checkUsable("LISTEN")
+        guard PQconsumeInput(connection) == 1, PQstatus(connection) == CONNECTION_OK else {
+            lost = true
+            throw StoreError(code: "store_unavailable", message: "PostgreSQL: \(Self.trimmed(PQerrorMessage(connection)))")
+        }
+        var received: [(String, String)] = []
+        while let notice = PQnotifies(connection) {
+            received.append((String(cString: notice.pointee.relname), String(cString: notice.pointee.extra)))
+            PQfreemem(notice)
+        }
+        return received
+    }
+
     private func checkUsable(_ sql: String) throws(StoreError) {
         guard !lost else {
             throw StoreError(code: "store_unavailable", message: "PostgreSQL: the connection to \(displayURI) was lost.", sql: sql)

@@ -67,6 +67,13 @@ enum Migrations {
         """
         ALTER TABLE jobs ADD COLUMN output_files TEXT;
         """,
+        // 5: leases. The fencing number of the latest claim, when the claim runs out unless renewed, and a request
+        // to stop the job for whichever worker runs it.
+        """
+        ALTER TABLE jobs ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN lease_expires_at REAL;
+        ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, each in its own transaction.

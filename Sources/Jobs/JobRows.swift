@@ -1,0 +1,97 @@
+import Foundation
+import Pipeline
+
+/// What both stores write and read the same way: rows into `Job` and `Upload`, JSON columns, page cursors, and file
+/// paths kept relative to the data directory (nodes of a cluster may mount shared storage at different places).
+struct JobRows: Sendable {
+    /// The data directory, without a trailing slash.
+    let root: String
+
+    init(root: String) {
+        root.hasSuffix("/") && root.count > 1 ? (self.root = String(root.dropLast())) : (self.root = root)
+    }
+
+    /// A path as stored: relative to the data directory when it is inside it, else as given.
+    func stored(_ path: String) -> String {
+        path.hasPrefix(root + "/") ? String(path.dropFirst(root.count + 1)) : path
+    }
+
+    /// A stored path as this process reaches it.
+    func resolved(_ path: String) -> String {
+        path.hasPrefix("/") || path.isEmpty ? path : root + "/" + path
+    }
+
+    static func json<T: Encodable>(_ value: T) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ value: SQLValue) -> T? {
+        guard let text = value.string else { return nil }
+        return try? JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+
+    /// The stored settings, or what keeps them from being read (they were written by another version of transcoderd,
+    /// or edited by hand): never the defaults in their place.
+    static func settings(_ value: SQLValue) -> (settings: TranscodeSettings, unreadable: Job.UnreadableSettings?) {
+        let text = value.string ?? ""
+        do throws(SettingsError) {
+            return (try TranscodeSettings.parse(Data(text.utf8)), nil)
+        } catch {
+            let problem = error.key.isEmpty ? error.message : "settings.\(error.key): \(error.message)"
+            return (TranscodeSettings(), Job.UnreadableSettings(text: text, problem: problem))
+        }
+    }
+
+    func upload(_ row: Row) -> Upload {
+        Upload(id: row["id"].string ?? "", filename: row["filename"].string ?? "", contentType: row["content_type"].string,
+               size: row["size"].int ?? 0, sha256: row["sha256"].string ?? "", path: resolved(row["path"].string ?? ""),
+               tracks: Self.decode([Track].self, row["tracks"]) ?? [], createdAt: row["created_at"].double ?? 0)
+    }
+
+    func job(_ row: Row) -> Job {
+        let settings = Self.settings(row["settings"])
+        var job = Job(id: row["id"].string ?? "", state: row["state"].string.flatMap(JobState.init) ?? .failed,
+            settings: settings.settings,
+            inputUpload: row["input_upload"].string ?? "", outputPath: row["output_path"].string.map(resolved),
+            outputSize: row["output_size"].int, outputTracks: Self.decode([Track].self, row["output_tracks"]),
+            outputFiles: Self.decode([OutputFile].self, row["output_files"]),
+            progressTime: row["progress_time"].double ?? 0, progressDuration: row["progress_duration"].double ?? 0,
+            errorCode: row["error_code"].string, errorMessage: row["error_message"].string,
+            attempts: row["attempts"].int ?? 1, priority: row["priority"].int ?? 0,
+            createdAt: row["created_at"].double ?? 0, startedAt: row["started_at"].double,
+            finishedAt: row["finished_at"].double, updatedAt: row["updated_at"].double ?? 0, lease: row["lease"].string,
+            framesEncoded: row["frames_encoded"].int, transcodeSeconds: row["transcode_seconds"].double)
+        job.leaseToken = row["lease_token"].int ?? 0
+        job.leaseExpiresAt = row["lease_expires_at"].double
+        job.unreadableSettings = settings.unreadable
+        return job
+    }
+
+    /// A page cursor: the last job's creation time (the bits of the Double, 16 hex digits) and its id, e.g.
+    /// `41d9b5a1c2f3e4d5-9b2f6c1e-8a59-4f0e-9d0c-3f1f2a7e5b11`. Any string of that form is a valid cursor.
+    static func encodeCursor(time: Double, id: String) -> String {
+        let bits = String(time.bitPattern, radix: 16)
+        return String(repeating: "0", count: 16 - bits.count) + bits + "-" + id
+    }
+
+    static func decodeCursor(_ cursor: String) throws(StoreError) -> (Double, String) {
+        let bits = cursor.prefix(16)
+        let id = String(cursor.dropFirst(17))
+        guard bits.count == 16, cursor.dropFirst(16).first == "-", let value = UInt64(bits, radix: 16), id.count == 36,
+              id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || $0 == 0x2D }) else {
+            throw StoreError(code: "invalid_cursor", message: "The cursor is not one this server gave out.")
+        }
+        return (Double(bitPattern: value), id)
+    }
+
+    /// The error for a worker's write that matched no row: the job is gone, or its lease moved on.
+    static func leaseLost(_ lease: Lease, current: Job?) -> StoreError {
+        guard let current else { return StoreError(code: "not_found", message: "No job has the id \(lease.jobID).") }
+        let now = current.state == .running ? "held by \(current.lease ?? "?") with token \(current.leaseToken)"
+            : current.state.rawValue
+        return StoreError(code: "lease_lost",
+                          message: "The job is no longer this worker's (lease token \(lease.token)); it is \(now).")
+    }
+}

@@ -1,0 +1,103 @@
+/// The PostgreSQL schema, as numbered steps applied in order and recorded in `transcoderd_schema`. Nodes starting
+/// at once take turns (a transaction-scoped advisory lock), so a step is applied exactly once.
+enum PostgresMigrations {
+    /// Key of the advisory lock migrations hold (any number no other lock of ours uses).
+    static let lockKey: Int64 = 0x7472_616e_7363_6f64 // "transcod"
+
+    static let steps: [String] = [
+        """
+        CREATE TABLE uploads (
+            id TEXT PRIMARY KEY,
+            filename TEXT NOT NULL,
+            content_type TEXT,
+            size BIGINT NOT NULL,
+            sha256 TEXT NOT NULL,
+            path TEXT NOT NULL,
+            tracks TEXT,
+            created_at DOUBLE PRECISION NOT NULL
+        );
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+            settings TEXT NOT NULL,
+            input_upload TEXT NOT NULL REFERENCES uploads(id),
+            watermark_upload TEXT REFERENCES uploads(id),
+            output_path TEXT,
+            output_size BIGINT,
+            output_tracks TEXT,
+            output_files TEXT,
+            progress_time DOUBLE PRECISION NOT NULL DEFAULT 0,
+            progress_duration DOUBLE PRECISION NOT NULL DEFAULT 0,
+            error_code TEXT,
+            error_message TEXT,
+            attempts INTEGER NOT NULL DEFAULT 1,
+            priority INTEGER NOT NULL DEFAULT 0,
+            created_at DOUBLE PRECISION NOT NULL,
+            started_at DOUBLE PRECISION,
+            finished_at DOUBLE PRECISION,
+            updated_at DOUBLE PRECISION NOT NULL,
+            lease TEXT,
+            lease_token INTEGER NOT NULL DEFAULT 0,
+            lease_expires_at DOUBLE PRECISION,
+            cancel_requested BOOLEAN NOT NULL DEFAULT false,
+            frames_encoded BIGINT,
+            transcode_seconds DOUBLE PRECISION
+        );
+        CREATE INDEX jobs_queue ON jobs (priority DESC, created_at, id) WHERE state = 'queued';
+        CREATE INDEX jobs_created ON jobs (created_at DESC, id DESC);
+        CREATE INDEX jobs_input ON jobs (input_upload);
+        CREATE INDEX jobs_watermark ON jobs (watermark_upload) WHERE watermark_upload IS NOT NULL;
+        CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE state = 'running';
+        CREATE INDEX jobs_finished ON jobs (finished_at) WHERE state IN ('succeeded', 'failed', 'canceled');
+
+        -- The store refuses any state change outside the job state machine (staying put included), whoever issues
+        -- the UPDATE, as SQLite's trigger does. running → queued is recovery: the worker died or gave the job back.
+        CREATE FUNCTION transcoderd_state_machine() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NOT ((OLD.state = 'queued' AND NEW.state IN ('running', 'canceled')) OR
+                    (OLD.state = 'running' AND NEW.state IN ('succeeded', 'failed', 'canceled', 'queued'))) THEN
+                RAISE EXCEPTION 'invalid job state transition: % to %', OLD.state, NEW.state USING ERRCODE = 'check_violation';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER jobs_state_machine BEFORE UPDATE OF state ON jobs
+            FOR EACH ROW EXECUTE FUNCTION transcoderd_state_machine();
+
+        -- Every node hears of changes through NOTIFY, the payload only the job's id (payloads are capped at
+        -- 8000 bytes): a queued job wakes idle workers, a change reaches API nodes' live streams, a cancel request
+        -- the worker running the job. Sent at commit, so nobody hears of a change it cannot read yet.
+        CREATE FUNCTION transcoderd_announce() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' OR NEW.state IS DISTINCT FROM OLD.state THEN
+                IF NEW.state = 'queued' THEN PERFORM pg_notify('transcoderd_queued', NEW.id); END IF;
+                PERFORM pg_notify('transcoderd_changed', NEW.id);
+            ELSIF NEW.progress_time IS DISTINCT FROM OLD.progress_time THEN
+                PERFORM pg_notify('transcoderd_changed', NEW.id);
+            END IF;
+            IF TG_OP = 'UPDATE' AND NEW.cancel_requested AND NOT OLD.cancel_requested THEN
+                PERFORM pg_notify('transcoderd_cancel', NEW.id);
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER jobs_announce AFTER INSERT OR UPDATE ON jobs
+            FOR EACH ROW EXECUTE FUNCTION transcoderd_announce();
+        """,
+    ]
+
+    /// Applies the steps the database has not seen yet, in one transaction per step.
+    static func migrate(_ connection: PostgresConnection) throws(StoreError) {
+        try connection.transaction { () throws(StoreError) in
+            try connection.query("SELECT pg_advisory_xact_lock($1)", [.integer(lockKey)])
+            try connection.execute("CREATE TABLE IF NOT EXISTS transcoderd_schema (version INTEGER NOT NULL)")
+            let version = try connection.query("SELECT max(version) AS v FROM transcoderd_schema").first?["v"].int ?? 0
+            guard version <= steps.count else {
+                throw StoreError(code: "schema_too_new",
+                                 message: "The database has schema version \(version); this transcoderd knows up to \(steps.count).")
+            }
+            for (index, step) in steps.enumerated().dropFirst(version) {
+                try connection.execute(step)
+                try connection.query("INSERT INTO transcoderd_schema (version) VALUES ($1)", [.integer(Int64(index + 1))])
+            }
+        }
+    }
+}

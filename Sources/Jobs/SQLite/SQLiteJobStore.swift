@@ -1,0 +1,346 @@
+import Foundation
+import Pipeline
+import Locks
+import Synchronization
+
+/// Jobs and uploads in one SQLite file, for one process: the data directory's lock keeps others out. The state
+/// machine is enforced by the database itself (a trigger), and a claim is a single `UPDATE … RETURNING`, so no job
+/// runs twice at once even with several connections.
+///
+/// Thread-safe: the connection is behind a mutex, and every method runs one short statement or transaction.
+/// Methods block (SQLite I/O); call them from worker threads, not from Swift's cooperative pool.
+public final class SQLiteJobStore: JobStore {
+    private let database: LockedValue<Database>
+    private let writes = Atomic<Int64>(0)
+    private let rows: JobRows
+    /// The database file.
+    public let path: String
+
+    /// Opens the store at `path`, creating and migrating the schema as needed; file paths inside `root` (the data
+    /// directory; by default the database's folder) are stored relative to it.
+    public init(path: String, root: String? = nil) throws(StoreError) {
+        let connection = try Database(path: path)
+        try Migrations.migrate(connection)
+        self.path = path
+        rows = JobRows(root: root ?? URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path)
+        try Self.relativize(connection, root: rows.root)
+        database = LockedValue(connection)
+    }
+
+    /// Paths written by versions that stored them absolute, made relative to the data directory.
+    private static func relativize(_ database: Database, root: String) throws(StoreError) {
+        let prefix = root + "/"
+        let length = Int64(prefix.utf8.count)
+        try database.query("UPDATE uploads SET path = substr(path, ? + 1) WHERE substr(path, 1, ?) = ?",
+                           [.integer(length), .integer(length), .text(prefix)])
+        try database.query("UPDATE jobs SET output_path = substr(output_path, ? + 1) WHERE substr(output_path, 1, ?) = ?",
+                           [.integer(length), .integer(length), .text(prefix)])
+    }
+
+    @discardableResult
+    private func withDatabase<T: Sendable>(_ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
+        try database.withLock { (database: inout Database) throws(StoreError) -> T in
+            defer { writes.store(database.totalChanges, ordering: .releasing) }
+            return try body(database)
+        }
+    }
+
+    public var isShared: Bool { false }
+
+    /// Counts this store's own writes, which are all the writes there are: the data directory lock keeps other
+    /// processes out, and the server opens one store.
+    public var generation: Int64 { writes.load(ordering: .acquiring) }
+
+    static func now() -> Double { Date().timeIntervalSince1970 }
+
+    // MARK: Uploads
+
+    public func insert(_ upload: Upload) throws(StoreError) {
+        try withDatabase { database throws(StoreError) in
+            try database.query(
+                "INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [.text(upload.id), .text(upload.filename), upload.contentType.sqlValue, .integer(Int64(upload.size)),
+                 .text(upload.sha256), .text(rows.stored(upload.path)), .text(JobRows.json(upload.tracks)), .real(upload.createdAt)])
+        }
+    }
+
+    public func upload(id: String) throws(StoreError) -> Upload? {
+        try withDatabase { database throws(StoreError) in
+            try database.query("SELECT * FROM uploads WHERE id = ?", [.text(id)]).first.map(rows.upload)
+        }
+    }
+
+    public func deleteUpload(id: String) throws(StoreError) {
+        try withDatabase { database throws(StoreError) in
+            try database.query("DELETE FROM uploads WHERE id = ?", [.text(id)])
+        }
+    }
+
+    public func unusedUploads(before time: Double) throws(StoreError) -> [Upload] {
+        try withDatabase { database throws(StoreError) in
+            try database.query("""
+                SELECT * FROM uploads u WHERE created_at < ?
+                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
+                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
+                """, [.real(time)]).map(rows.upload)
+        }
+    }
+
+    // MARK: Jobs for the API
+
+    public func createJob(input: String, settings: TranscodeSettings, priority: Int) throws(StoreError) -> Job {
+        let now = Self.now()
+        let job = Job(id: UUID().uuidString.lowercased(), state: .queued, settings: settings, inputUpload: input,
+                      progressTime: 0, progressDuration: 0, attempts: 1, priority: priority, createdAt: now, updatedAt: now)
+        try withDatabase { database throws(StoreError) in
+            guard try !database.query("SELECT 1 FROM uploads WHERE id = ?", [.text(input)]).isEmpty else {
+                throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).")
+            }
+            let watermark = settings.filters?.video?.watermark?.upload
+            do throws(StoreError) {
+                try database.query("""
+                    INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at)
+                    VALUES (?, 'queued', ?, ?, ?, 1, ?, ?, ?)
+                    """,
+                    [.text(job.id), .text(JobRows.json(settings)), .text(input), watermark.map(SQLValue.text) ?? .null,
+                     .integer(Int64(priority)), .real(now), .real(now)])
+            } catch where error.isConstraint && watermark != nil {
+                throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").",
+                                 resultCode: error.resultCode)
+            }
+        }
+        return job
+    }
+
+    public func job(id: String) throws(StoreError) -> Job? {
+        try withDatabase { database throws(StoreError) in
+            try database.query("SELECT * FROM jobs WHERE id = ?", [.text(id)]).first.map(rows.job)
+        }
+    }
+
+    public func lastUpdate(of id: String) throws(StoreError) -> Double? {
+        try withDatabase { database throws(StoreError) in
+            try database.query("SELECT updated_at FROM jobs WHERE id = ?", [.text(id)]).first?["updated_at"].double
+        }
+    }
+
+    public func jobs(state: JobState?, limit: Int, cursor: String?) throws(StoreError) -> (jobs: [Job], next: String?) {
+        var conditions: [String] = []
+        var arguments: [SQLValue] = []
+        if let state {
+            conditions.append("state = ?")
+            arguments.append(.text(state.rawValue))
+        }
+        if let cursor {
+            let (time, id) = try JobRows.decodeCursor(cursor)
+            conditions.append("(created_at < ? OR (created_at = ? AND id < ?))")
+            arguments += [.real(time), .real(time), .text(id)]
+        }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        let found = try withDatabase { database throws(StoreError) in
+            try database.query("SELECT * FROM jobs \(filter) ORDER BY created_at DESC, id DESC LIMIT ?",
+                               arguments + [.integer(Int64(limit + 1))])
+        }
+        let jobs = found.prefix(limit).map(rows.job)
+        let next = found.count > limit ? jobs.last.map { JobRows.encodeCursor(time: $0.createdAt, id: $0.id) } : nil
+        return (Array(jobs), next)
+    }
+
+    public func counts() throws(StoreError) -> [JobState: Int] {
+        let found = try withDatabase { database throws(StoreError) in
+            try database.query("SELECT state, count(*) AS n FROM jobs GROUP BY state")
+        }
+        var counts: [JobState: Int] = [:]
+        for row in found { if let state = row["state"].string.flatMap(JobState.init) { counts[state] = row["n"].int ?? 0 } }
+        return counts
+    }
+
+    public func cancelQueued(id: String) throws(StoreError) -> Job {
+        try move(id, to: .canceled, from: .queued, set: Self.canceledColumns)
+    }
+
+    public func requestCancel(id: String) throws(StoreError) -> Bool {
+        try withDatabase { database throws(StoreError) in
+            !(try database.query("UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'running' RETURNING id",
+                                 [.text(id)]).isEmpty)
+        }
+    }
+
+    public func deleteJob(id: String) throws(StoreError) {
+        try withDatabase { database throws(StoreError) in
+            try database.query("DELETE FROM jobs WHERE id = ?", [.text(id)])
+        }
+    }
+
+    public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job] {
+        try withDatabase { database throws(StoreError) in
+            try database.query("""
+                SELECT * FROM jobs WHERE state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
+                ORDER BY finished_at LIMIT ?
+                """, [.real(time), .integer(Int64(limit))]).map(rows.job)
+        }
+    }
+
+    // MARK: Jobs for workers
+
+    public func claimNext(worker: String, leaseSeconds: Double) throws(StoreError) -> Job? {
+        let now = Self.now()
+        return try withDatabase { database throws(StoreError) in
+            try database.query("""
+                UPDATE jobs SET state = 'running', lease = ?, lease_token = lease_token + 1, lease_expires_at = ?,
+                    cancel_requested = 0, started_at = ?, updated_at = ?, progress_time = 0
+                WHERE id = (SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, created_at, id LIMIT 1)
+                RETURNING *
+                """, [.text(worker), .real(now + leaseSeconds), .real(now), .real(now)]).first.map(rows.job)
+        }
+    }
+
+    public func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus {
+        try withDatabase { database throws(StoreError) -> LeaseStatus in
+            let found = try database.query("""
+                UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND state = 'running' AND lease_token = ?
+                RETURNING cancel_requested
+                """, [.real(Self.now() + leaseSeconds), .text(lease.jobID), .integer(Int64(lease.token))]).first
+            guard let found else { return .lost }
+            return .held(cancelRequested: found["cancel_requested"].int == 1)
+        }
+    }
+
+    public func saveProgress(_ lease: Lease, time: Double, duration: Double) throws(StoreError) {
+        let changed = try withDatabase { database throws(StoreError) in
+            try database.query("""
+                UPDATE jobs SET progress_time = ?, progress_duration = ?, updated_at = ?
+                WHERE id = ? AND state = 'running' AND lease_token = ? RETURNING id
+                """, [.real(time), .real(duration), .real(Self.now()), .text(lease.jobID), .integer(Int64(lease.token))])
+        }
+        if changed.isEmpty { throw JobRows.leaseLost(lease, current: try job(id: lease.jobID)) }
+    }
+
+    public func markSucceeded(_ lease: Lease, outputPath: String, size: Int, tracks: [Track], files: [OutputFile]?,
+                              duration: Double, framesEncoded: Int, seconds: Double) throws(StoreError) -> Job {
+        try move(lease.jobID, to: .succeeded, lease: lease, set: [
+            ("output_path", .text(rows.stored(outputPath))), ("output_size", .integer(Int64(size))),
+            ("output_tracks", .text(JobRows.json(tracks))), ("output_files", files.map { .text(JobRows.json($0)) } ?? .null),
+            ("progress_time", .real(duration)), ("progress_duration", .real(duration)), ("lease", .null),
+            ("frames_encoded", .integer(Int64(framesEncoded))), ("transcode_seconds", .real(seconds)),
+        ])
+    }
+
+    public func markFailed(_ lease: Lease, code: String, message: String) throws(StoreError) -> Job {
+        try move(lease.jobID, to: .failed, lease: lease,
+                 set: [("error_code", .text(code)), ("error_message", .text(message)), ("lease", .null)])
+    }
+
+    public func markCanceled(_ lease: Lease) throws(StoreError) -> Job {
+        try move(lease.jobID, to: .canceled, lease: lease, set: Self.canceledColumns)
+    }
+
+    private static let canceledColumns: [(String, SQLValue)] = [
+        ("error_code", .text("canceled")), ("error_message", .text("The job was canceled.")), ("lease", .null),
+    ]
+
+    public func retry(_ lease: Lease) throws(StoreError) -> Job {
+        try move(lease.jobID, to: .queued, lease: lease, set: [("lease", .null), ("started_at", .null), ("progress_time", .real(0))],
+                 also: ["attempts = attempts + 1"])
+    }
+
+    public func requeue(_ lease: Lease) throws(StoreError) -> Job {
+        try move(lease.jobID, to: .queued, lease: lease, set: [("lease", .null), ("started_at", .null), ("progress_time", .real(0))])
+    }
+
+    /// Moves a job to `state` if the state machine allows it (with `expected`, only from that state; with `lease`,
+    /// only while that lease holds the job), setting `columns` too, and the assignments `also` (SQL over the row).
+    @discardableResult
+    func move(_ id: String, to state: JobState, from expected: JobState? = nil, lease: Lease? = nil,
+              set columns: [(String, SQLValue)] = [], also: [String] = []) throws(StoreError) -> Job {
+        let now = Self.now()
+        var assignments = ["state = ?", "updated_at = ?"]
+        var arguments: [SQLValue] = [.text(state.rawValue), .real(now)]
+        if state.isTerminal {
+            assignments.append("finished_at = ?")
+            arguments.append(.real(now))
+        }
+        for (column, value) in columns {
+            assignments.append("\(column) = ?")
+            arguments.append(value)
+        }
+        assignments += also
+        var filter = "id = ?"
+        arguments.append(.text(id))
+        if let expected {
+            filter += " AND state = ?"
+            arguments.append(.text(expected.rawValue))
+        }
+        if let lease {
+            filter += " AND state = 'running' AND lease_token = ?"
+            arguments.append(.integer(Int64(lease.token)))
+        }
+        let row = try withDatabase { database throws(StoreError) -> Row? in
+            do throws(StoreError) {
+                if let row = try database.query("UPDATE jobs SET \(assignments.joined(separator: ", ")) WHERE \(filter) RETURNING *",
+                                                arguments).first {
+                    return row
+                }
+                guard let current = try database.query("SELECT * FROM jobs WHERE id = ?", [.text(id)]).first else { return nil }
+                if let lease { throw JobRows.leaseLost(lease, current: rows.job(current)) }
+                throw StoreError(code: "invalid_transition",
+                                 message: "The job is \(current["state"].string ?? "?"), not \(expected?.rawValue ?? "?").")
+            } catch where error.isConstraint && error.message.contains(Migrations.invalidTransition) {
+                let current = try database.query("SELECT state FROM jobs WHERE id = ?", [.text(id)]).first?["state"].string ?? "?"
+                throw StoreError(code: "invalid_transition", message: "A \(current) job cannot become \(state.rawValue).",
+                                 resultCode: error.resultCode)
+            }
+        }
+        guard let row else { throw StoreError(code: "not_found", message: "No job has the id \(id).") }
+        return rows.job(row)
+    }
+
+    // MARK: Recovery and sweeps
+
+    public func recoverOrphans(maxAttempts: Int) throws(StoreError) -> (requeued: [String], failed: [String]) {
+        try recover(condition: "state = 'running'", [], maxAttempts: maxAttempts)
+    }
+
+    public func recoverExpiredLeases(maxAttempts: Int) throws(StoreError) -> (requeued: [String], failed: [String]) {
+        try recover(condition: "state = 'running' AND lease_expires_at < ?", [.real(Self.now())], maxAttempts: maxAttempts)
+    }
+
+    private func recover(condition: String, _ arguments: [SQLValue], maxAttempts: Int) throws(StoreError)
+        -> (requeued: [String], failed: [String]) {
+        let now = Self.now()
+        return try withDatabase { database throws(StoreError) in
+            try database.transaction { () throws(StoreError) -> ([String], [String]) in
+                let failed = try database.query("""
+                    UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
+                        error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',
+                        lease = NULL, finished_at = ?, updated_at = ?
+                    WHERE \(condition) AND attempts >= ? RETURNING id
+                    """, [.real(now), .real(now)] + arguments + [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
+                let requeued = try database.query("""
+                    UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL,
+                        progress_time = 0, updated_at = ?
+                    WHERE \(condition) RETURNING id
+                    """, [.real(now)] + arguments).compactMap { $0["id"].string }
+                return (requeued, failed)
+            }
+        }
+    }
+
+    /// One process uses the file: nobody else can be sweeping.
+    public func exclusively(_ name: String, _ body: () throws(StoreError) -> Void) throws(StoreError) -> Bool {
+        try body()
+        return true
+    }
+
+    /// Nobody else writes the file: nothing to watch.
+    public func watch(_ handler: @escaping @Sendable (StoreNotice) -> Void) {}
+
+    public func close() {}
+
+    /// `PRAGMA integrity_check`: "ok" when the file is sound.
+    public func integrityCheck() throws(StoreError) -> String {
+        try withDatabase { database throws(StoreError) in
+            try database.query("PRAGMA integrity_check").map { $0["integrity_check"].string ?? "" }.joined(separator: "\n")
+        }
+    }
+}
