@@ -69,7 +69,7 @@ enum ServeCommand {
                 throw error
             }
             logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(queue.directory.root.path),
-                                      "workers": .int(config.workers)])
+                                      "workers": .int(config.workers), "store": .string(queue.store.isShared ? "postgresql" : "sqlite")])
             let signals = LockedValue(0)
             let stop = DispatchSemaphore(value: 0)
             let sources = Signals.onTerminate {
@@ -84,6 +84,7 @@ enum ServeCommand {
             logger.info("shutting down", ["grace_seconds": .int(Int(config.shutdownGrace))])
             server.stop(grace: min(config.shutdownGrace, 10))
             queue.stop(grace: config.shutdownGrace)
+            queue.store.close()
             logger.info("stopped")
             return 0
         } catch let error as StoreError {

@@ -8,10 +8,10 @@ enum Usage {
         transcoderd \(version) — an HTTP transcoding service on FFmpeg (H.264/AAC in MP4, MOV or M4V)
 
         Usage:
-          transcoderd serve [--host H] [--port P] [--data DIR] [--workers N] ...
+          transcoderd serve [--host H] [--port P] [--data DIR] [--store URL] [--workers N] ...
                                          the HTTP API and job queue (see serve --help)
           transcoderd transcode INPUT OUTPUT [--settings JSON | --settings @FILE | --preset NAME] [--progress bar|json|none]
-          transcoderd work [--data DIR] [--workers N] [--exit-when-idle]
+          transcoderd work [--data DIR] [--store URL] [--workers N] [--exit-when-idle]
                                          run the data directory's queued jobs (no HTTP)
           transcoderd healthcheck        exit 0 if the local server answers /healthz (for containers)
           transcoderd presets            list the named presets and their settings

@@ -8,8 +8,11 @@ enum WorkCommand {
     static let usage = """
         Usage: transcoderd work [options]
 
-        Runs queued jobs of the data directory on worker threads, without the HTTP API: recovery of jobs a
-        crashed process left running happens first. SIGTERM/SIGINT stop it; running jobs go back to the queue.
+        Runs queued jobs on worker threads, without the HTTP API. With the default store (SQLite in --data), recovery of
+        jobs a crashed process left running happens first. With --store postgres://..., it is a worker node of a
+        cluster: any number of them (and of API nodes, serve --workers 0) share the database and the --data folder
+        on shared storage; a job whose node stops renewing its lease goes to another node. SIGTERM/SIGINT stop it;
+        running jobs go back to the queue.
 
         Options (each also read from the environment variable shown):
         \(Configuration.help)
@@ -40,6 +43,9 @@ enum WorkCommand {
             let signals = Signals.onTerminate { stop.signal() }
             defer { signals.forEach { $0.cancel() } }
             try queue.start()
+            config.logger.info("worker node ready", ["workers": .int(config.workers), "data": .string(queue.directory.root.path),
+                                                     "store": .string(queue.store.isShared ? "postgresql" : "sqlite")])
+            defer { queue.store.close() }
             while true {
                 if stop.wait(timeout: .now() + 0.2) == .success { break }
                 if config.exitWhenIdle, queue.runningCount == 0, (try queue.store.counts()[.queued] ?? 0) == 0 { break }

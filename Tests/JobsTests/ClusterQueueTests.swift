@@ -1,0 +1,129 @@
+import Foundation
+import Locks
+import Pipeline
+import Testing
+import TestSupport
+@testable import Jobs
+
+/// Reports progress every 50 ms for `seconds`, then succeeds with an empty output folder; stops when canceled.
+struct PacedRunner: JobRunner {
+    var seconds = 1.5
+
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        let start = Date()
+        while Date().timeIntervalSince(start) < seconds {
+            if cancellation.isCanceled { throw MediaError.canceled }
+            let elapsed = Date().timeIntervalSince(start)
+            progress(TranscodeProgress(presentationTime: elapsed, duration: seconds, framesEncoded: Int(elapsed * 30), elapsed: elapsed))
+            usleep(50_000)
+        }
+        try? FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: outputDirectory + "/output.mp4", contents: Data("x".utf8))
+        return TranscodeResult(path: outputDirectory + "/output.mp4", size: 1, container: .mp4, tracks: [], duration: seconds,
+                               framesEncoded: 3, elapsed: seconds, mimeType: "video/mp4")
+    }
+}
+
+/// Nodes of a cluster in one test process: job queues on their own connections to one PostgreSQL database and one
+/// data directory, talking only through the database (its rows and its notifications), as separate machines would.
+@Suite struct ClusterQueueTests {
+    private func node(_ fixture: StoreFixture, workers: Int, runner: any JobRunner = PacedRunner(),
+                      configure: (inout JobQueue.Configuration) -> Void = { _ in }) throws -> JobQueue {
+        var configuration = JobQueue.Configuration()
+        configuration.workers = workers
+        configuration.pollInterval = 5 // long: a job that starts sooner was woken by a notification
+        configuration.progressSaveInterval = 0.1
+        configure(&configuration)
+        let queue = JobQueue(store: try fixture.reopen(), directory: fixture.directory, runner: runner, configuration: configuration)
+        try queue.start()
+        return queue
+    }
+
+    @Test func aJobQueuedThroughOneNodeStartsOnAnIdleNodeAtOnce() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let api = try node(fixture, workers: 0)
+        let worker = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.05))
+        defer { api.stop(grace: 5); worker.stop(grace: 5) }
+        var waits: [Double] = []
+        for _ in 0..<5 {
+            let job = try api.store.createJob(input: upload.id, settings: TranscodeSettings())
+            #expect(eventually(10) { (try? api.store.job(id: job.id))?.state == .succeeded })
+            let done = try #require(try api.store.job(id: job.id))
+            waits.append((done.startedAt ?? .infinity) - done.createdAt)
+        }
+        // Both times are the database's clock. The worker polls every 5 s: only NOTIFY makes it this quick.
+        #expect(waits.allSatisfy { $0 < 0.5 }, "enqueue to start: \(waits)")
+    }
+
+    @Test func aJobRunningOnAnotherNodeIsWatchedAndCanceledFromThisOne() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let api = try node(fixture, workers: 0)
+        let worker = try node(fixture, workers: 1, runner: PacedRunner(seconds: 2))
+        defer { api.stop(grace: 5); worker.stop(grace: 5) }
+
+        // Watched: states and progress reach the API node's subscribers.
+        let job = try api.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let seen = LockedValue<[String]>([])
+        let key = api.events.subscribe(job.id) { event in
+            switch event {
+            case .state(let job): seen.withLock { $0.append(job.state.rawValue) }
+            case .progress(let progress): seen.withLock { $0.append(progress.presentationTime > 0 ? "progress" : "zero") }
+            }
+        }
+        defer { api.events.unsubscribe(job.id, key) }
+        let ended = try api.waitUntilFinished(id: job.id, timeout: 20)
+        #expect(ended?.state == .succeeded)
+        let events = seen.withLock { $0 }
+        #expect(events.first == "running" && events.last == "succeeded", "\(events)")
+        #expect(events.filter { $0 == "progress" }.count >= 3, "progress saved by the worker reaches this node: \(events)")
+
+        // Canceled: the request crosses to the worker, which stops the job and records it.
+        let second = try api.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(eventually(10) { (try? api.store.job(id: second.id))?.state == .running })
+        let asked = Date()
+        try api.cancel(id: second.id)
+        let canceled = try api.waitUntilFinished(id: second.id, timeout: 10)
+        #expect(canceled?.state == .canceled)
+        #expect(Date().timeIntervalSince(asked) < 1, "cancel reached the other node in \(Date().timeIntervalSince(asked)) s")
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.outputDirectory(for: try #require(canceled))))
+    }
+
+    @Test func aJobWhoseNodeStoppedRenewingIsTakenOverAndTheOldHolderIsFencedOff() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        // A node that claimed the job and then went silent (killed, paused, cut off).
+        let ghost = try #require(try fixture.store.claimNext(worker: "ghost", leaseSeconds: 1)?.currentLease)
+        let partial = fixture.directory.outputs.path + "/\(job.id).0badc0de.partial"
+        try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: true)
+        let started = Date()
+        let rescuer = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.2)) { $0.pollInterval = 0.2 }
+        defer { rescuer.stop(grace: 5) }
+        #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.state == .succeeded })
+        let done = try #require(try fixture.store.job(id: job.id))
+        #expect(done.attempts == 2 && done.leaseToken == ghost.token + 1)
+        #expect(Date().timeIntervalSince(started) < 1 + 0.2 + 2, "taken over within the lease and a poll")
+        #expect(done.outputPath == fixture.directory.outputs.path + "/\(job.id).2/output.mp4")
+        #expect(!FileManager.default.fileExists(atPath: partial), "the old holder's partial folder went at the new claim")
+        // The ghost comes back: nothing it writes sticks.
+        #expect(try fixture.store.renew(ghost, leaseSeconds: 20) == .lost)
+        #expect { try fixture.store.markFailed(ghost, code: "late", message: "late") } throws: {
+            ($0 as? StoreError)?.code == "lease_lost"
+        }
+        #expect(try fixture.store.job(id: job.id) == done)
+    }
+
+    @Test func oneNodeAtATimeDoesASweep() throws {
+        let fixture = try StoreFixture(.postgres)
+        let other = try fixture.reopen()
+        var inner: Bool?
+        let ran = try fixture.store.exclusively("retention") { () throws(StoreError) in
+            inner = try other.exclusively("retention") { () throws(StoreError) in }
+        }
+        #expect(ran && inner == false, "the second node skips the sweep the first is doing")
+        #expect(try other.exclusively("retention") { () throws(StoreError) in }, "and does it once the first is done")
+    }
+}
