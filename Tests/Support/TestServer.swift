@@ -3,9 +3,9 @@ import Locks
 
 /// Servers still running, killed when the test process exits: a suite's shared server (a `static let`) is never
 /// deinitialized, and without this it would outlive the test run as an orphan.
-private let runningServers = LockedValue<[Int32]>([])
+let runningServers = LockedValue<[Int32]>([])
 
-private let killRunningServersAtExit: Void = {
+let killRunningServersAtExit: Void = {
     atexit {
         for pid in runningServers.withLock({ $0 }) { kill(pid, SIGKILL) }
     }

@@ -25,7 +25,7 @@ final class PostgresConnection {
             throw StoreError(code: "store_unavailable", message: "Connecting to PostgreSQL at \(displayURI) failed: \(message)")
         }
         // Times, numbers and bytes are read back as they were written, whatever the server's defaults.
-        try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET DateStyle = 'ISO'")
+        try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET DateStyle = 'ISO'; SET client_min_messages = warning")
     }
 
     /// Whether the connection is up (false after the server went away, until a new connection is made).

@@ -1,0 +1,171 @@
+import Foundation
+import Jobs
+import Locks
+import Pipeline
+import Testing
+import TestSupport
+
+/// A real cluster on one machine: a PostgreSQL server, one API node (`serve --workers 0`) and worker processes
+/// (`work`), all on one data directory, as on shared storage. Jobs go in through the API only.
+@Suite(.serialized) struct ClusterTests {
+    struct Cluster {
+        let uri: String
+        let data: URL
+        let api: TestServer
+        var workers: [WorkerNode]
+        /// The store as a node sees it, for looking at leases and attempts.
+        let store: PostgresJobStore
+
+        init(workers count: Int, lease: Int = 20, database: String? = nil) throws {
+            let uri = try database ?? PostgresServer.shared().makeDatabase()
+            let data = try Media.scratch().appendingPathComponent("data")
+            self.uri = uri
+            self.data = data
+            api = try TestServer(["--workers", "0", "--store", uri], data: data)
+            workers = try (0..<count).map { _ in try WorkerNode(data: data, store: uri, ["--lease-seconds", String(lease)]) }
+            store = try PostgresJobStore(uri: uri, root: data.path)
+        }
+
+        func upload(_ path: String) throws -> String {
+            let (status, object) = try api.json("/v1/uploads/", ["-T", path])
+            guard status == 201, let id = object["id"] as? String else { throw ShellError(message: "upload: \(status) \(object)") }
+            return id
+        }
+
+        func submit(_ input: String, settings: String) throws -> String {
+            let (status, object) = try api.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                             #"{"input": "\#(input)", "settings": \#(settings)}"#])
+            guard status == 201, let id = object["id"] as? String else { throw ShellError(message: "submit: \(status) \(object)") }
+            return id
+        }
+
+        func job(_ id: String) throws -> [String: Any] { try api.json("/v1/jobs/\(id)").object }
+
+        /// The worker node whose process holds the job's lease now.
+        func holder(of id: String) throws -> WorkerNode? {
+            guard let lease = try store.job(id: id)?.lease else { return nil }
+            return workers.first { lease.contains("/\($0.pid)-") }
+        }
+
+        /// How many times each node's log says it started `id`.
+        func starts(of id: String) -> Int {
+            workers.reduce(0) { $0 + $1.entries("job started").filter { $0["job_id"] as? String == id }.count }
+        }
+    }
+
+    /// A job slow enough to be caught running: 8 s of 720p at x264's medium preset.
+    static let slowSettings = #"{"video": {"preset": "medium"}}"#
+    static let smallSettings = #"{"video": {"width": 320, "preset": "ultrafast"}}"#
+
+    @Test func thirtyJobsThroughOneAPINodeRunExactlyOnceOnThreeWorkersWithLiveProgress() throws {
+        let cluster = try Cluster(workers: 3)
+        let small = try cluster.upload(try Media.path(.standard))
+        let long = try cluster.upload(try Media.path(.long))
+        // A live stream on the API node of a job that runs on a worker.
+        let watched = try cluster.submit(long, settings: Self.slowSettings)
+        let stream = LockedValue<String?>(nil)
+        let streamDone = DispatchSemaphore(value: 0)
+        Thread {
+            let output = try? Shell.run("curl", ["-s", "-N", "--max-time", "120", cluster.api.base + "/v1/jobs/\(watched)/events"])
+            stream.withLock { $0 = output?.stdout }
+            streamDone.signal()
+        }.start()
+        var ids = [watched]
+        for _ in 0..<29 { ids.append(try cluster.submit(small, settings: Self.smallSettings)) }
+        let finished = try eventually(240) {
+            try ids.allSatisfy { ["succeeded", "failed", "canceled"].contains(try cluster.job($0)["state"] as? String) }
+        }
+        #expect(finished)
+        for id in ids {
+            let job = try cluster.job(id)
+            #expect(job["state"] as? String == "succeeded" && job["attempts"] as? Int == 1, "\(job)")
+            #expect(cluster.starts(of: id) == 1, "job \(id) was started \(cluster.starts(of: id)) times across the nodes")
+        }
+        let ranOn = cluster.workers.map { worker in worker.entries("job started").count }
+        #expect(ranOn.reduce(0, +) == 30 && ranOn.filter { $0 > 0 }.count >= 2, "jobs per worker: \(ranOn)")
+        // The outputs are real, read where the workers wrote them through the paths the API node lists.
+        for id in [watched, ids[1]] {
+            let done = try #require(try cluster.store.job(id: id))
+            let probe = try Probe.read(try #require(done.outputPath))
+            #expect(probe.streams.contains { $0.codec_type == "video" } && probe.format.durationSeconds > 3.5)
+            let download = try cluster.api.curl("/v1/jobs/\(id)/output", ["-L", "-o", "/dev/null"])
+            #expect(download.status == 200)
+        }
+        #expect(streamDone.wait(timeout: .now() + 30) == .success)
+        let events = stream.withLock { $0 } ?? ""
+        #expect(events.contains("event: progress"), "progress of a job on a worker reached the API node's stream: \(events.prefix(2000))")
+        #expect(events.contains("\"state\":\"running\"") && events.contains("\"state\":\"succeeded\""))
+    }
+
+    @Test func aKilledWorkersJobIsTakenOverAndSucceedsOnAnotherNode() throws {
+        let lease = 5
+        let cluster = try Cluster(workers: 2, lease: lease)
+        let input = try cluster.upload(try Media.path(.long))
+        let id = try cluster.submit(input, settings: Self.slowSettings)
+        #expect(try eventually(60) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 0.5 })
+        let victim = try #require(try cluster.holder(of: id))
+        victim.kill()
+        let killed = Date()
+        #expect(try eventually(Double(lease) + 60) { try cluster.job(id)["state"] as? String == "succeeded" })
+        let done = try #require(try cluster.store.job(id: id))
+        #expect(done.attempts == 2 && done.leaseToken == 2, "attempts \(done.attempts), token \(done.leaseToken)")
+        let takenOver = try #require(done.startedAt) - killed.timeIntervalSince1970
+        #expect(takenOver < Double(lease) + 10, "taken over \(takenOver) s after the kill")
+        let probe = try Probe.read(try #require(done.outputPath))
+        #expect(abs(probe.format.durationSeconds - 8) < 0.1)
+        #expect(probe.streams.filter { $0.codec_type == "video" }.count == 1)
+        let leftovers = Media.files(in: cluster.data.appendingPathComponent("outputs"))
+        #expect(leftovers == ["\(id).2"], "only the result, nothing of the killed attempt: \(leftovers)")
+    }
+
+    @Test func aPausedWorkerThatComesBackIsFencedOffAndGivesTheJobUp() throws {
+        let lease = 4
+        let cluster = try Cluster(workers: 2, lease: lease)
+        let input = try cluster.upload(try Media.path(.long))
+        let id = try cluster.submit(input, settings: Self.slowSettings)
+        #expect(try eventually(60) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 0.5 })
+        let paused = try #require(try cluster.holder(of: id))
+        paused.signal(SIGSTOP)
+        #expect(try eventually(Double(lease) + 90) { try cluster.job(id)["state"] as? String == "succeeded" })
+        let done = try #require(try cluster.store.job(id: id))
+        #expect(done.leaseToken == 2 && done.attempts == 2)
+        paused.signal(SIGCONT)
+        let gaveUp = eventually(30) {
+            paused.entries("job given up: its lease moved on to another worker, which owns the job and its result now; "
+                           + "this attempt's output was discarded").contains { $0["job_id"] as? String == id }
+                || paused.entries("stopping a job this node no longer holds").contains { $0["job_id"] as? String == id }
+        }
+        #expect(gaveUp, "the resumed node says why it dropped the job: \(paused.log.suffix(3000))")
+        // Whatever the resumed node did since, the result is the other node's and intact.
+        #expect(eventually(30) { paused.entries("job given up: its lease moved on to another worker, which owns the job and its result now; "
+                                                + "this attempt's output was discarded").count == 1 })
+        let after = try #require(try cluster.store.job(id: id))
+        #expect(after == done, "the stored job is unchanged after the paused node resumed")
+        let probe = try Probe.read(try #require(after.outputPath))
+        #expect(abs(probe.format.durationSeconds - 8) < 0.1)
+        #expect(paused.process.isRunning, "the resumed node keeps serving")
+    }
+
+    @Test func aPostgreSQLRestartInTheMiddleOfARunLosesNothing() throws {
+        let server = try PostgresServer() // its own: the restart must not disturb other tests' databases
+        let cluster = try Cluster(workers: 2, database: try server.makeDatabase())
+        let input = try cluster.upload(try Media.path(.standard))
+        var ids: [String] = []
+        for _ in 0..<8 { ids.append(try cluster.submit(input, settings: Self.smallSettings)) }
+        #expect(try eventually(60) { try cluster.store.counts()[.succeeded] ?? 0 >= 1 })
+        try server.stop()
+        Thread.sleep(forTimeInterval: 2)
+        let readiness = try cluster.api.curl("/readyz")
+        #expect(readiness.status == 503, "the API node is not ready without its database: \(readiness)")
+        try server.start()
+        #expect(try eventually(120) {
+            try ids.allSatisfy { ["succeeded", "failed", "canceled"].contains(try cluster.job($0)["state"] as? String) }
+        })
+        for id in ids {
+            let job = try cluster.job(id)
+            #expect(job["state"] as? String == "succeeded", "\(job)")
+            #expect(cluster.starts(of: id) == (job["attempts"] as? Int ?? 0), "one start per attempt for \(id)")
+        }
+        #expect(try cluster.api.curl("/readyz").status == 200)
+    }
+}
