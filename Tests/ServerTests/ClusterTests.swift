@@ -146,6 +146,23 @@ import TestSupport
         #expect(paused.process.isRunning, "the resumed node keeps serving")
     }
 
+    @Test func deletingAJobOnTheAPINodeStopsItOnItsWorkerAtOnce() throws {
+        let cluster = try Cluster(workers: 1)
+        let input = try cluster.upload(try Media.path(.long))
+        let id = try cluster.submit(input, settings: Self.slowSettings)
+        #expect(try eventually(60) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 0.2 })
+        let asked = Date()
+        let deleted = try cluster.api.curl("/v1/jobs/\(id)", ["-X", "DELETE"])
+        #expect(deleted.status == 204, "\(deleted)")
+        #expect(Date().timeIntervalSince(asked) < 3, "the worker stopped the job and the API node saw it end in \(Date().timeIntervalSince(asked)) s")
+        #expect(try cluster.api.curl("/v1/jobs/\(id)").status == 404)
+        #expect(try cluster.store.job(id: id) == nil)
+        let worker = try #require(cluster.workers.first)
+        #expect(worker.entries("job ended").contains { $0["job_id"] as? String == id && $0["state"] as? String == "canceled" },
+                "\(worker.log.suffix(2000))")
+        #expect(eventually(5) { Media.files(in: cluster.data.appendingPathComponent("outputs")).isEmpty })
+    }
+
     @Test func aPostgreSQLRestartInTheMiddleOfARunLosesNothing() throws {
         let server = try PostgresServer() // its own: the restart must not disturb other tests' databases
         let cluster = try Cluster(workers: 2, database: try server.makeDatabase())

@@ -44,6 +44,15 @@ func makeStore(count: Int, stateSQL: String) throws -> DataDirectory {
     return directory
 }
 
+// `jobs-bench cluster URI [JOBS]` (bench/cluster.sh) and the worker processes it starts.
+if CommandLine.arguments.count > 3, CommandLine.arguments[1] == "cluster-worker" {
+    try ClusterBench.worker(uri: CommandLine.arguments[2], data: CommandLine.arguments[3])
+}
+if CommandLine.arguments.count > 2, CommandLine.arguments[1] == "cluster" {
+    try ClusterBench.run(uri: CommandLine.arguments[2], jobs: CommandLine.arguments.count > 3 ? Int(CommandLine.arguments[3]) ?? 1000 : 1000)
+    exit(0)
+}
+
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let total = arguments.first ?? 100_000
 let trivial = arguments.dropFirst().first ?? 3_000

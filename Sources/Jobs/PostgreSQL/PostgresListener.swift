@@ -34,7 +34,7 @@ final class PostgresListener: Sendable {
     private static func run(uri: String, stopping: LockedValue<Bool>, handler: @Sendable (StoreNotice) -> Void) {
         var backoff = 0.1
         var connectedBefore = false
-        while !stopping.withLock { $0 } {
+        while !stopping.withLock({ $0 }) {
             let connection: PostgresConnection
             do {
                 connection = try PostgresConnection(uri: uri)
@@ -47,7 +47,7 @@ final class PostgresListener: Sendable {
             backoff = 0.1
             if connectedBefore { handler(.reconnected) }
             connectedBefore = true
-            while !stopping.withLock { $0 } {
+            while !stopping.withLock({ $0 }) {
                 var descriptor = pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)
                 guard poll(&descriptor, 1, 500) >= 0 || errno == EINTR else { break }
                 guard let received = try? connection.notifications() else { break }
