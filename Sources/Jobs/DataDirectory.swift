@@ -41,11 +41,33 @@ public struct DataDirectory: Sendable {
         }.map { outputs.appendingPathComponent($0).path }
     }
 
-    /// Everything in `outputs/` named after a job that is being claimed: folders and partial folders of earlier
-    /// attempts (of workers that died, or lost their lease). None of it is a result: the job has none yet.
+    /// What earlier claims of a job being claimed left in `outputs/`: folders and partial folders of attempts with a
+    /// lower lease token than the job's (workers that died, or lost their lease). Never a later attempt's: a worker
+    /// paused before it got here must not remove the result of the one that took the job over meanwhile.
     public func leftovers(of job: Job) -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
-        return names.filter { $0 == job.id || $0.hasPrefix(job.id + ".") }.map { outputs.appendingPathComponent($0).path }
+        return names.filter { name in
+            guard let attempt = Self.attempt(of: name, job: job.id) else { return false }
+            return attempt < job.leaseToken
+        }.map { outputs.appendingPathComponent($0).path }
+    }
+
+    /// The claim (lease token) an entry of `outputs/` belongs to: `<id>` and `<id>.<hex>.partial` are the first's,
+    /// `<id>.<n>` and `<id>.<n>.<hex>.partial` the n-th's; nil for anything else (another job's, a file from before
+    /// outputs were folders).
+    static func attempt(of name: String, job id: String) -> Int? {
+        if name == id { return 1 }
+        guard name.hasPrefix(id + ".") else { return nil }
+        var parts = name.dropFirst(id.count + 1).split(separator: ".", omittingEmptySubsequences: false)
+        if parts.last == "partial" {
+            parts.removeLast()
+            guard let random = parts.popLast(), !random.isEmpty, random.allSatisfy(\.isHexDigit) else { return nil }
+        }
+        switch parts.count {
+        case 0: return 1
+        case 1: return Int(parts[0]).flatMap { $0 > 1 ? $0 : nil }
+        default: return nil
+        }
     }
 
     /// Where an upload's content goes.

@@ -26,6 +26,9 @@ public final class JobQueue: Sendable {
         public var leaseSeconds = 20.0
         /// Seconds between two renewals of the leases of running jobs.
         public var heartbeatInterval = 5.0
+        /// Seconds between two sweeps of a shared data directory for what no job owns (folders of attempts whose
+        /// node died, outputs of deleted jobs); one node at a time does it.
+        public var straySweepInterval = 600.0
         /// Seconds to wait before each new try when the store refuses to record how a job ended (a full disk, a
         /// locked file); after the last, a transcode that succeeded is recorded as failed (`store_error`) instead.
         public var recordRetryDelays: [Double] = [0.2, 0.5, 1, 2, 4]
@@ -48,8 +51,10 @@ public final class JobQueue: Sendable {
         public var durationSum = 0.0
     }
 
-    /// Why a running job's cancellation token fired.
-    private enum StopReason { case canceled, stalled, shuttingDown, leaseLost }
+    /// Why a running job's cancellation token fired. `leaseLost`: the store said the job is another worker's now,
+    /// nothing more is written about it; `leaseExpired`: the store could not be reached while the lease ran out,
+    /// so the job goes back to the queue if the lease is still ours when the store answers again.
+    private enum StopReason { case canceled, stalled, shuttingDown, leaseLost, leaseExpired }
 
     private struct Running {
         let lease: Lease
@@ -60,6 +65,8 @@ public final class JobQueue: Sendable {
         var lastAdvance: Date
         var lastTime: Double
         var progress: TranscodeProgress?
+        /// Set once the job's end is being recorded: a renewal refused from then on is that end, not a takeover.
+        var ending = false
     }
 
     private struct State {
@@ -67,6 +74,9 @@ public final class JobQueue: Sendable {
         /// Jobs whose cancellation arrived after a worker claimed them and before it registered them here: the
         /// worker cancels them as it registers them.
         var pendingCancels: Set<String> = []
+        /// Cancel requests heard for jobs not running here (yet), with when: a job claimed here just before the
+        /// request is canceled as it registers, not at its first renewal.
+        var heardCancels: [String: Date] = [:]
         var stopping = false
         var started = false
     }
@@ -139,7 +149,13 @@ public final class JobQueue: Sendable {
         case .queued:
             jobQueued()
         case .cancel(let id):
-            _ = signalCancel(id)
+            if !signalCancel(id) {
+                state.withLock { state in
+                    let now = Date()
+                    state.heardCancels = state.heardCancels.filter { now.timeIntervalSince($0.value) < 30 }
+                    state.heardCancels[id] = now
+                }
+            }
         case .changed(let id):
             relay(id)
         case .reconnected:
@@ -281,6 +297,7 @@ public final class JobQueue: Sendable {
             }
         }
         finished.wait()
+        store.stopWatching()
     }
 
     // MARK: Threads
@@ -321,7 +338,7 @@ public final class JobQueue: Sendable {
         for path in directory.leftovers(of: claimed) { removeFile(path, of: "job_id", id) }
         state.withLock { state in
             var running = Running(lease: lease, renewedAt: Date(), token: token, lastAdvance: Date(), lastTime: -1)
-            if state.pendingCancels.remove(id) != nil {
+            if state.pendingCancels.remove(id) != nil || state.heardCancels.removeValue(forKey: id) != nil {
                 running.reason = .canceled
                 token.cancel()
             } else if state.stopping {
@@ -342,7 +359,10 @@ public final class JobQueue: Sendable {
         } else {
             outcome = execute(claimed, lease: lease, token: token)
         }
-        let reason = state.withLock { $0.running[id]?.reason }
+        let reason = state.withLock { state -> StopReason? in
+            state.running[id]?.ending = true
+            return state.running[id]?.reason
+        }
         if case .failure = outcome {
             // Before the end is recorded: a job sent back to the queue may be claimed again at once, and the files
             // of its next attempt must not be mistaken for this one's. Only this attempt's own folders: another
@@ -402,17 +422,22 @@ public final class JobQueue: Sendable {
     }
 
     /// Records how the job ended, trying again while the store refuses. A success that cannot be recorded is recorded
-    /// as a failure (`store_error`), so the job never stays `running` with nobody running it.
+    /// as a failure (`store_error`), so the job never stays `running` with nobody running it. On a shared store that
+    /// cannot be reached, the end is tried again until the lease would have run out (a database restart loses
+    /// nothing), and after that the job is left to the lease: another node runs it again.
     private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, lease: Lease, reason: StopReason?) -> Recorded {
         let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, lease: lease, reason: reason) }
-        switch retrying(job.id, what: "recording the end of the job", attempt) {
+        let renewedAt = state.withLock { $0.running[job.id]?.renewedAt } ?? Date()
+        let leaseEnd = store.isShared ? renewedAt.addingTimeInterval(configuration.leaseSeconds) : nil
+        switch retrying(job.id, what: "recording the end of the job", until: leaseEnd, attempt) {
         case .success(let final):
             return .stored(final)
         case .failure(let error) where error.code == "lease_lost":
             return .leaseLost
         case .failure(let error):
             let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
-            guard reason != .shuttingDown, !writesFailure, !Self.isPermanent(error) else { break }
+            guard reason != .shuttingDown, !writesFailure, !Self.isPermanent(error),
+                  !(store.isShared && error.code == "store_unavailable") else { break }
             let message = "The transcode ended but the job store could not record it (\(error.message)); the output was discarded. "
                 + "Submit the job again."
             let fallback = retrying(job.id, what: "recording the job as failed") { () throws(StoreError) -> Job in
@@ -434,18 +459,22 @@ public final class JobQueue: Sendable {
         error.code == "not_found" || error.code == "invalid_transition" || error.code == "lease_lost"
     }
 
-    /// Runs `body` until it succeeds or `recordRetryDelays` are used up, logging each failure. A refusal that cannot
-    /// change (the job is gone, or the state machine refuses the move) is not tried again.
-    private func retrying(_ id: String, what: String, _ body: () throws(StoreError) -> Job) -> Result<Job, StoreError> {
+    /// Runs `body` until it succeeds or `recordRetryDelays` are used up (or, with `deadline`, until then, once a
+    /// second after the delays), logging each failure. A refusal that cannot change (the job is gone, the state
+    /// machine refuses the move, the job is another worker's) is not tried again.
+    private func retrying(_ id: String, what: String, until deadline: Date? = nil,
+                          _ body: () throws(StoreError) -> Job) -> Result<Job, StoreError> {
         var delays = configuration.recordRetryDelays[...]
         while true {
             do throws(StoreError) {
                 return .success(try body())
             } catch {
                 let permanent = Self.isPermanent(error)
+                var delay = delays.popFirst()
+                if delay == nil, let deadline, Date() < deadline { delay = min(1, deadline.timeIntervalSinceNow) }
                 logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
-                                                  "retrying": .string(delays.isEmpty || permanent ? "no" : "yes")])
-                guard !permanent, let delay = delays.popFirst() else { return .failure(error) }
+                                                  "retrying": .string(delay == nil || permanent ? "no" : "yes")])
+                guard !permanent, let delay else { return .failure(error) }
                 Thread.sleep(forTimeInterval: delay)
             }
         }
@@ -497,7 +526,7 @@ public final class JobQueue: Sendable {
                     do throws(StoreError) {
                         try store.saveProgress(lease, time: progress.presentationTime, duration: progress.duration)
                     } catch where error.code == "lease_lost" {
-                        giveUp(job.id, because: error.message)
+                        stop(lease, .leaseLost, because: error.message)
                     } catch {
                         logger.warning("saving progress failed", ["job_id": .string(job.id), "error": .string(error.description)])
                     }
@@ -520,7 +549,7 @@ public final class JobQueue: Sendable {
         case (.failure, .stalled?):
             return try store.markFailed(lease, code: "stalled",
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
-        case (.failure, .shuttingDown?), (.failure, .leaseLost?):
+        case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?):
             return try store.requeue(lease)
         case (.failure(let error), nil) where error.code == "worker_crashed":
             // A crash may not happen again (a one-off signal, a memory spike): the job runs again, up to its limit.
@@ -539,6 +568,7 @@ public final class JobQueue: Sendable {
     private func watch() {
         var lastSweep = Date.distantPast
         var lastLeaseSweep = Date.distantPast
+        var lastStraySweep = Date.distantPast
         while !stopping {
             _ = watchdogWake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
             let now = Date()
@@ -553,9 +583,21 @@ public final class JobQueue: Sendable {
             if store.isShared, now.timeIntervalSince(lastLeaseSweep) >= configuration.pollInterval {
                 lastLeaseSweep = now
                 do {
-                    published(try store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts))
+                    var recovered: (requeued: [String], failed: [String]) = ([], [])
+                    _ = try store.exclusively("leases") { () throws(StoreError) in
+                        recovered = try store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts)
+                    }
+                    published(recovered)
                 } catch {
                     logger.error("recovering jobs whose lease ran out failed", ["error": .string(error.description)])
+                }
+            }
+            if store.isShared, now.timeIntervalSince(lastStraySweep) >= configuration.straySweepInterval {
+                lastStraySweep = now
+                do {
+                    _ = try store.exclusively("strays") { () throws(StoreError) in try removeStrayOutputs() }
+                } catch {
+                    logger.error("removing stray outputs failed", ["error": .string(error.description)])
                 }
             }
             if let hours = configuration.retentionHours, now.timeIntervalSince(lastSweep) >= 60 {
@@ -578,36 +620,44 @@ public final class JobQueue: Sendable {
     private func heartbeat() {
         // Until the queue stops and its last job is gone: jobs finishing in a shutdown's grace still need their leases.
         while !state.wait(timeout: configuration.heartbeatInterval, until: { $0.stopping && $0.running.isEmpty }) {
-            let leases = state.withLock { state in state.running.values.map { ($0.lease, $0.renewedAt) } }
+            let leases = state.withLock { state in state.running.values.filter { !$0.ending }.map { ($0.lease, $0.renewedAt) } }
             for (lease, renewedAt) in leases {
                 do throws(StoreError) {
                     switch try store.renew(lease, leaseSeconds: configuration.leaseSeconds) {
                     case .held(let cancelRequested):
-                        state.withLock { $0.running[lease.jobID]?.renewedAt = Date() }
+                        state.withLock { state in
+                            if state.running[lease.jobID]?.lease == lease { state.running[lease.jobID]?.renewedAt = Date() }
+                        }
                         if cancelRequested { _ = signalCancel(lease.jobID) }
                     case .lost:
-                        giveUp(lease.jobID, because: "its lease (token \(lease.token)) is another worker's now")
+                        stop(lease, .leaseLost, because: "its lease (token \(lease.token)) is another worker's now")
                     }
                 } catch {
                     logger.warning("renewing a job's lease failed", ["job_id": .string(lease.jobID), "error": .string(error.description)])
-                    if Date().timeIntervalSince(renewedAt) >= configuration.leaseSeconds {
-                        giveUp(lease.jobID, because: "its lease ran out while the store could not be reached")
+                    // Only a shared store gives the job to someone else; with a store of our own, the job keeps
+                    // running and its end is recorded once the store answers again.
+                    if store.isShared, Date().timeIntervalSince(renewedAt) >= configuration.leaseSeconds {
+                        stop(lease, .leaseExpired, because: "its lease ran out while the store could not be reached")
                     }
                 }
             }
         }
     }
 
-    /// Stops a job running here without recording anything: another worker has it, or will once its lease is out.
-    private func giveUp(_ id: String, because why: String) {
+    /// Stops the run of `lease` here (not a later claim of the same job here) because it lost or may have lost the
+    /// job: another worker has it, or will once the lease is out.
+    private func stop(_ lease: Lease, _ reason: StopReason, because why: String) {
         let stopped = state.withLock { state -> Bool in
-            guard var running = state.running[id], running.reason != .leaseLost else { return false }
-            running.reason = .leaseLost
-            state.running[id] = running
+            guard var running = state.running[lease.jobID], running.lease == lease, !running.ending,
+                  running.reason != .leaseLost else { return false }
+            running.reason = reason
+            state.running[lease.jobID] = running
             running.token.cancel()
             return true
         }
-        if stopped { logger.error("stopping a job this node no longer holds", ["job_id": .string(id), "reason": .string(why)]) }
+        if stopped {
+            logger.error("stopping a job this node no longer holds", ["job_id": .string(lease.jobID), "reason": .string(why)])
+        }
     }
 
     /// Deletes finished jobs that ended before `time` (seconds since 1970), with their outputs, and uploads no job
@@ -636,13 +686,15 @@ public final class JobQueue: Sendable {
     }
 
     /// Removes files in `outputs/` that are not the output of a succeeded job: partial files of a process that died,
-    /// and outputs of jobs that will run again.
+    /// and outputs of jobs that will run again (on a shared store: only those of jobs that ended or are gone).
     private func removeStrayOutputs() throws(StoreError) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.outputs.path)) ?? []
         for name in names {
             let id = String(name.prefix { $0 != "." })
             let path = directory.outputs.appendingPathComponent(name).path
             let job = try store.job(id: id)
+            // On a shared store, a queued or running job's folders are its workers' (a claim clears earlier ones).
+            if store.isShared, let job, !job.state.isTerminal { continue }
             if job?.state != .succeeded || job?.outputRoot != path { removeFile(path, of: "job_id", id) }
         }
     }

@@ -84,6 +84,8 @@ public protocol JobStore: AnyObject, Sendable {
     /// Calls `handler` (on a thread of the store's) with what other processes changed: jobs queued, jobs changed,
     /// cancellations asked for. A store no other process uses never calls it.
     func watch(_ handler: @escaping @Sendable (StoreNotice) -> Void)
+    /// Stops calling the handler given to `watch`.
+    func stopWatching()
     /// Stops watching and closes what the store holds open.
     func close()
 }

@@ -219,6 +219,9 @@ struct Configuration: Sendable {
             }
             index += 1
         }
+        if config.workers == 0 && config.store == nil {
+            throw UsageError(message: "--workers: 0 (an API-only node) needs a shared --store postgres://...; with SQLite nothing else could run the jobs")
+        }
         return config
     }
 
@@ -256,10 +259,6 @@ struct Configuration: Sendable {
             lock = nil
             jobStore = try PostgresJobStore(uri: uri, root: directory.root.path, connections: min(8, handlerThreads + workers + 2))
         } else {
-            guard workers > 0 else {
-                throw StoreError(code: "invalid_configuration",
-                                 message: "--workers 0 needs a shared --store (postgres://...): with SQLite no other process could run the jobs.")
-            }
             lock = try directory.lock()
             jobStore = try SQLiteJobStore(path: directory.databasePath, root: directory.root.path)
         }

@@ -153,6 +153,11 @@ import TestSupport
         #expect(done.state == .succeeded && done.outputPath == fixture.directory.outputs.path + "/\(job.id).2/output.mp4")
         #expect { try fixture.store.markFailed(first, code: "x", message: "x") } throws: { ($0 as? StoreError)?.code == "lease_lost" }
         #expect(try fixture.store.job(id: job.id)?.state == .succeeded)
+        // The new holder's end written again (its answer was lost with the connection): the row as it is, no error.
+        let again = try fixture.store.markSucceeded(second, outputPath: "/elsewhere", size: 9, tracks: [], files: nil, duration: 9,
+                                                    framesEncoded: 9, seconds: 9)
+        #expect(again == done)
+        #expect { try fixture.store.markFailed(second, code: "x", message: "x") } throws: { ($0 as? StoreError)?.code == "lease_lost" }
     }
 
     @Test(arguments: backends) func recoveryRequeuesOrphansAndFailsThemAfterThreeAttempts(_ backend: StoreBackend) throws {
@@ -194,7 +199,7 @@ import TestSupport
         let upload = try fixture.upload(try Media.path(.audioOnly))
         var ids: [String] = []
         for _ in 0..<7 { ids.append(try fixture.store.createJob(input: upload.id, settings: TranscodeSettings()).id) }
-        try fixture.store.cancelQueued(id: ids[0])
+        _ = try fixture.store.cancelQueued(id: ids[0])
         var seen: [String] = []
         var cursor: String?
         repeat {
@@ -374,8 +379,10 @@ import TestSupport
         moved("progress")
         _ = try store.markFailed(lease, code: "test", message: "test")
         moved("a failure")
-        #expect(throws: StoreError.self) { try store.markFailed(lease, code: "test", message: "test") }
+        #expect(throws: StoreError.self) { try store.markCanceled(lease) }
         unchanged("a refused write")
+        _ = try store.markFailed(lease, code: "test", message: "test")
+        unchanged("the same end written again (its first answer lost): the row as it is")
         try store.deleteJob(id: job.id)
         moved("a deletion")
     }

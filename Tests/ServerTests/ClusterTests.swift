@@ -104,8 +104,8 @@ import TestSupport
         let id = try cluster.submit(input, settings: Self.slowSettings)
         #expect(try eventually(60) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 0.5 })
         let victim = try #require(try cluster.holder(of: id))
-        victim.kill()
         let killed = Date()
+        victim.kill()
         #expect(try eventually(Double(lease) + 60) { try cluster.job(id)["state"] as? String == "succeeded" })
         let done = try #require(try cluster.store.job(id: id))
         #expect(done.attempts == 2 && done.leaseToken == 2, "attempts \(done.attempts), token \(done.leaseToken)")
@@ -170,6 +170,8 @@ import TestSupport
         var ids: [String] = []
         for _ in 0..<8 { ids.append(try cluster.submit(input, settings: Self.smallSettings)) }
         #expect(try eventually(60) { try cluster.store.counts()[.succeeded] ?? 0 >= 1 })
+        let counts = try cluster.store.counts()
+        #expect((counts[.queued] ?? 0) + (counts[.running] ?? 0) >= 4, "the restart comes in the middle of the run: \(counts)")
         try server.stop()
         Thread.sleep(forTimeInterval: 2)
         let readiness = try cluster.api.curl("/readyz")
@@ -180,8 +182,9 @@ import TestSupport
         })
         for id in ids {
             let job = try cluster.job(id)
-            #expect(job["state"] as? String == "succeeded", "\(job)")
-            #expect(cluster.starts(of: id) == (job["attempts"] as? Int ?? 0), "one start per attempt for \(id)")
+            // The outage is shorter than a lease: every job ran once, nothing was taken over or run again.
+            #expect(job["state"] as? String == "succeeded" && job["attempts"] as? Int == 1, "\(job)")
+            #expect(cluster.starts(of: id) == 1, "job \(id) started \(cluster.starts(of: id)) times")
         }
         #expect(try cluster.api.curl("/readyz").status == 200)
     }

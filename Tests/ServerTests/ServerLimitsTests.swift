@@ -52,7 +52,9 @@ import TestSupport
         let run = try Shell.run(Binary.path, ["serve", "--port", "abc"])
         #expect(run.status == 2 && run.stderr == "error: --port: expected 0-65535, got \"abc\"\n")
         let env = try Shell.run(Binary.path, ["serve"], environment: ["TRANSCODER_WORKERS": "0"])
-        #expect(env.status == 2 && env.stderr.contains("--workers: expected 1-64"))
+        #expect(env.status == 2 && env.stderr.contains("--workers: 0 (an API-only node) needs a shared --store"), "\(env.stderr)")
+        let tooMany = try Shell.run(Binary.path, ["serve", "--workers", "65"])
+        #expect(tooMany.status == 2 && tooMany.stderr.contains("--workers: expected 0-64"), "\(tooMany.stderr)")
         // A data directory that cannot be created is refused at start, not at the first upload.
         let unusable = try Shell.run(Binary.path, ["serve", "--port", "0", "--data", "/dev/null/data"])
         #expect(unusable.status == 1 && unusable.stderr.hasPrefix("error: Cannot create /dev/null/data"), "\(unusable.stderr)")

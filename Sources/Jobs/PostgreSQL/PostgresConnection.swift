@@ -17,7 +17,7 @@ final class PostgresConnection {
     /// Connects with a libpq URI (`postgresql://user@host/db?...`).
     init(uri: String) throws(StoreError) {
         displayURI = Self.withoutPassword(uri)
-        connection = PQconnectdb(uri)
+        connection = Self.connect(uri)
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let message = connection.map { Self.trimmed(PQerrorMessage($0)) } ?? "out of memory"
             PQfinish(connection)
@@ -25,7 +25,28 @@ final class PostgresConnection {
             throw StoreError(code: "store_unavailable", message: "Connecting to PostgreSQL at \(displayURI) failed: \(message)")
         }
         // Times, numbers and bytes are read back as they were written, whatever the server's defaults.
-        try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET DateStyle = 'ISO'; SET client_min_messages = warning")
+        try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET DateStyle = 'ISO'; SET client_min_messages = warning; "
+            + "SET statement_timeout = '60s'")
+    }
+
+    /// Defaults a node needs whatever the URI says, each overridden by the URI when it sets it: a connect that gives
+    /// up (a server that does not answer), TCP keepalives and a send timeout (a link that died without a word, as in
+    /// a network partition, is noticed in seconds rather than at the kernel's retransmission limit).
+    static let linkDefaults: [(String, String)] = [
+        ("connect_timeout", "5"), ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
+        ("keepalives_count", "3"), ("tcp_user_timeout", "10000"), ("application_name", "transcoderd"),
+    ]
+
+    private static func connect(_ uri: String) -> OpaquePointer? {
+        // With expand_dbname, the URI in `dbname` is expanded in place: its settings override the ones before it.
+        let pairs = linkDefaults + [("dbname", uri)]
+        var keywords: [UnsafePointer<CChar>?] = pairs.map { UnsafePointer(strdup($0.0)) } + [nil]
+        var values: [UnsafePointer<CChar>?] = pairs.map { UnsafePointer(strdup($0.1)) } + [nil]
+        defer {
+            keywords.forEach { free(UnsafeMutablePointer(mutating: $0)) }
+            values.forEach { free(UnsafeMutablePointer(mutating: $0)) }
+        }
+        return PQconnectdbParams(&keywords, &values, 1)
     }
 
     /// Whether the connection is up (false after the server went away, until a new connection is made).

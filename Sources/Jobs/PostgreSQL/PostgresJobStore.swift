@@ -260,7 +260,12 @@ public final class PostgresJobStore: JobStore {
         }
         if let found { return rows.job(found) }
         guard let current = try job(id: id) else { throw StoreError(code: "not_found", message: "No job has the id \(id).") }
-        if let lease { throw JobRows.leaseLost(lease, current: current) }
+        if let lease {
+            // Already there under this lease: a write tried again after its answer was lost (the commit went through,
+            // the connection did not).
+            if current.state == state && current.leaseToken == lease.token { return current }
+            throw JobRows.leaseLost(lease, current: current)
+        }
         throw StoreError(code: "invalid_transition", message: "The job is \(current.state.rawValue), not \(expected?.rawValue ?? "?").")
     }
 
@@ -313,17 +318,20 @@ public final class PostgresJobStore: JobStore {
     }
 
     public func watch(_ handler: @escaping @Sendable (StoreNotice) -> Void) {
-        listener.withLock { listener in
-            listener?.stop()
-            listener = PostgresListener(uri: pool.uri, handler: handler)
+        stopWatching()
+        listener.withLock { $0 = PostgresListener(uri: pool.uri, handler: handler) }
+    }
+
+    public func stopWatching() {
+        let stopped = listener.withLock { listener -> PostgresListener? in
+            defer { listener = nil }
+            return listener
         }
+        stopped?.stop()
     }
 
     public func close() {
-        listener.withLock { listener in
-            listener?.stop()
-            listener = nil
-        }
+        stopWatching()
         pool.close()
     }
 

@@ -12,26 +12,34 @@ final class PostgresListener: Sendable {
     ]
 
     private let stopping = LockedValue(false)
+    /// Cuts a backoff short when stopping.
+    private let wake = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
+    /// The listening thread, so `stop` called from it (a handler dropping the last reference to the store) does
+    /// not wait for itself.
+    private let thread = LockedValue<pthread_t?>(nil)
 
     init(uri: String, handler: @escaping @Sendable (StoreNotice) -> Void) {
-        NamedThread.start("pg-listener") { [stopping, done] in
-            Self.run(uri: uri, stopping: stopping, handler: handler)
+        NamedThread.start("pg-listener") { [stopping, wake, done, thread] in
+            thread.withLock { $0 = pthread_self() }
+            Self.run(uri: uri, stopping: stopping, wake: wake, handler: handler)
             done.signal()
         }
     }
 
-    /// Stops the thread and waits for it (at most one wait of half a second).
+    /// Stops the thread and waits for it: at most a poll (half a second), or a connect under way (its timeout).
     func stop() {
         let already = stopping.withLock { stopping -> Bool in
             defer { stopping = true }
             return stopping
         }
         guard !already else { return }
+        wake.signal()
+        if let listening = thread.withLock({ $0 }), pthread_equal(listening, pthread_self()) != 0 { return }
         done.wait()
     }
 
-    private static func run(uri: String, stopping: LockedValue<Bool>, handler: @Sendable (StoreNotice) -> Void) {
+    private static func run(uri: String, stopping: LockedValue<Bool>, wake: DispatchSemaphore, handler: @Sendable (StoreNotice) -> Void) {
         var backoff = 0.1
         var connectedBefore = false
         while !stopping.withLock({ $0 }) {
@@ -40,7 +48,7 @@ final class PostgresListener: Sendable {
                 connection = try PostgresConnection(uri: uri)
                 try connection.execute(channels.map { "LISTEN \($0.name)" }.joined(separator: "; "))
             } catch {
-                Thread.sleep(forTimeInterval: backoff)
+                _ = wake.wait(timeout: .now() + backoff)
                 backoff = min(backoff * 2, 5)
                 continue
             }

@@ -282,7 +282,12 @@ public final class SQLiteJobStore: JobStore {
                     return row
                 }
                 guard let current = try database.query("SELECT * FROM jobs WHERE id = ?", [.text(id)]).first else { return nil }
-                if let lease { throw JobRows.leaseLost(lease, current: rows.job(current)) }
+                if let lease {
+                    // Already there under this lease: a write tried again after its answer was lost.
+                    let job = rows.job(current)
+                    if job.state == state && job.leaseToken == lease.token { return current }
+                    throw JobRows.leaseLost(lease, current: job)
+                }
                 throw StoreError(code: "invalid_transition",
                                  message: "The job is \(current["state"].string ?? "?"), not \(expected?.rawValue ?? "?").")
             } catch where error.isConstraint && error.message.contains(Migrations.invalidTransition) {
@@ -334,6 +339,8 @@ public final class SQLiteJobStore: JobStore {
 
     /// Nobody else writes the file: nothing to watch.
     public func watch(_ handler: @escaping @Sendable (StoreNotice) -> Void) {}
+
+    public func stopWatching() {}
 
     public func close() {}
 
