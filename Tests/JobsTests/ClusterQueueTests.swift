@@ -77,6 +77,8 @@ struct PacedRunner: JobRunner {
         defer { api.events.unsubscribe(job.id, key) }
         let ended = try api.waitUntilFinished(id: job.id, timeout: 20)
         #expect(ended?.state == .succeeded)
+        // The wait's own subscriber may be told before this one.
+        #expect(eventually(5) { seen.withLock { $0.last } == "succeeded" })
         let events = seen.withLock { $0 }
         // A notice of the job's creation may come in after the subscription: then "queued" comes first.
         #expect(events.drop { $0 == "queued" }.first == "running" && events.last == "succeeded", "\(events)")
