@@ -45,6 +45,7 @@ public struct DataDirectory: Sendable {
     /// lower lease token than the job's (workers that died, or lost their lease). Never a later attempt's: a worker
     /// paused before it got here must not remove the result of the one that took the job over meanwhile.
     public func leftovers(of job: Job) -> [String] {
+        guard job.leaseToken > 1 else { return [] } // the first claim: there is no earlier one
         let names = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
         return names.filter { name in
             guard let attempt = Self.attempt(of: name, job: job.id) else { return false }

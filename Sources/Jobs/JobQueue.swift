@@ -94,6 +94,8 @@ public final class JobQueue: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     /// Wakes the watchdog early, to stop.
     private let watchdogWake = DispatchSemaphore(value: 0)
+    /// Wakes the heartbeat early, to stop. Its own: waiting on the state's condition would wake it at every job's end.
+    private let heartbeatWake = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
     private let instance = UUID().uuidString.prefix(8).lowercased()
     /// The last state a live stream here was told of, for jobs running on other nodes.
@@ -287,6 +289,7 @@ public final class JobQueue: Sendable {
         if started {
             for _ in 0..<configuration.workers { wake.signal() }
             watchdogWake.signal()
+            heartbeatWake.signal()
         }
         _ = state.wait(timeout: grace) { $0.running.isEmpty }
         state.withLock { state in
@@ -372,8 +375,12 @@ public final class JobQueue: Sendable {
             }
         }
         let recorded: Recorded = reason == .leaseLost ? .leaseLost : record(outcome, of: claimed, lease: lease, reason: reason)
-        state.withLock { _ = $0.running.removeValue(forKey: id) }
+        let stopping = state.withLock { state -> Bool in
+            state.running.removeValue(forKey: id)
+            return state.stopping
+        }
         state.notifyAll()
+        if stopping { heartbeatWake.signal() }
         let final: Job?
         switch recorded {
         case .stored(let job): final = job
@@ -619,7 +626,9 @@ public final class JobQueue: Sendable {
     /// reached keeps the jobs running until their leases would have run out, then gives them up.
     private func heartbeat() {
         // Until the queue stops and its last job is gone: jobs finishing in a shutdown's grace still need their leases.
-        while !state.wait(timeout: configuration.heartbeatInterval, until: { $0.stopping && $0.running.isEmpty }) {
+        while true {
+            _ = heartbeatWake.wait(timeout: .now() + configuration.heartbeatInterval)
+            if state.withLock({ $0.stopping && $0.running.isEmpty }) { break }
             let leases = state.withLock { state in state.running.values.filter { !$0.ending }.map { ($0.lease, $0.renewedAt) } }
             for (lease, renewedAt) in leases {
                 do throws(StoreError) {

@@ -318,14 +318,23 @@ import TestSupport
             try old.execute("PRAGMA user_version = 1")
             try old.execute("""
                 INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('u', 'in.mov', 1, 'x', '/nowhere', 1);
-                INSERT INTO jobs (id, state, settings, input_upload, progress_time, progress_duration, created_at,
+                INSERT INTO uploads (id, filename, size, sha256, path, created_at)
+                    VALUES ('inside', 'in.mov', 1, 'x', '\(folder.path)/uploads/inside', 1);
+                INSERT INTO jobs (id, state, settings, input_upload, output_path, progress_time, progress_duration, created_at,
                                   started_at, finished_at, updated_at)
-                    VALUES ('j', 'succeeded', '{}', 'u', 4, 4, 1, 2, 3, 3);
+                    VALUES ('j', 'succeeded', '{}', 'u', '\(folder.path)/outputs/j.mp4', 4, 4, 1, 2, 3, 3);
                 """)
         }
         let store = try SQLiteJobStore(path: path)
         let job = try #require(try store.job(id: "j"))
         #expect(job.state == .succeeded && job.progressDuration == 4 && job.startedAt == 2)
+        // Absolute paths inside the data directory became relative to it, and still resolve to the same files.
+        #expect(job.outputPath == folder.path + "/outputs/j.mp4")
+        #expect(try store.upload(id: "inside")?.path == folder.path + "/uploads/inside")
+        #expect(try store.upload(id: "u")?.path == "/nowhere", "a path outside it is kept as it was")
+        let raw = try Database(path: path)
+        #expect(try raw.query("SELECT path FROM uploads WHERE id = 'inside'").first?["path"] == .text("uploads/inside"))
+        #expect(try raw.query("SELECT output_path FROM jobs WHERE id = 'j'").first?["output_path"] == .text("outputs/j.mp4"))
         #expect(job.framesEncoded == nil && job.transcodeSeconds == nil)
         let database = try Database(path: path)
         #expect(try database.query("PRAGMA user_version").first?["user_version"].int == Migrations.steps.count)

@@ -76,8 +76,12 @@ enum Migrations {
         """,
     ]
 
-    /// Applies the steps the database has not seen yet, each in its own transaction.
-    static func migrate(_ database: Database) throws(StoreError) {
+    /// The step from which paths are stored relative to the data directory.
+    static let relativePaths = 5
+
+    /// Applies the steps the database has not seen yet, each in its own transaction; returns the version it had.
+    @discardableResult
+    static func migrate(_ database: Database) throws(StoreError) -> Int {
         let version = try database.query("PRAGMA user_version").first?["user_version"].int ?? 0
         guard version <= steps.count else {
             throw StoreError(code: "schema_too_new",
@@ -89,5 +93,6 @@ enum Migrations {
                 try database.execute("PRAGMA user_version = \(index + 1)")
             }
         }
+        return version
     }
 }

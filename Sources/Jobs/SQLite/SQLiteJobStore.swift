@@ -20,10 +20,10 @@ public final class SQLiteJobStore: JobStore {
     /// directory; by default the database's folder) are stored relative to it.
     public init(path: String, root: String? = nil) throws(StoreError) {
         let connection = try Database(path: path)
-        try Migrations.migrate(connection)
+        let version = try Migrations.migrate(connection)
         self.path = path
         rows = JobRows(root: root ?? URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path)
-        try Self.relativize(connection, root: rows.root)
+        if version < Migrations.relativePaths { try Self.relativize(connection, root: rows.root) }
         database = LockedValue(connection)
     }
 
