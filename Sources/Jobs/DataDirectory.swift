@@ -13,6 +13,8 @@ public struct DataDirectory: Sendable {
     public var databasePath: String { root.appendingPathComponent("transcoderd.sqlite").path }
     public var uploads: URL { root.appendingPathComponent("uploads", isDirectory: true) }
     public var outputs: URL { root.appendingPathComponent("outputs", isDirectory: true) }
+    /// Resumable (tus) uploads not complete yet: `<id>.bin` (the bytes so far) and `<id>.json` (what the upload is).
+    public var tus: URL { root.appendingPathComponent("tus", isDirectory: true) }
 
     /// The folder a job's output is written into: `outputs/<job id>` for the first claim of the job, then
     /// `outputs/<job id>.<lease token>`, so two workers that both believe they hold the job (one paused past its
@@ -76,7 +78,7 @@ public struct DataDirectory: Sendable {
 
     /// Creates the folders if missing and checks that they are writable; the error says which one is not.
     public func prepare() throws(StoreError) {
-        for folder in [root, uploads, outputs] {
+        for folder in [root, uploads, outputs, tus] {
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             } catch {

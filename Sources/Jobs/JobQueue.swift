@@ -29,6 +29,8 @@ public final class JobQueue: Sendable {
         /// Seconds between two sweeps of a shared data directory for what no job owns (folders of attempts whose
         /// node died, outputs of deleted jobs); one node at a time does it.
         public var straySweepInterval = 600.0
+        /// Hours after its last bytes that an unfinished resumable (tus) upload is deleted (checked every minute).
+        public var tusExpiryHours = 24.0
         /// Seconds to wait before each new try when the store refuses to record how a job ended (a full disk, a
         /// locked file); after the last, a transcode that succeeded is recorded as failed (`store_error`) instead.
         public var recordRetryDelays: [Double] = [0.2, 0.5, 1, 2, 4]
@@ -576,6 +578,7 @@ public final class JobQueue: Sendable {
         var lastSweep = Date.distantPast
         var lastLeaseSweep = Date.distantPast
         var lastStraySweep = Date.distantPast
+        var lastTusSweep = Date.distantPast
         while !stopping {
             _ = watchdogWake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
             let now = Date()
@@ -605,6 +608,18 @@ public final class JobQueue: Sendable {
                     _ = try store.exclusively("strays") { () throws(StoreError) in try removeStrayOutputs() }
                 } catch {
                     logger.error("removing stray outputs failed", ["error": .string(error.description)])
+                }
+            }
+            if now.timeIntervalSince(lastTusSweep) >= min(60, configuration.tusExpiryHours * 900) {
+                lastTusSweep = now
+                do {
+                    _ = try store.exclusively("tus") { () throws(StoreError) in
+                        let expired = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
+                            .sweep(at: now.timeIntervalSince1970)
+                        if !expired.isEmpty { logger.info("expired resumable uploads deleted", ["count": .int(expired.count)]) }
+                    }
+                } catch {
+                    logger.error("the resumable upload sweep failed", ["error": .string(error.description)])
                 }
             }
             if let hours = configuration.retentionHours, now.timeIntervalSince(lastSweep) >= 60 {

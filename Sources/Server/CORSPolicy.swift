@@ -1,7 +1,7 @@
 /// Which other origins may read a job's output files from a browser (`--cors-origin`): none by default, `*` for
-/// any, or a comma-separated list of origins (`https://player.example.com`). Applies to the output routes only:
-/// a player page elsewhere fetches playlists, segments, posters and storyboards; the rest of the API stays
-/// same-origin.
+/// any, or a comma-separated list of origins (`https://player.example.com`). Applies to the output routes (a player
+/// page elsewhere fetches playlists, segments, posters and storyboards) and to tus uploads (an upload page
+/// elsewhere); the rest of the API stays same-origin.
 public struct CORSPolicy: Sendable, Equatable {
     /// `*`, or the origins allowed exactly as browsers send them (scheme, host, port).
     public let origins: [String]
@@ -13,7 +13,8 @@ public struct CORSPolicy: Sendable, Equatable {
     public var isEnabled: Bool { !origins.isEmpty }
 
     /// Response headers that let the requesting origin read the answer (none when it is not allowed).
-    func headers(for request: HTTPHeaders) -> [(String, String)] {
+    func headers(for request: HTTPHeaders,
+                 exposing exposed: String = "Content-Length, Content-Range, Accept-Ranges, ETag, Location") -> [(String, String)] {
         var fields: [(String, String)]
         if origins.contains("*") {
             fields = [("Access-Control-Allow-Origin", "*")]
@@ -22,18 +23,20 @@ public struct CORSPolicy: Sendable, Equatable {
         } else {
             return []
         }
-        // Players read a segment's length and range, and revalidate with the ETag.
-        fields.append(("Access-Control-Expose-Headers", "Content-Length, Content-Range, Accept-Ranges, ETag, Location"))
+        // Players read a segment's length and range, and revalidate with the ETag; tus clients their offsets.
+        fields.append(("Access-Control-Expose-Headers", exposed))
         return fields
     }
 
     /// The answer to a preflight (`OPTIONS` with `Access-Control-Request-Method`): reads with ranges and validators.
-    func preflight(for request: HTTPHeaders) -> [(String, String)] {
-        let allowed = headers(for: request)
+    func preflight(for request: HTTPHeaders, methods: String = "GET, HEAD, OPTIONS",
+                   headers allowedHeaders: String = "Range, If-None-Match, If-Range, Authorization",
+                   exposing exposed: String = "Content-Length, Content-Range, Accept-Ranges, ETag, Location") -> [(String, String)] {
+        let allowed = headers(for: request, exposing: exposed)
         guard !allowed.isEmpty else { return [] }
         return allowed + [
-            ("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS"),
-            ("Access-Control-Allow-Headers", "Range, If-None-Match, If-Range, Authorization"),
+            ("Access-Control-Allow-Methods", methods),
+            ("Access-Control-Allow-Headers", allowedHeaders),
             ("Access-Control-Max-Age", "600"),
         ]
     }

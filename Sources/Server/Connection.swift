@@ -266,6 +266,11 @@ final class Connection {
     // MARK: Requests
 
     private func begin(_ head: RequestHead) throws(HTTPError) {
+        var head = head
+        // tus clients behind proxies that allow only GET and POST send PATCH and DELETE this way.
+        if head.method == "POST", let method = head.headers["X-HTTP-Method-Override"], head.path.hasPrefix("/v1/tus") {
+            head.method = method.uppercased()
+        }
         self.head = head
         requestStarted = ContinuousClock.now
         headStarted = nil
@@ -310,7 +315,7 @@ final class Connection {
         let multipart = contentType.lowercased().hasPrefix("multipart/form-data")
         if let length = parser.contentLength {
             let limit: Int64 = switch kind {
-            case .upload, .uploadOrMultipart, .jsonOrMultipart: configuration.maxUploadBytes
+            case .upload, .uploadOrMultipart, .jsonOrMultipart, .tus: configuration.maxUploadBytes
             case .json: Int64(configuration.maxJSONBytes)
             case .none: Self.ignoredBodyBytes
             }
@@ -337,6 +342,8 @@ final class Connection {
             return multipart ? try makeMultipart([]) : try makeFile()
         case .jsonOrMultipart(let fields):
             return multipart ? try makeMultipart(fields) : DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
+        case .tus(let endpoint):
+            return try endpoint.makeSink(head: head, parameters: parameters, hasBody: hasBody, pool: pools.files)
         }
     }
 

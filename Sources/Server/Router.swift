@@ -13,6 +13,8 @@ public final class Router: Sendable {
         /// JSON, or multipart/form-data with a `file` part and the small parts named in `fields`; any other part
         /// is refused as soon as its headers arrive.
         case jsonOrMultipart(fields: [String])
+        /// A tus creation or PATCH: appended to the upload's file, after the endpoint checked the headers.
+        case tus(TusEndpoint)
     }
 
     /// Which of the server's pools runs a route's handler.

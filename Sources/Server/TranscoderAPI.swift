@@ -28,9 +28,16 @@ public final class TranscoderAPI: Sendable {
         let data: Data
     }
 
+    /// Resumable uploads (tus), kept in the data directory's `tus/` until complete.
+    let tusUploads: TusUploads
+    let maxUploadBytes: Int64
+
     public init(queue: JobQueue, prober: any MediaProber, logger: Logger, cors: CORSPolicy = CORSPolicy(nil),
+                tusExpiryHours: Double = 24, maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024,
                 metricsText: @escaping @Sendable () -> String = { "" }) {
         self.cors = cors
+        tusUploads = TusUploads(directory: queue.directory, expiryHours: tusExpiryHours)
+        self.maxUploadBytes = maxUploadBytes
         self.queue = queue
         self.prober = prober
         self.logger = logger
@@ -67,6 +74,7 @@ public final class TranscoderAPI: Sendable {
             },
             .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
         ]
+        routes += tus.routes
         if cors.isEnabled {
             // Preflights for players on another origin (sent without credentials; they answer only headers).
             for path in ["/v1/jobs/{id}/output", "/v1/jobs/{id}/output/{path...}"] {
@@ -134,9 +142,34 @@ public final class TranscoderAPI: Sendable {
         return .json(APIModels.UploadResource(upload), status: .created, headers: headers)
     }
 
-    /// Makes an uploaded body durable, probes it, and records it; a file FFmpeg cannot read is refused (422) and
-    /// deleted.
-    private func store(_ file: UploadedFile) throws(HTTPError) -> Upload {
+    /// The tus endpoint, completing uploads and starting their jobs through this API's own paths.
+    private var tus: TusEndpoint {
+        TusEndpoint(uploads: tusUploads, maxBytes: maxUploadBytes, cors: cors,
+                    store: { [self] file, id throws(HTTPError) in try store(file, id: id) },
+                    createJob: { [self] upload, settings throws(HTTPError) in try createJob(on: upload, settings: settings) },
+                    checkSettings: { data throws(HTTPError) in _ = try Self.settings(Self.settingsField(data)) })
+    }
+
+    /// A job on a complete tus upload, with the settings its metadata carried; returns the job's id.
+    private func createJob(on upload: Upload, settings data: Data) throws(HTTPError) -> String {
+        let settings = try Self.settings(Self.settingsField(data))
+        try checkWatermark(settings)
+        let job: Job
+        do {
+            job = try store.createJob(input: upload.id, settings: settings, priority: 0)
+        } catch where error.code == "watermark_not_found" {
+            throw HTTPError(.unprocessableContent, "invalid_settings", "settings.filters.video.watermark.upload: \(error.message)")
+        } catch {
+            throw Self.storeFailure(error)
+        }
+        queue.jobQueued()
+        logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(upload.id), "from": .string("tus")])
+        return job.id
+    }
+
+    /// Makes an uploaded body durable, probes it, and records it (under `id`, by default a new one); a file FFmpeg
+    /// cannot read is refused (422) and left where it was.
+    private func store(_ file: UploadedFile, id: String? = nil) throws(HTTPError) -> Upload {
         guard file.size > 0 else {
             throw HTTPError(.unprocessableContent, "empty_upload", "The upload is empty.")
         }
@@ -149,7 +182,7 @@ public final class TranscoderAPI: Sendable {
         guard tracks.contains(where: { $0.mediaType == .video || $0.mediaType == .audio }) else {
             throw HTTPError(.unprocessableContent, "no_media_tracks", "The file has neither a video nor an audio track.")
         }
-        let id = UUID().uuidString.lowercased()
+        let id = id ?? UUID().uuidString.lowercased()
         let path = directory.uploadPath(id: id)
         // Data, then name: a 201 means the file survives a power cut, not only a process crash.
         do throws(MediaError) {
@@ -177,7 +210,13 @@ public final class TranscoderAPI: Sendable {
     private func upload(_ request: Request) throws(HTTPError) -> Upload {
         let id = request.parameters["id"] ?? ""
         let found = try Self.fromStore { () throws(StoreError) in try store.upload(id: id) }
-        guard let found else { throw HTTPError(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
+        guard let found else {
+            // A resumable upload whose bytes were refused: say why, as long as it is remembered.
+            if let refused = tusUploads.upload(id)?.refused {
+                throw HTTPError(.unprocessableContent, "upload_refused", "The upload's bytes are not usable media: \(refused)")
+            }
+            throw HTTPError(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).")
+        }
         return found
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A request body the server writes to a temporary file as it arrives. The handler calls `complete()`, which waits
 /// for the last write and the hash; the file is removed when the request is done unless the handler moved it.
 public final class UploadBody: Sendable {
@@ -28,6 +30,21 @@ public final class UploadBody: Sendable {
             throw FileSink.httpError(error)
         }
     }
+
+    /// Waits like `complete()`, turning a failed write into an answer with `answer` (for files a route appends to,
+    /// whose refusals mean something of their own). Returns the SHA-256 ("" when not hashed).
+    func complete(answering answer: (IOError) -> HTTPError) throws(HTTPError) -> String {
+        do {
+            return try writer.complete()
+        } catch {
+            throw answer(error)
+        }
+    }
+
+    /// After `complete`: the chunk checksum asked for, whether the chunk was taken back, the continued SHA-256.
+    var checksum: Data? { writer.checksumValue }
+    var chunkDiscarded: Bool { writer.chunkDiscarded }
+    func continuedDigest() -> Digest? { writer.continued() }
 
     /// Drops the file unless it was moved away (idempotent; the removal runs on a file thread).
     func discard() { writer.discard() }

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Locks
 
@@ -34,8 +35,13 @@ final class UploadWriter: @unchecked Sendable {
         var failure: IOError?
         /// Called once, when a buffer comes back after `whenSpace` found none.
         var waiting: (@Sendable () -> Void)?
-        /// The file is closed and hashed: the SHA-256 as lowercase hex.
+        /// The file is closed and hashed: the SHA-256 as lowercase hex ("" when the writer does not hash).
         var digest: String?
+        /// The checksum over the bytes this writer wrote, when one was asked for; set with `digest`.
+        var checksum: Data?
+        /// The bytes this writer wrote were taken back (the file cut to its size before them): a checksum that did
+        /// not match, a chunk past the limit, or `finish(discardingChunk:)`.
+        var chunkDiscarded = false
         /// The upload was dropped: pending writes are skipped, the file removed.
         var discarded = false
     }
@@ -43,20 +49,81 @@ final class UploadWriter: @unchecked Sendable {
     static let maxBuffers = 8
     static let bufferBytes = 256 * 1024
 
+    /// How the file is opened, on a file thread, at the first write (or at `finish`).
+    enum Opening: Sendable {
+        /// A new file, created exclusively.
+        case create
+        /// An existing file, appended to: the closure opens it and returns the descriptor and the size the file may
+        /// reach (it may lock it and check its size), or throws what keeps the writer from using it. A write past
+        /// the limit fails with EFBIG and the chunk is taken back.
+        case append(@Sendable (String) throws(IOError) -> (descriptor: Int32, limit: Int64?))
+    }
+
+    /// What the written bytes are hashed into.
+    enum Hashing {
+        /// A new SHA-256, finished with the file: `complete` returns it.
+        case fresh
+        /// A SHA-256 of the bytes before these, continued and not finished (`continued` hands it back), so the
+        /// next writer of the file can go on with it.
+        case continuing(Digest)
+        case none
+    }
+
     let path: String
     private let executor: SerialExecutor
     private let shared = LockedValue(Shared())
     private var descriptor: Int32 = -1
-    /// Made on the file thread: the first one in the process loads OpenSSL's configuration file.
-    private lazy var hasher = SHA256()
+    private let opening: Opening
+    private let finishesHash: Bool
+    /// Made on the file thread when fresh: the first one in the process loads OpenSSL's configuration file.
+    private var hasher: Digest?
+    private var needsHasher: Bool
+    private var checksum: Digest?
+    /// The checksum the bytes must have (a tus chunk's `Upload-Checksum`); otherwise they are taken back.
+    private let expectedChecksum: Data?
+    /// Appending: the file's size before this writer's bytes, and the size it may reach (file thread only).
+    private var startSize: Int64 = 0
+    private var written: Int64 = 0
+    private var limit: Int64?
     private var current: Buffer?
     private var filled = 0
     private var isFinished = false
 
-    /// A writer for a new file at `path` (created exclusively by the first write), whose work runs on `pool`.
-    init(path: String, pool: BlockingPool) {
+    /// A writer for the file at `path` (by default a new one, created exclusively by the first write), whose work
+    /// runs on `pool`; `checksum` is a digest of the bytes written here alone (a tus chunk's).
+    init(path: String, pool: BlockingPool, opening: Opening = .create, hashing: Hashing = .fresh,
+         checksum: (digest: Digest, expected: Data)? = nil) {
         self.path = path
         executor = SerialExecutor(pool: pool)
+        self.opening = opening
+        self.checksum = checksum?.digest
+        expectedChecksum = checksum?.expected
+        switch hashing {
+        case .fresh:
+            needsHasher = true
+            finishesHash = true
+        case .continuing(let digest):
+            hasher = digest
+            needsHasher = false
+            finishesHash = false
+        case .none:
+            needsHasher = false
+            finishesHash = false
+        }
+    }
+
+    /// Opens the file now (on a file thread) rather than at the first full buffer: for a file appended to, the
+    /// checks and the lock come before the body, whatever its size.
+    func openEarly() {
+        executor.submit { [self] in
+            guard descriptor < 0, shared.withLock({ $0.failure == nil && !$0.discarded }) else { return }
+            openFile()
+        }
+    }
+
+    /// After `complete`: the continued SHA-256 (with `.continuing`), covering every byte of the file so far.
+    func continued() -> Digest? {
+        shared.withLock { $0.digest != nil } ? hasher : nil
     }
 
     /// Whether a whole buffer is free or may be made now, so one more read (at most `bufferBytes`) fits whatever the
@@ -114,18 +181,33 @@ final class UploadWriter: @unchecked Sendable {
     }
 
     /// The body is complete: the rest goes to the file thread, which then closes the file and ends the hash.
-    /// `complete` waits for that.
-    func finish() {
+    /// `complete` waits for that. When appending, `discardingChunk` takes this writer's bytes back (a chunk whose
+    /// checksum can no longer be checked: its request was cut short), as does a checksum that does not match.
+    func finish(discardingChunk: Bool = false) {
         guard !isFinished else { return }
         isFinished = true
         submit()
         executor.submit { [self] in
-            let failed = shared.withLock { $0.failure != nil || $0.discarded }
-            if descriptor < 0 && !failed { openFile() }
+            let failure = shared.withLock { $0.discarded ? IOError(errnoCode: ECANCELED, reason: "discarded") : $0.failure }
+            if descriptor < 0 && failure == nil { openFile() }
+            let sum = checksum?.finishBytes()
+            var takeBack = discardingChunk || failure?.errnoCode == EFBIG
+            if let expectedChecksum, let sum, sum != expectedChecksum { takeBack = true }
+            if case .append = opening, takeBack, descriptor >= 0 {
+                if ftruncate(descriptor, off_t(startSize)) != 0 {
+                    let error = IOError(errnoCode: errno, reason: "taking a chunk back")
+                    shared.withLock { $0.failure = $0.failure ?? error }
+                }
+            } else {
+                takeBack = false
+            }
+            if case .append = opening, descriptor >= 0 { fsync(descriptor) }
             closeFile()
-            let digest = hasher.finish()
+            let digest = finishesHash ? (hasher ?? Digest()).finish() : ""
             shared.withLock { shared in
                 shared.digest = digest
+                shared.checksum = sum
+                shared.chunkDiscarded = takeBack
                 // No more writes come: the buffers go now, not when the handler is done with the body.
                 shared.allocated -= shared.free.count
                 shared.free.removeAll()
@@ -133,6 +215,12 @@ final class UploadWriter: @unchecked Sendable {
             shared.notifyAll()
         }
     }
+
+    /// After `complete`: the checksum asked for at `init`, over the bytes this writer wrote.
+    var checksumValue: Data? { shared.withLock { $0.checksum } }
+
+    /// After `complete`: whether this writer's bytes were taken back (see `Shared.chunkDiscarded`).
+    var chunkDiscarded: Bool { shared.withLock { $0.chunkDiscarded } }
 
     /// Blocks until `finish`'s work is done; the SHA-256 as lowercase hex, or the error that stopped the writes.
     /// Call it from a thread that may block (a handler), never from the loop.
@@ -144,8 +232,8 @@ final class UploadWriter: @unchecked Sendable {
         return digest
     }
 
-    /// Drops the upload: writes not yet done are skipped, and the file is closed and removed on a file thread
-    /// (unlinking a large file can take a while). Idempotent; safe after `finish`.
+    /// Drops the upload: writes not yet done are skipped, and the file is closed and (when this writer created it)
+    /// removed on a file thread (unlinking a large file can take a while). Idempotent; safe after `finish`.
     func discard() {
         let first = shared.withLock { shared -> Bool in
             defer { shared.discarded = true }
@@ -157,7 +245,8 @@ final class UploadWriter: @unchecked Sendable {
         isFinished = true
         executor.submit { [self] in
             closeFile()
-            unlink(path)
+            // A file this writer appends to is not its own: what was written stays.
+            if case .create = opening { unlink(path) }
         }
     }
 
@@ -186,19 +275,39 @@ final class UploadWriter: @unchecked Sendable {
         guard shared.withLock({ $0.failure == nil && !$0.discarded }) else { return }
         if descriptor < 0 { openFile() }
         guard descriptor >= 0 else { return }
-        do {
+        do throws(IOError) {
+            if let limit, startSize + written + Int64(bytes.count) > limit {
+                throw IOError(errnoCode: EFBIG, reason: "the chunk goes past the upload's length")
+            }
             try Posix.writeAll(descriptor, bytes)
-            hasher.update(bytes)
+            written += Int64(bytes.count)
+            if needsHasher {
+                hasher = Digest()
+                needsHasher = false
+            }
+            hasher?.update(bytes)
+            checksum?.update(bytes)
         } catch {
             shared.withLock { $0.failure = $0.failure ?? error }
         }
     }
 
     private func openFile() {
-        descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
-        if descriptor < 0 {
-            let error = IOError(errnoCode: errno, reason: "creating the upload file")
-            shared.withLock { $0.failure = $0.failure ?? error }
+        switch opening {
+        case .create:
+            descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
+            if descriptor < 0 {
+                let error = IOError(errnoCode: errno, reason: "creating the upload file")
+                shared.withLock { $0.failure = $0.failure ?? error }
+            }
+        case .append(let open):
+            do {
+                (descriptor, limit) = try open(path)
+                startSize = Int64(lseek(descriptor, 0, SEEK_END))
+            } catch {
+                descriptor = -1
+                shared.withLock { $0.failure = $0.failure ?? error }
+            }
         }
     }
 

@@ -16,6 +16,7 @@ struct Configuration: Sendable {
     var workers = 1
     var stallTimeout = 120.0
     var retentionHours: Double?
+    var tusExpiryHours = 24.0
     var exitWhenIdle = false
     var host = "127.0.0.1"
     var port = 8080
@@ -84,6 +85,14 @@ struct Configuration: Sendable {
                 throw UsageError(message: "--retention-hours: expected a positive number of hours, got \"\(value)\"")
             }
             config.retentionHours = hours
+        },
+        Option(flag: "--tus-expire-hours", environment: "TRANSCODER_TUS_EXPIRE_HOURS",
+               help: "delete an unfinished resumable (tus) upload this many hours after its last bytes; default 24") {
+            config, value throws(UsageError) in
+            guard let hours = Double(value), hours > 0, hours.isFinite else {
+                throw UsageError(message: "--tus-expire-hours: expected a positive number of hours, got \"\(value)\"")
+            }
+            config.tusExpiryHours = hours
         },
         Option(flag: "--host", environment: "TRANSCODER_HOST", help: "address to listen on; default 127.0.0.1 (0.0.0.0 or :: for all)") {
             config, value throws(UsageError) in
@@ -268,6 +277,7 @@ struct Configuration: Sendable {
         queueConfiguration.retentionHours = retentionHours
         queueConfiguration.maxAttempts = maxAttempts
         queueConfiguration.leaseSeconds = leaseSeconds
+        queueConfiguration.tusExpiryHours = tusExpiryHours
         queueConfiguration.heartbeatInterval = heartbeatInterval
         let queue = JobQueue(store: jobStore, directory: directory, runner: runner, configuration: queueConfiguration, logger: logger)
         return (queue, lock)

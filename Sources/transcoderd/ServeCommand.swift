@@ -54,7 +54,8 @@ enum ServeCommand {
             serverConfig.handlerThreads = config.handlerThreads
             serverConfig.probeThreads = config.probeThreads
             let metricsBox = LockedValue<ServerMetrics?>(nil)
-            let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin)) {
+            let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin),
+                                    tusExpiryHours: config.tusExpiryHours, maxUploadBytes: config.maxUploadBytes) {
                 Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)
             }
             let server: HTTPServer

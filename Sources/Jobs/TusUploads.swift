@@ -1,0 +1,109 @@
+import Foundation
+import Glibc
+import Pipeline
+
+/// The resumable uploads of a data directory, as files in `tus/` (shared storage in a cluster, so any API node
+/// serves any upload): `<id>.bin` holds the bytes received so far, whose size is the upload's offset, and
+/// `<id>.json` the `TusUpload`, replaced whole (written, flushed, renamed). A PATCH in progress holds an exclusive
+/// `flock` on the `.bin` file, which a second one finds taken.
+///
+/// Blocking file I/O: call from a pool thread, never from an event loop.
+public struct TusUploads: Sendable {
+    public let folder: URL
+    /// Hours after the last bytes arrived that an unfinished upload is deleted.
+    public let expiryHours: Double
+
+    public init(directory: DataDirectory, expiryHours: Double = 24) {
+        folder = directory.tus
+        self.expiryHours = expiryHours
+    }
+
+    public func dataPath(_ id: String) -> String { folder.appendingPathComponent(id + ".bin").path }
+    func infoPath(_ id: String) -> String { folder.appendingPathComponent(id + ".json").path }
+
+    /// Whether `id` can name a tus upload (a lowercase UUID): anything else is never a path.
+    public static func isValidID(_ id: String) -> Bool {
+        id.count == 36 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || $0 == 0x2D }
+    }
+
+    /// Creates the upload's files: an empty `.bin` and its description, both flushed to disk.
+    public func create(_ upload: TusUpload) throws(MediaError) {
+        let data = dataPath(upload.id)
+        let descriptor = open(data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else {
+            throw MediaError(code: "storage_error", message: "Creating \(data) failed: \(String(cString: strerror(errno))).")
+        }
+        close(descriptor)
+        try save(upload)
+    }
+
+    /// Replaces the description whole: a crash leaves the old one or the new one.
+    public func save(_ upload: TusUpload) throws(MediaError) {
+        let path = infoPath(upload.id)
+        let temporary = path + ".\(UInt32.random(in: 0...UInt32.max)).tmp"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let bytes = try? encoder.encode(upload), FileManager.default.createFile(atPath: temporary, contents: bytes) else {
+            throw MediaError(code: "storage_error", message: "Writing \(temporary) failed.")
+        }
+        do throws(MediaError) {
+            try FileDurability.syncFile(atPath: temporary)
+            guard rename(temporary, path) == 0 else {
+                throw MediaError(code: "storage_error", message: "Renaming \(temporary) failed: \(String(cString: strerror(errno))).")
+            }
+            try FileDurability.syncDirectory(containing: path)
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// The upload's description, or nil when there is none (never created, deleted, expired).
+    public func upload(_ id: String) -> TusUpload? {
+        guard Self.isValidID(id), let bytes = FileManager.default.contents(atPath: infoPath(id)) else { return nil }
+        return try? JSONDecoder().decode(TusUpload.self, from: bytes)
+    }
+
+    /// Bytes received so far: the `.bin` file's size (its length once the bytes became an upload).
+    public func offset(of upload: TusUpload) -> Int64 {
+        if upload.completedAt != nil { return upload.length ?? 0 }
+        var status = stat()
+        guard stat(dataPath(upload.id), &status) == 0 else { return 0 }
+        return Int64(status.st_size)
+    }
+
+    /// Whether the upload has expired at `time` (an unfinished one `expiryHours` after its last bytes; a finished
+    /// one's description as long after it ended).
+    public func isExpired(_ upload: TusUpload, at time: Double) -> Bool {
+        (upload.completedAt ?? upload.lastWriteAt) + expiryHours * 3600 <= time
+    }
+
+    /// Removes both files (missing ones are fine).
+    public func delete(_ id: String) {
+        guard Self.isValidID(id) else { return }
+        unlink(dataPath(id))
+        unlink(infoPath(id))
+    }
+
+    /// Deletes the uploads that expired by `time`; returns their ids. Files without a description (a crash between
+    /// the two creations) go once they are as old.
+    @discardableResult
+    public func sweep(at time: Double) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        var removed: [String] = []
+        for name in names {
+            let id = String(name.prefix { $0 != "." })
+            guard Self.isValidID(id), !removed.contains(id) else { continue }
+            if let upload = upload(id) {
+                guard isExpired(upload, at: time) else { continue }
+            } else {
+                var status = stat()
+                let path = folder.appendingPathComponent(name).path
+                guard stat(path, &status) == 0, Double(status.st_mtim.tv_sec) + expiryHours * 3600 <= time else { continue }
+            }
+            delete(id)
+            removed.append(id)
+        }
+        return removed
+    }
+}

@@ -1,0 +1,47 @@
+import CCrypto
+import Foundation
+
+/// A streaming message digest (OpenSSL's EVP), owning its `EVP_MD_CTX`: SHA-256 for uploads, and the algorithms tus
+/// clients may send a chunk's checksum in.
+final class Digest {
+    enum Algorithm: String, CaseIterable, Sendable {
+        case sha1, sha256, md5
+    }
+
+    let algorithm: Algorithm
+    private var context: OpaquePointer?
+
+    init(_ algorithm: Algorithm = .sha256) {
+        self.algorithm = algorithm
+        context = EVP_MD_CTX_new()
+        let type = switch algorithm {
+        case .sha1: EVP_sha1()
+        case .sha256: EVP_sha256()
+        case .md5: EVP_md5()
+        }
+        precondition(context != nil && EVP_DigestInit_ex(context, type, nil) == 1, "\(algorithm) is unavailable")
+    }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty else { return }
+        EVP_DigestUpdate(context, bytes.baseAddress, bytes.count)
+    }
+
+    /// The digest's bytes; the digest is spent afterwards.
+    func finishBytes() -> Data {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &digest, &length)
+        return Data(digest.prefix(Int(length)))
+    }
+
+    /// The digest as lowercase hex; the digest is spent afterwards.
+    func finish() -> String {
+        finishBytes().map { byte in
+            let digits = String(byte, radix: 16)
+            return byte < 16 ? "0" + digits : digits
+        }.joined()
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+}

@@ -1,0 +1,370 @@
+import Foundation
+import Glibc
+import Jobs
+
+/// tus 1.0 (tus.io): resumable uploads with the creation, creation-defer-length, creation-with-upload, termination,
+/// checksum and expiration extensions. `POST /v1/tus` creates an upload at `/v1/tus/{id}`; `HEAD` tells its offset,
+/// `PATCH` appends at it, `DELETE` ends it. Once its bytes are all there it becomes an ordinary upload with the same
+/// id (probed and hashed as every upload), and with `settings` in its metadata a job starts on it at once.
+///
+/// The files are `TusUploads` (shared storage in a cluster); a PATCH streams through a `TusSink`.
+public final class TusEndpoint: Sendable {
+    static let version = "1.0.0"
+    static let extensions = "creation,creation-defer-length,creation-with-upload,termination,checksum,expiration"
+
+    let uploads: TusUploads
+    let maxBytes: Int64
+    let digests = TusDigests()
+    let cors: CORSPolicy
+    /// Makes a complete file an upload with the given id (probed, recorded): the API's own path for uploads.
+    let store: @Sendable (UploadedFile, String) throws(HTTPError) -> Upload
+    /// Queues a job on an upload with settings given as JSON: the API's own path for jobs; returns its id.
+    let createJob: @Sendable (Upload, Data) throws(HTTPError) -> String
+    /// Reads settings given as JSON (or a preset's name) as a job would, refusing them as it would.
+    let checkSettings: @Sendable (Data) throws(HTTPError) -> Void
+
+    init(uploads: TusUploads, maxBytes: Int64, cors: CORSPolicy,
+         store: @escaping @Sendable (UploadedFile, String) throws(HTTPError) -> Upload,
+         createJob: @escaping @Sendable (Upload, Data) throws(HTTPError) -> String,
+         checkSettings: @escaping @Sendable (Data) throws(HTTPError) -> Void) {
+        self.checkSettings = checkSettings
+        self.uploads = uploads
+        self.maxBytes = maxBytes
+        self.cors = cors
+        self.store = store
+        self.createJob = createJob
+    }
+
+    /// The routes, each answer with `Tus-Resumable` and the CORS headers for the request's origin.
+    var routes: [Router.Definition] {
+        [
+            .init("OPTIONS", "/v1/tus", inline: true) { [self] request throws(HTTPError) in options(request) },
+            .init("OPTIONS", "/v1/tus/{id}", inline: true) { [self] request throws(HTTPError) in options(request) },
+            .init("POST", "/v1/tus", body: .tus(self), pool: .waiting) { [self] request throws(HTTPError) in
+                try answering(request) { () throws(HTTPError) in try create(request) }
+            },
+            .init("HEAD", "/v1/tus/{id}") { [self] request throws(HTTPError) in
+                try answering(request) { () throws(HTTPError) in try head(request) }
+            },
+            .init("PATCH", "/v1/tus/{id}", body: .tus(self), pool: .waiting) { [self] request throws(HTTPError) in
+                try answering(request) { () throws(HTTPError) in try patch(request) }
+            },
+            .init("DELETE", "/v1/tus/{id}") { [self] request throws(HTTPError) in
+                try answering(request) { () throws(HTTPError) in try delete(request) }
+            },
+        ]
+    }
+
+    // MARK: Before the body (on the event loop: headers only, no I/O)
+
+    /// The sink for a creation or a PATCH, once the headers are found sound; what can only be checked against the
+    /// files (offset, lock, expiry) is checked as the file is opened, on a file thread.
+    func makeSink(head: RequestHead, parameters: [String: String], hasBody: Bool, pool: BlockingPool) throws(HTTPError) -> BodySink {
+        let headers = head.headers
+        try checkVersion(headers)
+        if hasBody || head.method == "PATCH" {
+            let type = headers["Content-Type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+            guard type == "application/offset+octet-stream" else {
+                throw refusal(.unsupportedMediaType, "unsupported_media_type", "Content-Type: send the bytes as application/offset+octet-stream.")
+            }
+        }
+        let checksum = try Self.checksum(headers["Upload-Checksum"])
+        let mode: TusSink.Mode
+        if head.method == "POST" {
+            mode = .create(try newUpload(headers))
+        } else {
+            let id = parameters["id"] ?? ""
+            guard TusUploads.isValidID(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
+            guard let text = headers["Upload-Offset"], let offset = Int64(text), offset >= 0 else {
+                throw refusal(.badRequest, "invalid_offset", "Upload-Offset: expected the upload's offset, a whole number of bytes.")
+            }
+            var length: Int64?
+            if let text = headers["Upload-Length"] {
+                guard let value = Int64(text), value >= 0 else {
+                    throw refusal(.badRequest, "invalid_length", "Upload-Length: expected a whole number of bytes.")
+                }
+                length = value
+            }
+            mode = .append(id: id, offset: offset, length: length)
+        }
+        return TusSink(mode: mode, uploads: uploads, digests: digests, maxBytes: maxBytes, checksum: checksum, pool: pool)
+    }
+
+    /// A creation's headers: `Upload-Length` or `Upload-Defer-Length: 1` (one of them), and metadata that parses.
+    private func newUpload(_ headers: HTTPHeaders) throws(HTTPError) -> TusUpload {
+        let length = headers["Upload-Length"], deferred = headers["Upload-Defer-Length"]
+        var declared: Int64?
+        switch (length, deferred) {
+        case (let text?, nil):
+            guard let value = Int64(text), value >= 0 else {
+                throw refusal(.badRequest, "invalid_length", "Upload-Length: expected a whole number of bytes.")
+            }
+            guard value <= maxBytes else {
+                throw refusal(.contentTooLarge, "upload_too_large", "Upload-Length: uploads may be at most \(maxBytes) bytes.")
+            }
+            declared = value
+        case (nil, "1"?):
+            declared = nil
+        default:
+            throw refusal(.badRequest, "invalid_length", "Send Upload-Length (the size in bytes) or Upload-Defer-Length: 1, not both.")
+        }
+        let metadata = headers["Upload-Metadata"] ?? ""
+        guard let pairs = TusUpload.parseMetadata(metadata) else {
+            throw refusal(.badRequest, "invalid_metadata", "Upload-Metadata: expected comma-separated `key base64value` pairs.")
+        }
+        if let settings = pairs["settings"] { try checkSettings(settings) }
+        return TusUpload(id: Self.newID(), length: declared, metadata: metadata, createdAt: Date().timeIntervalSince1970)
+    }
+
+    /// `Upload-Checksum: <algorithm> <base64>`: the digest to run over the chunk and what it must come to.
+    static func checksum(_ header: String?) throws(HTTPError) -> (Digest, Data)? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", omittingEmptySubsequences: true)
+        guard parts.count == 2, let algorithm = Digest.Algorithm(rawValue: parts[0].lowercased()) else {
+            throw HTTPError(.badRequest, "unsupported_checksum", "Upload-Checksum: expected sha1, sha256 or md5 and a base64 digest.",
+                            headers: HTTPHeaders([("Tus-Resumable", version)]), closeConnection: true)
+        }
+        guard let expected = Data(base64Encoded: String(parts[1])) else {
+            throw HTTPError(.badRequest, "invalid_checksum", "Upload-Checksum: the digest is not base64.",
+                            headers: HTTPHeaders([("Tus-Resumable", version)]), closeConnection: true)
+        }
+        return (Digest(algorithm), expected)
+    }
+
+    /// A random lowercase UUID from getrandom(2) (Foundation's UUID reads /dev/urandom: file work the loop avoids).
+    private static func newID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let hex = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        let characters = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+
+    private func checkVersion(_ headers: HTTPHeaders) throws(HTTPError) {
+        guard headers["Tus-Resumable"] == Self.version else {
+            throw HTTPError(.preconditionFailed, "unsupported_version", "Tus-Resumable: this server speaks tus \(Self.version).",
+                            headers: HTTPHeaders([("Tus-Version", Self.version), ("Tus-Resumable", Self.version)]))
+        }
+    }
+
+    private func refusal(_ status: HTTPStatus, _ code: String, _ message: String) -> HTTPError {
+        HTTPError(status, code, message, headers: HTTPHeaders([("Tus-Resumable", Self.version)]))
+    }
+
+    /// The answer for a refusal found as the file was opened or written (errno values `TusSink` chose).
+    static func answer(_ error: IOError) -> HTTPError {
+        let headers = HTTPHeaders([("Tus-Resumable", version)])
+        switch error.errnoCode {
+        case ENOENT: return HTTPError(.notFound, "upload_not_found", error.reason, headers: headers)
+        case EWOULDBLOCK: return HTTPError(.locked, "upload_locked", error.reason, headers: headers)
+        case ESPIPE: return HTTPError(.conflict, "offset_mismatch", error.reason, headers: headers)
+        case EFBIG: return HTTPError(.contentTooLarge, "upload_too_large", "The chunk goes past the upload's length; nothing of it was kept.",
+                                     headers: headers)
+        case EINVAL: return HTTPError(.badRequest, "invalid_length", error.reason, headers: headers)
+        default:
+            var answer = FileSink.httpError(error)
+            answer.headers.set("Tus-Resumable", version)
+            return answer
+        }
+    }
+
+    // MARK: Handlers (on a pool)
+
+    /// Adds `Tus-Resumable` and the CORS headers to the answer, an error's included.
+    private func answering(_ request: Request, _ handler: () throws(HTTPError) -> Response) throws(HTTPError) -> Response {
+        var fields = cors.headers(for: request.headers, exposing: Self.exposed)
+        fields.append(("Tus-Resumable", Self.version))
+        do {
+            var response = try handler()
+            for (name, value) in fields { response.headers.set(name, value) }
+            return response
+        } catch {
+            var failure = error
+            for (name, value) in fields { failure.headers.set(name, value) }
+            throw failure
+        }
+    }
+
+    static let exposed = "Location, Upload-Offset, Upload-Length, Upload-Defer-Length, Upload-Expires, Upload-Metadata, "
+        + "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Transcoder-Job"
+
+    /// Discovery (`OPTIONS /v1/tus`), or a browser's preflight when it asks for one.
+    private func options(_ request: Request) -> Response {
+        var headers = HTTPHeaders([
+            ("Tus-Version", Self.version), ("Tus-Extension", Self.extensions), ("Tus-Max-Size", String(maxBytes)),
+            ("Tus-Checksum-Algorithm", Digest.Algorithm.allCases.map(\.rawValue).joined(separator: ",")),
+        ])
+        if request.headers["Access-Control-Request-Method"] != nil {
+            for (name, value) in cors.preflight(for: request.headers, methods: "POST, HEAD, PATCH, DELETE, OPTIONS",
+                                                headers: "Authorization, Content-Type, Tus-Resumable, Upload-Length, Upload-Defer-Length, "
+                                                    + "Upload-Metadata, Upload-Offset, Upload-Checksum, X-HTTP-Method-Override",
+                                                exposing: Self.exposed) {
+                headers.set(name, value)
+            }
+        }
+        return Response(.noContent, headers: headers)
+    }
+
+    private func create(_ request: Request) throws(HTTPError) -> Response {
+        guard case .file(let body) = request.body else {
+            throw refusal(.internalServerError, "storage_error", "The upload's body went missing.")
+        }
+        _ = try body.complete(answering: Self.answer)
+        let id = String(URL(fileURLWithPath: body.path).lastPathComponent.dropLast(".bin".count))
+        guard var upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "The upload vanished.") }
+        var headers = HTTPHeaders([("Location", "/v1/tus/\(upload.id)")])
+        try advanced(&upload, by: body, headers: &headers)
+        return Response(.created, headers: headers)
+    }
+
+    private func head(_ request: Request) throws(HTTPError) -> Response {
+        try checkVersion(request.headers)
+        let upload = try current(request)
+        var headers = HTTPHeaders([("Upload-Offset", String(uploads.offset(of: upload))), ("Cache-Control", "no-store")])
+        if let length = upload.length { headers.set("Upload-Length", String(length)) } else { headers.set("Upload-Defer-Length", "1") }
+        if !upload.metadata.isEmpty { headers.set("Upload-Metadata", upload.metadata) }
+        if upload.completedAt == nil { headers.set("Upload-Expires", Self.httpDate(upload.expiresAt(hours: uploads.expiryHours))) }
+        if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
+        return Response(.ok, headers: headers)
+    }
+
+    private func patch(_ request: Request) throws(HTTPError) -> Response {
+        guard case .file(let body) = request.body else {
+            throw refusal(.internalServerError, "storage_error", "The chunk went missing.")
+        }
+        _ = try body.complete(answering: Self.answer)
+        if body.chunkDiscarded {
+            digests.remove(request.parameters["id"] ?? "")
+            throw refusal(.checksumMismatch, "checksum_mismatch", "Upload-Checksum: the chunk does not match; nothing of it was kept.")
+        }
+        var upload = try current(request)
+        var headers = HTTPHeaders()
+        try advanced(&upload, by: body, headers: &headers)
+        return Response(.noContent, headers: headers)
+    }
+
+    private func delete(_ request: Request) throws(HTTPError) -> Response {
+        try checkVersion(request.headers)
+        let upload = try current(request)
+        uploads.delete(upload.id)
+        digests.remove(upload.id)
+        return Response(.noContent)
+    }
+
+    /// The upload the request names, unless it is gone or has expired (then its files go now).
+    private func current(_ request: Request) throws(HTTPError) -> TusUpload {
+        let id = request.parameters["id"] ?? ""
+        guard let upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
+        guard !uploads.isExpired(upload, at: Date().timeIntervalSince1970) else {
+            uploads.delete(id)
+            digests.remove(id)
+            throw refusal(.notFound, "upload_not_found", "The upload \(id) expired and was deleted.")
+        }
+        return upload
+    }
+
+    /// After bytes arrived: the new offset and expiry in `headers`, the running hash kept for the next PATCH, and
+    /// the upload completed when it is all there.
+    private func advanced(_ upload: inout TusUpload, by body: UploadBody, headers: inout HTTPHeaders) throws(HTTPError) {
+        let offset = uploads.offset(of: upload)
+        if body.size > 0 {
+            upload.lastWriteAt = Date().timeIntervalSince1970
+            try save(upload)
+        }
+        if let digest = body.continuedDigest() { digests.put(upload.id, digest, offset: offset) }
+        headers.set("Upload-Offset", String(offset))
+        if let length = upload.length, offset == length, upload.completedAt == nil {
+            try complete(&upload)
+            if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
+        } else if upload.completedAt == nil {
+            headers.set("Upload-Expires", Self.httpDate(upload.expiresAt(hours: uploads.expiryHours)))
+        }
+    }
+
+    /// The bytes are all there: they become an upload with the same id (or are refused as one, and deleted), and a
+    /// job starts on it when the metadata carries `settings`.
+    private func complete(_ upload: inout TusUpload) throws(HTTPError) {
+        let path = uploads.dataPath(upload.id)
+        let length = upload.length ?? 0
+        let sha256: String
+        if let digest = digests.take(upload.id, at: length) {
+            sha256 = digest.finish()
+        } else {
+            sha256 = try Self.hash(path)
+        }
+        let metadata = TusUpload.parseMetadata(upload.metadata) ?? [:]
+        let text = { (key: String) -> String? in metadata[key].map { String(decoding: $0, as: UTF8.self) } }
+        let file = UploadedFile(path: path, size: length, sha256: sha256, filename: text("filename"),
+                                contentType: text("filetype").map(Self.cleanType))
+        upload.completedAt = Date().timeIntervalSince1970
+        let stored: Upload
+        do {
+            stored = try store(file, upload.id)
+        } catch {
+            upload.refused = error.message
+            unlink(path)
+            try save(upload)
+            return
+        }
+        // Settings were checked at creation; what only the store can refuse (a watermark upload gone since) is
+        // the final PATCH's answer, the upload kept.
+        var failure: HTTPError?
+        if let settings = metadata["settings"] {
+            do {
+                upload.jobID = try createJob(stored, settings)
+            } catch {
+                failure = error
+            }
+        }
+        try save(upload)
+        if let failure { throw failure }
+    }
+
+    private func save(_ upload: TusUpload) throws(HTTPError) {
+        do {
+            try uploads.save(upload)
+        } catch {
+            throw refusal(.internalServerError, error.code, error.message)
+        }
+    }
+
+    /// A content type as a token of printable ASCII, at most 255 bytes.
+    private static func cleanType(_ type: String) -> String {
+        String(type.unicodeScalars.filter { $0.value > 0x20 && $0.value < 0x7F }.prefix(255).map(Character.init))
+    }
+
+    /// SHA-256 of a whole file (when the running hash was lost: a restart, another node), read in 1 MiB pieces.
+    private static func hash(_ path: String) throws(HTTPError) -> String {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw HTTPError(.internalServerError, "storage_error", "Reading the upload failed: \(String(cString: strerror(errno))).")
+        }
+        defer { close(descriptor) }
+        let digest = Digest()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(descriptor, buffer.baseAddress, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                throw HTTPError(.internalServerError, "storage_error", "Reading the upload failed: \(String(cString: strerror(errno))).")
+            }
+            if count == 0 { break }
+            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        }
+        return digest.finish()
+    }
+
+    /// An RFC 9110 date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    static func httpDate(_ time: Double) -> String {
+        var seconds = time_t(time)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"], months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Glibc
+import Jobs
+
+/// The body of a tus PATCH (or of a creation's first chunk), appended to the upload's `.bin` file through an
+/// `UploadWriter` on the server's file threads. Opening the file there also checks what only the file can tell:
+/// the upload exists and has not expired, no other PATCH holds it (an exclusive `flock`), and the request's offset
+/// is its size. A body cut short keeps what arrived (the bytes are the client's, in order), unless it carries a
+/// checksum that can then no longer be checked.
+final class TusSink: BodySink {
+    /// What the request does to the upload.
+    enum Mode {
+        /// Creates it (`POST /v1/tus`, the body its first chunk).
+        case create(TusUpload)
+        /// Appends at `offset` (`PATCH /v1/tus/{id}`); `length` sets a deferred length.
+        case append(id: String, offset: Int64, length: Int64?)
+    }
+
+    let writer: UploadWriter
+    let id: String
+    private var size: Int64 = 0
+    private let hasChecksum: Bool
+
+    init(mode: Mode, uploads: TusUploads, digests: TusDigests, maxBytes: Int64, checksum: (Digest, Data)?, pool: BlockingPool) {
+        let id: String
+        let offset: Int64
+        switch mode {
+        case .create(let upload):
+            id = upload.id
+            offset = 0
+        case .append(let upload, let at, _):
+            id = upload
+            offset = at
+        }
+        self.id = id
+        hasChecksum = checksum != nil
+        let hashing: UploadWriter.Hashing = offset == 0 ? .continuing(Digest()) : (digests.take(id, at: offset).map { .continuing($0) } ?? .none)
+        writer = UploadWriter(path: uploads.dataPath(id), pool: pool, opening: .append({ path throws(IOError) in
+            try Self.open(path, mode: mode, uploads: uploads, maxBytes: maxBytes)
+        }), hashing: hashing, checksum: checksum.map { (digest: $0.0, expected: $0.1) })
+        writer.openEarly()
+    }
+
+    /// On a file thread: the checks, then the locked descriptor and the size the file may reach. Refusals come back
+    /// as errno values `TusEndpoint.answer` turns into responses.
+    private static func open(_ path: String, mode: Mode, uploads: TusUploads, maxBytes: Int64) throws(IOError) -> (descriptor: Int32, limit: Int64?) {
+        var upload: TusUpload
+        var offset: Int64 = 0
+        switch mode {
+        case .create(let new):
+            do {
+                try uploads.create(new)
+            } catch {
+                throw IOError(errnoCode: EIO, reason: error.message)
+            }
+            upload = new
+        case .append(let id, let at, let length):
+            guard let found = uploads.upload(id), !uploads.isExpired(found, at: Date().timeIntervalSince1970) else {
+                throw IOError(errnoCode: ENOENT, reason: "No upload has the id \(id).")
+            }
+            upload = found
+            offset = at
+            if let length {
+                guard upload.length == nil || upload.length == length else {
+                    throw IOError(errnoCode: EINVAL, reason: "Upload-Length: the upload's length is already \(upload.length ?? 0).")
+                }
+                guard length <= maxBytes else {
+                    throw IOError(errnoCode: EFBIG, reason: "Upload-Length: at most \(maxBytes) bytes are accepted.")
+                }
+                if upload.length == nil {
+                    upload.length = length
+                    do {
+                        try uploads.save(upload)
+                    } catch {
+                        throw IOError(errnoCode: EIO, reason: error.message)
+                    }
+                }
+            }
+            if upload.completedAt != nil {
+                throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: the upload is complete at \(uploads.offset(of: upload)) bytes.")
+            }
+        }
+        let descriptor = Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw IOError(errnoCode: code, reason: code == ENOENT ? "No upload has the id \(upload.id)." : "Opening the upload failed")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            close(descriptor)
+            throw IOError(errnoCode: code == EWOULDBLOCK ? EWOULDBLOCK : code,
+                          reason: "Another PATCH of this upload is still running; try again once it ends.")
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, Int64(status.st_size) == offset else {
+            close(descriptor)
+            throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: the upload is at \(Int64(status.st_size)) bytes, not \(offset).")
+        }
+        return (descriptor, upload.length ?? maxBytes)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
+        do {
+            try writer.append(bytes)
+        } catch {
+            throw failure(error)
+        }
+        size += Int64(bytes.count)
+    }
+
+    func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool { writer.whenSpace(resume) }
+
+    func directBuffer() throws(HTTPError) -> UnsafeMutableRawBufferPointer? { writer.reserve() }
+
+    func commitDirect(_ count: Int) throws(HTTPError) {
+        do {
+            try writer.commit(count)
+        } catch {
+            throw failure(error)
+        }
+        size += Int64(count)
+    }
+
+    func finish() throws(HTTPError) -> Request.Body {
+        writer.finish()
+        return .file(UploadBody(writer: writer, size: size, filename: nil, contentType: nil))
+    }
+
+    /// The request failed or the client left: what arrived stays (flushed, the lock let go), unless a checksum came
+    /// with it, which can no longer be checked.
+    func abort() { writer.finish(discardingChunk: hasChecksum) }
+
+    private func failure(_ error: IOError) -> HTTPError {
+        abort()
+        var answer = TusEndpoint.answer(error)
+        answer.closeConnection = true
+        return answer
+    }
+}

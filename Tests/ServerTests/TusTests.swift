@@ -1,0 +1,276 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Resumable uploads (tus 1.0) against a real server: tuspy from PyPI as the client where a client is wanted, curl
+/// and raw sockets for what a well-behaved client never sends.
+@Suite struct TusTests {
+    static let version = ["-H", "Tus-Resumable: 1.0.0"]
+    static let chunk = ["-H", "Content-Type: application/offset+octet-stream"]
+
+    private func python(_ arguments: [String]) throws -> Shell.Output {
+        try Shell.run(".venv/bin/python", ["Tests/Tus/tus_client.py"] + arguments)
+    }
+
+    private func sha256(_ path: String) throws -> String { String(try Shell.check("sha256sum", [path]).prefix(64)) }
+
+    /// A clip of a few MiB (so it takes many 256 KiB chunks).
+    private func clip() throws -> String {
+        let path = try Media.scratch().appendingPathComponent("clip.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=640x360:r=30:d=4,noise=alls=40:allf=t", "-f", "lavfi", "-i", "sine=d=4",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-crf", "10", "-pix_fmt", "yuv420p", "-c:a", "aac", path])
+        return path
+    }
+
+    /// POST /v1/tus with `headers`; the status and the upload's path.
+    private func create(_ server: TestServer, _ headers: [String]) throws -> (status: Int, location: String?) {
+        let run = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST"] + headers + [server.base + "/v1/tus"])
+        let lines = run.stdout.components(separatedBy: "\r\n")
+        let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+        let location = lines.first { $0.lowercased().hasPrefix("location:") }.map { String($0.dropFirst(9)).trimmingCharacters(in: .whitespaces) }
+        return (status, location)
+    }
+
+    /// A HEAD's headers, lowercase names.
+    private func head(_ server: TestServer, _ path: String) throws -> (status: Int, headers: [String: String]) {
+        let run = try Shell.run("curl", ["-s", "-I"] + Self.version + [server.base + path])
+        var headers: [String: String] = [:]
+        let lines = run.stdout.components(separatedBy: "\r\n")
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0, headers)
+    }
+
+    private func patch(_ server: TestServer, _ path: String, offset: Int, body: String, _ extra: [String] = []) throws -> (status: Int, body: String) {
+        let file = try Media.scratch().appendingPathComponent("chunk.bin")
+        try Data(body.utf8).write(to: file)
+        return try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: \(offset)"] + Self.version + Self.chunk + extra)
+    }
+
+    @Test func tuspyUploadsInChunksWithChecksumsAndItsSettingsStartAJob() throws {
+        let server = try TestServer()
+        let source = try clip()
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int)
+        #expect(size > 1_000_000, "several chunks: \(size) bytes")
+        let metadata = #"{"filename": "clip.mp4", "filetype": "video/mp4", "settings": "{\"video\": {\"width\": 320}}"}"#
+        let run = try python(["upload", server.base + "/v1/tus", source, String(256 * 1024), metadata])
+        #expect(run.status == 0, "\(run.stderr)")
+        let url = run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let id = try #require(url.split(separator: "/").last.map(String.init))
+        let upload = try server.json("/v1/uploads/\(id)")
+        #expect(upload.status == 200, "the tus upload is an upload with the same id: \(upload.object)")
+        #expect(upload.object["sha256"] as? String == (try sha256(source)) && upload.object["size"] as? Int == size)
+        #expect(upload.object["filename"] as? String == "clip.mp4")
+        let info = try head(server, "/v1/tus/\(id)")
+        #expect(info.headers["upload-offset"] == String(size) && info.headers["upload-length"] == String(size))
+        let job = try #require(info.headers["transcoder-job"], "the completed upload names its job: \(info.headers)")
+        #expect(try eventually(60) { try server.json(job).object["state"] as? String == "succeeded" })
+        let output = try server.json(job).object["output"] as? [String: Any]
+        #expect((output?["tracks"] as? [[String: Any]])?.contains { $0["width"] as? Int == 320 } == true, "\(output ?? [:])")
+    }
+
+    @Test func aClientKilledMidwayIsResumedByAnotherFromTheServersOffset() throws {
+        let server = try TestServer()
+        let source = try clip()
+        let slow = Process()
+        slow.executableURL = URL(fileURLWithPath: ".venv/bin/python")
+        slow.arguments = ["Tests/Tus/tus_client.py", "slow", server.base + "/v1/tus", source, String(128 * 1024), "0.05"]
+        let pipe = Pipe()
+        slow.standardOutput = pipe
+        try Shell.launch(slow)
+        var lines: [String] = []
+        var pending = Data()
+        while lines.count < 6 {
+            let data = pipe.fileHandleForReading.availableData
+            guard !data.isEmpty else { break }
+            pending.append(data)
+            lines = String(decoding: pending, as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+        kill(slow.processIdentifier, SIGKILL)
+        slow.waitUntilExit()
+        let url = try #require(lines.first)
+        let path = String(url.dropFirst(server.base.count))
+        let offset = Int(try head(server, path).headers["upload-offset"] ?? "") ?? -1
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int)
+        #expect(offset >= 5 * 128 * 1024 && offset < size, "killed midway at \(offset) of \(size)")
+        let resumed = try python(["resume", url, source, String(256 * 1024)])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(Int(resumed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == offset, "resumed from HEAD's offset")
+        let id = String(path.split(separator: "/").last ?? "")
+        #expect(try server.json("/v1/uploads/\(id)").object["sha256"] as? String == (try sha256(source)))
+    }
+
+    @Test func aServerKilledDuringAPatchKeepsADurablePrefixAndTheUploadCompletes() throws {
+        let data = try Media.scratch().appendingPathComponent("data")
+        var server = try TestServer([], data: data)
+        let source = try clip()
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let created = try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)"])
+        let path = try #require(created.location)
+        // A PATCH whose body is half sent when the server dies.
+        let client = try RawClient(port: server.port)
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                    + "Upload-Offset: 0\r\nContent-Length: \(bytes.count)\r\n\r\n")
+        let sent = bytes.count / 2
+        client.send(bytes.prefix(sent))
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(server.process.processIdentifier, SIGKILL)
+        server.process.waitUntilExit()
+        client.hangUp()
+        server = try TestServer([], data: data)
+        let offset = Int(try head(server, path).headers["upload-offset"] ?? "") ?? -1
+        #expect(offset > 0 && offset <= sent, "HEAD after the restart: \(offset) of the \(sent) bytes sent")
+        let kept = try Data(contentsOf: data.appendingPathComponent("tus/\(path.split(separator: "/").last ?? "").bin"))
+        #expect(kept.count == offset && kept == bytes.prefix(offset), "the bytes up to the offset are exactly the client's")
+        let resumed = try python(["resume", server.base + path, source, String(512 * 1024)])
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        let id = String(path.split(separator: "/").last ?? "")
+        #expect(try server.json("/v1/uploads/\(id)").object["sha256"] as? String == (try sha256(source)))
+    }
+
+    @Test func aClientThatHangsUpMidChunkKeepsWhatArrived() throws {
+        let server = try TestServer()
+        let created = try create(server, Self.version + ["-H", "Upload-Length: 1000000"])
+        let path = try #require(created.location)
+        let client = try RawClient(port: server.port)
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                    + "Upload-Offset: 0\r\nContent-Length: 1000000\r\n\r\n")
+        let sent = Data((0..<300_000).map { UInt8($0 % 251) })
+        client.send(sent)
+        Thread.sleep(forTimeInterval: 0.3)
+        client.hangUp()
+        #expect(try eventually(5) { try head(server, path).headers["upload-offset"] == "300000" })
+        // A chunk with a checksum that is cut short cannot be checked: none of it is kept.
+        let second = try RawClient(port: server.port)
+        second.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                    + "Upload-Offset: 300000\r\nUpload-Checksum: sha1 \(Data(repeating: 1, count: 20).base64EncodedString())\r\n"
+                    + "Content-Length: 100000\r\n\r\n")
+        second.send(Data(repeating: 7, count: 50_000))
+        Thread.sleep(forTimeInterval: 0.3)
+        second.hangUp()
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(try head(server, path).headers["upload-offset"] == "300000")
+    }
+
+    @Test func refusalsAnswerAsTheProtocolSays() throws {
+        let server = try TestServer(["--max-upload-bytes", "5000000"])
+        let discovery = try Shell.run("curl", ["-s", "-D", "-", "-o", "/dev/null", "-X", "OPTIONS", server.base + "/v1/tus"]).stdout
+        for header in ["Tus-Version: 1.0.0", "Tus-Max-Size: 5000000", "Tus-Checksum-Algorithm: sha1,sha256,md5",
+                       "Tus-Extension: creation,creation-defer-length,creation-with-upload,termination,checksum,expiration"] {
+            #expect(discovery.contains(header), "\(header) in \(discovery)")
+        }
+        // Creation: one of the two lengths, within the limit, metadata that parses, settings that read.
+        #expect(try create(server, Self.version).status == 400)
+        #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Defer-Length: 1"]).status == 400)
+        #expect(try create(server, Self.version + ["-H", "Upload-Length: -5"]).status == 400)
+        #expect(try create(server, Self.version + ["-H", "Upload-Length: 5000001"]).status == 413)
+        #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Metadata: filename not*base64"]).status == 400)
+        let badSettings = Data(#"{"video": {"width": "wide"}}"#.utf8).base64EncodedString()
+        #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Metadata: settings \(badSettings)"]).status == 400)
+        #expect(try create(server, ["-H", "Tus-Resumable: 0.2.2", "-H", "Upload-Length: 5"]).status == 412)
+        let versionAnswer = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-H", "Tus-Resumable: 0.2.2", "-H", "Upload-Length: 5",
+                                                   server.base + "/v1/tus"]).stdout
+        #expect(versionAnswer.contains("Tus-Version: 1.0.0") && versionAnswer.contains("\"code\":\"unsupported_version\""))
+
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 10"]).location)
+        #expect(try patch(server, path, offset: 3, body: "abc").status == 409)
+        #expect(try server.curl(path, ["-X", "PATCH", "--data", "abc", "-H", "Upload-Offset: 0"] + Self.version).status == 415)
+        #expect(try patch(server, path, offset: 0, body: "abc", ["-H", "Upload-Checksum: crc32 AAAAAA=="]).status == 400)
+        let wrong = Data(repeating: 0, count: 20).base64EncodedString()
+        let mismatch = try patch(server, path, offset: 0, body: "abc", ["-H", "Upload-Checksum: sha1 \(wrong)"])
+        #expect(mismatch.status == 460 && mismatch.body.contains("checksum_mismatch"), "\(mismatch)")
+        #expect(try head(server, path).headers["upload-offset"] == "0", "a mismatched chunk leaves the offset")
+        let sha = Data(try Shell.check("sh", ["-c", "printf abc | sha256sum | cut -c1-64"]).trimmingCharacters(in: .whitespacesAndNewlines)
+            .hexBytes).base64EncodedString()
+        #expect(try patch(server, path, offset: 0, body: "abc", ["-H", "Upload-Checksum: sha256 \(sha)"]).status == 204)
+        #expect(try patch(server, path, offset: 3, body: "0123456789").status == 413, "past the declared length")
+        let info = try head(server, path)
+        #expect(info.status == 200 && info.headers["upload-offset"] == "3" && info.headers["upload-length"] == "10")
+        #expect(info.headers["cache-control"] == "no-store" && info.headers["tus-resumable"] == "1.0.0")
+        #expect(info.headers["upload-expires"]?.hasSuffix(" GMT") == true)
+        // X-HTTP-Method-Override: a PATCH sent as POST.
+        let overridden = try server.curl(path, ["-X", "POST", "-H", "X-HTTP-Method-Override: PATCH", "-H", "Upload-Offset: 3",
+                                                "--data-binary", "defg"] + Self.version + Self.chunk)
+        #expect(overridden.status == 204)
+        #expect(try head(server, path).headers["upload-offset"] == "7")
+        #expect(try server.curl(path, ["-X", "DELETE"] + Self.version).status == 204)
+        #expect(try head(server, path).status == 404)
+        #expect(try patch(server, path, offset: 7, body: "x").status == 404)
+        // Errors are JSON like every other.
+        let missing = try server.json("/v1/tus/00000000-0000-4000-8000-000000000000", ["-X", "DELETE"] + Self.version)
+        #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
+    }
+
+    @Test func aSecondPatchWhileOneRunsIsLockedOut() throws {
+        let server = try TestServer()
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 100000"]).location)
+        let first = try RawClient(port: server.port)
+        first.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                   + "Upload-Offset: 0\r\nContent-Length: 100000\r\n\r\n")
+        first.send(Data(repeating: 1, count: 40_000))
+        Thread.sleep(forTimeInterval: 0.3)
+        let second = try patch(server, path, offset: 0, body: "abc")
+        #expect(second.status == 423 && second.body.contains("upload_locked"), "\(second)")
+        // A HEAD meanwhile answers and leaves the running PATCH alone.
+        #expect(try head(server, path).status == 200)
+        first.send(Data(repeating: 1, count: 60_000))
+        let answer = first.read(until: "\r\n\r\n")
+        #expect(answer.hasPrefix("HTTP/1.1 204") && answer.contains("Upload-Offset: 100000"), "\(answer)")
+    }
+
+    @Test func deferredAndEmptyUploadsAndExpiry() throws {
+        let server = try TestServer(["--tus-expire-hours", "0.0005"]) // 1.8 s
+        // Deferred length, set by a later PATCH.
+        let deferred = try #require(try create(server, Self.version + ["-H", "Upload-Defer-Length: 1"]).location)
+        #expect(try head(server, deferred).headers["upload-defer-length"] == "1")
+        #expect(try patch(server, deferred, offset: 0, body: "abc", ["-H", "Upload-Length: 6"]).status == 204)
+        #expect(try head(server, deferred).headers["upload-length"] == "6")
+        // An empty upload completes at once, and is refused as media: the upload says why.
+        let empty = try create(server, Self.version + ["-H", "Upload-Length: 0"])
+        #expect(empty.status == 201)
+        let emptyID = String(try #require(empty.location).split(separator: "/").last ?? "")
+        let refused = try server.json("/v1/uploads/\(emptyID)")
+        #expect(refused.status == 422 && (refused.object["error"] as? [String: Any])?["code"] as? String == "upload_refused", "\(refused.object)")
+        // Expiry: an unfinished upload is gone after the expiry time, by request and by the sweep.
+        Thread.sleep(forTimeInterval: 2.5)
+        #expect(try head(server, deferred).status == 404)
+        let folder = server.data.appendingPathComponent("tus")
+        #expect(try eventually(10) { Media.files(in: folder).filter { $0.hasSuffix(".bin") }.isEmpty }, "\(Media.files(in: folder))")
+    }
+
+    @Test func twoGigabytesIn64MiBPatchesKeepMemoryFlat() throws {
+        let server = try TestServer()
+        let total = 2 * 1024 * 1024 * 1024, piece = 64 * 1024 * 1024
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(total)"]).location)
+        let sparse = try Media.scratch().appendingPathComponent("piece.bin").path
+        try Shell.check("truncate", ["-s", String(piece), sparse])
+        for offset in stride(from: 0, to: total, by: piece) {
+            let answer = try server.curl(path, ["-X", "PATCH", "-T", sparse, "-H", "Upload-Offset: \(offset)"] + Self.version + Self.chunk)
+            guard answer.status == 204 else {
+                Issue.record("PATCH at \(offset): \(answer)")
+                return
+            }
+        }
+        let peak = server.peakMemory
+        #expect(peak > 0 && peak < 200 * 1024 * 1024, "peak RSS \(peak / 1024 / 1024) MiB")
+        // Zeros are no media: the complete upload is refused, and its bytes are gone.
+        let id = String(path.split(separator: "/").last ?? "")
+        #expect(try server.json("/v1/uploads/\(id)").status == 422)
+        #expect(Media.files(in: server.data.appendingPathComponent("tus")).allSatisfy { !$0.hasSuffix(".bin") })
+    }
+}
+
+private extension String {
+    /// Hex digits as bytes.
+    var hexBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        var index = startIndex
+        while index < endIndex, let next = self.index(index, offsetBy: 2, limitedBy: endIndex) {
+            bytes.append(UInt8(self[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return bytes
+    }
+}
