@@ -39,7 +39,12 @@ public final class TusEndpoint: Sendable {
     var routes: [Router.Definition] {
         [
             .init("OPTIONS", "/v1/tus", inline: true) { [self] request throws(HTTPError) in options(request) },
-            .init("OPTIONS", "/v1/tus/{id}", inline: true) { [self] request throws(HTTPError) in options(request) },
+            .init("OPTIONS", "/v1/tus/{id}", inline: true) { [self] request throws(HTTPError) in
+                guard TusUploads.isValidID(request.parameters["id"] ?? "") else {
+                    throw refusal(.notFound, "upload_not_found", "No upload has the id \((request.parameters["id"] ?? "").prefix(64)).")
+                }
+                return options(request)
+            },
             .init("POST", "/v1/tus", body: .tus(self), pool: .waiting) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try create(request) }
             },
@@ -142,7 +147,12 @@ public final class TusEndpoint: Sendable {
         return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
     }
 
+    /// A request without `Tus-Resumable` is malformed (400); one with another version is one this server does not
+    /// speak (412, with the versions it does).
     private func checkVersion(_ headers: HTTPHeaders) throws(HTTPError) {
+        guard headers["Tus-Resumable"] != nil else {
+            throw refusal(.badRequest, "missing_tus_resumable", "Tus-Resumable: send 1.0.0, the tus version this server speaks.")
+        }
         guard headers["Tus-Resumable"] == Self.version else {
             throw HTTPError(.preconditionFailed, "unsupported_version", "Tus-Resumable: this server speaks tus \(Self.version).",
                             headers: HTTPHeaders([("Tus-Version", Self.version), ("Tus-Resumable", Self.version)]))
