@@ -10,8 +10,6 @@ public struct TusUpload: Sendable, Codable, Equatable {
     public var metadata: String
     /// Seconds since 1970.
     public var createdAt: Double
-    /// When bytes last arrived (or it was created): expiry counts from here.
-    public var lastWriteAt: Double
     /// Set once the bytes became an upload (or were refused as one).
     public var completedAt: Double?
     /// Why the complete file was refused as an upload (not media, no tracks); nil when it was accepted.
@@ -24,11 +22,7 @@ public struct TusUpload: Sendable, Codable, Equatable {
         self.length = length
         self.metadata = metadata
         self.createdAt = createdAt
-        lastWriteAt = createdAt
     }
-
-    /// When the upload is deleted if no more bytes arrive (seconds since 1970).
-    public func expiresAt(hours: Double) -> Double { lastWriteAt + hours * 3600 }
 
     /// `Upload-Metadata` as pairs: `key base64value,key2,...`; nil when it is malformed (a key twice, a value that is
     /// not base64, a key with spaces or commas).

@@ -5,7 +5,8 @@ import Pipeline
 /// The resumable uploads of a data directory, as files in `tus/` (shared storage in a cluster, so any API node
 /// serves any upload): `<id>.bin` holds the bytes received so far, whose size is the upload's offset, and
 /// `<id>.json` the `TusUpload`, replaced whole (written, flushed, renamed). A PATCH in progress holds an exclusive
-/// `flock` on the `.bin` file, which a second one finds taken.
+/// `flock` on the `.bin` file, which a second one finds taken. When bytes last arrived is the `.bin` file's
+/// modification time, so a PATCH writes nothing but its bytes.
 ///
 /// Blocking file I/O: call from a pool thread, never from an event loop.
 public struct TusUploads: Sendable {
@@ -72,11 +73,20 @@ public struct TusUploads: Sendable {
         return Int64(status.st_size)
     }
 
-    /// Whether the upload has expired at `time` (an unfinished one `expiryHours` after its last bytes; a finished
-    /// one's description as long after it ended).
-    public func isExpired(_ upload: TusUpload, at time: Double) -> Bool {
-        (upload.completedAt ?? upload.lastWriteAt) + expiryHours * 3600 <= time
+    /// When bytes last arrived (its creation if none did yet).
+    public func lastWrite(of upload: TusUpload) -> Double {
+        var status = stat()
+        guard stat(dataPath(upload.id), &status) == 0 else { return upload.createdAt }
+        return max(upload.createdAt, Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)
     }
+
+    /// When the upload is deleted (seconds since 1970): an unfinished one `expiryHours` after its last bytes, a
+    /// finished one's description as long after it ended.
+    public func expiresAt(_ upload: TusUpload) -> Double {
+        (upload.completedAt ?? lastWrite(of: upload)) + expiryHours * 3600
+    }
+
+    public func isExpired(_ upload: TusUpload, at time: Double) -> Bool { expiresAt(upload) <= time }
 
     /// Removes both files (missing ones are fine).
     public func delete(_ id: String) {

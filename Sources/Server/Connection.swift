@@ -9,27 +9,17 @@ import Glibc
 /// Requests on a connection are served one at a time; pipelined bytes wait in the buffer until the response before
 /// them is written.
 final class Connection {
-    private enum Phase {
-        /// Waiting for (or reading) a request head.
-        case idle
-        case readingBody(BodySink)
-        /// The handler runs on one of the server's pools.
-        case awaitingResponse
-        case writing
-        /// An event stream is open; `cancel` unsubscribes its source.
-        case streaming(cancel: @Sendable () -> Void)
-        /// The response is sent and our side shut; what the client still sends is read and dropped for a moment, so
-        /// that closing with unread bytes does not reset the connection before the client has read the response.
-        case lingering(since: ContinuousClock.Instant)
-        case closed
-    }
-
     let token: UInt64
     let fd: Int32
     private unowned let loop: ServerLoop
     private var inbound = ByteBuffer()
     private var parser: RequestParser
-    private var phase: Phase = .idle
+    /// The phase and its timers; every decision that needs no socket is the state's.
+    private var state: ConnectionState<ContinuousClock.Instant>
+    /// Where the body being read goes (in `.readingBody`).
+    private var sink: BodySink?
+    /// Unsubscribes the open event stream's source (in `.streaming`).
+    private var streamCancel: (@Sendable () -> Void)?
     private var head: RequestHead?
     private var route: Router.Route?
     private var parameters: [String: String] = [:]
@@ -38,33 +28,26 @@ final class Connection {
     private var file: (handle: OpenFile, offset: Int64, remaining: Int64)?
     private var closeAfterWrite = false
     private var interest: UInt32 = tc_epoll_in | tc_epoll_rdhup
-    private var lastActivity = ContinuousClock.now
-    private var headStarted: ContinuousClock.Instant?
     private var requestStarted = ContinuousClock.now
     private var requestID = ""
     private var responseStatus = 0
     private var responseBytes: Int64 = 0
     private var uploadedBytes: Int64 = 0
     private var isHead = false
-    private var lastWrite = ContinuousClock.now
-    /// Reading is paused until the body sink can take more (its file writes are behind); it calls back.
-    private var waitingForSink = false
 
     init(token: UInt64, fd: Int32, loop: ServerLoop) {
         self.token = token
         self.fd = fd
         self.loop = loop
-        parser = RequestParser(limits: .init(headerBytes: loop.configuration.maxHeaderBytes,
-                                             targetBytes: loop.configuration.maxTargetBytes))
+        let configuration = loop.configuration
+        parser = RequestParser(limits: .init(headerBytes: configuration.maxHeaderBytes, targetBytes: configuration.maxTargetBytes))
+        state = ConnectionState(now: .now, timeouts: .init(header: .seconds(configuration.headerTimeout),
+                                                          idle: .seconds(configuration.idleTimeout),
+                                                          transfer: .seconds(configuration.transferTimeout),
+                                                          heartbeat: .seconds(configuration.heartbeatInterval)))
     }
 
-    var isBusy: Bool {
-        switch phase {
-        case .readingBody, .awaitingResponse, .writing: true
-        case .idle: parser.inProgress
-        default: false
-        }
-    }
+    var isBusy: Bool { state.isBusy(headInProgress: parser.inProgress) }
 
     // MARK: Events
 
@@ -77,27 +60,22 @@ final class Connection {
         if events & tc_epoll_in != 0 || events & tc_epoll_rdhup != 0 { readAvailable() }
     }
 
-    private var readsRequests: Bool {
-        switch phase {
-        case .idle, .readingBody: true
-        default: false
-        }
-    }
+    private var readsRequests: Bool { state.readsRequests }
 
     private func readAvailable() {
         // Read while the request wants bytes; a few rounds at most, so one fast client cannot starve the others.
         for _ in 0..<16 {
-            if case .lingering = phase {
+            if state.phase == .lingering {
                 discardInput()
                 return
             }
-            guard readsRequests || isStreamingOrWaiting else { return }
+            guard readsRequests || state.isRespondingOrWaiting else { return }
             if inbound.count > 1024 * 1024 {
                 setInterest(reading: false)
                 return
             }
-            if case .readingBody(let sink) = phase, !sinkIsReady(sink) { return }
-            if case .readingBody(let sink) = phase, inbound.isEmpty, let run = parser.bodyRun {
+            if state.phase == .readingBody, let sink, !sinkIsReady(sink) { return }
+            if state.phase == .readingBody, let sink, inbound.isEmpty, let run = parser.bodyRun {
                 switch readBodyDirectly(into: sink, run: run) {
                 case .more: continue
                 case .stop: return
@@ -106,12 +84,12 @@ final class Connection {
             }
             let buffer = loop.readBuffer
             guard let count = receive(into: buffer) else { return }
-            if isStreamingOrWaiting {
+            if state.isRespondingOrWaiting {
                 // Bytes after a request while its response is pending: keep them for later (pipelining).
                 inbound.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 continue
             }
-            if case .readingBody = phase, inbound.isEmpty {
+            if state.phase == .readingBody, inbound.isEmpty {
                 // Fast path for bodies: parse straight from the read buffer without copying it.
                 processBody(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             } else {
@@ -129,7 +107,7 @@ final class Connection {
             eventLoop.execute { loop in loop.connections[token]?.resumeReading() }
         }
         if !ready {
-            waitingForSink = true
+            state.sinkBusy()
             setInterest(reading: false)
         }
         return ready
@@ -137,9 +115,7 @@ final class Connection {
 
     /// The body sink has room again: read on.
     private func resumeReading() {
-        guard waitingForSink else { return }
-        waitingForSink = false
-        lastActivity = ContinuousClock.now
+        guard state.sinkReady(at: .now) else { return }
         setInterest(reading: true)
         readAvailable()
     }
@@ -162,7 +138,7 @@ final class Connection {
             close()
             return nil
         case .processed(let count):
-            lastActivity = ContinuousClock.now
+            state.received(at: .now)
             return count
         }
     }
@@ -196,17 +172,10 @@ final class Connection {
         return isClosed ? .stop : .more
     }
 
-    private var isStreamingOrWaiting: Bool {
-        switch phase {
-        case .awaitingResponse, .writing, .streaming: true
-        default: false
-        }
-    }
-
     /// Feeds body bytes that arrived in one read, keeping what the parser leaves (the next request) in the buffer.
     private func processBody(_ bytes: UnsafeRawBufferPointer) {
         var offset = 0
-        while offset < bytes.count, case .readingBody = phase {
+        while offset < bytes.count, state.phase == .readingBody {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
             do {
                 let (event, consumed) = try parser.next(rest)
@@ -231,7 +200,7 @@ final class Connection {
         while readsRequests {
             do {
                 let progressed = try inbound.withBytes { bytes throws(HTTPError) -> (Int, Bool) in
-                    if case .idle = phase, !bytes.isEmpty, headStarted == nil { headStarted = ContinuousClock.now }
+                    if !bytes.isEmpty { state.headBytesArrived(at: .now) }
                     let (event, consumed) = try parser.next(bytes)
                     try apply(event, in: bytes)
                     if case .needMore = event { return (consumed, consumed > 0) }
@@ -253,11 +222,11 @@ final class Connection {
         case .head(let head):
             try begin(head)
         case .body(let range):
-            guard case .readingBody(let sink) = phase else { return }
+            guard state.phase == .readingBody, let sink else { return }
             uploadedBytes += Int64(range.count)
             try sink.write(UnsafeRawBufferPointer(rebasing: bytes[range]))
         case .end:
-            guard case .readingBody(let sink) = phase else { return }
+            guard state.phase == .readingBody, let sink else { return }
             let body = try sink.finish()
             dispatch(body: body, sink: sink)
         }
@@ -273,7 +242,6 @@ final class Connection {
         }
         self.head = head
         requestStarted = ContinuousClock.now
-        headStarted = nil
         requestID = loop.nextRequestID()
         isHead = head.method == "HEAD"
         uploadedBytes = 0
@@ -304,7 +272,8 @@ final class Connection {
             }
             if hasBody { queue(Data("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
         }
-        phase = .readingBody(sink)
+        self.sink = sink
+        state.headComplete()
         if !outbound.isEmpty { flush() }
     }
 
@@ -356,7 +325,8 @@ final class Connection {
     private func dispatch(body: Request.Body, sink: BodySink) {
         guard let head, let route else { return }
         // Reading stays on: pipelined bytes wait in the buffer (up to 1 MiB), and a client that leaves is noticed.
-        phase = .awaitingResponse
+        self.sink = nil
+        state.bodyComplete()
         let request = Request(head: head, parameters: parameters, body: body, id: requestID)
         if let quick = route.quickAnswer, let response = quick(request) {
             respond(response)
@@ -408,7 +378,8 @@ final class Connection {
     }
 
     private func fail(_ error: HTTPError) {
-        if case .readingBody(let sink) = phase { sink.abort() }
+        if state.phase == .readingBody, let sink { sink.abort() }
+        sink = nil
         var error = error
         if parser.inProgress || !parser.isDone { error.closeConnection = true }
         if requestID.isEmpty { requestID = loop.nextRequestID() }
@@ -421,7 +392,8 @@ final class Connection {
     // MARK: Responses
 
     func respond(_ response: Response) {
-        guard !isClosed else { return }
+        // One response per request: a late one (the connection failed or timed out meanwhile) is dropped.
+        guard state.canStartResponse else { return }
         var response = response
         responseStatus = response.status.code
         responseBytes = 0
@@ -468,10 +440,12 @@ final class Connection {
         queue(message)
         if let body, coalesced == nil { queue(body) }
         responseBytes += Int64(body?.count ?? 0)
+        sink = nil
         if case .eventStream(let source) = response.body, !isHead {
+            state.responseStarted(streaming: true, at: .now)
             startStream(source)
         } else {
-            phase = .writing
+            state.responseStarted(streaming: false, at: .now)
         }
         flush()
     }
@@ -479,21 +453,21 @@ final class Connection {
     private func startStream(_ source: any EventSource) {
         let token = self.token
         let eventLoop = loop.eventLoop
-        let cancel = source.start { text in
+        streamCancel = source.start { text in
             eventLoop.execute { loop in loop.connections[token]?.sendEvent(text) }
         }
-        phase = .streaming(cancel: cancel)
         loop.metrics.streamOpened()
         setInterest(reading: true)
     }
 
     /// Writes one event-stream chunk; nil ends the stream (and the response).
     private func sendEvent(_ text: String?) {
-        guard case .streaming(let cancel) = phase else { return }
+        guard state.phase == .streaming, let cancel = streamCancel else { return }
         guard let text else {
             cancel()
+            streamCancel = nil
             loop.metrics.streamClosed()
-            phase = .writing
+            state.streamEnded()
             queue(Data("0\r\n\r\n".utf8))
             flush()
             return
@@ -525,7 +499,7 @@ final class Connection {
                     }
                 }.get()
                 guard case .processed(let count) = result else { return waitForWritable() }
-                lastWrite = ContinuousClock.now
+                state.wrote(at: .now)
                 outboundOffset += count
                 if outboundOffset == first.count {
                     outbound.removeFirst()
@@ -538,7 +512,7 @@ final class Connection {
                                                 count: Int(min(current.remaining, 1 << 20)))
                 guard case .processed(let count) = result else { return waitForWritable() }
                 if count == 0 { throw IOError(errnoCode: EIO, reason: "the file ended early") }
-                lastWrite = ContinuousClock.now
+                state.wrote(at: .now)
                 responseBytes += Int64(count)
                 file = (current.handle, offset, current.remaining - Int64(count))
             }
@@ -548,7 +522,7 @@ final class Connection {
         }
         file = nil
         if interest & tc_epoll_out != 0 { setInterest(writing: false) }
-        if case .writing = phase { writeComplete() }
+        if state.phase == .writing { writeComplete() }
     }
 
     private func waitForWritable() {
@@ -557,25 +531,21 @@ final class Connection {
 
     private func writeComplete() {
         logRequest()
-        if closeAfterWrite {
-            if parser.isDone {
-                close()
-            } else {
-                shutdown(fd, Int32(SHUT_WR))
-                phase = .lingering(since: ContinuousClock.now)
-                setInterest(reading: true)
-                discardInput()
-            }
-            return
+        switch state.responseWritten(closeAfter: closeAfterWrite, requestRead: parser.isDone, at: .now) {
+        case .close:
+            close()
+        case .linger:
+            shutdown(fd, Int32(SHUT_WR))
+            setInterest(reading: true)
+            discardInput()
+        case .readNext:
+            head = nil
+            route = nil
+            requestID = ""
+            parser.reset()
+            setInterest(reading: true)
+            processInbound()
         }
-        phase = .idle
-        head = nil
-        route = nil
-        requestID = ""
-        parser.reset()
-        lastActivity = ContinuousClock.now
-        setInterest(reading: true)
-        processInbound()
     }
 
     private func logRequest() {
@@ -615,53 +585,38 @@ final class Connection {
         loop.eventLoop.modify(fd, token: token, events: interest)
     }
 
-    private var isClosed: Bool {
-        if case .closed = phase { return true }
-        return false
-    }
+    private var isClosed: Bool { state.isClosed }
 
     func close() {
         guard !isClosed else { return }
-        switch phase {
-        case .readingBody(let sink): sink.abort()
-        case .streaming(let cancel):
-            cancel()
+        switch state.phase {
+        case .readingBody: sink?.abort()
+        case .streaming:
+            streamCancel?()
             loop.metrics.streamClosed()
         default: break
         }
+        sink = nil
+        streamCancel = nil
         file = nil
-        phase = .closed
+        state.close()
         loop.remove(self)
         Posix.close(fd)
     }
 
     /// Applies the header, body, idle and write timeouts, and sends heartbeats on quiet event streams.
     func checkTimeouts(now: ContinuousClock.Instant) {
-        let configuration = loop.configuration
-        switch phase {
-        case .idle:
-            if let started = headStarted, now - started > .seconds(configuration.headerTimeout) {
-                respond(.error(HTTPError(.requestTimeout, "request_timeout",
-                                         "The request head did not arrive within \(Int(configuration.headerTimeout)) seconds.",
-                                         closeConnection: true)))
-            } else if headStarted == nil && now - lastActivity > .seconds(configuration.idleTimeout) {
-                close()
-            }
-        case .readingBody:
-            // While the sink's writes are behind, the client is not the one stalling.
-            if !waitingForSink, now - lastActivity > .seconds(configuration.transferTimeout) { close() }
-        case .writing:
-            if !outbound.isEmpty || file != nil, now - lastWrite > .seconds(configuration.transferTimeout) { close() }
-        case .streaming:
-            if !outbound.isEmpty, now - lastWrite > .seconds(configuration.transferTimeout) {
-                close() // the client has not read for the transfer timeout
-            } else if now - lastWrite > .seconds(configuration.heartbeatInterval) {
-                sendEvent(": heartbeat\n\n")
-            }
-        case .lingering(let since):
-            if now - since > .seconds(2) { close() }
-        case .awaitingResponse, .closed:
+        switch state.timeoutAction(at: now, outputPending: !outbound.isEmpty || file != nil) {
+        case .none:
             break
+        case .requestTimeout:
+            let seconds = Int(loop.configuration.headerTimeout)
+            respond(.error(HTTPError(.requestTimeout, "request_timeout", "The request head did not arrive within \(seconds) seconds.",
+                                     closeConnection: true)))
+        case .close:
+            close()
+        case .heartbeat:
+            sendEvent(": heartbeat\n\n")
         }
     }
 }

@@ -235,7 +235,7 @@ public final class TusEndpoint: Sendable {
         var headers = HTTPHeaders([("Upload-Offset", String(uploads.offset(of: upload))), ("Cache-Control", "no-store")])
         if let length = upload.length { headers.set("Upload-Length", String(length)) } else { headers.set("Upload-Defer-Length", "1") }
         if !upload.metadata.isEmpty { headers.set("Upload-Metadata", upload.metadata) }
-        if upload.completedAt == nil { headers.set("Upload-Expires", Self.httpDate(upload.expiresAt(hours: uploads.expiryHours))) }
+        if upload.completedAt == nil { headers.set("Upload-Expires", Self.httpDate(uploads.expiresAt(upload))) }
         if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
         return Response(.ok, headers: headers)
     }
@@ -279,17 +279,13 @@ public final class TusEndpoint: Sendable {
     /// the upload completed when it is all there.
     private func advanced(_ upload: inout TusUpload, by body: UploadBody, headers: inout HTTPHeaders) throws(HTTPError) {
         let offset = uploads.offset(of: upload)
-        if body.size > 0 {
-            upload.lastWriteAt = Date().timeIntervalSince1970
-            try save(upload)
-        }
         if let digest = body.continuedDigest() { digests.put(upload.id, digest, offset: offset) }
         headers.set("Upload-Offset", String(offset))
         if let length = upload.length, offset == length, upload.completedAt == nil {
             try complete(&upload)
             if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
         } else if upload.completedAt == nil {
-            headers.set("Upload-Expires", Self.httpDate(upload.expiresAt(hours: uploads.expiryHours)))
+            headers.set("Upload-Expires", Self.httpDate(uploads.expiresAt(upload)))
         }
     }
 

@@ -201,7 +201,6 @@ final class UploadWriter: @unchecked Sendable {
             } else {
                 takeBack = false
             }
-            if case .append = opening, descriptor >= 0 { fsync(descriptor) }
             closeFile()
             let digest = finishesHash ? (hasher ?? Digest()).finish() : ""
             shared.withLock { shared in
