@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Resumable upload benchmark: 1 GiB of real media (an MPEG-TS) through tus in 8 MiB PATCHes against our plain upload
-# of the same file (curl -T), same server, same disk, alternating rounds; medians. Two tus clients: curl (a PATCH per
-# 8 MiB piece, as efficient a client as the plain upload's, so the ratio is the server's) and tuspy (the PyPI client,
-# whose Python copies compete with the server for this machine's two cores).
+# of the same file (curl -T), same server, same disk, alternating rounds; medians. Two tus clients: a lean one
+# (bench/tus_sendfile.py: one keep-alive connection, bodies sent with sendfile(2), about what curl -T costs, so the
+# ratio is the server's) and tuspy (the PyPI client, whose Python copies compete with the server for two cores).
 # Both end the same way: the file probed, hashed (SHA-256), flushed and recorded as an upload (then deleted).
 # Target: tus at least 0.7 of the plain upload's speed. Usage: bench/tus.sh [ROUNDS] [MIB]
 set -euo pipefail
@@ -23,7 +23,6 @@ ffmpeg -v error -y -f lavfi -i testsrc2=s=1920x1080:r=30:d=10 -f lavfi -i sine=d
   -c:v libx264 -preset ultrafast -b:v 60M -c:a aac -f mpegts "$work/loop.ts"
 ffmpeg -v error -y -stream_loop -1 -i "$work/loop.ts" -c copy -fs $((mib * 1024 * 1024)) -f mpegts "$work/big.ts"
 size=$(stat -c %s "$work/big.ts")
-mkdir -p "$work/pieces" && split -b 8M -d -a 4 "$work/big.ts" "$work/pieces/p"
 now() { date +%s.%N; }
 plain() {
   local start id
@@ -45,30 +44,24 @@ print(u.url)' "http://127.0.0.1:$port/v1/tus" "$work/big.ts")
   curl -sf -o /dev/null "http://127.0.0.1:$port/v1/uploads/${url##*/}" || { echo "tus upload not stored" >&2; exit 1; }
   curl -sf -X DELETE "http://127.0.0.1:$port/v1/uploads/${url##*/}" >/dev/null
 }
-tus_curl() {
-  local start location offset=0 piece
+tus_lean() {
+  local start id
   start=$(now)
-  location=$(curl -sf -D - -o /dev/null -X POST -H 'Tus-Resumable: 1.0.0' -H "Upload-Length: $size" \
-    -H "Upload-Metadata: filename $(printf big.ts | base64)" "http://127.0.0.1:$port/v1/tus" | tr -d '\r' | awk 'tolower($1) == "location:" {print $2}')
-  for piece in "$work"/pieces/p*; do
-    curl -sf -o /dev/null -X PATCH -T "$piece" -H 'Tus-Resumable: 1.0.0' -H 'Content-Type: application/offset+octet-stream' \
-      -H "Upload-Offset: $offset" "http://127.0.0.1:$port$location" || { echo "PATCH at $offset failed" >&2; exit 1; }
-    offset=$((offset + $(stat -c %s "$piece")))
-  done
+  id=$(python3 bench/tus_sendfile.py 127.0.0.1 $port "$work/big.ts" $((8 << 20)))
   awk "BEGIN {print $(now) - $start}"
-  curl -sf -o /dev/null "http://127.0.0.1:$port/v1/uploads/${location##*/}" || { echo "tus upload not stored" >&2; exit 1; }
-  curl -sf -X DELETE "http://127.0.0.1:$port/v1/uploads/${location##*/}" >/dev/null
+  curl -sf -o /dev/null "http://127.0.0.1:$port/v1/uploads/$id" || { echo "tus upload not stored" >&2; exit 1; }
+  curl -sf -X DELETE "http://127.0.0.1:$port/v1/uploads/$id" >/dev/null
 }
-plain >/dev/null; tus >/dev/null; tus_curl >/dev/null # warm-up
+plain >/dev/null; tus >/dev/null; tus_lean >/dev/null # warm-up
 : >"$work/rounds"
 for round in $(seq "$rounds"); do
-  if [ $((round % 2)) = 1 ]; then p=$(plain); c=$(tus_curl); t=$(tus); else t=$(tus); c=$(tus_curl); p=$(plain); fi
+  if [ $((round % 2)) = 1 ]; then p=$(plain); c=$(tus_lean); t=$(tus); else t=$(tus); c=$(tus_lean); p=$(plain); fi
   echo "$p $c $t" >>"$work/rounds"
-  echo "round $round: plain upload $p s, tus in 8 MiB PATCHes: curl $c s, tuspy $t s"
+  echo "round $round: plain upload $p s, tus in 8 MiB PATCHes: lean client $c s, tuspy $t s"
 done
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 p=$(awk '{print $1}' "$work/rounds" | median); c=$(awk '{print $2}' "$work/rounds" | median); t=$(awk '{print $3}' "$work/rounds" | median)
 awk -v p="$p" -v c="$c" -v t="$t" -v s="$size" 'BEGIN {
-  printf "1 GiB upload: plain %.2f s (%.0f MiB/s); tus with curl %.2f s (%.0f MiB/s): speed ratio %.2f (target >= 0.7); tus with tuspy %.2f s (%.0f MiB/s): ratio %.2f\n",
+  printf "1 GiB upload: plain %.2f s (%.0f MiB/s); tus with a lean client %.2f s (%.0f MiB/s): speed ratio %.2f (target >= 0.7); tus with tuspy %.2f s (%.0f MiB/s): ratio %.2f\n",
     p, s / p / 1048576, c, s / c / 1048576, p / c, t, s / t / 1048576, p / t }'
 echo "server peak RSS: $(awk '/VmHWM/ {print $2 / 1024 " MiB"}' /proc/$server/status)"
