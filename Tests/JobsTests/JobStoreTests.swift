@@ -282,12 +282,17 @@ import TestSupport
     @Test(arguments: backends) func finishedJobsAreListedOldestFirst(_ backend: StoreBackend) throws {
         let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        let first = try job(in: .failed, fixture, upload: upload)
-        let second = try job(in: .canceled, fixture, upload: upload)
+        // Made in one order, ended in the other: the list follows the ends.
+        let madeFirst = try job(in: .running, fixture, upload: upload)
+        let madeSecond = try job(in: .canceled, fixture, upload: upload)
+        let lease = try #require(madeFirst.currentLease)
+        Thread.sleep(forTimeInterval: 0.01)
+        let endedLast = try fixture.store.markFailed(lease, code: "test", message: "test")
         _ = try job(in: .queued, fixture, upload: upload)
         _ = try job(in: .running, fixture, upload: upload)
         let later = Date().timeIntervalSince1970 + 1
-        #expect(try fixture.store.finishedJobs(before: later).map(\.id) == [first.id, second.id])
+        #expect(try fixture.store.finishedJobs(before: later).map(\.id) == [madeSecond.id, endedLast.id])
+        let first = try #require(try fixture.store.job(id: madeSecond.id))
         #expect(try fixture.store.finishedJobs(before: first.finishedAt ?? 0).isEmpty)
     }
 }

@@ -158,7 +158,7 @@ import TestSupport
         #expect(try cluster.api.curl("/v1/jobs/\(id)").status == 404)
         #expect(try cluster.store.job(id: id) == nil)
         let worker = try #require(cluster.workers.first)
-        #expect(worker.entries("job ended").contains { $0["job_id"] as? String == id && $0["state"] as? String == "canceled" },
+        #expect(eventually(5) { worker.entries("job ended").contains { $0["job_id"] as? String == id && $0["state"] as? String == "canceled" } },
                 "\(worker.log.suffix(2000))")
         #expect(eventually(5) { Media.files(in: cluster.data.appendingPathComponent("outputs")).isEmpty })
     }

@@ -101,6 +101,7 @@ struct TestInstant: InstantProtocol {
         state.wrote(at: .seconds(16))
         #expect(state.timeoutAction(at: .seconds(30), outputPending: false) == .none)
         #expect(state.timeoutAction(at: .seconds(47), outputPending: true) == .close, "30 s with bytes the client does not read")
+        #expect(state.timeoutAction(at: .seconds(47), outputPending: false) == .heartbeat, "nothing unread: only quiet")
         state.streamEnded()
         #expect(state.phase == .writing)
         let next = state.responseWritten(closeAfter: false, requestRead: true, at: .seconds(48))

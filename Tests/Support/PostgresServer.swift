@@ -63,6 +63,7 @@ public final class PostgresServer: @unchecked Sendable {
     public static func shared() throws -> PostgresServer {
         try sharedServer.withLock { server in
             if let server { return server }
+            removeOrphans()
             let started = try PostgresServer()
             server = started
             atexit {
@@ -75,6 +76,19 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     private static let sharedServer = LockedValue<PostgresServer?>(nil)
+
+    /// Servers and folders a test process left when it died before its exit handler ran (a crash, a timeout's
+    /// SIGKILL): stopped and removed, so they do not pile up across runs.
+    private static func removeOrphans() {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+        for name in names where name.hasPrefix("transcoderd-pg-") {
+            guard let pid = Int32(name.dropFirst("transcoderd-pg-".count).prefix { $0 != "-" }), pid != getpid(),
+                  kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let folder = "/tmp/" + name
+            try? asPostgres(binaries + "/pg_ctl", ["-D", folder + "/data", "-m", "immediate", "-w", "stop"])
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+    }
 
     /// Creates an empty database and returns its URI.
     public func makeDatabase() throws -> String {

@@ -44,7 +44,7 @@ public struct StoreFixture: Sendable {
         try FileManager.default.copyItem(atPath: source, toPath: path)
         let size = (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         let sha = String(try Shell.check("sha256sum", [path]).prefix(64))
-        let tracks = (try? TranscodeSession.probe(path: path)) ?? []
+        let tracks = try TranscodeSession.probe(path: path)
         let upload = Upload(id: id, filename: URL(fileURLWithPath: source).lastPathComponent, contentType: nil, size: size,
                             sha256: sha, path: path, tracks: tracks, createdAt: Date().timeIntervalSince1970)
         try store.insert(upload)
