@@ -86,6 +86,29 @@ struct JobRows: Sendable {
         return (Double(bitPattern: value), id)
     }
 
+    // MARK: What each end of a running job sets (both stores write the same columns)
+
+    func succeeded(outputPath: String, size: Int, tracks: [Track], files: [OutputFile]?, duration: Double,
+                   framesEncoded: Int, seconds: Double) -> [(String, SQLValue)] {
+        [
+            ("output_path", .text(stored(outputPath))), ("output_size", .integer(Int64(size))),
+            ("output_tracks", .text(Self.json(tracks))), ("output_files", files.map { .text(Self.json($0)) } ?? .null),
+            ("progress_time", .real(duration)), ("progress_duration", .real(duration)), ("lease", .null),
+            ("frames_encoded", .integer(Int64(framesEncoded))), ("transcode_seconds", .real(seconds)),
+        ]
+    }
+
+    static func failed(code: String, message: String) -> [(String, SQLValue)] {
+        [("error_code", .text(code)), ("error_message", .text(message)), ("lease", .null)]
+    }
+
+    static let canceled: [(String, SQLValue)] = [
+        ("error_code", .text("canceled")), ("error_message", .text("The job was canceled.")), ("lease", .null),
+    ]
+
+    /// Back in the queue (a retry adds `attempts = attempts + 1`).
+    static let requeued: [(String, SQLValue)] = [("lease", .null), ("started_at", .null), ("progress_time", .real(0))]
+
     /// The error for a worker's write that matched no row: the job is gone, or its lease moved on.
     static func leaseLost(_ lease: Lease, current: Job?) -> StoreError {
         guard let current else { return StoreError(code: "not_found", message: "No job has the id \(lease.jobID).") }

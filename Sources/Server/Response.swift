@@ -11,6 +11,20 @@ public struct Response: Sendable {
         case eventStream(any EventSource)
     }
 
+    /// Runs `handler` and sets `fields` on its answer, or on its error's (CORS and protocol headers every answer of
+    /// a route carries).
+    static func adding(_ fields: [(String, String)], to handler: () throws(HTTPError) -> Response) throws(HTTPError) -> Response {
+        do {
+            var response = try handler()
+            for (name, value) in fields { response.headers.set(name, value) }
+            return response
+        } catch {
+            var failure = error
+            for (name, value) in fields { failure.headers.set(name, value) }
+            throw failure
+        }
+    }
+
     public var status: HTTPStatus
     public var headers: HTTPHeaders
     public var body: Body

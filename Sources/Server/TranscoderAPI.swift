@@ -88,16 +88,7 @@ public final class TranscoderAPI: Sendable {
 
     /// Runs an output handler and adds the CORS headers to its answer, an error included.
     private func withCORS(_ request: Request, _ handler: () throws(HTTPError) -> Response) throws(HTTPError) -> Response {
-        let fields = cors.headers(for: request.headers)
-        do {
-            var response = try handler()
-            for (name, value) in fields { response.headers.set(name, value) }
-            return response
-        } catch {
-            var failure = error
-            for (name, value) in fields { failure.headers.set(name, value) }
-            throw failure
-        }
+        try Response.adding(cors.headers(for: request.headers), to: handler)
     }
 
     // MARK: Health

@@ -184,17 +184,8 @@ public final class TusEndpoint: Sendable {
 
     /// Adds `Tus-Resumable` and the CORS headers to the answer, an error's included.
     private func answering(_ request: Request, _ handler: () throws(HTTPError) -> Response) throws(HTTPError) -> Response {
-        var fields = cors.headers(for: request.headers, exposing: Self.exposed)
-        fields.append(("Tus-Resumable", Self.version))
-        do {
-            var response = try handler()
-            for (name, value) in fields { response.headers.set(name, value) }
-            return response
-        } catch {
-            var failure = error
-            for (name, value) in fields { failure.headers.set(name, value) }
-            throw failure
-        }
+        try Response.adding(cors.headers(for: request.headers, exposing: Self.exposed) + [("Tus-Resumable", Self.version)],
+                            to: handler)
     }
 
     static let exposed = "Location, Upload-Offset, Upload-Length, Upload-Defer-Length, Upload-Expires, Upload-Metadata, "

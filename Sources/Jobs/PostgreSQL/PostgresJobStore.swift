@@ -145,7 +145,7 @@ public final class PostgresJobStore: JobStore {
     }
 
     public func cancelQueued(id: String) throws(StoreError) -> Job {
-        try move(id, to: .canceled, from: .queued, set: Self.canceledColumns)
+        try move(id, to: .canceled, from: .queued, set: JobRows.canceled)
     }
 
     public func requestCancel(id: String) throws(StoreError) -> Bool {
@@ -197,34 +197,25 @@ public final class PostgresJobStore: JobStore {
 
     public func markSucceeded(_ lease: Lease, outputPath: String, size: Int, tracks: [Track], files: [OutputFile]?,
                               duration: Double, framesEncoded: Int, seconds: Double) throws(StoreError) -> Job {
-        try move(lease.jobID, to: .succeeded, lease: lease, set: [
-            ("output_path", .text(rows.stored(outputPath))), ("output_size", .integer(Int64(size))),
-            ("output_tracks", .text(JobRows.json(tracks))), ("output_files", files.map { .text(JobRows.json($0)) } ?? .null),
-            ("progress_time", .real(duration)), ("progress_duration", .real(duration)), ("lease", .null),
-            ("frames_encoded", .integer(Int64(framesEncoded))), ("transcode_seconds", .real(seconds)),
-        ])
+        try move(lease.jobID, to: .succeeded, lease: lease,
+                 set: rows.succeeded(outputPath: outputPath, size: size, tracks: tracks, files: files, duration: duration,
+                                     framesEncoded: framesEncoded, seconds: seconds))
     }
 
     public func markFailed(_ lease: Lease, code: String, message: String) throws(StoreError) -> Job {
-        try move(lease.jobID, to: .failed, lease: lease,
-                 set: [("error_code", .text(code)), ("error_message", .text(message)), ("lease", .null)])
+        try move(lease.jobID, to: .failed, lease: lease, set: JobRows.failed(code: code, message: message))
     }
 
     public func markCanceled(_ lease: Lease) throws(StoreError) -> Job {
-        try move(lease.jobID, to: .canceled, lease: lease, set: Self.canceledColumns)
+        try move(lease.jobID, to: .canceled, lease: lease, set: JobRows.canceled)
     }
 
-    private static let canceledColumns: [(String, SQLValue)] = [
-        ("error_code", .text("canceled")), ("error_message", .text("The job was canceled.")), ("lease", .null),
-    ]
-
     public func retry(_ lease: Lease) throws(StoreError) -> Job {
-        try move(lease.jobID, to: .queued, lease: lease, set: [("lease", .null), ("started_at", .null), ("progress_time", .real(0))],
-                 also: ["attempts = attempts + 1"])
+        try move(lease.jobID, to: .queued, lease: lease, set: JobRows.requeued, also: ["attempts = attempts + 1"])
     }
 
     public func requeue(_ lease: Lease) throws(StoreError) -> Job {
-        try move(lease.jobID, to: .queued, lease: lease, set: [("lease", .null), ("started_at", .null), ("progress_time", .real(0))])
+        try move(lease.jobID, to: .queued, lease: lease, set: JobRows.requeued)
     }
 
     /// Moves a job to `state` if the state machine allows it (with `expected`, only from that state; with `lease`,
