@@ -20,6 +20,8 @@ public struct TusUploads: Sendable {
     }
 
     public func dataPath(_ id: String) -> String { folder.appendingPathComponent(id + ".bin").path }
+    /// Where the bytes are while they become an upload: renamed here first, so one request completes it.
+    public func completingPath(_ id: String) -> String { folder.appendingPathComponent(id + ".completing").path }
     func infoPath(_ id: String) -> String { folder.appendingPathComponent(id + ".json").path }
 
     /// Whether `id` can name a tus upload (a lowercase UUID): anything else is never a path.
@@ -69,7 +71,7 @@ public struct TusUploads: Sendable {
     public func offset(of upload: TusUpload) -> Int64 {
         if upload.completedAt != nil { return upload.length ?? 0 }
         var status = stat()
-        guard stat(dataPath(upload.id), &status) == 0 else { return 0 }
+        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0 else { return 0 }
         return Int64(status.st_size)
     }
 
@@ -88,11 +90,18 @@ public struct TusUploads: Sendable {
 
     public func isExpired(_ upload: TusUpload, at time: Double) -> Bool { expiresAt(upload) <= time }
 
-    /// Removes both files (missing ones are fine).
-    public func delete(_ id: String) {
-        guard Self.isValidID(id) else { return }
-        unlink(dataPath(id))
+    /// Removes its files (missing ones are fine), unless a PATCH holds the upload now: then false.
+    @discardableResult
+    public func delete(_ id: String) -> Bool {
+        guard Self.isValidID(id) else { return true }
+        let descriptor = open(dataPath(id), O_RDONLY | O_CLOEXEC)
+        if descriptor >= 0 {
+            defer { close(descriptor) }
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return false }
+            unlink(dataPath(id))
+        }
         unlink(infoPath(id))
+        return true
     }
 
     /// Deletes the uploads that expired by `time`; returns their ids. Files without a description (a crash between
@@ -111,8 +120,7 @@ public struct TusUploads: Sendable {
                 let path = folder.appendingPathComponent(name).path
                 guard stat(path, &status) == 0, Double(status.st_mtim.tv_sec) + expiryHours * 3600 <= time else { continue }
             }
-            delete(id)
-            removed.append(id)
+            if delete(id) { removed.append(id) }
         }
         return removed
     }

@@ -37,6 +37,9 @@ public final class TranscoderAPI: Sendable {
                 metricsText: @escaping @Sendable () -> String = { "" }) {
         self.cors = cors
         tusUploads = TusUploads(directory: queue.directory, expiryHours: tusExpiryHours)
+        // The first digest of a process loads OpenSSL's configuration file: here, not on an event loop (a tus
+        // request makes its digests there).
+        _ = Digest().finish()
         self.maxUploadBytes = maxUploadBytes
         self.queue = queue
         self.prober = prober
@@ -159,7 +162,7 @@ public final class TranscoderAPI: Sendable {
     }
 
     /// Makes an uploaded body durable, probes it, and records it (under `id`, by default a new one); a file FFmpeg
-    /// cannot read is refused (422) and left where it was.
+    /// cannot read is refused (422) and left where it was, and so is one given an `id` when storing it fails.
     private func store(_ file: UploadedFile, id: String? = nil) throws(HTTPError) -> Upload {
         guard file.size > 0 else {
             throw HTTPError(.unprocessableContent, "empty_upload", "The upload is empty.")
@@ -173,6 +176,7 @@ public final class TranscoderAPI: Sendable {
         guard tracks.contains(where: { $0.mediaType == .video || $0.mediaType == .audio }) else {
             throw HTTPError(.unprocessableContent, "no_media_tracks", "The file has neither a video nor an audio track.")
         }
+        let given = id != nil
         let id = id ?? UUID().uuidString.lowercased()
         let path = directory.uploadPath(id: id)
         // Data, then name: a 201 means the file survives a power cut, not only a process crash.
@@ -183,7 +187,8 @@ public final class TranscoderAPI: Sendable {
             }
             try FileDurability.syncDirectory(containing: path)
         } catch {
-            unlink(path)
+            // A file kept elsewhere on failure (a tus upload's only copy) goes back; a request's temporary goes.
+            if given { rename(path, file.path) } else { unlink(path) }
             throw HTTPError(.internalServerError, error.code, error.message)
         }
         let upload = Upload(id: id, filename: Self.cleanFilename(file.filename), contentType: file.contentType, size: Int(file.size),
@@ -191,7 +196,7 @@ public final class TranscoderAPI: Sendable {
         do {
             try store.insert(upload)
         } catch {
-            unlink(path)
+            if given { rename(path, file.path) } else { unlink(path) }
             throw Self.storeFailure(error)
         }
         logger.info("upload stored", ["upload_id": .string(id), "bytes": .int(upload.size)])

@@ -45,13 +45,14 @@ public final class TusEndpoint: Sendable {
                 }
                 return options(request)
             },
-            .init("POST", "/v1/tus", body: .tus(self), pool: .waiting) { [self] request throws(HTTPError) in
+            // Their bodies are files: the probe pool runs them, completion probing included.
+            .init("POST", "/v1/tus", body: .tus(self)) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try create(request) }
             },
             .init("HEAD", "/v1/tus/{id}") { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try head(request) }
             },
-            .init("PATCH", "/v1/tus/{id}", body: .tus(self), pool: .waiting) { [self] request throws(HTTPError) in
+            .init("PATCH", "/v1/tus/{id}", body: .tus(self)) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try patch(request) }
             },
             .init("DELETE", "/v1/tus/{id}") { [self] request throws(HTTPError) in
@@ -65,6 +66,17 @@ public final class TusEndpoint: Sendable {
     /// The sink for a creation or a PATCH, once the headers are found sound; what can only be checked against the
     /// files (offset, lock, expiry) is checked as the file is opened, on a file thread.
     func makeSink(head: RequestHead, parameters: [String: String], hasBody: Bool, pool: BlockingPool) throws(HTTPError) -> BodySink {
+        do {
+            return try sink(head: head, parameters: parameters, hasBody: hasBody, pool: pool)
+        } catch {
+            // A refusal before the body reaches a browser on another origin too.
+            var failure = error
+            for (name, value) in cors.headers(for: head.headers, exposing: Self.exposed) { failure.headers.set(name, value) }
+            throw failure
+        }
+    }
+
+    private func sink(head: RequestHead, parameters: [String: String], hasBody: Bool, pool: BlockingPool) throws(HTTPError) -> BodySink {
         let headers = head.headers
         try checkVersion(headers)
         if hasBody || head.method == "PATCH" {
@@ -159,8 +171,8 @@ public final class TusEndpoint: Sendable {
         }
     }
 
-    private func refusal(_ status: HTTPStatus, _ code: String, _ message: String) -> HTTPError {
-        HTTPError(status, code, message, headers: HTTPHeaders([("Tus-Resumable", Self.version)]))
+    private func refusal(_ status: HTTPStatus, _ code: String, _ message: String, headers: [(String, String)] = []) -> HTTPError {
+        HTTPError(status, code, message, headers: HTTPHeaders([("Tus-Resumable", Self.version)] + headers))
     }
 
     /// The answer for a refusal found as the file was opened or written (errno values `TusSink` chose).
@@ -214,6 +226,11 @@ public final class TusEndpoint: Sendable {
         }
         _ = try body.complete(answering: Self.answer)
         let id = String(URL(fileURLWithPath: body.path).lastPathComponent.dropLast(".bin".count))
+        if body.chunkDiscarded {
+            digests.remove(id)
+            throw refusal(.checksumMismatch, "checksum_mismatch", "Upload-Checksum: the first chunk does not match; the upload was created empty.",
+                          headers: [("Location", "/v1/tus/\(id)")])
+        }
         guard var upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "The upload vanished.") }
         var headers = HTTPHeaders([("Location", "/v1/tus/\(upload.id)")])
         try advanced(&upload, by: body, headers: &headers)
@@ -249,7 +266,9 @@ public final class TusEndpoint: Sendable {
     private func delete(_ request: Request) throws(HTTPError) -> Response {
         try checkVersion(request.headers)
         let upload = try current(request)
-        uploads.delete(upload.id)
+        guard uploads.delete(upload.id) else {
+            throw refusal(.locked, "upload_locked", "A PATCH of this upload is still running; try again once it ends.")
+        }
         digests.remove(upload.id)
         return Response(.noContent)
     }
@@ -269,7 +288,8 @@ public final class TusEndpoint: Sendable {
     /// After bytes arrived: the new offset and expiry in `headers`, the running hash kept for the next PATCH, and
     /// the upload completed when it is all there.
     private func advanced(_ upload: inout TusUpload, by body: UploadBody, headers: inout HTTPHeaders) throws(HTTPError) {
-        let offset = uploads.offset(of: upload)
+        // The size the writer left under its lock: a stat now could already count the next PATCH's bytes.
+        let offset = body.endSize ?? uploads.offset(of: upload)
         if let digest = body.continuedDigest() { digests.put(upload.id, digest, offset: offset) }
         headers.set("Upload-Offset", String(offset))
         if let length = upload.length, offset == length, upload.completedAt == nil {
@@ -283,7 +303,10 @@ public final class TusEndpoint: Sendable {
     /// The bytes are all there: they become an upload with the same id (or are refused as one, and deleted), and a
     /// job starts on it when the metadata carries `settings`.
     private func complete(_ upload: inout TusUpload) throws(HTTPError) {
-        let path = uploads.dataPath(upload.id)
+        // One request completes it: the one whose rename takes the bytes (a second finds them gone and answers with
+        // the upload as the first leaves it).
+        let path = uploads.completingPath(upload.id)
+        guard rename(uploads.dataPath(upload.id), path) == 0 else { return }
         let length = upload.length ?? 0
         let sha256: String
         if let digest = digests.take(upload.id, at: length) {
@@ -299,11 +322,16 @@ public final class TusEndpoint: Sendable {
         let stored: Upload
         do {
             stored = try store(file, upload.id)
-        } catch {
+        } catch where error.status == .unprocessableContent {
             upload.refused = error.message
             unlink(path)
             try save(upload)
             return
+        } catch {
+            // Not the bytes' fault (the store or the disk): they stay, and a PATCH at the length (no bytes) completes it again.
+            upload.completedAt = nil
+            rename(path, uploads.dataPath(upload.id))
+            throw error
         }
         // Settings were checked at creation; what only the store can refuse (a watermark upload gone since) is
         // the final PATCH's answer, the upload kept.

@@ -54,28 +54,12 @@ final class TusSink: BodySink {
                 throw IOError(errnoCode: EIO, reason: error.message)
             }
             upload = new
-        case .append(let id, let at, let length):
+        case .append(let id, let at, _):
             guard let found = uploads.upload(id), !uploads.isExpired(found, at: Date().timeIntervalSince1970) else {
                 throw IOError(errnoCode: ENOENT, reason: "No upload has the id \(id).")
             }
             upload = found
             offset = at
-            if let length {
-                guard upload.length == nil || upload.length == length else {
-                    throw IOError(errnoCode: EINVAL, reason: "Upload-Length: the upload's length is already \(upload.length ?? 0).")
-                }
-                guard length <= maxBytes else {
-                    throw IOError(errnoCode: EFBIG, reason: "Upload-Length: at most \(maxBytes) bytes are accepted.")
-                }
-                if upload.length == nil {
-                    upload.length = length
-                    do {
-                        try uploads.save(upload)
-                    } catch {
-                        throw IOError(errnoCode: EIO, reason: error.message)
-                    }
-                }
-            }
             if upload.completedAt != nil {
                 throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: the upload is complete at \(uploads.offset(of: upload)) bytes.")
             }
@@ -95,6 +79,28 @@ final class TusSink: BodySink {
         guard fstat(descriptor, &status) == 0, Int64(status.st_size) == offset else {
             close(descriptor)
             throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: the upload is at \(Int64(status.st_size)) bytes, not \(offset).")
+        }
+        // A deferred length is set once the upload is held and its size known: a refused request changes nothing.
+        if case .append(_, _, let length?) = mode {
+            do throws(IOError) {
+                guard upload.length == nil || upload.length == length else {
+                    throw IOError(errnoCode: EINVAL, reason: "Upload-Length: the upload's length is already \(upload.length ?? 0).")
+                }
+                guard length >= offset, length <= maxBytes else {
+                    throw IOError(errnoCode: EINVAL, reason: "Upload-Length: expected at least the \(offset) bytes received and at most \(maxBytes).")
+                }
+                if upload.length == nil {
+                    upload.length = length
+                    do {
+                        try uploads.save(upload)
+                    } catch {
+                        throw IOError(errnoCode: EIO, reason: error.message)
+                    }
+                }
+            } catch {
+                close(descriptor)
+                throw error
+            }
         }
         return (descriptor, upload.length ?? maxBytes)
     }

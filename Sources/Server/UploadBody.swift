@@ -44,6 +44,7 @@ public final class UploadBody: Sendable {
     /// After `complete`: the chunk checksum asked for, whether the chunk was taken back, the continued SHA-256.
     var checksum: Data? { writer.checksumValue }
     var chunkDiscarded: Bool { writer.chunkDiscarded }
+    var endSize: Int64? { writer.endSize }
     func continuedDigest() -> Digest? { writer.continued() }
 
     /// Drops the file unless it was moved away (idempotent; the removal runs on a file thread).

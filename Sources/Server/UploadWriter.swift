@@ -39,6 +39,8 @@ final class UploadWriter: @unchecked Sendable {
         var digest: String?
         /// The checksum over the bytes this writer wrote, when one was asked for; set with `digest`.
         var checksum: Data?
+        /// Appending: the file's size when the writer closed it (what this writer wrote is all it knows of).
+        var endSize: Int64?
         /// The bytes this writer wrote were taken back (the file cut to its size before them): a checksum that did
         /// not match, a chunk past the limit, or `finish(discardingChunk:)`.
         var chunkDiscarded = false
@@ -201,12 +203,15 @@ final class UploadWriter: @unchecked Sendable {
             } else {
                 takeBack = false
             }
+            let opened = descriptor >= 0
             closeFile()
             let digest = finishesHash ? (hasher ?? Digest()).finish() : ""
+            let end: Int64? = if case .append = opening, opened { takeBack ? startSize : startSize + written } else { nil }
             shared.withLock { shared in
                 shared.digest = digest
                 shared.checksum = sum
                 shared.chunkDiscarded = takeBack
+                shared.endSize = end
                 // No more writes come: the buffers go now, not when the handler is done with the body.
                 shared.allocated -= shared.free.count
                 shared.free.removeAll()
@@ -220,6 +225,9 @@ final class UploadWriter: @unchecked Sendable {
 
     /// After `complete`: whether this writer's bytes were taken back (see `Shared.chunkDiscarded`).
     var chunkDiscarded: Bool { shared.withLock { $0.chunkDiscarded } }
+
+    /// After `complete`, when appending: the file's size as this writer left it, under its lock.
+    var endSize: Int64? { shared.withLock { $0.endSize } }
 
     /// Blocks until `finish`'s work is done; the SHA-256 as lowercase hex, or the error that stopped the writes.
     /// Call it from a thread that may block (a handler), never from the loop.

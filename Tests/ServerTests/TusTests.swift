@@ -188,6 +188,10 @@ import TestSupport
         let withBody = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", "--data-binary", "xyz", "-H", "Upload-Length: 5"]
                                       + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
         #expect(withBody.hasPrefix("HTTP/1.1 201") && withBody.contains("Upload-Offset: 3"), "\(withBody)")
+        let badFirst = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "--data-binary", "xyz", "-H", "Upload-Length: 5",
+                                              "-H", "Upload-Checksum: md5 \(Data(repeating: 0, count: 16).base64EncodedString())"]
+                                      + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
+        #expect(badFirst.hasPrefix("HTTP/1.1 460") && badFirst.contains("checksum_mismatch"), "\(badFirst)")
 
         let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 10"]).location)
         #expect(try patch(server, path, offset: 3, body: "abc").status == 409)
@@ -229,8 +233,9 @@ import TestSupport
         #expect(try eventually(5) { Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0 > 0 })
         let second = try patch(server, path, offset: 0, body: "abc")
         #expect(second.status == 423 && second.body.contains("upload_locked"), "\(second)")
-        // A HEAD meanwhile answers and leaves the running PATCH alone.
+        // A HEAD meanwhile answers and leaves the running PATCH alone; a DELETE waits its turn.
         #expect(try head(server, path).status == 200)
+        #expect(try server.curl(path, ["-X", "DELETE"] + Self.version).status == 423)
         first.send(Data(repeating: 1, count: 300_000))
         let answer = first.read(until: "\r\n\r\n")
         #expect(answer.hasPrefix("HTTP/1.1 204") && answer.contains("Upload-Offset: 600000"), "\(answer)")
@@ -241,7 +246,11 @@ import TestSupport
         // Deferred length, set by a later PATCH.
         let deferred = try #require(try create(server, Self.version + ["-H", "Upload-Defer-Length: 1"]).location)
         #expect(try head(server, deferred).headers["upload-defer-length"] == "1")
-        #expect(try patch(server, deferred, offset: 0, body: "abc", ["-H", "Upload-Length: 6"]).status == 204)
+        #expect(try patch(server, deferred, offset: 0, body: "abc").status == 204)
+        #expect(try patch(server, deferred, offset: 3, body: "", ["-H", "Upload-Length: 2"]).status == 400, "below the bytes received")
+        #expect(try patch(server, deferred, offset: 5, body: "", ["-H", "Upload-Length: 6"]).status == 409)
+        #expect(try head(server, deferred).headers["upload-defer-length"] == "1", "a refused PATCH sets no length")
+        #expect(try patch(server, deferred, offset: 3, body: "", ["-H", "Upload-Length: 6"]).status == 204)
         #expect(try head(server, deferred).headers["upload-length"] == "6")
         // An empty upload completes at once, and is refused as media: the upload says why.
         let empty = try create(server, Self.version + ["-H", "Upload-Length: 0"])
