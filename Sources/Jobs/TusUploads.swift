@@ -75,6 +75,25 @@ public struct TusUploads: Sendable {
         return Int64(status.st_size)
     }
 
+    /// Holds the lock that says a request is completing `id` (its bytes renamed to `completingPath`): the lock goes
+    /// with the descriptor, so a process that died completing it holds nothing. Returns the descriptor to close.
+    public func lockCompletion(_ id: String) -> Int32 {
+        let descriptor = open(completingPath(id), O_RDONLY | O_CLOEXEC)
+        if descriptor >= 0 { flock(descriptor, LOCK_EX) }
+        return descriptor
+    }
+
+    /// A completion that nobody is doing any more (its process died between the rename and the end): the bytes go
+    /// back to `.bin`, so a PATCH at the length completes the upload again. Nothing happens while one is under way.
+    public func recoverCompletion(of upload: TusUpload) {
+        guard upload.completedAt == nil, access(dataPath(upload.id), F_OK) != 0 else { return }
+        let descriptor = open(completingPath(upload.id), O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0, access(dataPath(upload.id), F_OK) != 0 else { return }
+        rename(completingPath(upload.id), dataPath(upload.id))
+    }
+
     /// When bytes last arrived (its creation if none did yet).
     public func lastWrite(of upload: TusUpload) -> Double {
         var status = stat()

@@ -277,6 +277,7 @@ public final class TusEndpoint: Sendable {
     private func current(_ request: Request) throws(HTTPError) -> TusUpload {
         let id = request.parameters["id"] ?? ""
         guard let upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
+        uploads.recoverCompletion(of: upload)
         guard !uploads.isExpired(upload, at: Date().timeIntervalSince1970) else {
             uploads.delete(id)
             digests.remove(id)
@@ -307,6 +308,10 @@ public final class TusEndpoint: Sendable {
         // the upload as the first leaves it).
         let path = uploads.completingPath(upload.id)
         guard rename(uploads.dataPath(upload.id), path) == 0 else { return }
+        // Held until the end: a request that finds the bytes renamed aside and this lock free knows the completion
+        // died with its process, and puts them back.
+        let lock = uploads.lockCompletion(upload.id)
+        defer { if lock >= 0 { close(lock) } }
         let length = upload.length ?? 0
         let sha256: String
         if let digest = digests.take(upload.id, at: length) {

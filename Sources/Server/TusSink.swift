@@ -60,6 +60,7 @@ final class TusSink: BodySink {
             }
             upload = found
             offset = at
+            uploads.recoverCompletion(of: upload)
             if upload.completedAt != nil {
                 throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: the upload is complete at \(uploads.offset(of: upload)) bytes.")
             }

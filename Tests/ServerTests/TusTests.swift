@@ -222,6 +222,30 @@ import TestSupport
         #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
     }
 
+    /// A server that died completing an upload (its bytes renamed aside, nothing recorded) leaves it resumable: the
+    /// next request puts the bytes back, and a PATCH completes it.
+    @Test func aCompletionCutShortByACrashIsDoneAgain() throws {
+        let server = try TestServer()
+        let source = try Media.path(.audioOnly)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)"]).location)
+        let id = String(path.split(separator: "/").last ?? "")
+        let head = bytes.prefix(bytes.count - 100)
+        let file = try Media.scratch().appendingPathComponent("head.bin")
+        try head.write(to: file)
+        #expect(try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: 0"] + Self.version + Self.chunk).status == 204)
+        // What a crash between the rename and the end leaves.
+        let folder = server.data.appendingPathComponent("tus")
+        try FileManager.default.moveItem(at: folder.appendingPathComponent("\(id).bin"), to: folder.appendingPathComponent("\(id).completing"))
+        #expect(try self.head(server, path).headers["upload-offset"] == String(head.count))
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(id).bin").path), "the bytes are back")
+        try bytes.suffix(100).write(to: file)
+        #expect(try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: \(head.count)"] + Self.version + Self.chunk).status == 204)
+        let upload = try server.json("/v1/uploads/\(id)")
+        let expected = try sha256(source)
+        #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload.object)")
+    }
+
     @Test func aSecondPatchWhileOneRunsIsLockedOut() throws {
         let server = try TestServer()
         let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 600000"]).location)
