@@ -590,49 +590,38 @@ public final class JobQueue: Sendable {
                     running.token.cancel()
                 }
             }
-            if store.isShared, now.timeIntervalSince(lastLeaseSweep) >= configuration.pollInterval {
-                lastLeaseSweep = now
-                do {
-                    var recovered: (requeued: [String], failed: [String]) = ([], [])
-                    _ = try store.exclusively("leases") { () throws(StoreError) in
-                        recovered = try store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts)
-                    }
-                    published(recovered)
-                } catch {
-                    logger.error("recovering jobs whose lease ran out failed", ["error": .string(error.description)])
+            if store.isShared {
+                chore("leases", every: configuration.pollInterval, last: &lastLeaseSweep, now: now,
+                      failing: "recovering jobs whose lease ran out failed") { () throws(StoreError) in
+                    published(try store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts))
+                }
+                chore("strays", every: configuration.straySweepInterval, last: &lastStraySweep, now: now,
+                      failing: "removing stray outputs failed") { () throws(StoreError) in try removeStrayOutputs() }
+            }
+            chore("tus", every: min(60, configuration.tusExpiryHours * 900), last: &lastTusSweep, now: now,
+                  failing: "the resumable upload sweep failed") { () throws(StoreError) in
+                let expired = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours).sweep(at: now.timeIntervalSince1970)
+                if !expired.isEmpty { logger.info("expired resumable uploads deleted", ["count": .int(expired.count)]) }
+            }
+            if let hours = configuration.retentionHours {
+                // One node at a time: two deleting the same rows and files would trip over each other.
+                chore("retention", every: 60, last: &lastSweep, now: now, failing: "the retention sweep failed") { () throws(StoreError) in
+                    try sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
                 }
             }
-            if store.isShared, now.timeIntervalSince(lastStraySweep) >= configuration.straySweepInterval {
-                lastStraySweep = now
-                do {
-                    _ = try store.exclusively("strays") { () throws(StoreError) in try removeStrayOutputs() }
-                } catch {
-                    logger.error("removing stray outputs failed", ["error": .string(error.description)])
-                }
-            }
-            if now.timeIntervalSince(lastTusSweep) >= min(60, configuration.tusExpiryHours * 900) {
-                lastTusSweep = now
-                do {
-                    _ = try store.exclusively("tus") { () throws(StoreError) in
-                        let expired = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
-                            .sweep(at: now.timeIntervalSince1970)
-                        if !expired.isEmpty { logger.info("expired resumable uploads deleted", ["count": .int(expired.count)]) }
-                    }
-                } catch {
-                    logger.error("the resumable upload sweep failed", ["error": .string(error.description)])
-                }
-            }
-            if let hours = configuration.retentionHours, now.timeIntervalSince(lastSweep) >= 60 {
-                lastSweep = now
-                do {
-                    // One node at a time: two deleting the same rows and files would trip over each other.
-                    _ = try store.exclusively("retention") { () throws(StoreError) in
-                        try sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
-                    }
-                } catch {
-                    logger.error("the retention sweep failed", ["error": .string(error.description)])
-                }
-            }
+        }
+    }
+
+    /// One of the watchdog's periodic chores: runs `body` when `interval` seconds have passed since `last`, on one
+    /// node at a time (the store's `exclusively`); a failure is logged with `message`.
+    private func chore(_ name: String, every interval: Double, last: inout Date, now: Date, failing message: String,
+                       _ body: () throws(StoreError) -> Void) {
+        guard now.timeIntervalSince(last) >= interval else { return }
+        last = now
+        do {
+            _ = try store.exclusively(name, body)
+        } catch {
+            logger.error(message, ["error": .string(error.description)])
         }
     }
 
