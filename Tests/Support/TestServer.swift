@@ -11,6 +11,19 @@ let killRunningServersAtExit: Void = {
     }
 }()
 
+/// Starts a long-running child of the test process (a server, a worker node) with its stderr in a new file at
+/// `logPath` and no stdin or stdout; it is killed when the test process exits if nothing stopped it before.
+func launchTracked(_ process: Process, logPath: String) throws {
+    _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+    process.standardInput = FileHandle.nullDevice
+    _ = killRunningServersAtExit
+    try Shell.launch(process)
+    let pid = process.processIdentifier
+    runningServers.withLock { $0.append(pid) }
+}
+
 /// A real `transcoderd serve` child process on 127.0.0.1 with a fresh data directory and a free port.
 public final class TestServer: @unchecked Sendable {
     // @unchecked: the fields are set in init and only read afterwards; the process handle is thread-safe.
@@ -30,7 +43,6 @@ public final class TestServer: @unchecked Sendable {
         self.data = try data ?? Media.scratch().appendingPathComponent("data")
         let folder = self.data.deletingLastPathComponent()
         logPath = folder.appendingPathComponent("server-\(UUID().uuidString.prefix(6)).log").path
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let command = [Binary.path, "serve", "--data", self.data.path, "--port", "0"] + arguments
         wrapped = !wrapper.isEmpty
         if let program = wrapper.first {
@@ -41,13 +53,7 @@ public final class TestServer: @unchecked Sendable {
             process.arguments = Array(command.dropFirst())
         }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardInput = FileHandle.nullDevice
-        _ = killRunningServersAtExit
-        try Shell.launch(process)
-        let pid = process.processIdentifier
-        runningServers.withLock { $0.append(pid) }
+        try launchTracked(process, logPath: logPath)
         var found: Int?
         let deadline = Date().addingTimeInterval(20)
         while found == nil && Date() < deadline && process.isRunning {

@@ -9,16 +9,9 @@ public final class WorkerNode: @unchecked Sendable {
     /// Starts `work --data DATA --store STORE` with `arguments` added and waits until it says it is ready.
     public init(data: URL, store: String, _ arguments: [String] = []) throws {
         logPath = data.deletingLastPathComponent().appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).log").path
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: Binary.path)
         process.arguments = ["work", "--data", data.path, "--store", store] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardInput = FileHandle.nullDevice
-        _ = killRunningServersAtExit
-        try Shell.launch(process)
-        let pid = process.processIdentifier
-        runningServers.withLock { $0.append(pid) }
+        try launchTracked(process, logPath: logPath)
         let ready = eventually(30) { !process.isRunning || log.contains("\"worker node ready\"") }
         guard ready, process.isRunning else {
             kill()
