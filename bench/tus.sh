@@ -24,8 +24,10 @@ ffmpeg -v error -y -f lavfi -i testsrc2=s=1920x1080:r=30:d=10 -f lavfi -i sine=d
 ffmpeg -v error -y -stream_loop -1 -i "$work/loop.ts" -c copy -fs $((mib * 1024 * 1024)) -f mpegts "$work/big.ts"
 size=$(stat -c %s "$work/big.ts")
 now() { date +%s.%N; }
+# Each timed run starts with the disk quiet: the previous run's deleted gigabyte is not still being written back.
 plain() {
   local start id
+  sync
   start=$(now)
   id=$(curl -sf -T "$work/big.ts" "http://127.0.0.1:$port/v1/uploads/big.ts" | jq -r .id)
   awk "BEGIN {print $(now) - $start}"
@@ -33,6 +35,7 @@ plain() {
 }
 tus() {
   local start url
+  sync
   start=$(now)
   url=$(.venv/bin/python -c '
 import sys
@@ -46,6 +49,7 @@ print(u.url)' "http://127.0.0.1:$port/v1/tus" "$work/big.ts")
 }
 tus_lean() {
   local start id
+  sync
   start=$(now)
   id=$(python3 bench/tus_sendfile.py 127.0.0.1 $port "$work/big.ts" $((8 << 20)))
   awk "BEGIN {print $(now) - $start}"
