@@ -53,6 +53,8 @@ public struct Job: Sendable, Codable, Equatable {
     /// Set when the stored settings no longer decode (written by another version of transcoderd, or edited by hand):
     /// the job then fails with `invalid_settings` instead of running with other settings.
     public var unreadableSettings: UnreadableSettings?
+    /// The job's own webhook, if it has one.
+    public var webhook: WebhookTarget?
 
     /// The folder or file a succeeded job's output is: the folder its main file is in, or, for a job from before
     /// outputs were folders, the file itself.

@@ -18,6 +18,8 @@ public final class JobEvents: Sendable {
     private struct State {
         var subscribers: [String: [UInt64: Handler]] = [:]
         var nextKey: UInt64 = 0
+        /// Told of every state change, here or (when heard of) on another node: the webhook dispatcher's wake-up.
+        var changeWatchers: [@Sendable () -> Void] = []
     }
 
     private let state = LockedValue(State())
@@ -49,8 +51,19 @@ public final class JobEvents: Sendable {
     /// Number of live subscriptions, over all jobs.
     public var count: Int { state.withLock { $0.subscribers.values.reduce(0) { $0 + $1.count } } }
 
+    /// Calls `handler` (quick, on the publishing thread) whenever some job changed state.
+    public func watchChanges(_ handler: @escaping @Sendable () -> Void) {
+        state.withLock { $0.changeWatchers.append(handler) }
+    }
+
     func publish(_ jobID: String, _ event: JobEvent) {
         let handlers = state.withLock { Array(($0.subscribers[jobID] ?? [:]).values) }
         for handler in handlers { handler(event) }
+        if case .state = event { changed() }
+    }
+
+    /// Tells the change watchers that some job changed.
+    func changed() {
+        for watcher in state.withLock({ $0.changeWatchers }) { watcher() }
     }
 }

@@ -161,6 +161,7 @@ public final class JobQueue: Sendable {
                 }
             }
         case .changed(let id):
+            events.changed()
             relay(id)
         case .reconnected:
             jobQueued()

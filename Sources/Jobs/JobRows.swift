@@ -66,8 +66,28 @@ struct JobRows: Sendable {
         job.leaseToken = row["lease_token"].int ?? 0
         job.leaseExpiresAt = row["lease_expires_at"].double
         job.unreadableSettings = settings.unreadable
+        job.webhook = Self.target(row)
         return job
     }
+
+    /// The columns a new job's webhooks set.
+    static func webhookColumns(_ webhooks: JobWebhooks) -> [(String, SQLValue)] {
+        [
+            ("webhook_url", webhooks.target.map { .text($0.url) } ?? .null),
+            ("webhook_events", webhooks.target.map { .text($0.events.map(\.rawValue).joined(separator: ",")) } ?? .null),
+            ("server_webhook_url", webhooks.serverURL.map(SQLValue.text) ?? .null),
+        ]
+    }
+
+    /// A job's own webhook as stored.
+    static func target(_ row: Row) -> WebhookTarget? {
+        guard let url = row["webhook_url"].string else { return nil }
+        var target = WebhookTarget(url: url, events: (row["webhook_events"].string ?? "").split(separator: ",")
+            .compactMap { WebhookEvent(rawValue: String($0)) })
+        target.disabled = row["webhook_disabled"].int == 1
+        return target
+    }
+
 
     /// A page cursor: the last job's creation time (the bits of the Double, 16 hex digits) and its id, e.g.
     /// `41d9b5a1c2f3e4d5-9b2f6c1e-8a59-4f0e-9d0c-3f1f2a7e5b11`. Any string of that form is a valid cursor.

@@ -1,3 +1,4 @@
+import Foundation
 import Pipeline
 
 /// Where jobs and uploads are kept: a SQLite file for one machine (`SQLiteJobStore`), or a PostgreSQL database that
@@ -32,8 +33,9 @@ public protocol JobStore: AnyObject, Sendable {
 
     // MARK: Jobs for the API
 
-    /// Queues a new job on an existing upload (`upload_not_found`, `watermark_not_found` otherwise).
-    func createJob(input: String, settings: TranscodeSettings, priority: Int) throws(StoreError) -> Job
+    /// Queues a new job on an existing upload (`upload_not_found`, `watermark_not_found` otherwise); its state
+    /// changes go to `webhooks`.
+    func createJob(input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job
     func job(id: String) throws(StoreError) -> Job?
     /// When the job last changed (seconds since 1970), or nil if there is no such job: a cheap check for caches.
     func lastUpdate(of id: String) throws(StoreError) -> Double?
@@ -48,7 +50,8 @@ public protocol JobStore: AnyObject, Sendable {
     func requestCancel(id: String) throws(StoreError) -> Bool
     /// Deletes a job's row (its files are the caller's to remove).
     func deleteJob(id: String) throws(StoreError)
-    /// Finished jobs (succeeded, failed, canceled) that ended before `time` (seconds since 1970), oldest first.
+    /// Finished jobs (succeeded, failed, canceled) that ended before `time` (seconds since 1970), oldest first; not
+    /// those with webhook deliveries still pending (retention waits for them).
     func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job]
 
     // MARK: Jobs for workers
@@ -71,6 +74,20 @@ public protocol JobStore: AnyObject, Sendable {
     /// running → queued without counting an attempt: the worker is shutting down and another start runs it.
     func requeue(_ lease: Lease) throws(StoreError) -> Job
 
+    // MARK: Webhooks (the outbox: rows written with the state changes they announce)
+
+    /// Claims due deliveries (each the earliest pending one of its job and URL) for `claimSeconds`.
+    func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery]
+    /// Records how a claimed attempt went (nothing, if its claim was taken over meanwhile); `payload` is the body
+    /// sent, kept for the retries.
+    func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError)
+    /// A job's deliveries, oldest first.
+    func deliveries(jobID: String) throws(StoreError) -> [WebhookDelivery]
+    /// Makes a delivery pending again, due now; nil when the job has none with that id.
+    func redeliver(jobID: String, deliveryID: String) throws(StoreError) -> WebhookDelivery?
+    /// Deliveries in each state.
+    func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int]
+
     // MARK: Recovery and sweeps
 
     /// Every job left running goes back to the queue with one more attempt, or fails with `worker_crashed` once
@@ -91,8 +108,8 @@ public protocol JobStore: AnyObject, Sendable {
 }
 
 extension JobStore {
-    public func createJob(input: String, settings: TranscodeSettings) throws(StoreError) -> Job {
-        try createJob(input: input, settings: settings, priority: 0)
+    public func createJob(input: String, settings: TranscodeSettings, priority: Int = 0) throws(StoreError) -> Job {
+        try createJob(input: input, settings: settings, priority: priority, webhooks: JobWebhooks())
     }
 
     public func jobs(state: JobState? = nil, limit: Int = 50, cursor: String? = nil) throws(StoreError) -> (jobs: [Job], next: String?) {

@@ -1,5 +1,6 @@
 import Foundation
 import Jobs
+import Outbound
 import Pipeline
 
 /// The JSON shapes of the API (see openapi.yaml); times are ISO 8601 strings.
@@ -106,6 +107,7 @@ enum APIModels {
         let createdAt: String
         let startedAt: String?
         let finishedAt: String?
+        let webhook: WebhookResource?
 
         init(_ job: Job, upload: Upload?, live: TranscodeProgress?) {
             id = job.id
@@ -124,6 +126,7 @@ enum APIModels {
             createdAt = timestamp(job.createdAt)
             startedAt = job.startedAt.map(timestamp)
             finishedAt = job.finishedAt.map(timestamp)
+            webhook = job.webhook.map { WebhookResource(url: RedactedURL.text($0.url), events: $0.events.map(\.rawValue), disabled: $0.disabled) }
         }
 
         /// Every key is always present; absent values are null.
@@ -141,11 +144,73 @@ enum APIModels {
             try container.encode(createdAt, forKey: .createdAt)
             try container.encode(startedAt, forKey: .startedAt)
             try container.encode(finishedAt, forKey: .finishedAt)
+            try container.encode(webhook, forKey: .webhook)
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, state, progress, settings, input, output, error, attempts, priority, createdAt, startedAt, finishedAt
+            case id, state, progress, settings, input, output, error, attempts, priority, createdAt, startedAt, finishedAt, webhook
         }
+    }
+
+    /// A job's own webhook, its URL with credentials redacted.
+    struct WebhookResource: Encodable {
+        let url: String
+        let events: [String]
+        /// The URL answered 410 Gone: nothing more is sent to it.
+        let disabled: Bool
+    }
+
+    /// One event on its way to one URL, as `GET /v1/jobs/{id}/webhooks` lists it.
+    struct DeliveryResource: Encodable {
+        let id: String
+        let event: String
+        let url: String
+        /// `job` (the job's own webhook) or `server` (`--webhook-url`).
+        let scope: String
+        let state: String
+        let attempts: Int
+        let lastStatus: Int?
+        let lastError: String?
+        let nextAttemptAt: String?
+        let createdAt: String
+        let deliveredAt: String?
+
+        init(_ delivery: WebhookDelivery) {
+            id = delivery.id
+            event = delivery.event
+            url = RedactedURL.text(delivery.url)
+            scope = delivery.scope.rawValue
+            state = delivery.state.rawValue
+            attempts = delivery.attempts
+            lastStatus = delivery.lastStatus
+            lastError = delivery.lastError
+            nextAttemptAt = delivery.state == .pending ? timestamp(delivery.nextAttemptAt) : nil
+            createdAt = timestamp(delivery.createdAt)
+            deliveredAt = delivery.deliveredAt.map(timestamp)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(event, forKey: .event)
+            try container.encode(url, forKey: .url)
+            try container.encode(scope, forKey: .scope)
+            try container.encode(state, forKey: .state)
+            try container.encode(attempts, forKey: .attempts)
+            try container.encode(lastStatus, forKey: .lastStatus)
+            try container.encode(lastError, forKey: .lastError)
+            try container.encode(nextAttemptAt, forKey: .nextAttemptAt)
+            try container.encode(createdAt, forKey: .createdAt)
+            try container.encode(deliveredAt, forKey: .deliveredAt)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, event, url, scope, state, attempts, lastStatus, lastError, nextAttemptAt, createdAt, deliveredAt
+        }
+    }
+
+    struct DeliveryList: Encodable {
+        let deliveries: [DeliveryResource]
     }
 
     struct JobPage: Encodable {

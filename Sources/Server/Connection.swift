@@ -308,6 +308,10 @@ final class Connection {
         case .upload:
             return try makeFile()
         case .uploadOrMultipart:
+            // JSON names a URL to fetch the upload from: a small body held in memory.
+            if contentType.lowercased().hasPrefix("application/json") {
+                return DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
+            }
             return multipart ? try makeMultipart([]) : try makeFile()
         case .jsonOrMultipart(let fields):
             return multipart ? try makeMultipart(fields) : DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
@@ -342,7 +346,7 @@ final class Connection {
         }
         let token = self.token
         let eventLoop = loop.eventLoop
-        let pool = route.pool == .waiting ? loop.pools.waits : Self.carriesFile(body) ? loop.pools.probes : loop.pools.handlers
+        let pool = route.pool == .waiting ? loop.pools.waits : Self.carriesFile(body, route.body) ? loop.pools.probes : loop.pools.handlers
         let holder = SinkHolder(sink)
         pool.submit {
             var response: Response
@@ -361,9 +365,10 @@ final class Connection {
         }
     }
 
-    private static func carriesFile(_ body: Request.Body) -> Bool {
-        switch body {
-        case .file, .multipart(_?, _): true
+    /// Whether the handler ends up with media to probe: a file in the body, or a URL it fetches one from.
+    private static func carriesFile(_ body: Request.Body, _ kind: Router.BodyKind) -> Bool {
+        switch (body, kind) {
+        case (.file, _), (.multipart(_?, _), _), (.data, .uploadOrMultipart): true
         default: false
         }
     }

@@ -2,7 +2,8 @@ import Jobs
 
 /// The `/metrics` page in Prometheus' text format (version 0.0.4).
 public enum Prometheus {
-    public static func render(server: ServerMetrics?, queue: JobQueue) -> String {
+    /// `webhookAttempts`: this process's webhook attempts by outcome.
+    public static func render(server: ServerMetrics?, queue: JobQueue, webhookAttempts: [String: Int] = [:]) -> String {
         var lines: [String] = []
         func family(_ name: String, _ type: String, _ help: String) {
             lines.append("# HELP \(name) \(help)")
@@ -15,6 +16,15 @@ public enum Prometheus {
         lines.append("transcoderd_queue_depth \(counts[.queued] ?? 0)")
         family("transcoderd_jobs_running", "gauge", "Jobs running in this process.")
         lines.append("transcoderd_jobs_running \(queue.runningCount)")
+        let deliveries = (try? queue.store.deliveryCounts()) ?? [:]
+        family("transcoderd_webhook_deliveries", "gauge", "Webhook deliveries in the store by state (pending: the webhook queue's depth).")
+        for state in ["pending", "delivered", "failed", "disabled"] {
+            lines.append("transcoderd_webhook_deliveries{state=\"\(state)\"} \(WebhookDelivery.State(rawValue: state).flatMap { deliveries[$0] } ?? 0)")
+        }
+        family("transcoderd_webhook_attempts_total", "counter", "Webhook attempts made by this process, by outcome.")
+        for outcome in ["delivered", "retry", "failed", "disabled"] {
+            lines.append("transcoderd_webhook_attempts_total{outcome=\"\(outcome)\"} \(webhookAttempts[outcome] ?? 0)")
+        }
         let stats = queue.statistics
         family("transcoderd_jobs_finished_total", "counter", "Jobs finished by this process, by result.")
         for (result, count) in stats.finished.sorted(by: { $0.key < $1.key }) {

@@ -1,9 +1,11 @@
+import Crypto
 import Logging
 import Foundation
 import Glibc
 import Jobs
 import Pipeline
 import Locks
+import Outbound
 
 /// The transcoderd API: uploads, jobs, live progress, downloads, presets and health. Handlers run on the server's
 /// fixed pools (they block on SQLite and on probing uploads), never on an event loop.
@@ -31,11 +33,17 @@ public final class TranscoderAPI: Sendable {
     /// Resumable uploads (tus), kept in the data directory's `tus/` until complete.
     let tusUploads: TusUploads
     let maxUploadBytes: Int64
+    /// Downloads inputs given by URL (`POST /v1/uploads` with `{"url": …}`), under the outbound address policy.
+    let fetcher: URLFetcher
+    /// `--webhook-url`: every job accepted here also announces its state changes there.
+    let serverWebhookURL: String?
 
     public init(queue: JobQueue, prober: any MediaProber, logger: Logger, cors: CORSPolicy = CORSPolicy(nil),
                 tusExpiryHours: Double = 24, maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024,
-                metricsText: @escaping @Sendable () -> String = { "" }) {
+                fetcher: URLFetcher? = nil, serverWebhookURL: String? = nil, metricsText: @escaping @Sendable () -> String = { "" }) {
         self.cors = cors
+        self.serverWebhookURL = serverWebhookURL
+        self.fetcher = fetcher ?? URLFetcher(policy: AddressPolicy(), maxBytes: maxUploadBytes)
         tusUploads = TusUploads(directory: queue.directory, expiryHours: tusExpiryHours)
         // The first digest of a process loads OpenSSL's configuration file: here, not on an event loop (a tus
         // request makes its digests there).
@@ -63,7 +71,7 @@ public final class TranscoderAPI: Sendable {
             .init("PUT", "/v1/uploads/{filename}", body: .upload) { [self] request throws(HTTPError) in try createUpload(request) },
             .init("GET", "/v1/uploads/{id}") { [self] request throws(HTTPError) in .json(APIModels.UploadResource(try upload(request))) },
             .init("DELETE", "/v1/uploads/{id}") { [self] request throws(HTTPError) in try deleteUpload(request) },
-            .init("POST", "/v1/jobs", body: .jsonOrMultipart(fields: ["settings", "priority"])) { [self] request throws(HTTPError) in try createJob(request) },
+            .init("POST", "/v1/jobs", body: .jsonOrMultipart(fields: ["settings", "priority", "webhook"])) { [self] request throws(HTTPError) in try createJob(request) },
             .init("GET", "/v1/jobs") { [self] request throws(HTTPError) in try listJobs(request) },
             .init("GET", "/v1/jobs/{id}", quickAnswer: { [self] request in cachedJobJSON(request) }) { [self] request throws(HTTPError) in
                 try jobJSON(request)
@@ -76,6 +84,8 @@ public final class TranscoderAPI: Sendable {
                 try withCORS(request) { () throws(HTTPError) in try outputFile(request) }
             },
             .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
+            .init("GET", "/v1/jobs/{id}/webhooks") { [self] request throws(HTTPError) in try deliveries(request) },
+            .init("POST", "/v1/jobs/{id}/webhooks/{delivery}/redeliver") { [self] request throws(HTTPError) in try redeliver(request) },
         ]
         routes += tus.routes
         if cors.isEnabled {
@@ -127,13 +137,52 @@ public final class TranscoderAPI: Sendable {
             file = try body.complete()
         case .multipart(nil, _):
             throw HTTPError(.badRequest, "missing_file", "The multipart body needs a part named file (curl -F file=@in.mov).")
+        case .data(let data):
+            file = try fetch(try Self.urlField(data))
         default:
             throw HTTPError(.badRequest, "missing_file", "Send the media as the request body or as a multipart part named file.")
         }
-        let upload = try store(file)
+        let upload: Upload
+        do {
+            upload = try store(file)
+        } catch {
+            // A request body's temporary goes after the answer; a download's is this handler's own.
+            if case .data = request.body { unlink(file.path) }
+            throw error
+        }
         var headers = HTTPHeaders()
         headers.set("Location", "/v1/uploads/\(upload.id)")
         return .json(APIModels.UploadResource(upload), status: .created, headers: headers)
+    }
+
+    /// `{"url": "http(s)://…"}`, the only key of a request to fetch an upload.
+    private static func urlField(_ data: Data) throws(HTTPError) -> String {
+        let object = try jsonObject(data)
+        if let unknown = object.keys.sorted().first(where: { $0 != "url" }) {
+            throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected url.")
+        }
+        guard case .string(let url)? = object["url"], !url.isEmpty else {
+            throw HTTPError(.badRequest, "invalid_request", "url: expected the http or https URL of the media (a string).")
+        }
+        return url
+    }
+
+    /// Downloads `url` into a temporary upload file (named like a request body's, so a crash leaves nothing the
+    /// next start does not delete); refusals are 422 with the fetcher's code.
+    private func fetch(_ url: String) throws(HTTPError) -> UploadedFile {
+        let path = directory.uploads.appendingPathComponent(".upload-fetch-\(UUID().uuidString.lowercased()).partial").path
+        let fetched: URLFetcher.Fetched
+        do {
+            fetched = try fetcher.fetch(url, to: path)
+        } catch where error.code == "storage_error" {
+            throw HTTPError(.internalServerError, error.code, error.message)
+        } catch {
+            logger.info("fetching an upload failed", ["url": .string(RedactedURL.text(url)), "code": .string(error.code)])
+            throw HTTPError(.unprocessableContent, error.code, error.message)
+        }
+        logger.info("upload fetched", ["url": .string(RedactedURL.text(url)), "bytes": .int(Int(fetched.size))])
+        return UploadedFile(path: path, size: fetched.size, sha256: fetched.sha256, filename: fetched.filename,
+                            contentType: fetched.contentType)
     }
 
     /// The tus endpoint, completing uploads and starting their jobs through this API's own paths.
@@ -150,7 +199,7 @@ public final class TranscoderAPI: Sendable {
         try checkWatermark(settings)
         let job: Job
         do {
-            job = try store.createJob(input: upload.id, settings: settings, priority: 0)
+            job = try store.createJob(input: upload.id, settings: settings, priority: 0, webhooks: JobWebhooks(serverURL: serverWebhookURL))
         } catch where error.code == "watermark_not_found" {
             throw HTTPError(.unprocessableContent, "invalid_settings", "settings.filters.video.watermark.upload: \(error.message)")
         } catch {
@@ -256,6 +305,7 @@ public final class TranscoderAPI: Sendable {
     private func createJob(_ request: Request) throws(HTTPError) -> Response {
         let settings: TranscodeSettings
         var priority = 0
+        var webhook: WebhookTarget?
         let input: Upload
         var stored: Upload?
         switch request.body {
@@ -265,9 +315,10 @@ public final class TranscoderAPI: Sendable {
                                 "Send application/json, or multipart/form-data with a file part.")
             }
             let object = try Self.jsonObject(data)
-            if let unknown = object.keys.sorted().first(where: { !["input", "settings", "priority"].contains($0) }) {
-                throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected input, settings, priority.")
+            if let unknown = object.keys.sorted().first(where: { !["input", "settings", "priority", "webhook"].contains($0) }) {
+                throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected input, settings, priority, webhook.")
             }
+            webhook = try object["webhook"].map { value throws(HTTPError) in try webhookTarget(value) }
             guard case .string(let id)? = object["input"] else {
                 throw HTTPError(.badRequest, "invalid_request", "input: expected the id of an upload (a string).")
             }
@@ -287,6 +338,7 @@ public final class TranscoderAPI: Sendable {
             if let text = fields["priority"] {
                 priority = try Self.priority(.integer(Int64(String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespaces)) ?? .max))
             }
+            if let data = fields["webhook"] { webhook = try webhookTarget(try Self.jsonValue(data, key: "webhook")) }
             // Everything that can refuse the request is checked before the file is kept.
             try checkWatermark(settings)
             input = try store(try file.complete())
@@ -296,7 +348,8 @@ public final class TranscoderAPI: Sendable {
         }
         let job: Job
         do {
-            job = try store.createJob(input: input.id, settings: settings, priority: priority)
+            job = try store.createJob(input: input.id, settings: settings, priority: priority,
+                                      webhooks: JobWebhooks(target: webhook, serverURL: serverWebhookURL))
         } catch {
             if let stored { discardUpload(stored) }
             switch error.code {
@@ -313,6 +366,65 @@ public final class TranscoderAPI: Sendable {
         var headers = HTTPHeaders()
         headers.set("Location", "/v1/jobs/\(job.id)")
         return .json(resource(job, upload: input), status: .created, headers: headers)
+    }
+
+    /// `"webhook": {"url": "https://…", "events": [...]}` (events: by default how the job ends). A URL whose host is
+    /// an address the outbound policy refuses is refused now; names are checked when a delivery connects.
+    private func webhookTarget(_ value: JSONValue) throws(HTTPError) -> WebhookTarget {
+        guard case .object(let object) = value else {
+            throw HTTPError(.badRequest, "invalid_request", "webhook: expected an object with url and events.")
+        }
+        if let unknown = object.keys.sorted().first(where: { !["url", "events"].contains($0) }) {
+            throw HTTPError(.badRequest, "invalid_request", "webhook.\(unknown): unknown key; expected url, events.")
+        }
+        guard case .string(let url)? = object["url"], WebhookTarget.isValidURL(url) else {
+            throw HTTPError(.badRequest, "invalid_request", "webhook.url: expected an http or https URL of at most 2048 bytes.")
+        }
+        if let host = URLComponents(string: url)?.host, let address = IPAddress(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))),
+           let kind = fetcher.policy.refusal(of: address) {
+            throw HTTPError(.unprocessableContent, "url_not_allowed",
+                            "webhook.url: \(address) is a \(kind) address, which this server does not connect to (--allow-private-urls can allow it).")
+        }
+        var events = WebhookEvent.terminal
+        if let given = object["events"] {
+            let names = WebhookEvent.allCases.map(\.rawValue).joined(separator: ", ")
+            guard case .array(let items) = given, !items.isEmpty else {
+                throw HTTPError(.badRequest, "invalid_request", "webhook.events: expected a non-empty list of \(names).")
+            }
+            events = []
+            for (index, item) in items.enumerated() {
+                guard case .string(let name) = item, let event = WebhookEvent(rawValue: name) else {
+                    throw HTTPError(.badRequest, "invalid_request", "webhook.events[\(index)]: expected one of \(names).")
+                }
+                if !events.contains(event) { events.append(event) }
+            }
+        }
+        return WebhookTarget(url: url, events: events)
+    }
+
+    /// `GET /v1/jobs/{id}/webhooks`: the job's deliveries, oldest first.
+    private func deliveries(_ request: Request) throws(HTTPError) -> Response {
+        let job = try job(request)
+        let found = try Self.fromStore { () throws(StoreError) in try store.deliveries(jobID: job.id) }
+        return .json(APIModels.DeliveryList(deliveries: found.map(APIModels.DeliveryResource.init)))
+    }
+
+    /// `POST /v1/jobs/{id}/webhooks/{delivery}/redeliver`: sends a delivery again, whatever became of it.
+    private func redeliver(_ request: Request) throws(HTTPError) -> Response {
+        let job = try job(request)
+        let id = request.parameters["delivery"] ?? ""
+        let found = try Self.fromStore { () throws(StoreError) in try store.redeliver(jobID: job.id, deliveryID: id) }
+        guard let found else {
+            throw HTTPError(.notFound, "delivery_not_found", "Job \(job.id) has no webhook delivery with the id \(id.prefix(64)).")
+        }
+        logger.info("webhook redelivery asked for", ["job_id": .string(job.id), "delivery": .string(found.id)])
+        return .json(APIModels.DeliveryResource(found), status: .accepted)
+    }
+
+    /// The job's JSON as `GET /v1/jobs/{id}` shows it (for webhook payloads), or nil when there is no such job.
+    public func jobData(id: String) -> Data? {
+        guard let job = try? store.job(id: id) else { return nil }
+        return JSON.encode(resource(job))
     }
 
     /// A watermark must name an upload that is a still image. What the settings name is judged after reading them,
@@ -343,6 +455,15 @@ public final class TranscoderAPI: Sendable {
     }
 
     /// A multipart `settings` field: JSON, or a bare preset name.
+    /// A multipart field that must hold JSON.
+    private static func jsonValue(_ data: Data, key: String) throws(HTTPError) -> JSONValue {
+        do {
+            return try JSONValue.parse(data)
+        } catch {
+            throw HTTPError(.badRequest, "invalid_json", "\(key): not valid JSON.")
+        }
+    }
+
     private static func settingsField(_ data: Data) -> JSONValue {
         if let value = try? JSONValue.parse(data) { return value }
         return .string(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))

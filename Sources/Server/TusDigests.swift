@@ -1,3 +1,4 @@
+import Crypto
 import Locks
 
 /// The running SHA-256 of each resumable upload this process is receiving, with the offset it covers: when the next

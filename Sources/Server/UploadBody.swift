@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// A request body the server writes to a temporary file as it arrives. The handler calls `complete()`, which waits

@@ -2,7 +2,9 @@ import Foundation
 import Isolation
 import Jobs
 import Logging
+import Outbound
 import Pipeline
+import Webhooks
 
 /// Settings of a long-running transcoderd (`serve`, `work`), from flags, then environment variables, then defaults.
 /// Parsed and validated once at start; invalid values stop start-up with one clear line.
@@ -30,6 +32,17 @@ struct Configuration: Sendable {
     var idleTimeout = 60.0
     var shutdownGrace = 30.0
     var logFormat = "json"
+    /// Addresses outbound requests (inputs by URL, webhooks) may reach besides public ones.
+    var outboundPolicy = AddressPolicy()
+    /// Seconds a download of an input by URL may take in all, and without a byte.
+    var fetchTimeout = 3600.0
+    var fetchStallTimeout = 30.0
+    /// Receives every job's events, besides a job's own webhook.
+    var webhookURL: String?
+    /// Signs webhooks; nil: the one kept in the data directory (made at first use).
+    var webhookSecret: WebhookSecret?
+    /// Multiplies the webhook retry schedule (tests run it in seconds).
+    var webhookRetryScale = 1.0
 
     /// The logger the options ask for (on stderr).
     var logger: Logger { Logger(format: logFormat == "text" ? .text : .json) }
@@ -182,6 +195,46 @@ struct Configuration: Sendable {
             config, value throws(UsageError) in
             config.maxAttempts = try integer(value, flag: "--max-attempts", range: 1...10)
         },
+        Option(flag: "--allow-private-urls", environment: "TRANSCODER_ALLOW_PRIVATE_URLS",
+               help: "CIDR blocks (comma-separated) that inputs by URL and webhooks may reach besides public addresses, e.g. 10.0.0.0/8; default none") {
+            config, value throws(UsageError) in
+            switch AddressPolicy.parse(value) {
+            case .success(let policy): config.outboundPolicy = policy
+            case .failure(let error): throw UsageError(message: "--allow-private-urls: expected CIDR blocks like 10.0.0.0/8, got \"\(error.entry)\"")
+            }
+        },
+        Option(flag: "--fetch-timeout", environment: "TRANSCODER_FETCH_TIMEOUT",
+               help: "seconds a download of an input by URL may take; default 3600") { config, value throws(UsageError) in
+            config.fetchTimeout = Double(try integer(value, flag: "--fetch-timeout", range: 1...86_400))
+        },
+        Option(flag: "--fetch-stall-timeout", environment: "TRANSCODER_FETCH_STALL_TIMEOUT",
+               help: "seconds a download of an input by URL may go without a byte; default 30") { config, value throws(UsageError) in
+            config.fetchStallTimeout = Double(try integer(value, flag: "--fetch-stall-timeout", range: 1...3600))
+        },
+        Option(flag: "--webhook-url", environment: "TRANSCODER_WEBHOOK_URL",
+               help: "http(s) URL that receives every job's events (job.running, job.succeeded, job.failed, job.canceled); default none") {
+            config, value throws(UsageError) in
+            guard value.isEmpty || WebhookTarget.isValidURL(value) else {
+                throw UsageError(message: "--webhook-url: expected an http or https URL, got \"\(RedactedURL.text(value))\"")
+            }
+            config.webhookURL = value.isEmpty ? nil : value
+        },
+        Option(flag: "--webhook-secret", environment: "TRANSCODER_WEBHOOK_SECRET",
+               help: "whsec_<base64 of 24-64 bytes> that signs webhooks (transcoderd webhook-secret prints a fresh one); default: one kept in the data directory") {
+            config, value throws(UsageError) in
+            guard value.isEmpty || WebhookSecret(value) != nil else {
+                throw UsageError(message: "--webhook-secret: expected whsec_ and the base64 of 24 to 64 bytes (transcoderd webhook-secret prints one)")
+            }
+            config.webhookSecret = WebhookSecret(value)
+        },
+        Option(flag: "--webhook-retry-scale", environment: "TRANSCODER_WEBHOOK_RETRY_SCALE",
+               help: "multiplies the webhook retry schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 24 h); default 1") {
+            config, value throws(UsageError) in
+            guard let scale = Double(value), scale > 0, scale <= 100 else {
+                throw UsageError(message: "--webhook-retry-scale: expected a number above 0 and at most 100, got \"\(value)\"")
+            }
+            config.webhookRetryScale = scale
+        },
         Option(flag: "--log-format", environment: "TRANSCODER_LOG_FORMAT", help: "json (one object per line) or text; default json") {
             config, value throws(UsageError) in
             guard value == "json" || value == "text" else { throw UsageError(message: "--log-format: expected json or text, got \"\(value)\"") }
@@ -292,5 +345,44 @@ struct Configuration: Sendable {
             return "  \(option.flag)\(gap)$\(option.environment)\n      \(option.help)"
         }
         .joined(separator: "\n")
+    }
+}
+
+extension Configuration {
+    /// How webhooks are sent: signed with `--webhook-secret`, or else with the secret kept in the data directory's
+    /// `webhook-secret` file (made, readable by the owner only, at the first start without the flag).
+    func webhookSettings(directory: DataDirectory) throws(StoreError) -> WebhookDispatcher.Settings {
+        let secret: WebhookSecret
+        if let webhookSecret {
+            secret = webhookSecret
+        } else {
+            let path = directory.root.appendingPathComponent("webhook-secret").path
+            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+                guard let kept = WebhookSecret(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                    throw StoreError(code: "invalid_webhook_secret", message: "\(path) does not hold a whsec_ secret; remove it or pass --webhook-secret.")
+                }
+                secret = kept
+            } else {
+                secret = WebhookSecret.generate()
+                let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                guard descriptor >= 0 else {
+                    throw StoreError(code: "storage_error", message: "Creating \(path) failed: \(String(cString: strerror(errno))).")
+                }
+                let bytes = Array((secret.text + "\n").utf8)
+                let written = write(descriptor, bytes, bytes.count)
+                fsync(descriptor)
+                close(descriptor)
+                guard written == bytes.count else {
+                    unlink(path)
+                    throw StoreError(code: "storage_error", message: "Writing \(path) failed.")
+                }
+            }
+        }
+        return WebhookDispatcher.Settings(secret: secret, policy: outboundPolicy, schedule: RetrySchedule(scale: webhookRetryScale))
+    }
+
+    /// Downloads inputs given by URL under the outbound policy and the upload limit.
+    var fetcher: URLFetcher {
+        URLFetcher(policy: outboundPolicy, maxBytes: maxUploadBytes, timeout: fetchTimeout, stallTimeout: fetchStallTimeout)
     }
 }

@@ -5,6 +5,8 @@ import Jobs
 import Pipeline
 import Server
 import Locks
+import Outbound
+import Webhooks
 
 /// `transcoderd serve`: the HTTP API and the job queue over one data directory.
 enum ServeCommand {
@@ -54,10 +56,20 @@ enum ServeCommand {
             serverConfig.handlerThreads = config.handlerThreads
             serverConfig.probeThreads = config.probeThreads
             let metricsBox = LockedValue<ServerMetrics?>(nil)
+            let dispatcherBox = LockedValue<WebhookDispatcher?>(nil)
             let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin),
-                                    tusExpiryHours: config.tusExpiryHours, maxUploadBytes: config.maxUploadBytes) {
-                Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue)
+                                    tusExpiryHours: config.tusExpiryHours, maxUploadBytes: config.maxUploadBytes,
+                                    fetcher: config.fetcher, serverWebhookURL: config.webhookURL) {
+                Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue,
+                                  webhookAttempts: dispatcherBox.withLock { $0?.attemptCounts } ?? [:])
             }
+            // The API nodes send webhooks: each job's JSON as the API shows it.
+            let dispatcher = WebhookDispatcher(store: queue.store, settings: try config.webhookSettings(directory: queue.directory),
+                                               logger: logger) { id in api.jobData(id: id) }
+            dispatcherBox.withLock { $0 = dispatcher }
+            queue.events.watchChanges { dispatcher.wake() }
+            dispatcher.start()
+            defer { dispatcher.stop() }
             let server: HTTPServer
             do {
                 server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,

@@ -16,6 +16,7 @@ enum Usage {
           transcoderd healthcheck        exit 0 if the local server answers /healthz (for containers)
           transcoderd presets            list the named presets and their settings
           transcoderd probe INPUT        print the tracks of a media file as JSON
+          transcoderd webhook-secret     print a fresh webhook signing secret (for --webhook-secret)
           transcoderd --version
 
         Run `transcoderd COMMAND --help` for a command's details.

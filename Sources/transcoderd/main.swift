@@ -1,5 +1,6 @@
 import Foundation
 import Pipeline
+import Webhooks
 
 // Entry point: dispatch on the subcommand; each command prints its own help with --help.
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -24,6 +25,10 @@ case "probe":
     exitCode = ProbeCommand.run(Array(arguments.dropFirst()))
 case "run-job":
     exitCode = RunJobCommand.run(Array(arguments.dropFirst()))
+case "webhook-secret":
+    // A fresh secret for --webhook-secret (and for the receivers that verify the signatures).
+    print(WebhookSecret.generate().text)
+    exitCode = 0
 case "--version", "version":
     print("transcoderd \(Usage.version)")
     exitCode = 0

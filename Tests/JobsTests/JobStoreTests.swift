@@ -295,6 +295,70 @@ import TestSupport
         let first = try #require(try fixture.store.job(id: madeSecond.id))
         #expect(try fixture.store.finishedJobs(before: first.finishedAt ?? 0).isEmpty)
     }
+
+    /// The outbox: every state change a webhook wants writes its delivery with it; claims hand out, per job and URL,
+    /// only the earliest pending one; an attempt whose claim was taken over records nothing.
+    @Test(arguments: backends) func stateChangesWriteTheirWebhookDeliveriesAndClaimsKeepTheirOrder(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let store = fixture.store
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let own = "http://hooks.example/job", server = "http://hooks.example/all"
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 100,
+                                      webhooks: JobWebhooks(target: WebhookTarget(url: own, events: [.running, .succeeded]), serverURL: server))
+        let stored = try store.job(id: job.id)
+        #expect(job.webhook?.url == own && stored?.webhook == WebhookTarget(url: own, events: [.running, .succeeded]))
+        #expect(try store.deliveries(jobID: job.id).isEmpty, "queued is no event")
+        let lease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        #expect(lease.jobID == job.id)
+        _ = try store.markSucceeded(lease, outputPath: fixture.directory.outputs.path + "/x/output.mp4", size: 1, tracks: [], files: nil,
+                                    duration: 1, framesEncoded: 1, seconds: 1)
+        let written = try store.deliveries(jobID: job.id)
+        #expect(written.map { "\($0.scope.rawValue) \($0.event)" } == ["job job.running", "server job.running", "job job.succeeded", "server job.succeeded"])
+        #expect(Set(written.map(\.id)).count == 4 && written.allSatisfy { $0.id.hasPrefix("msg_") && $0.id.count == 36 && $0.state == .pending })
+
+        // Only the first of each URL's deliveries is due; a claimed one is not handed out twice.
+        let first = try store.claimDeliveries(limit: 10, claimSeconds: 60)
+        #expect(first.map(\.event) == ["job.running", "job.running"] && first.allSatisfy { $0.attempts == 1 })
+        #expect(try store.claimDeliveries(limit: 10, claimSeconds: 60).isEmpty)
+        let ownRunning = try #require(first.first { $0.scope == .job }), serverRunning = try #require(first.first { $0.scope == .server })
+        try store.finishDelivery(ownRunning, .delivered(status: 204), payload: Data("{\"a\":1}".utf8))
+        try store.finishDelivery(serverRunning, .retry(at: Date().timeIntervalSince1970 - 1, status: 500, error: "The URL answered 500."),
+                                 payload: Data("{\"b\":1}".utf8))
+        let second = try store.claimDeliveries(limit: 10, claimSeconds: 60)
+        #expect(Set(second.map { "\($0.scope.rawValue) \($0.event)" }) == ["job job.succeeded", "server job.running"])
+        let retried = try #require(second.first { $0.scope == .server })
+        #expect(retried.attempts == 2 && retried.payload == Data("{\"b\":1}".utf8) && retried.lastStatus == 500)
+        // The first claim's attempt reports late: its claim was taken over, so nothing changes.
+        try store.finishDelivery(serverRunning, .delivered(status: 200), payload: Data())
+        #expect(try store.deliveries(jobID: job.id).first { $0.id == serverRunning.id }?.state == .pending)
+        // 410 from the job's own URL: that delivery and the job's webhook are off.
+        let ownSucceeded = try #require(second.first { $0.scope == .job })
+        try store.finishDelivery(ownSucceeded, .disabled(status: 410), payload: Data("{}".utf8))
+        #expect(try store.job(id: job.id)?.webhook?.disabled == true)
+        #expect(try store.deliveries(jobID: job.id).first { $0.id == ownSucceeded.id }?.state == .disabled)
+        try store.finishDelivery(retried, .failed(status: 500, error: "No attempts are left."), payload: Data())
+        let counts = try store.deliveryCounts()
+        #expect(counts[.delivered] == 1 && counts[.disabled] == 1 && counts[.failed] == 1 && counts[.pending] == 1)
+
+        // Retention waits while a delivery is pending; a redelivery makes one pending again, due now.
+        let later = Date().timeIntervalSince1970 + 60
+        #expect(!(try store.finishedJobs(before: later).map(\.id).contains(job.id)))
+        let serverSucceeded = try #require(try store.claimDeliveries(limit: 10, claimSeconds: 60).first)
+        try store.finishDelivery(serverSucceeded, .delivered(status: 200), payload: Data("{}".utf8))
+        #expect(try store.finishedJobs(before: later).map(\.id).contains(job.id))
+        let again = try #require(try store.redeliver(jobID: job.id, deliveryID: ownRunning.id))
+        #expect(again.state == .pending && again.id == ownRunning.id && again.payload == Data("{\"a\":1}".utf8))
+        #expect(try store.redeliver(jobID: job.id, deliveryID: "msg_nope") == nil)
+        #expect(try store.claimDeliveries(limit: 10, claimSeconds: 60).map(\.id) == [ownRunning.id])
+
+        // A canceled queued job with the default events: one delivery; deleting the job deletes its deliveries.
+        let canceled = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0,
+                                           webhooks: JobWebhooks(target: WebhookTarget(url: own)))
+        _ = try store.cancelQueued(id: canceled.id)
+        #expect(try store.deliveries(jobID: canceled.id).map(\.event) == ["job.canceled"])
+        try store.deleteJob(id: canceled.id)
+        #expect(try store.deliveries(jobID: canceled.id).isEmpty)
+    }
 }
 
 /// What only the SQLite file does: its schema steps, its generation counter, its transactions.

@@ -11,7 +11,7 @@ import Glibc
 ///
 /// Thread-safe: a small pool of connections, each used by one thread at a time; a lost connection is made again
 /// with backoff, and meanwhile calls fail with `store_unavailable`. Methods block: call them from worker threads.
-public final class PostgresJobStore: JobStore {
+public final class PostgresJobStore: JobStore, RowRunning {
     private let pool: PostgresPool
     private let rows: JobRows
     private let reads = Atomic<Int64>(0)
@@ -88,17 +88,19 @@ public final class PostgresJobStore: JobStore {
 
     // MARK: Jobs for the API
 
-    public func createJob(input: String, settings: TranscodeSettings, priority: Int) throws(StoreError) -> Job {
+    public func createJob(input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job {
+        let hooks = JobRows.webhookColumns(webhooks)
         guard try !query("SELECT 1 FROM uploads WHERE id = ?", [.text(input)]).isEmpty else {
             throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).")
         }
         let watermark = settings.filters?.video?.watermark?.upload
         do throws(StoreError) {
             let row = try query("""
-                INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at)
-                VALUES (?, 'queued', ?, ?, ?, 1, ?, \(Self.now), \(Self.now)) RETURNING *
+                INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at,
+                    \(hooks.map(\.0).joined(separator: ", ")))
+                VALUES (?, 'queued', ?, ?, ?, 1, ?, \(Self.now), \(Self.now), ?, ?, ?) RETURNING *
                 """, [.text(UUID().uuidString.lowercased()), .text(JobRows.json(settings)), .text(input),
-                      watermark.map(SQLValue.text) ?? .null, .integer(Int64(priority))]).first
+                      watermark.map(SQLValue.text) ?? .null, .integer(Int64(priority))] + hooks.map(\.1)).first
             guard let row else { throw StoreError(code: "postgres_error", message: "PostgreSQL returned no row for the new job.") }
             return rows.job(row)
         } catch where error.isStillReferenced && watermark != nil {
@@ -153,15 +155,40 @@ public final class PostgresJobStore: JobStore {
     }
 
     public func deleteJob(id: String) throws(StoreError) {
-        try query("DELETE FROM jobs WHERE id = ?", [.text(id)])
+        try query("WITH gone AS (DELETE FROM webhook_deliveries WHERE job_id = ?) DELETE FROM jobs WHERE id = ?", [.text(id), .text(id)])
     }
 
     public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job] {
         try query("""
             SELECT * FROM jobs WHERE state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
+                AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
             ORDER BY finished_at LIMIT ?
             """, [.real(time), .integer(Int64(limit))]).map(rows.job)
     }
+
+    // MARK: Webhooks
+
+    private var webhookRows: WebhookRows<PostgresJobStore> {
+        WebhookRows(store: self, now: { Self.now }, skipLocked: "FOR UPDATE SKIP LOCKED")
+    }
+
+    public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
+        try webhookRows.claim(limit: limit, claimSeconds: claimSeconds)
+    }
+
+    public func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError) {
+        try webhookRows.finish(delivery, outcome, payload: payload)
+    }
+
+    public func deliveries(jobID: String) throws(StoreError) -> [WebhookDelivery] { try webhookRows.deliveries(of: jobID) }
+
+    public func redeliver(jobID: String, deliveryID: String) throws(StoreError) -> WebhookDelivery? {
+        try webhookRows.redeliver(jobID: jobID, id: deliveryID)
+    }
+
+    public func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int] { try webhookRows.counts() }
+
+    func rows(_ sql: String, _ arguments: [SQLValue]) throws(StoreError) -> [Row] { try query(sql, arguments) }
 
     // MARK: Jobs for workers
 

@@ -82,6 +82,52 @@ enum PostgresMigrations {
         CREATE TRIGGER jobs_announce AFTER INSERT OR UPDATE ON jobs
             FOR EACH ROW EXECUTE FUNCTION transcoderd_announce();
         """,
+        // 2: webhooks, as in SQLite's step 6: the job's own webhook and the accepting node's server-wide URL, and a
+        // delivery row added by a trigger in the transaction of every state change a webhook wants (the outbox).
+        """
+        ALTER TABLE jobs ADD COLUMN webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_events TEXT;
+        ALTER TABLE jobs ADD COLUMN server_webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_disabled BOOLEAN NOT NULL DEFAULT false;
+        CREATE TABLE webhook_deliveries (
+            seq BIGSERIAL PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            job_id TEXT NOT NULL,
+            event TEXT NOT NULL,
+            url TEXT NOT NULL,
+            scope TEXT NOT NULL CHECK (scope IN ('job', 'server')),
+            created_at DOUBLE PRECISION NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed', 'disabled')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at DOUBLE PRECISION NOT NULL,
+            claimed_until DOUBLE PRECISION,
+            last_status INTEGER,
+            last_error TEXT,
+            payload TEXT,
+            delivered_at DOUBLE PRECISION
+        );
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+        CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, seq);
+        CREATE FUNCTION transcoderd_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.state IS DISTINCT FROM OLD.state AND NEW.state <> 'queued' THEN
+                IF NEW.webhook_url IS NOT NULL AND NOT NEW.webhook_disabled
+                    AND position(',job.' || NEW.state || ',' IN ',' || NEW.webhook_events || ',') > 0 THEN
+                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+                    VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), NEW.id, 'job.' || NEW.state, NEW.webhook_url,
+                            'job', NEW.updated_at, NEW.updated_at);
+                END IF;
+                IF NEW.server_webhook_url IS NOT NULL THEN
+                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+                    VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), NEW.id, 'job.' || NEW.state,
+                            NEW.server_webhook_url, 'server', NEW.updated_at, NEW.updated_at);
+                END IF;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
+            FOR EACH ROW EXECUTE FUNCTION transcoderd_webhooks();
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction per step.

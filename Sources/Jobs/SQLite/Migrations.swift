@@ -74,6 +74,47 @@ enum Migrations {
         ALTER TABLE jobs ADD COLUMN lease_expires_at REAL;
         ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
         """,
+        // 6: webhooks. A job's own webhook (URL and the events it wants) and the server-wide URL of the node that
+        // accepted it; every state change a webhook wants adds a delivery row in the same transaction (a trigger:
+        // the outbox), which a dispatcher sends at least once, in order per job and URL.
+        """
+        ALTER TABLE jobs ADD COLUMN webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_events TEXT;
+        ALTER TABLE jobs ADD COLUMN server_webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_disabled INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE webhook_deliveries (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            job_id TEXT NOT NULL,
+            event TEXT NOT NULL,
+            url TEXT NOT NULL,
+            scope TEXT NOT NULL CHECK (scope IN ('job', 'server')),
+            created_at REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed', 'disabled')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            claimed_until REAL,
+            last_status INTEGER,
+            last_error TEXT,
+            payload TEXT,
+            delivered_at REAL
+        );
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+        CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, seq);
+        CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
+        WHEN NEW.state <> OLD.state AND NEW.state <> 'queued'
+        BEGIN
+            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+            SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, NEW.webhook_url, 'job',
+                NEW.updated_at, NEW.updated_at
+            WHERE NEW.webhook_url IS NOT NULL AND NEW.webhook_disabled = 0
+                AND instr(',' || NEW.webhook_events || ',', ',job.' || NEW.state || ',') > 0;
+            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+            SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, NEW.server_webhook_url, 'server',
+                NEW.updated_at, NEW.updated_at
+            WHERE NEW.server_webhook_url IS NOT NULL;
+        END;
+        """,
     ]
 
     /// The step from which paths are stored relative to the data directory.

@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// Thread-safe: the connection is behind a mutex, and every method runs one short statement or transaction.
 /// Methods block (SQLite I/O); call them from worker threads, not from Swift's cooperative pool.
-public final class SQLiteJobStore: JobStore {
+public final class SQLiteJobStore: JobStore, RowRunning {
     private let database: LockedValue<Database>
     private let writes = Atomic<Int64>(0)
     private let rows: JobRows
@@ -88,10 +88,12 @@ public final class SQLiteJobStore: JobStore {
 
     // MARK: Jobs for the API
 
-    public func createJob(input: String, settings: TranscodeSettings, priority: Int) throws(StoreError) -> Job {
+    public func createJob(input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job {
         let now = Self.now()
-        let job = Job(id: UUID().uuidString.lowercased(), state: .queued, settings: settings, inputUpload: input,
+        var job = Job(id: UUID().uuidString.lowercased(), state: .queued, settings: settings, inputUpload: input,
                       progressTime: 0, progressDuration: 0, attempts: 1, priority: priority, createdAt: now, updatedAt: now)
+        job.webhook = webhooks.target
+        let hooks = JobRows.webhookColumns(webhooks)
         try withDatabase { database throws(StoreError) in
             guard try !database.query("SELECT 1 FROM uploads WHERE id = ?", [.text(input)]).isEmpty else {
                 throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).")
@@ -99,11 +101,12 @@ public final class SQLiteJobStore: JobStore {
             let watermark = settings.filters?.video?.watermark?.upload
             do throws(StoreError) {
                 try database.query("""
-                    INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at)
-                    VALUES (?, 'queued', ?, ?, ?, 1, ?, ?, ?)
+                    INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at,
+                        \(hooks.map(\.0).joined(separator: ", ")))
+                    VALUES (?, 'queued', ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
                     """,
                     [.text(job.id), .text(JobRows.json(settings)), .text(input), watermark.map(SQLValue.text) ?? .null,
-                     .integer(Int64(priority)), .real(now), .real(now)])
+                     .integer(Int64(priority)), .real(now), .real(now)] + hooks.map(\.1))
             } catch where error.isConstraint && watermark != nil {
                 throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").",
                                  resultCode: error.resultCode)
@@ -168,7 +171,10 @@ public final class SQLiteJobStore: JobStore {
 
     public func deleteJob(id: String) throws(StoreError) {
         try withDatabase { database throws(StoreError) in
-            try database.query("DELETE FROM jobs WHERE id = ?", [.text(id)])
+            try database.transaction { () throws(StoreError) in
+                try database.query("DELETE FROM webhook_deliveries WHERE job_id = ?", [.text(id)])
+                try database.query("DELETE FROM jobs WHERE id = ?", [.text(id)])
+            }
         }
     }
 
@@ -176,6 +182,7 @@ public final class SQLiteJobStore: JobStore {
         try withDatabase { database throws(StoreError) in
             try database.query("""
                 SELECT * FROM jobs WHERE state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
+                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
                 ORDER BY finished_at LIMIT ?
                 """, [.real(time), .integer(Int64(limit))]).map(rows.job)
         }
@@ -289,6 +296,32 @@ public final class SQLiteJobStore: JobStore {
         }
         guard let row else { throw StoreError(code: "not_found", message: "No job has the id \(id).") }
         return rows.job(row)
+    }
+
+    // MARK: Webhooks
+
+    private var webhookRows: WebhookRows<SQLiteJobStore> {
+        WebhookRows(store: self, now: { String(Self.now()) }, skipLocked: "")
+    }
+
+    public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
+        try webhookRows.claim(limit: limit, claimSeconds: claimSeconds)
+    }
+
+    public func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError) {
+        try webhookRows.finish(delivery, outcome, payload: payload)
+    }
+
+    public func deliveries(jobID: String) throws(StoreError) -> [WebhookDelivery] { try webhookRows.deliveries(of: jobID) }
+
+    public func redeliver(jobID: String, deliveryID: String) throws(StoreError) -> WebhookDelivery? {
+        try webhookRows.redeliver(jobID: jobID, id: deliveryID)
+    }
+
+    public func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int] { try webhookRows.counts() }
+
+    func rows(_ sql: String, _ arguments: [SQLValue]) throws(StoreError) -> [Row] {
+        try withDatabase { database throws(StoreError) in try database.query(sql, arguments) }
     }
 
     // MARK: Recovery and sweeps

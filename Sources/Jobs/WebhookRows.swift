@@ -1,0 +1,97 @@
+import Foundation
+
+/// Runs one SQL statement written with `?` placeholders: what `WebhookRows` needs of a store.
+protocol RowRunning {
+    func rows(_ sql: String, _ arguments: [SQLValue]) throws(StoreError) -> [Row]
+}
+
+/// The webhook outbox's statements, the same for both stores (their differences given at init): claims of due
+/// deliveries, outcomes of attempts, listings.
+struct WebhookRows<Store: RowRunning> {
+    let store: Store
+    /// The current time as an SQL expression (seconds since 1970): PostgreSQL's clock, or a value from this process.
+    let now: () -> String
+    /// `FOR UPDATE SKIP LOCKED` where nodes claim at once, else empty.
+    let skipLocked: String
+
+    /// Claims up to `limit` due deliveries for `claimSeconds`, each the earliest pending one of its job and URL (so
+    /// a job's events arrive in order); a claim adds an attempt, and the attempt count is the claim's token.
+    func claim(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
+        let now = now()
+        return try store.rows("""
+            UPDATE webhook_deliveries SET claimed_until = \(now) + ?, attempts = attempts + 1
+            WHERE seq IN (
+                SELECT d.seq FROM webhook_deliveries d
+                WHERE d.state = 'pending' AND d.next_attempt_at <= \(now) AND (d.claimed_until IS NULL OR d.claimed_until < \(now))
+                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
+                                    WHERE e.job_id = d.job_id AND e.url = d.url AND e.state = 'pending' AND e.seq < d.seq)
+                ORDER BY d.next_attempt_at, d.seq LIMIT ? \(skipLocked))
+            RETURNING *
+            """, [.real(claimSeconds), .integer(Int64(limit))]).map(Self.delivery)
+    }
+
+    /// Records how the claimed attempt went; an attempt whose claim was taken over meanwhile records nothing.
+    func finish(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError) {
+        let now = now()
+        var assignments: [String]
+        var arguments: [SQLValue]
+        switch outcome {
+        case .delivered(let status):
+            assignments = ["state = 'delivered'", "last_status = ?", "last_error = NULL", "delivered_at = \(now)"]
+            arguments = [.integer(Int64(status))]
+        case .retry(let at, let status, let error):
+            assignments = ["next_attempt_at = ?", "last_status = ?", "last_error = ?"]
+            arguments = [.real(at), status.map { .integer(Int64($0)) } ?? .null, .text(error)]
+        case .failed(let status, let error):
+            assignments = ["state = 'failed'", "last_status = ?", "last_error = ?"]
+            arguments = [status.map { .integer(Int64($0)) } ?? .null, .text(error)]
+        case .disabled(let status):
+            assignments = ["state = 'disabled'", "last_status = ?", "last_error = 'The URL answered 410 Gone: the job''s webhook is off.'"]
+            arguments = [.integer(Int64(status))]
+        }
+        let done = try store.rows("""
+            UPDATE webhook_deliveries SET \((assignments + ["claimed_until = NULL", "payload = COALESCE(payload, ?)"]).joined(separator: ", "))
+            WHERE seq = ? AND attempts = ? AND state = 'pending' RETURNING seq
+            """, arguments + [.text(String(decoding: payload, as: UTF8.self)), .integer(delivery.sequence), .integer(Int64(delivery.attempts))])
+        if case .disabled = outcome, !done.isEmpty {
+            _ = try store.rows("UPDATE jobs SET webhook_disabled = true WHERE id = ?", [.text(delivery.jobID)])
+            _ = try store.rows("""
+                UPDATE webhook_deliveries SET state = 'disabled', last_error = 'An earlier delivery to the URL answered 410 Gone.'
+                WHERE job_id = ? AND url = ? AND scope = 'job' AND state = 'pending'
+                """, [.text(delivery.jobID), .text(delivery.url)])
+        }
+    }
+
+    /// The job's deliveries, oldest first.
+    func deliveries(of jobID: String) throws(StoreError) -> [WebhookDelivery] {
+        try store.rows("SELECT * FROM webhook_deliveries WHERE job_id = ? ORDER BY seq", [.text(jobID)]).map(Self.delivery)
+    }
+
+    /// Sends a delivery again (from its first attempt's schedule): nil when the job has no such delivery.
+    func redeliver(jobID: String, id: String) throws(StoreError) -> WebhookDelivery? {
+        try store.rows("""
+            UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = \(now()), claimed_until = NULL, delivered_at = NULL
+            WHERE job_id = ? AND id = ? RETURNING *
+            """, [.text(jobID), .text(id)]).first.map(Self.delivery)
+    }
+
+    /// Deliveries in each state.
+    func counts() throws(StoreError) -> [WebhookDelivery.State: Int] {
+        var counts: [WebhookDelivery.State: Int] = [:]
+        for row in try store.rows("SELECT state, count(*) AS n FROM webhook_deliveries GROUP BY state", []) {
+            if let state = row["state"].string.flatMap(WebhookDelivery.State.init) { counts[state] = row["n"].int ?? 0 }
+        }
+        return counts
+    }
+
+    static func delivery(_ row: Row) -> WebhookDelivery {
+        WebhookDelivery(sequence: Int64(row["seq"].int ?? 0), id: row["id"].string ?? "", jobID: row["job_id"].string ?? "",
+                        event: row["event"].string ?? "", url: row["url"].string ?? "",
+                        scope: row["scope"].string.flatMap(WebhookDelivery.Scope.init) ?? .job,
+                        createdAt: row["created_at"].double ?? 0,
+                        state: row["state"].string.flatMap(WebhookDelivery.State.init) ?? .pending,
+                        attempts: row["attempts"].int ?? 0, nextAttemptAt: row["next_attempt_at"].double ?? 0,
+                        lastStatus: row["last_status"].int, lastError: row["last_error"].string,
+                        payload: row["payload"].string.map { Data($0.utf8) }, deliveredAt: row["delivered_at"].double)
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+
+/// Which addresses an outbound request may connect to. By default only public ones: a URL a user hands the server
+/// (an input to fetch, a webhook) must not reach the server's own machine, its private network or the cloud's
+/// metadata service. Checked on the address a connection is about to use (after DNS, on every redirect), so a name
+/// that resolves somewhere else the second time cannot slip past.
+public struct AddressPolicy: Sendable, Equatable {
+    /// Blocks allowed although not public (`--allow-private-urls`).
+    public var allowed: [CIDRBlock]
+
+    public init(allowed: [CIDRBlock] = []) { self.allowed = allowed }
+
+    /// Parses `CIDR,CIDR,…` (a bare address is a /32 or /128); a failure names the first entry that is not one.
+    public static func parse(_ list: String) -> Result<AddressPolicy, ParseError> {
+        var blocks: [CIDRBlock] = []
+        for entry in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty {
+            guard let block = CIDRBlock(entry) else { return .failure(ParseError(entry: entry)) }
+            blocks.append(block)
+        }
+        return .success(AddressPolicy(allowed: blocks))
+    }
+
+    public struct ParseError: Error, Sendable {
+        public let entry: String
+    }
+
+    /// The kind of non-public address `address` is, when the policy refuses it; nil when it may be connected to.
+    public func refusal(of address: IPAddress) -> String? {
+        if allowed.contains(where: { $0.contains(address) }) { return nil }
+        if let mapped = address.embeddedIPv4 { return refusal(of: mapped) }
+        for (block, kind) in Self.reserved where block.contains(address) { return kind }
+        return nil
+    }
+
+    /// Non-public blocks, the most specific first (the metadata address before the link-local block holding it).
+    static let reserved: [(CIDRBlock, String)] = [
+        ("169.254.169.254/32", "cloud metadata"), ("fd00:ec2::254/128", "cloud metadata"),
+        ("0.0.0.0/8", "unspecified"), ("127.0.0.0/8", "loopback"), ("10.0.0.0/8", "private"), ("172.16.0.0/12", "private"),
+        ("192.168.0.0/16", "private"), ("100.64.0.0/10", "CGNAT"), ("169.254.0.0/16", "link-local"),
+        ("224.0.0.0/4", "multicast"), ("240.0.0.0/4", "reserved"), ("::/128", "unspecified"), ("::1/128", "loopback"),
+        ("fc00::/7", "private"), ("fe80::/10", "link-local"), ("ff00::/8", "multicast"),
+    ].map { (CIDRBlock($0.0)!, $0.1) }
+}

@@ -1,0 +1,210 @@
+import CCurl
+import Foundation
+import Glibc
+
+/// One libcurl easy handle (its only owner): performs `OutboundRequest`s one at a time on the calling thread, which
+/// blocks, so call it from a pool or a dedicated thread. Every connection it opens is first checked against an
+/// `AddressPolicy` (libcurl's open-socket callback hands over the address it is about to connect to, after DNS and on
+/// every redirect). Proxies from the environment are ignored, and only http and https are spoken, on redirects too.
+public final class CurlTransfer {
+    private let handle: UnsafeMutableRawPointer
+
+    /// libcurl's global set-up, done once before the first handle (it is not thread-safe itself).
+    private static let initialized: Bool = curl_global_init(Int(CURL_GLOBAL_ALL)) == CURLE_OK
+
+    public init() {
+        precondition(Self.initialized, "libcurl failed to initialize")
+        guard let handle = curl_easy_init() else { preconditionFailure("curl_easy_init failed") }
+        self.handle = handle
+    }
+
+    deinit { curl_easy_cleanup(handle) }
+
+    /// What the callbacks share with `perform`, for the length of one transfer.
+    private final class State {
+        let policy: AddressPolicy
+        let maxBytes: Int64?
+        let stallTimeout: Double?
+        let sink: ((UnsafeRawBufferPointer) -> OutboundError?)?
+        let progress: ((Int64, Int64?) -> Bool)?
+        var refused: (address: IPAddress, kind: String)?
+        var status = 0
+        var headers: [(String, String)] = []
+        var bytes: Int64 = 0
+        var body = Data()
+        var failure: OutboundError?
+        var lastArrival = Date().timeIntervalSince1970
+        var errorText = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+
+        init(request: OutboundRequest, policy: AddressPolicy, sink: ((UnsafeRawBufferPointer) -> OutboundError?)?,
+             progress: ((Int64, Int64?) -> Bool)?) {
+            self.policy = policy
+            maxBytes = request.maxBytes
+            stallTimeout = request.stallTimeout
+            self.sink = sink
+            self.progress = progress
+        }
+
+        static func from(_ pointer: UnsafeMutableRawPointer?) -> State {
+            Unmanaged<State>.fromOpaque(pointer!).takeUnretainedValue()
+        }
+    }
+
+    /// Performs `request`. With a `sink`, the body of a successful (2xx) answer goes there as it arrives (an error it
+    /// returns stops the transfer); otherwise up to 64 KiB of it is kept in the response. `progress` hears the bytes
+    /// so far and the expected total, about once a second and on every chunk; returning false cancels.
+    public func perform(_ request: OutboundRequest, policy: AddressPolicy,
+                        sink: ((UnsafeRawBufferPointer) -> OutboundError?)? = nil,
+                        progress: ((Int64, Int64?) -> Bool)? = nil) throws(OutboundError) -> OutboundResponse {
+        let scheme = request.url.prefix { $0 != ":" }.lowercased()
+        guard scheme == "http" || scheme == "https", request.url.count < 8192 else {
+            throw OutboundError(code: "invalid_url", message: "Only http and https URLs can be fetched.")
+        }
+        curl_easy_reset(handle)
+        let state = State(request: request, policy: policy, sink: sink, progress: progress)
+        let context = Unmanaged.passRetained(state)
+        defer { context.release() }
+        let pointer = context.toOpaque()
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headerList) }
+        for (name, value) in request.headers { headerList = curl_slist_append(headerList, "\(name): \(value)") }
+        headerList = curl_slist_append(headerList, "Expect:")
+
+        var code = state.errorText.withUnsafeMutableBufferPointer { errorText -> CURLcode in
+            set(CURLOPT_ERRORBUFFER, pointer: errorText.baseAddress)
+            set(CURLOPT_URL, request.url)
+            set(CURLOPT_NOSIGNAL, 1)
+            set(CURLOPT_PROXY, "")
+            set(CURLOPT_PROTOCOLS_STR, "http,https")
+            set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+            set(CURLOPT_USERAGENT, "transcoderd")
+            set(CURLOPT_FOLLOWLOCATION, request.maxRedirects > 0 ? 1 : 0)
+            set(CURLOPT_MAXREDIRS, request.maxRedirects)
+            set(CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000))
+            set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(request.timeout, 10) * 1000))
+            set(CURLOPT_HTTPHEADER, pointer: headerList)
+            if let maxBytes = request.maxBytes { tc_curl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxBytes)) }
+            if request.method == "POST" {
+                set(CURLOPT_POST, 1)
+                let body = request.body ?? Data()
+                tc_curl_set_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+                body.withUnsafeBytes { bytes in
+                    // Copied by libcurl: the bytes need not outlive this call.
+                    set(CURLOPT_COPYPOSTFIELDS, pointer: UnsafeMutableRawPointer(mutating: bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+                }
+            }
+            tc_curl_set_open_socket(handle, Self.openSocket)
+            set(CURLOPT_OPENSOCKETDATA, pointer: pointer)
+            tc_curl_set_header(handle, Self.receiveHeader)
+            set(CURLOPT_HEADERDATA, pointer: pointer)
+            tc_curl_set_write(handle, Self.receiveBody)
+            set(CURLOPT_WRITEDATA, pointer: pointer)
+            set(CURLOPT_NOPROGRESS, 0)
+            tc_curl_set_progress(handle, Self.reportProgress)
+            set(CURLOPT_XFERINFODATA, pointer: pointer)
+            return curl_easy_perform(handle)
+        }
+        if code == CURLE_OK, state.failure == nil, state.status == 0 {
+            code = CURLE_GOT_NOTHING
+        }
+        if let failure = state.failure { throw failure }
+        if let refused = state.refused, code != CURLE_OK {
+            throw OutboundError(code: "url_not_allowed", message: "The URL leads to \(refused.address), a \(refused.kind) address, "
+                                + "which this server does not connect to (--allow-private-urls can allow it).")
+        }
+        guard code == CURLE_OK else { throw Self.failure(code, detail: String(decoding: state.errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
+        return OutboundResponse(status: state.status, headers: state.headers, bytes: state.bytes, body: state.body)
+    }
+
+    private static func failure(_ code: CURLcode, detail: String) -> OutboundError {
+        let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: return OutboundError(code: "timeout", message: "The request took too long: \(message).")
+        case CURLE_FILESIZE_EXCEEDED: return OutboundError(code: "too_large", message: "The answer is larger than allowed: \(message).")
+        case CURLE_TOO_MANY_REDIRECTS: return OutboundError(code: "too_many_redirects", message: "Too many redirects: \(message).")
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+            return OutboundError(code: "invalid_url", message: "The URL cannot be fetched: \(message).")
+        default: return OutboundError(code: "connection_failed", message: "The request failed: \(message).")
+        }
+    }
+
+    private func set(_ option: CURLoption, _ value: Int) { tc_curl_set_long(handle, option, value) }
+
+    private func set(_ option: CURLoption, _ value: String) { tc_curl_set_string(handle, option, value) }
+
+    private func set<T>(_ option: CURLoption, pointer: UnsafeMutablePointer<T>?) { tc_curl_set_pointer(handle, option, pointer) }
+
+    private func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) { tc_curl_set_pointer(handle, option, pointer) }
+
+    // MARK: Callbacks (on the performing thread, inside curl_easy_perform)
+
+    /// Opens the socket for a connection only when the policy allows its address.
+    private static let openSocket: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?)
+        -> curl_socket_t = { context, _, address in
+        guard let address else { return CURL_SOCKET_BAD }
+        let state = State.from(context)
+        let socketAddress = (UnsafeRawPointer(address) + MemoryLayout<curl_sockaddr>.offset(of: \.addr)!)
+            .assumingMemoryBound(to: sockaddr.self)
+        guard let ip = IPAddress(socketAddress: socketAddress) else { return CURL_SOCKET_BAD }
+        if let kind = state.policy.refusal(of: ip) {
+            state.refused = (ip, kind)
+            return CURL_SOCKET_BAD
+        }
+        return socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
+    }
+
+    /// Keeps the status and headers of the latest answer (a redirect's are replaced by the next one's).
+    private static let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+        data, size, count, context in
+        let state = State.from(context)
+        let length = size * count
+        guard let data else { return length }
+        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        if line.hasPrefix("HTTP/") {
+            let parts = line.split(separator: " ")
+            state.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            state.headers = []
+        } else if let colon = line.firstIndex(of: ":") {
+            state.headers.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        return length
+    }
+
+    private static let receiveBody: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+        data, size, count, context in
+        let state = State.from(context)
+        let length = size * count
+        let bytes = UnsafeRawBufferPointer(start: data, count: length)
+        state.bytes += Int64(length)
+        state.lastArrival = Date().timeIntervalSince1970
+        if let maxBytes = state.maxBytes, state.bytes > maxBytes {
+            state.failure = OutboundError(code: "too_large", message: "The answer is larger than the \(maxBytes) bytes allowed.")
+            return 0
+        }
+        if let sink = state.sink, (200..<300).contains(state.status) {
+            if let failure = sink(bytes) {
+                state.failure = failure
+                return 0
+            }
+        } else if state.body.count < 65536 {
+            state.body.append(contentsOf: bytes.prefix(65536 - state.body.count))
+        }
+        return length
+    }
+
+    /// Stops a transfer that stalled or that its caller gave up on.
+    private static let reportProgress: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t)
+        -> Int32 = { context, total, received, _, _ in
+        let state = State.from(context)
+        if let stall = state.stallTimeout, Date().timeIntervalSince1970 - state.lastArrival > stall {
+            state.failure = OutboundError(code: "stalled", message: "No bytes arrived for \(Int(stall)) s; the transfer was stopped.")
+            return 1
+        }
+        if let progress = state.progress, !progress(Int64(received), total > 0 ? Int64(total) : nil) {
+            state.failure = OutboundError(code: "canceled", message: "The transfer was canceled.")
+            return 1
+        }
+        return 0
+    }
+}

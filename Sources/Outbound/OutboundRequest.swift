@@ -1,0 +1,46 @@
+import Foundation
+
+/// One outbound HTTP request: where, how, and the limits it runs under.
+public struct OutboundRequest: Sendable {
+    public var url: String
+    /// `GET` or `POST`.
+    public var method: String
+    public var headers: [(String, String)]
+    public var body: Data?
+    /// Redirects followed at most (0: none; a 3xx is then the answer).
+    public var maxRedirects: Int
+    /// The whole exchange, in seconds.
+    public var timeout: Double
+    /// Seconds without a byte arriving after which the transfer stops (nil: only `timeout`).
+    public var stallTimeout: Double?
+    /// Bytes of body accepted at most (nil: any).
+    public var maxBytes: Int64?
+
+    public init(url: String, method: String = "GET", headers: [(String, String)] = [], body: Data? = nil,
+                maxRedirects: Int = 0, timeout: Double = 15, stallTimeout: Double? = nil, maxBytes: Int64? = nil) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.maxRedirects = maxRedirects
+        self.timeout = timeout
+        self.stallTimeout = stallTimeout
+        self.maxBytes = maxBytes
+    }
+}
+
+/// The final answer to an `OutboundRequest` (after redirects).
+public struct OutboundResponse: Sendable {
+    public let status: Int
+    /// The final answer's headers, names lowercased.
+    public let headers: [(String, String)]
+    /// Body bytes received (passed to the sink, or kept in `body` when there was none).
+    public let bytes: Int64
+    /// The body, when no sink took it (at most 64 KiB kept).
+    public let body: Data
+
+    public func header(_ name: String) -> String? {
+        let lowered = name.lowercased()
+        return headers.first { $0.0 == lowered }?.1
+    }
+}

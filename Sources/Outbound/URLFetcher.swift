@@ -1,0 +1,85 @@
+import Crypto
+import Foundation
+import Glibc
+
+/// Downloads a URL into a new file, hashing it (SHA-256) on the way: an input given by URL instead of uploaded.
+/// Follows at most 5 redirects, holds every connection to the address policy, and stops at the size limit, the
+/// total timeout and a stall. On any failure the file is removed: nothing is left behind. Blocks the calling thread.
+public struct URLFetcher: Sendable {
+    public let policy: AddressPolicy
+    /// Bytes accepted at most.
+    public let maxBytes: Int64
+    /// Seconds the whole download may take.
+    public let timeout: Double
+    /// Seconds without a byte after which it stops.
+    public let stallTimeout: Double
+
+    public init(policy: AddressPolicy, maxBytes: Int64, timeout: Double = 3600, stallTimeout: Double = 30) {
+        self.policy = policy
+        self.maxBytes = maxBytes
+        self.timeout = timeout
+        self.stallTimeout = stallTimeout
+    }
+
+    /// What was downloaded.
+    public struct Fetched: Sendable {
+        public let size: Int64
+        /// Lowercase hex.
+        public let sha256: String
+        /// From `Content-Disposition`, else the URL's last path component (not sanitised: never a path).
+        public let filename: String?
+        public let contentType: String?
+    }
+
+    /// Downloads `url` to `path` (created exclusively). `progress` hears bytes so far and the expected total when the
+    /// server said it; returning false cancels.
+    public func fetch(_ url: String, to path: String, progress: ((Int64, Int64?) -> Bool)? = nil) throws(OutboundError) -> Fetched {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else {
+            throw OutboundError(code: "storage_error", message: "Creating \(path) failed: \(String(cString: strerror(errno))).")
+        }
+        var closed = false
+        defer { if !closed { close(descriptor) } }
+        let digest = Digest()
+        let request = OutboundRequest(url: url, maxRedirects: 5, timeout: timeout, stallTimeout: stallTimeout, maxBytes: maxBytes)
+        do throws(OutboundError) {
+            let response = try CurlTransfer().perform(request, policy: policy, sink: { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                    if count < 0 && errno == EINTR { continue }
+                    guard count > 0 else {
+                        return OutboundError(code: "storage_error", message: "Writing the download failed: \(String(cString: strerror(errno))).")
+                    }
+                    offset += count
+                }
+                digest.update(bytes)
+                return nil
+            }, progress: progress)
+            guard (200..<300).contains(response.status) else {
+                throw OutboundError(code: "http_status", message: "The server answered \(response.status) for the URL.", status: response.status)
+            }
+            closed = true
+            guard close(descriptor) == 0 else {
+                throw OutboundError(code: "storage_error", message: "Writing the download failed: \(String(cString: strerror(errno))).")
+            }
+            return Fetched(size: response.bytes, sha256: digest.finish(),
+                           filename: Self.filename(disposition: response.header("content-disposition"), url: url),
+                           contentType: response.header("content-type"))
+        } catch {
+            unlink(path)
+            throw error
+        }
+    }
+
+    /// `filename="…"` of a Content-Disposition, else the last component of the URL's path.
+    static func filename(disposition: String?, url: String) -> String? {
+        if let disposition, let range = disposition.range(of: "filename=") {
+            let value = disposition[range.upperBound...].prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
+            let unquoted = value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2 ? String(value.dropFirst().dropLast()) : value
+            if !unquoted.isEmpty { return unquoted }
+        }
+        guard let path = URLComponents(string: url)?.path, let last = path.split(separator: "/").last else { return nil }
+        return last.removingPercentEncoding ?? String(last)
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Jobs
+import Locks
+import Logging
+import Outbound
+
+/// Sends the webhook outbox: a few sender threads (webhooks block on the network for up to 15 s), each claiming the
+/// next due delivery from the store, posting it signed after the Standard Webhooks specification, and recording the
+/// outcome with the retry schedule. Deliveries survive crashes (they are rows, claimed for a minute at a time), so
+/// every event is sent at least once; receivers deduplicate on `webhook-id`. Idle senders wake when a job changes
+/// state (`wake`) and otherwise look every `idlePoll` seconds (other nodes' changes, retries coming due).
+public final class WebhookDispatcher: Sendable {
+    public struct Settings: Sendable {
+        public var secret: WebhookSecret
+        public var policy: AddressPolicy
+        public var schedule: RetrySchedule
+        /// Seconds an attempt may take.
+        public var timeout = 15.0
+        public var senders = 4
+        public var idlePoll = 2.0
+
+        public init(secret: WebhookSecret, policy: AddressPolicy, schedule: RetrySchedule) {
+            self.secret = secret
+            self.policy = policy
+            self.schedule = schedule
+        }
+    }
+
+    private struct State {
+        var wakeups = 0
+        var stopping = false
+        var running = 0
+        /// Attempts made by this process, by how they ended (`delivered`, `retry`, `failed`, `disabled`).
+        var attempts: [String: Int] = [:]
+    }
+
+    let store: any JobStore
+    let settings: Settings
+    let logger: Logger
+    /// The job's JSON as the API shows it, or nil when the job is gone.
+    let render: @Sendable (String) -> Data?
+    private let state = LockedValue(State())
+    /// Seconds a claim lasts: past an attempt's timeout, so only a sender that died loses its deliveries to another.
+    static let claimSeconds = 60.0
+
+    public init(store: any JobStore, settings: Settings, logger: Logger, render: @escaping @Sendable (String) -> Data?) {
+        self.store = store
+        self.settings = settings
+        self.logger = logger
+        self.render = render
+    }
+
+    public func start() {
+        state.withLock { $0.running = settings.senders }
+        for index in 0..<settings.senders {
+            NamedThread.start("webhook-\(index)") { [self] in run() }
+        }
+    }
+
+    /// Something changed: idle senders look for due deliveries now.
+    public func wake() {
+        state.withLock { $0.wakeups += 1 }
+        state.notifyAll()
+    }
+
+    /// Stops the senders after their current attempts (waiting at most `timeout` seconds).
+    public func stop(timeout: Double = 20) {
+        state.withLock { $0.stopping = true }
+        state.notifyAll()
+        _ = state.wait(timeout: timeout) { $0.running == 0 }
+    }
+
+    /// Attempts this process made, by outcome.
+    public var attemptCounts: [String: Int] { state.withLock { $0.attempts } }
+
+    private func run() {
+        let transfer = CurlTransfer()
+        while true {
+            let (seen, stopping) = state.withLock { ($0.wakeups, $0.stopping) }
+            if stopping { break }
+            var claimed: [WebhookDelivery] = []
+            do {
+                claimed = try store.claimDeliveries(limit: 1, claimSeconds: Self.claimSeconds)
+            } catch {
+                logger.error("claiming webhook deliveries failed", ["error": .string(error.description)])
+            }
+            if let delivery = claimed.first {
+                send(delivery, with: transfer)
+                continue
+            }
+            _ = state.wait(timeout: settings.idlePoll) { $0.stopping || $0.wakeups != seen }
+        }
+        state.withLock { $0.running -= 1 }
+        state.notifyAll()
+    }
+
+    /// One attempt: the body (the first attempt's, or made now from the job), signed, posted, and its outcome recorded.
+    func send(_ delivery: WebhookDelivery, with transfer: CurlTransfer) {
+        guard let payload = delivery.payload ?? render(delivery.jobID).map({ Self.payload(delivery, job: $0) }) else {
+            record(delivery, .failed(status: nil, error: "The job no longer exists."), payload: Data())
+            return
+        }
+        let timestamp = Int(Date().timeIntervalSince1970)
+        let request = OutboundRequest(url: delivery.url, method: "POST", headers: [
+            ("Content-Type", "application/json"), ("webhook-id", delivery.id), ("webhook-timestamp", String(timestamp)),
+            ("webhook-signature", settings.secret.signature(id: delivery.id, timestamp: timestamp, body: payload)),
+        ], body: payload, maxRedirects: 0, timeout: settings.timeout)
+        let outcome: DeliveryOutcome
+        do {
+            let response = try transfer.perform(request, policy: settings.policy)
+            outcome = decide(delivery, status: response.status, retryAfter: response.header("retry-after"))
+        } catch where error.code == "url_not_allowed" {
+            outcome = .failed(status: nil, error: error.message)
+        } catch {
+            outcome = retryOrFail(delivery, status: nil, error: error.message)
+        }
+        record(delivery, outcome, payload: payload)
+    }
+
+    /// What an answer means: 2xx delivered; 410 stops (the job's webhook, or this delivery of the server-wide URL,
+    /// logged loudly); 429 and 503 wait as long as `Retry-After` says; anything else follows the schedule.
+    func decide(_ delivery: WebhookDelivery, status: Int, retryAfter: String?) -> DeliveryOutcome {
+        if (200..<300).contains(status) { return .delivered(status: status) }
+        if status == 410 {
+            if delivery.scope == .job { return .disabled(status: status) }
+            logger.error("the server-wide webhook URL answered 410 Gone; it stays configured: fix or remove --webhook-url",
+                         ["url": .string(RedactedURL.text(delivery.url)), "delivery": .string(delivery.id)])
+            return .failed(status: status, error: "The URL answered 410 Gone.")
+        }
+        let now = Date().timeIntervalSince1970
+        if status == 429 || status == 503, let wait = RetrySchedule.retryAfter(retryAfter, now: now),
+           delivery.attempts <= RetrySchedule.delays.count {
+            return .retry(at: now + wait, status: status, error: "The URL answered \(status); Retry-After: \(retryAfter ?? "").")
+        }
+        return retryOrFail(delivery, status: status, error: "The URL answered \(status).")
+    }
+
+    private func retryOrFail(_ delivery: WebhookDelivery, status: Int?, error: String) -> DeliveryOutcome {
+        guard let delay = settings.schedule.delay(after: delivery.attempts) else {
+            return .failed(status: status, error: error + " No attempts are left.")
+        }
+        return .retry(at: Date().timeIntervalSince1970 + delay, status: status, error: error)
+    }
+
+    private func record(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) {
+        let name = switch outcome {
+        case .delivered: "delivered"
+        case .retry: "retry"
+        case .failed: "failed"
+        case .disabled: "disabled"
+        }
+        state.withLock { $0.attempts[name, default: 0] += 1 }
+        var error = ""
+        if case .retry(_, _, let message) = outcome { error = message }
+        if case .failed(_, let message) = outcome { error = message }
+        logger.info("webhook attempt", ["job_id": .string(delivery.jobID), "delivery": .string(delivery.id), "event": .string(delivery.event),
+                                        "url": .string(RedactedURL.text(delivery.url)), "attempt": .int(delivery.attempts),
+                                        "outcome": .string(name), "error": .string(error)])
+        do {
+            try store.finishDelivery(delivery, outcome, payload: payload)
+        } catch {
+            // The claim runs out and the delivery is sent again: at least once.
+            logger.error("recording a webhook attempt failed", ["delivery": .string(delivery.id), "error": .string(error.description)])
+        }
+    }
+
+    /// `{"type": …, "timestamp": …, "data": <the job>}`, keys sorted as the API writes them.
+    static func payload(_ delivery: WebhookDelivery, job: Data) -> Data {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let timestamp = formatter.string(from: Date(timeIntervalSince1970: delivery.createdAt))
+        return Data("{\"data\":".utf8) + job + Data(",\"timestamp\":\"\(timestamp)\",\"type\":\"\(delivery.event)\"}".utf8)
+    }
+}

@@ -1,0 +1,118 @@
+"""The other end of the server's outbound requests, for the tests: a webhook receiver that verifies every delivery
+with the `standardwebhooks` package (an independent implementation of the signature) and records it, and a media
+server for inputs fetched by URL, with the misbehaviours the tests need.
+
+  peer.py SECRET RECORDS MEDIA_DIR PORT_FILE
+
+POST /hooks/ok      200            POST /hooks/flaky   500, 500, then 200 (per webhook-id)
+POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 2 once per webhook-id, then 200
+POST /hooks/down    500 always
+GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
+GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
+GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
+Every request is appended to RECORDS as one JSON object per line.
+"""
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+from standardwebhooks.webhooks import Webhook
+
+secret, records, media, port_file = sys.argv[1:5]
+webhook = Webhook(secret)
+lock = threading.Lock()
+seen = {}
+
+
+def record(entry):
+    with lock:
+        with open(records, "a") as out:
+            out.write(json.dumps(entry) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        try:
+            payload = webhook.verify(body, headers)
+            verified = True
+        except Exception as error:  # any refusal of the signature or the timestamp
+            payload, verified = json.loads(body or b"null"), False
+            print(f"verification failed: {error}", file=sys.stderr)
+        behaviour = self.path.rsplit("/", 1)[-1]
+        key = (behaviour, headers.get("webhook-id"))
+        with lock:
+            seen[key] = seen.get(key, 0) + 1
+            count = seen[key]
+        extra = ()
+        if behaviour == "ok":
+            status = 200
+        elif behaviour == "flaky":
+            status = 500 if count <= 2 else 200
+        elif behaviour == "gone":
+            status = 410
+        elif behaviour == "busy":
+            status, extra = (503, (("Retry-After", "2"),)) if count == 1 else (200, ())
+        else:
+            status = 500
+        data = payload.get("data", {}) if isinstance(payload, dict) else {}
+        record({"path": self.path, "id": headers.get("webhook-id"), "timestamp": headers.get("webhook-timestamp"),
+                "verified": verified, "type": payload.get("type") if isinstance(payload, dict) else None,
+                "payloadTimestamp": payload.get("timestamp") if isinstance(payload, dict) else None,
+                "job": data.get("id"), "state": data.get("state"), "received": time.time(), "answered": status})
+        self.answer(status, b"{}", extra)
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        record({"path": self.path, "received": time.time()})
+        if url.path.startswith("/media/"):
+            name = os.path.basename(url.path)
+            with open(os.path.join(media, name), "rb") as source:
+                body = source.read()
+            self.answer(200, body, (("Content-Type", "video/mp4"), ("Content-Disposition", f'attachment; filename="{name}"')))
+        elif url.path == "/redirect":
+            self.answer(302, b"", (("Location", parse_qs(url.query)["to"][0]),))
+        elif url.path == "/stall":
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            self.wfile.write(b"\0" * 1000)
+            self.wfile.flush()
+            time.sleep(60)
+        elif url.path == "/big":
+            self.answer(200, b"\0" * 3_000_000)
+        elif url.path == "/big-chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for _ in range(30):
+                self.wfile.write(b"%x\r\n" % 100_000 + b"\0" * 100_000 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.answer(404, b"not here")
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+with open(port_file + ".tmp", "w") as out:
+    out.write(str(server.server_address[1]))
+os.rename(port_file + ".tmp", port_file)
+server.serve_forever()

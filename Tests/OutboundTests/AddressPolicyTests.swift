@@ -1,0 +1,52 @@
+import Outbound
+import Testing
+
+/// The address rules outbound requests are held to, as values: no sockets.
+@Suite struct AddressPolicyTests {
+    @Test(arguments: [
+        ("127.0.0.1", "loopback"), ("127.255.0.9", "loopback"), ("::1", "loopback"), ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"), ("172.31.255.255", "private"), ("192.168.1.1", "private"), ("fd12::1", "private"),
+        ("169.254.169.254", "cloud metadata"), ("169.254.1.1", "link-local"), ("fe80::1", "link-local"),
+        ("100.64.0.1", "CGNAT"), ("224.0.0.1", "multicast"), ("ff02::1", "multicast"), ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"), ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "cloud metadata"),
+        ("255.255.255.255", "reserved"),
+    ])
+    func nonPublicAddressesAreRefusedByKind(address: String, kind: String) throws {
+        let ip = try #require(IPAddress(address))
+        #expect(AddressPolicy().refusal(of: ip) == kind)
+    }
+
+    @Test(arguments: ["93.184.216.34", "8.8.8.8", "172.32.0.1", "172.15.255.255", "100.128.0.1", "2606:4700::1111", "192.169.0.1"])
+    func publicAddressesPass(address: String) throws {
+        #expect(AddressPolicy().refusal(of: try #require(IPAddress(address))) == nil)
+    }
+
+    @Test func allowedBlocksOpenOnlyThemselves() throws {
+        let policy = try AddressPolicy.parse("127.0.0.0/8, fd00::/8,192.168.5.7").get()
+        #expect(policy.refusal(of: try #require(IPAddress("127.0.0.1"))) == nil)
+        #expect(policy.refusal(of: try #require(IPAddress("::ffff:127.0.0.1"))) == nil)
+        #expect(policy.refusal(of: try #require(IPAddress("fd00::5"))) == nil)
+        #expect(policy.refusal(of: try #require(IPAddress("192.168.5.7"))) == nil)
+        #expect(policy.refusal(of: try #require(IPAddress("192.168.5.8"))) == "private")
+        #expect(policy.refusal(of: try #require(IPAddress("::1"))) == "loopback")
+        #expect(policy.refusal(of: try #require(IPAddress("169.254.169.254"))) == "cloud metadata")
+    }
+
+    @Test func badListsNameTheirEntry() {
+        for (list, entry) in [("10.0.0.0/33", "10.0.0.0/33"), ("127.0.0.1,localhost", "localhost"), ("::/129", "::/129")] {
+            guard case .failure(let error) = AddressPolicy.parse(list) else {
+                Issue.record("\(list) parsed")
+                continue
+            }
+            #expect(error.entry == entry)
+        }
+    }
+
+    @Test func blocksMatchOnTheirPrefixOnly() throws {
+        let block = try #require(CIDRBlock("172.16.0.0/12"))
+        #expect(block.contains(try #require(IPAddress("172.20.1.1"))))
+        #expect(!block.contains(try #require(IPAddress("172.32.0.0"))))
+        #expect(!block.contains(try #require(IPAddress("::1"))))
+        #expect(try #require(CIDRBlock("0.0.0.0/0")).contains(try #require(IPAddress("8.8.8.8"))))
+    }
+}
