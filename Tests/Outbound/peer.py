@@ -2,7 +2,7 @@
 with the `standardwebhooks` package (an independent implementation of the signature) and records it, and a media
 server for inputs fetched by URL, with the misbehaviours the tests need.
 
-  peer.py SECRET RECORDS MEDIA_DIR PORT_FILE
+  peer.py SECRET RECORDS MEDIA_DIR PORT_FILE [PORT]
 
 POST /hooks/ok      200            POST /hooks/flaky   500, 500, then 200 (per webhook-id)
 POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 2 once per webhook-id, then 200
@@ -57,7 +57,7 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as error:  # any refusal of the signature or the timestamp
             payload, verified = json.loads(body or b"null"), False
             print(f"verification failed: {error}", file=sys.stderr)
-        behaviour = self.path.rsplit("/", 1)[-1]
+        behaviour = urlparse(self.path).path.rsplit("/", 1)[-1]
         key = (behaviour, headers.get("webhook-id"))
         with lock:
             seen[key] = seen.get(key, 0) + 1
@@ -110,7 +110,8 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(404, b"not here")
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+ThreadingHTTPServer.allow_reuse_address = True
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[5]) if len(sys.argv) > 5 else 0), Handler)
 server.daemon_threads = True
 with open(port_file + ".tmp", "w") as out:
     out.write(str(server.server_address[1]))

@@ -11,7 +11,8 @@ public final class OutboundPeer: @unchecked Sendable {
 
     public var base: String { "http://127.0.0.1:\(port)" }
 
-    public init(secret: String) throws {
+    /// Starts the peer on `port` (by default a free one).
+    public init(secret: String, port wanted: Int? = nil) throws {
         let folder = try Media.scratch()
         media = folder.appendingPathComponent("media", isDirectory: true)
         try FileManager.default.createDirectory(at: media, withIntermediateDirectories: true)
@@ -21,7 +22,7 @@ public final class OutboundPeer: @unchecked Sendable {
             throw ShellError(message: ".venv/bin/python is missing: run scripts/venv (scripts/test does)")
         }
         process.executableURL = URL(fileURLWithPath: ".venv/bin/python")
-        process.arguments = ["Tests/Outbound/peer.py", secret, records, media.path, portFile]
+        process.arguments = ["Tests/Outbound/peer.py", secret, records, media.path, portFile] + (wanted.map { [String($0)] } ?? [])
         try launchTracked(process, logPath: folder.appendingPathComponent("peer.log").path)
         var found: Int?
         let deadline = Date().addingTimeInterval(20)
@@ -44,6 +45,23 @@ public final class OutboundPeer: @unchecked Sendable {
 
     /// The webhook deliveries received for `job`, oldest first.
     public func deliveries(job: String) -> [[String: Any]] { requests().filter { $0["job"] as? String == job } }
+
+    /// A port nothing listens on now (bound, then let go).
+    public static func freePort() -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(descriptor, raw, length)
+                return getsockname(descriptor, raw, &length)
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
 
     deinit {
         kill(process.processIdentifier, SIGKILL)

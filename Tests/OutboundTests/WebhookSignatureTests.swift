@@ -1,0 +1,40 @@
+import Foundation
+import Testing
+import Webhooks
+
+/// Signatures and the retry schedule, as values.
+@Suite struct WebhookSignatureTests {
+    /// The Standard Webhooks libraries' published vector (libraries/python/tests/test_webhooks.py, test_sign_function).
+    @Test func theSpecificationsTestVectorSignsAsPublished() throws {
+        let secret = try #require(WebhookSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
+        #expect(secret.key.count == 24)
+        let signature = secret.signature(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: Data(#"{"test": 2432232314}"#.utf8))
+        #expect(signature == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+        #expect(secret.signature(id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_331, body: Data(#"{"test": 2432232314}"#.utf8)) != signature)
+    }
+
+    @Test func secretsAreWhsecAndTwentyFourToSixtyFourBytes() {
+        #expect(WebhookSecret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == nil, "the prefix is required")
+        #expect(WebhookSecret("whsec_" + Data(count: 23).base64EncodedString()) == nil)
+        #expect(WebhookSecret("whsec_" + Data(count: 65).base64EncodedString()) == nil)
+        #expect(WebhookSecret("whsec_not base64!") == nil)
+        let fresh = WebhookSecret.generate()
+        #expect(fresh.key.count == 32 && WebhookSecret(fresh.text) == fresh && fresh != WebhookSecret.generate())
+    }
+
+    @Test func theScheduleGrowsThenEndsAndScales() {
+        let schedule = RetrySchedule()
+        #expect((1...7).map { schedule.delay(after: $0, jitter: 0) } == [5, 300, 1800, 7200, 18_000, 36_000, 86_400])
+        #expect(schedule.delay(after: 8, jitter: 0) == nil && schedule.delay(after: 0) == nil)
+        #expect(schedule.delay(after: 1, jitter: 1) == 5.5 && schedule.delay(after: 1, jitter: -1) == 4.5)
+        #expect(RetrySchedule(scale: 0.01).delay(after: 2, jitter: 0) == 3)
+    }
+
+    @Test func retryAfterIsSecondsOrADateAndCapped() {
+        #expect(RetrySchedule.retryAfter("2", now: 0) == 2)
+        #expect(RetrySchedule.retryAfter("999999", now: 0) == 86_400)
+        #expect(RetrySchedule.retryAfter("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_767) == 10)
+        #expect(RetrySchedule.retryAfter("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_800) == 0)
+        #expect(RetrySchedule.retryAfter("soon", now: 0) == nil && RetrySchedule.retryAfter(nil, now: 0) == nil)
+    }
+}

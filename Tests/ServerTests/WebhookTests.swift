@@ -1,0 +1,164 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Webhooks from a real server to a real receiver (Tests/Outbound/peer.py), which verifies every signature with the
+/// `standardwebhooks` package from PyPI: an implementation of the specification that is not ours.
+@Suite(.serialized) struct WebhookTests {
+    static let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+    private func start(_ peer: OutboundPeer?, _ extra: [String] = [], data: URL? = nil) throws -> TestServer {
+        try TestServer(["--webhook-secret", Self.secret, "--webhook-retry-scale", "0.01", "--allow-private-urls", "127.0.0.0/8"] + extra,
+                       data: data)
+    }
+
+    private func upload(_ server: TestServer, _ clip: Media.Clip = .standard) throws -> String {
+        let answer = try server.json("/v1/uploads/", ["-T", try Media.path(clip)])
+        return try #require(answer.object["id"] as? String, "\(answer.object)")
+    }
+
+    /// Creates a job with `body` (JSON) and returns its id.
+    private func job(_ server: TestServer, _ body: String) throws -> String {
+        let answer = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", body])
+        return try #require(answer.object["id"] as? String, "\(answer.status) \(answer.object)")
+    }
+
+    private func state(_ server: TestServer, _ id: String) throws -> String? { try server.json("/v1/jobs/\(id)").object["state"] as? String }
+
+    @Test func succeededFailedAndCanceledJobsEachAnnounceExactlyTheirEventsInOrder() throws {
+        let peer = try OutboundPeer(secret: Self.secret)
+        let server = try start(peer, ["--webhook-url", peer.base + "/hooks/ok?scope=server"])
+        let input = try upload(server)
+        let all = #""events": ["job.running", "job.succeeded", "job.failed", "job.canceled"]"#
+        let succeeds = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/ok", \#(all)}}"#)
+        // Fails as it runs: the file ends at 60 % of what its index promises.
+        let cut = try Media.truncated(try Media.path(.standard), fraction: 0.6, into: try Media.scratch())
+        let cutID = try #require(try server.json("/v1/uploads/", ["-T", cut]).object["id"] as? String)
+        let fails = try job(server, #"{"input": "\#(cutID)", "webhook": {"url": "\#(peer.base)/hooks/ok"}}"#)
+        let ended = try eventually(60) { try state(server, succeeds) == "succeeded" && (try state(server, fails)) == "failed" }
+        let failedJob = try server.json("/v1/jobs/\(fails)").object
+        #expect(ended, "\(failedJob)")
+        // Canceled while queued behind a long job, with the default events (how it ended).
+        let long = try job(server, #"{"input": "\#(try upload(server, .tenSeconds))", "priority": 10, "settings": {"video": {"preset": "veryslow"}}}"#)
+        let canceled = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/ok"}}"#)
+        #expect(try server.json("/v1/jobs/\(canceled)/cancel", ["-X", "POST"]).object["state"] as? String == "canceled")
+        _ = try server.curl("/v1/jobs/\(long)/cancel", ["-X", "POST"])
+        #expect(eventually(30) { peer.deliveries(job: canceled).contains { ($0["path"] as? String)?.hasSuffix("/hooks/ok") == true } })
+        #expect(eventually(30) { peer.deliveries(job: fails).count >= 2 && peer.deliveries(job: succeeds).count >= 4 })
+        Thread.sleep(forTimeInterval: 1) // anything extra would have arrived by now
+
+        func events(_ job: String, scope: String) -> [String] {
+            peer.deliveries(job: job).filter { ($0["path"] as? String)?.contains("scope=server") == (scope == "server") }.compactMap { $0["type"] as? String }
+        }
+        #expect(peer.requests().filter { $0["id"] != nil }.allSatisfy { $0["verified"] as? Bool == true }, "every signature verifies")
+        #expect(events(succeeds, scope: "job") == ["job.running", "job.succeeded"])
+        #expect(events(fails, scope: "job") == ["job.failed"], "the job's own webhook: only how it ended, by default")
+        #expect(events(canceled, scope: "job") == ["job.canceled"])
+        #expect(events(succeeds, scope: "server") == ["job.running", "job.succeeded"])
+        #expect(events(fails, scope: "server") == ["job.running", "job.failed"])
+        #expect(events(canceled, scope: "server") == ["job.canceled"])
+        let done = try #require(peer.deliveries(job: succeeds).last)
+        #expect(done["state"] as? String == "succeeded" && (done["payloadTimestamp"] as? String)?.hasSuffix("Z") == true, "\(done)")
+        let failure = try #require(peer.deliveries(job: fails).last { ($0["path"] as? String)?.hasSuffix("/hooks/ok") == true })
+        #expect(failure["state"] as? String == "failed")
+        // Each delivery has its own id; the job's JSON shows its webhook; the list shows each delivered once.
+        let ids = peer.requests().compactMap { $0["id"] as? String }
+        #expect(Set(ids).count == ids.count)
+        let shown = try server.json("/v1/jobs/\(succeeds)").object["webhook"] as? [String: Any]
+        #expect(shown?["url"] as? String == peer.base + "/hooks/ok" && (shown?["events"] as? [String])?.count == 4 && shown?["disabled"] as? Bool == false)
+        let list = try server.json("/v1/jobs/\(succeeds)/webhooks").object["deliveries"] as? [[String: Any]] ?? []
+        #expect(list.count == 4 && list.allSatisfy { $0["state"] as? String == "delivered" && $0["attempts"] as? Int == 1 && $0["lastStatus"] as? Int == 200 },
+                "\(list)")
+        // Nine deliveries for these three jobs, two (job.running, job.canceled) for the long one's server-wide URL.
+        var metrics = ""
+        let counted = try eventually(10) {
+            metrics = try server.curl("/metrics").body
+            return metrics.contains("transcoderd_webhook_deliveries{state=\"delivered\"} 11")
+        }
+        #expect(counted && metrics.contains("transcoderd_webhook_deliveries{state=\"pending\"} 0")
+                && metrics.contains("transcoderd_webhook_attempts_total{outcome=\"delivered\"} 11"),
+                "\(metrics.split(separator: "\n").filter { $0.contains("webhook") })")
+    }
+
+    @Test func failuresAreRetriedUnderOneIDGoneDisablesAndRetryAfterIsHonoured() throws {
+        let peer = try OutboundPeer(secret: Self.secret)
+        let server = try start(peer)
+        let input = try upload(server)
+        let flaky = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/flaky"}}"#)
+        let gone = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/gone", "events": ["job.running", "job.succeeded"]}}"#)
+        let busy = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/busy"}}"#)
+        // 500, 500, 200: three attempts of one delivery, 0.05 s then 3 s apart on the scaled schedule.
+        #expect(eventually(60) { peer.deliveries(job: flaky).count == 3 }, "\(peer.deliveries(job: flaky))")
+        let tries = peer.deliveries(job: flaky)
+        #expect(Set(tries.compactMap { $0["id"] as? String }).count == 1 && tries.map { $0["answered"] as? Int } == [500, 500, 200])
+        #expect(tries.allSatisfy { $0["verified"] as? Bool == true && $0["type"] as? String == "job.succeeded" })
+        let listed = try #require((try server.json("/v1/jobs/\(flaky)/webhooks").object["deliveries"] as? [[String: Any]])?.first)
+        #expect(listed["attempts"] as? Int == 3 && listed["state"] as? String == "delivered" && listed["lastStatus"] as? Int == 200)
+
+        // 410 on job.running: that delivery stops, the webhook is off, job.succeeded is never sent.
+        #expect(try eventually(60) { try state(server, gone) == "succeeded" })
+        Thread.sleep(forTimeInterval: 1.5)
+        #expect(peer.deliveries(job: gone).map { $0["type"] as? String } == ["job.running"])
+        let off = try server.json("/v1/jobs/\(gone)").object["webhook"] as? [String: Any]
+        #expect(off?["disabled"] as? Bool == true)
+        let goneList = try server.json("/v1/jobs/\(gone)/webhooks").object["deliveries"] as? [[String: Any]] ?? []
+        #expect(goneList.map { $0["state"] as? String } == ["disabled"], "job.succeeded was never written: the webhook was off: \(goneList)")
+
+        // 503 with Retry-After: 2 waits two seconds, not the schedule's 0.05.
+        #expect(eventually(60) { peer.deliveries(job: busy).count == 2 })
+        let waits = peer.deliveries(job: busy).compactMap { $0["received"] as? Double }
+        #expect(waits.count == 2 && waits[1] - waits[0] >= 1.9, "\(waits)")
+
+        // Redelivery sends the same delivery again, same id.
+        let id = try #require(listed["id"] as? String)
+        let again = try server.json("/v1/jobs/\(flaky)/webhooks/\(id)/redeliver", ["-X", "POST"])
+        #expect(again.status == 202 && again.object["state"] as? String == "pending")
+        #expect(eventually(20) { peer.deliveries(job: flaky).count == 4 })
+        #expect(peer.deliveries(job: flaky).last?["id"] as? String == id)
+        #expect(try server.curl("/v1/jobs/\(flaky)/webhooks/msg_nope/redeliver", ["-X", "POST"]).status == 404)
+    }
+
+    @Test func aDeliveryOwedWhenTheServerIsKilledIsSentAfterItRestarts() throws {
+        // The receiver is not there yet: the delivery fails and waits for its retry (5 s on the real schedule).
+        let port = OutboundPeer.freePort()
+        let data = try Media.scratch().appendingPathComponent("data")
+        var server = try TestServer(["--webhook-secret", Self.secret, "--allow-private-urls", "127.0.0.0/8"], data: data)
+        let input = try upload(server)
+        let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "http://127.0.0.1:\#(port)/hooks/ok"}}"#)
+        #expect(try eventually(60) { try state(server, id) == "succeeded" })
+        kill(server.process.processIdentifier, SIGKILL)
+        server.process.waitUntilExit()
+        _ = server.stop()
+        let peer = try OutboundPeer(secret: Self.secret, port: port)
+        #expect(peer.deliveries(job: id).isEmpty)
+        server = try TestServer(["--webhook-secret", Self.secret, "--allow-private-urls", "127.0.0.0/8", "--webhook-retry-scale", "0.01"], data: data)
+        #expect(eventually(30) { peer.deliveries(job: id).count == 1 }, "\(server.log)")
+        let delivery = try #require(peer.deliveries(job: id).first)
+        #expect(delivery["type"] as? String == "job.succeeded" && delivery["verified"] as? Bool == true)
+        _ = server.stop()
+    }
+
+    @Test func webhookSettingsAreCheckedAndNamed() throws {
+        let server = try TestServer()
+        let input = try upload(server)
+        for (webhook, status, message) in [
+            (#"{"url": "ftp://x/y"}"#, 400, "webhook.url"),
+            (#"{"url": "https://x/y", "events": ["job.done"]}"#, 400, "webhook.events[0]"),
+            (#"{"url": "https://x/y", "events": []}"#, 400, "webhook.events"),
+            (#"{"url": "https://x/y", "secret": "s"}"#, 400, "webhook.secret"),
+            (#"{"url": "http://169.254.169.254/latest"}"#, 422, "cloud metadata"),
+            (#"{"url": "http://[::1]:9/x"}"#, 422, "loopback"),
+        ] {
+            let answer = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(input)", "webhook": \#(webhook)}"#])
+            let error = answer.object["error"] as? [String: Any]
+            #expect(answer.status == status && (error?["message"] as? String)?.contains(message) == true, "\(webhook): \(answer.object)")
+        }
+        let jobs = try server.json("/v1/jobs").object["jobs"] as? [Any]
+        #expect(jobs?.isEmpty == true, "a refused request makes no job")
+        // With no --webhook-secret the server keeps one in the data directory, readable by its owner only.
+        let kept = try String(contentsOfFile: server.data.appendingPathComponent("webhook-secret").path, encoding: .utf8)
+        #expect(kept.hasPrefix("whsec_"))
+        let mode = try FileManager.default.attributesOfItem(atPath: server.data.appendingPathComponent("webhook-secret").path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+}
