@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Inputs fetched by URL from a real HTTP server (Tests/Outbound/peer.py), and every way the address policy, the
+/// size limit, the stall timeout or the other server can refuse them: a clear 422, and nothing left behind.
+@Suite struct URLInputTests {
+    private func fetch(_ server: TestServer, _ url: String) throws -> (status: Int, object: [String: Any]) {
+        try server.json("/v1/uploads", ["-H", "Content-Type: application/json", "-d", #"{"url": "\#(url)"}"#])
+    }
+
+    private func code(_ answer: (status: Int, object: [String: Any])) -> String? {
+        (answer.object["error"] as? [String: Any])?["code"] as? String
+    }
+
+    /// Nothing of a refused download stays in the uploads folder.
+    private func uploadsFolder(_ server: TestServer) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: server.data.appendingPathComponent("uploads").path)) ?? []
+    }
+
+    @Test func anAllowedURLBecomesAnUploadAndAJobRunsOnIt() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let source = try Media.path(.standard)
+        try FileManager.default.copyItem(atPath: source, toPath: peer.media.appendingPathComponent("clip.mp4").path)
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8"])
+        // Through a redirect, as buckets and CDNs answer.
+        let target = peer.base + "/media/clip.mp4"
+        let answer = try fetch(server, peer.base + "/redirect?to=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        #expect(answer.status == 201, "\(answer.object)")
+        let sha = String(try Shell.check("sha256sum", [source]).prefix(64))
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int)
+        #expect(answer.object["sha256"] as? String == sha && answer.object["size"] as? Int == size && answer.object["filename"] as? String == "clip.mp4",
+                "\(answer.object)")
+        let id = try #require(answer.object["id"] as? String)
+        let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(id)"}"#])
+        let jobID = try #require(job.object["id"] as? String)
+        #expect(try eventually(60) { try server.json("/v1/jobs/\(jobID)").object["state"] as? String == "succeeded" })
+    }
+
+    @Test func privateAddressesAreRefusedWhereverTheURLLeads() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: peer.media.appendingPathComponent("clip.mp4").path)
+        let closed = try TestServer()
+        for (url, kind) in [
+            (peer.base + "/media/clip.mp4", "loopback"),
+            ("http://localhost:\(peer.port)/media/clip.mp4", "loopback"), // a name that resolves to loopback
+            ("http://[::ffff:127.0.0.1]:\(peer.port)/media/clip.mp4", "loopback"),
+            ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
+            ("http://10.0.0.1:9/x", "private"),
+        ] {
+            let answer = try fetch(closed, url)
+            let message = (answer.object["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(answer.status == 422 && code(answer) == "url_not_allowed" && message.contains(kind), "\(url): \(answer.object)")
+        }
+        #expect(peer.requests().isEmpty, "no request reached the peer")
+        // Allowed: loopback. A redirect from there to the metadata address is still refused, at connect time.
+        let open = try TestServer(["--allow-private-urls", "127.0.0.0/8"])
+        let redirected = try fetch(open, peer.base + "/redirect?to=http%3A%2F%2F169.254.169.254%2Flatest%2Fmeta-data%2F")
+        #expect(redirected.status == 422 && code(redirected) == "url_not_allowed", "\(redirected.object)")
+        #expect(((redirected.object["error"] as? [String: Any])?["message"] as? String)?.contains("cloud metadata") == true)
+        for scheme in ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/"] {
+            let answer = try fetch(open, scheme)
+            #expect(answer.status == 422 && code(answer) == "invalid_url", "\(scheme): \(answer.object)")
+        }
+        #expect(uploadsFolder(closed).isEmpty && uploadsFolder(open).isEmpty)
+    }
+
+    @Test func missingStalledOversizedAndUnreadableDownloadsFailClearlyAndLeaveNothing() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let text = peer.media.appendingPathComponent("notes.mp4")
+        try Data("not media at all".utf8).write(to: text)
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--max-upload-bytes", "1000000", "--fetch-stall-timeout", "2"])
+        for (path, expected) in [("/missing", "http_status"), ("/stall", "stalled"), ("/big", "too_large"), ("/big-chunked", "too_large"),
+                                 ("/media/notes.mp4", "invalid_data")] {
+            let started = Date()
+            let answer = try fetch(server, peer.base + path)
+            #expect(answer.status == 422, "\(path): \(answer.object)")
+            if expected == "invalid_data" {
+                #expect(code(answer) != nil && code(answer) != "http_status", "\(path): \(answer.object)")
+            } else {
+                #expect(code(answer) == expected, "\(path): \(answer.object)")
+            }
+            if path == "/stall" { #expect(Date().timeIntervalSince(started) < 10, "the stall timeout, not the total one") }
+            #expect(uploadsFolder(server).isEmpty, "\(path) left \(uploadsFolder(server))")
+        }
+        #expect(try server.json("/healthz").status == 200)
+    }
+
+    @Test func credentialsInURLsAreNeverLogged() throws {
+        let server = try TestServer()
+        let url = "http://user:hunter2@10.1.2.3/v.mp4?X-Amz-Signature=deadbeefcafe&X-Amz-Credential=AKIAEXAMPLE&part=1"
+        let answer = try fetch(server, url)
+        #expect(answer.status == 422)
+        let log = server.log
+        #expect(log.contains("fetching an upload failed") && log.contains("part=1"), "the failure is logged, redacted")
+        for secret in ["hunter2", "deadbeefcafe", "AKIAEXAMPLE"] {
+            #expect(!log.contains(secret) && !(answer.object.description.contains(secret)), "\(secret) leaked")
+        }
+    }
+}
