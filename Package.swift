@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "Outbound", dependencies: ["CCurl", "Crypto", "Locks"]),
         .target(name: "Pipeline", dependencies: ["CFFmpeg", "Locks"]),
         .target(name: "Isolation", dependencies: ["Pipeline", "CProcess", "CSeccomp", "Locks"]),
-        .target(name: "Jobs", dependencies: ["Pipeline", "Isolation", "CSQLite", "CPostgres", "Locks", "Logging"]),
+        .target(name: "Jobs", dependencies: ["Pipeline", "Isolation", "Outbound", "CSQLite", "CPostgres", "Locks", "Logging"]),
         .target(name: "Webhooks", dependencies: ["Jobs", "Outbound", "Crypto", "Locks", "Logging"]),
         .target(name: "Server", dependencies: ["Jobs", "Outbound", "Crypto", "Locks", "Logging", "CSystem"]),
         .executableTarget(name: "transcoderd", dependencies: ["Pipeline", "Isolation", "Jobs", "Server", "Webhooks", "Outbound",

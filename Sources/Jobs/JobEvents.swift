@@ -8,6 +8,21 @@ public enum JobEvent: Sendable {
     case progress(TranscodeProgress)
     /// The job changed state; carries the job as stored.
     case state(Job)
+    /// The job's input is being downloaded from its URL (before the transcode starts).
+    case fetching(FetchProgress)
+}
+
+/// How far the download of an input given by URL is.
+public struct FetchProgress: Sendable, Equatable {
+    /// Bytes received so far.
+    public var bytes: Int64
+    /// Bytes expected, when the server said.
+    public var totalBytes: Int64?
+
+    public init(bytes: Int64, totalBytes: Int64?) {
+        self.bytes = bytes
+        self.totalBytes = totalBytes
+    }
 }
 
 /// In-memory fan-out of job events to subscribers. Handlers run on the publishing (worker) thread and must be

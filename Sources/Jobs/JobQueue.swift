@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Outbound
 import Locks
 import Logging
 import Pipeline
@@ -34,6 +35,10 @@ public final class JobQueue: Sendable {
         /// Seconds to wait before each new try when the store refuses to record how a job ended (a full disk, a
         /// locked file); after the last, a transcode that succeeded is recorded as failed (`store_error`) instead.
         public var recordRetryDelays: [Double] = [0.2, 0.5, 1, 2, 4]
+        /// Downloads inputs given by URL (under the outbound address policy); nil: such jobs fail.
+        public var fetcher: URLFetcher?
+        /// Probes a fetched input before it is used (a sandboxed child in the server); nil: in this process.
+        public var prober: (any MediaProber)?
 
         public init() {}
     }
@@ -67,6 +72,8 @@ public final class JobQueue: Sendable {
         var lastAdvance: Date
         var lastTime: Double
         var progress: TranscodeProgress?
+        /// While the input is being fetched from its URL.
+        var fetch: FetchProgress?
         /// Set once the job's end is being recorded: a renewal refused from then on is that end, not a takeover.
         var ending = false
     }
@@ -196,6 +203,9 @@ public final class JobQueue: Sendable {
 
     /// The newest progress of a running job, fresher than the store's once-a-second copy.
     public func liveProgress(of id: String) -> TranscodeProgress? { state.withLock { $0.running[id]?.progress } }
+
+    /// How far the download of a job's input given by URL is, while a worker here fetches it.
+    public func liveFetch(of id: String) -> FetchProgress? { state.withLock { $0.running[id]?.fetch } }
 
     /// Counters since start.
     public var statistics: Statistics { stats.withLock { $0 } }
@@ -491,7 +501,7 @@ public final class JobQueue: Sendable {
     }
 
     private func execute(_ job: Job, lease: Lease, token: CancellationToken) -> Result<TranscodeResult, MediaError> {
-        let upload: Upload
+        var upload: Upload
         do {
             guard let found = try store.upload(id: job.inputUpload) else {
                 return .failure(MediaError(code: "input_missing", message: "The job's input upload \(job.inputUpload) no longer exists."))
@@ -499,6 +509,13 @@ public final class JobQueue: Sendable {
             upload = found
         } catch {
             return .failure(MediaError(code: error.code, message: error.message))
+        }
+        if upload.awaitsFetch {
+            do throws(MediaError) {
+                upload = try fetchInput(upload, of: job, token: token)
+            } catch {
+                return .failure(error)
+            }
         }
         guard FileManager.default.fileExists(atPath: upload.path) else {
             return .failure(MediaError(code: "input_missing", message: "The input file of upload \(upload.id) has vanished from the data directory."))
@@ -545,6 +562,63 @@ public final class JobQueue: Sendable {
         } catch {
             return .failure(error)
         }
+    }
+
+    /// Downloads the job's input from its URL into the upload waiting for it: streamed to a temporary file (SHA-256
+    /// on the way), probed, flushed and renamed into place, then recorded. Progress goes to live watchers; a
+    /// download that advances keeps the stall watchdog away; canceling the job stops it. Nothing stays on failure.
+    private func fetchInput(_ waiting: Upload, of job: Job, token: CancellationToken) throws(MediaError) -> Upload {
+        guard let fetcher = configuration.fetcher, let url = waiting.sourceURL else {
+            throw MediaError(code: "fetch_unavailable", message: "This node cannot fetch inputs given by URL.")
+        }
+        let temporary = directory.uploads.appendingPathComponent(".upload-fetch-\(job.id)-\(job.leaseToken).partial").path
+        unlink(temporary)
+        defer { unlink(temporary) }
+        let started = FetchProgress(bytes: 0, totalBytes: nil)
+        state.withLock { $0.running[job.id]?.fetch = started }
+        events.publish(job.id, .fetching(started))
+        defer { state.withLock { $0.running[job.id]?.fetch = nil } }
+        logger.info("fetching the input", ["job_id": .string(job.id), "url": .string(RedactedURL.text(url))])
+        let fetched: URLFetcher.Fetched
+        do {
+            fetched = try fetcher.fetch(url, to: temporary) { [self] bytes, total in
+                let progress = FetchProgress(bytes: bytes, totalBytes: total)
+                let advanced = state.withLock { state -> Bool in
+                    guard var running = state.running[job.id], running.fetch != progress else { return false }
+                    if bytes > running.fetch?.bytes ?? 0 { running.lastAdvance = Date() }
+                    running.fetch = progress
+                    state.running[job.id] = running
+                    return true
+                }
+                if advanced { events.publish(job.id, .fetching(progress)) }
+                return !token.isCanceled
+            }
+        } catch {
+            throw MediaError(code: error.code, message: error.message)
+        }
+        let tracks = try (configuration.prober ?? InProcessProber()).probe(path: temporary)
+        guard tracks.contains(where: { $0.mediaType == .video || $0.mediaType == .audio }) else {
+            throw MediaError(code: "no_media_tracks", message: "The file at the URL has neither a video nor an audio track.")
+        }
+        var upload = waiting
+        upload.path = directory.uploadPath(id: waiting.id)
+        try FileDurability.syncFile(atPath: temporary)
+        guard rename(temporary, upload.path) == 0 else {
+            throw MediaError(code: "storage_error", message: "Storing the fetched input failed: \(String(cString: strerror(errno))).")
+        }
+        try FileDurability.syncDirectory(containing: upload.path)
+        upload.size = Int(fetched.size)
+        upload.sha256 = fetched.sha256
+        upload.tracks = tracks
+        upload.contentType = fetched.contentType
+        do {
+            try store.completeFetch(upload)
+        } catch {
+            unlink(upload.path)
+            throw MediaError(code: error.code, message: error.message)
+        }
+        logger.info("input fetched", ["job_id": .string(job.id), "upload_id": .string(upload.id), "bytes": .int(upload.size)])
+        return upload
     }
 
     private func write(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, lease: Lease,

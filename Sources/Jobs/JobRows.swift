@@ -47,7 +47,8 @@ struct JobRows: Sendable {
     func upload(_ row: Row) -> Upload {
         Upload(id: row["id"].string ?? "", filename: row["filename"].string ?? "", contentType: row["content_type"].string,
                size: row["size"].int ?? 0, sha256: row["sha256"].string ?? "", path: resolved(row["path"].string ?? ""),
-               tracks: Self.decode([Track].self, row["tracks"]) ?? [], createdAt: row["created_at"].double ?? 0)
+               tracks: Self.decode([Track].self, row["tracks"]) ?? [], createdAt: row["created_at"].double ?? 0,
+               sourceURL: row["source_url"].string)
     }
 
     func job(_ row: Row) -> Job {
@@ -104,6 +105,16 @@ struct JobRows: Sendable {
             throw StoreError(code: "invalid_cursor", message: "The cursor is not one this server gave out.")
         }
         return (Double(bitPattern: value), id)
+    }
+
+    /// The statement recording a fetched input's bytes on its waiting upload row (only while it still waits).
+    func completedFetch(_ upload: Upload) -> (String, [SQLValue]) {
+        ("""
+            UPDATE uploads SET filename = ?, content_type = ?, size = ?, sha256 = ?, path = ?, tracks = ?
+            WHERE id = ? AND sha256 = '' RETURNING id
+            """,
+         [.text(upload.filename), upload.contentType.map(SQLValue.text) ?? .null, .integer(Int64(upload.size)), .text(upload.sha256),
+          .text(stored(upload.path)), .text(Self.json(upload.tracks)), .text(upload.id)])
     }
 
     // MARK: What each end of a running job sets (both stores write the same columns)

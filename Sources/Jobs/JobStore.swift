@@ -26,6 +26,8 @@ public protocol JobStore: AnyObject, Sendable {
     /// Records an upload whose file is already in place.
     func insert(_ upload: Upload) throws(StoreError)
     func upload(id: String) throws(StoreError) -> Upload?
+    /// Records the fetched bytes of an input given by URL (size, hash, path, tracks) on its waiting row.
+    func completeFetch(_ upload: Upload) throws(StoreError)
     /// Deletes an upload's row; refused (`constraint`, `isStillReferenced`) while a job still uses it.
     func deleteUpload(id: String) throws(StoreError)
     /// Uploads older than `time` (seconds since 1970) that no job refers to (as its input or its watermark).

@@ -17,9 +17,15 @@ public struct Upload: Sendable, Codable, Equatable {
     public var tracks: [Track]
     /// Seconds since 1970.
     public var createdAt: Double
+    /// The URL the bytes come from, for an input given by URL (never shown unredacted).
+    public var sourceURL: String?
+
+    /// An input given by URL whose bytes a worker has not fetched yet (no file, no hash, no tracks).
+    public var awaitsFetch: Bool { sourceURL != nil && sha256.isEmpty }
 
     public init(id: String, filename: String, contentType: String?, size: Int, sha256: String, path: String,
-                tracks: [Track], createdAt: Double) {
+                tracks: [Track], createdAt: Double, sourceURL: String? = nil) {
+        self.sourceURL = sourceURL
         self.id = id
         self.filename = filename
         self.contentType = contentType

@@ -1,4 +1,5 @@
 import Foundation
+import Outbound
 
 /// What a job's state changes are announced as.
 public enum WebhookEvent: String, Sendable, Codable, CaseIterable {
@@ -24,11 +25,7 @@ public struct WebhookTarget: Sendable, Codable, Equatable {
     }
 
     /// An absolute http or https URL with a host, at most 2048 bytes.
-    public static func isValidURL(_ url: String) -> Bool {
-        guard url.utf8.count <= 2048, let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else { return false }
-        return true
-    }
+    public static func isValidURL(_ url: String) -> Bool { URLFetcher.isFetchable(url) }
 }
 
 /// The webhooks a new job's state changes go to: its own, and the server-wide URL of the node that accepted it.

@@ -32,6 +32,15 @@ public struct AddressPolicy: Sendable, Equatable {
         return nil
     }
 
+    /// The address and its kind when `url`'s host is a literal address the policy refuses (names are only known at
+    /// connect time): a refusal that can be given before anything is sent.
+    public func refusal(ofURL url: String) -> (address: IPAddress, kind: String)? {
+        guard let host = URLComponents(string: url)?.host,
+              let address = IPAddress(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))),
+              let kind = refusal(of: address) else { return nil }
+        return (address, kind)
+    }
+
     /// Non-public blocks, the most specific first (the metadata address before the link-local block holding it).
     static let reserved: [(CIDRBlock, String)] = [
         ("169.254.169.254/32", "cloud metadata"), ("fd00:ec2::254/128", "cloud metadata"),

@@ -72,8 +72,15 @@ public struct URLFetcher: Sendable {
         }
     }
 
+    /// An absolute http or https URL with a host, at most 2048 bytes: what may be fetched or posted to.
+    public static func isFetchable(_ url: String) -> Bool {
+        guard url.utf8.count <= 2048, let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else { return false }
+        return true
+    }
+
     /// `filename="…"` of a Content-Disposition, else the last component of the URL's path.
-    static func filename(disposition: String?, url: String) -> String? {
+    public static func filename(disposition: String?, url: String) -> String? {
         if let disposition, let range = disposition.range(of: "filename=") {
             let value = disposition[range.upperBound...].prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
             let unquoted = value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2 ? String(value.dropFirst().dropLast()) : value

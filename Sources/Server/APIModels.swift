@@ -28,8 +28,11 @@ enum APIModels {
     struct InputResource: Encodable {
         let id: String
         let filename: String?
+        /// Null while an input given by URL is not fetched yet.
         let size: Int?
         let tracks: [Track]
+        /// Where an input given by URL comes from (credentials redacted); absent for uploads.
+        let url: String?
     }
 
     struct OutputResource: Encodable {
@@ -109,12 +112,17 @@ enum APIModels {
         let finishedAt: String?
         let webhook: WebhookResource?
 
-        init(_ job: Job, upload: Upload?, live: TranscodeProgress?) {
+        init(_ job: Job, upload: Upload?, live: TranscodeProgress?, fetch: FetchProgress? = nil) {
             id = job.id
             state = job.state.rawValue
-            progress = live.map(ProgressReport.init) ?? ProgressReport(job: job)
+            if job.state == .running && (fetch != nil || upload?.awaitsFetch == true) {
+                progress = ProgressReport(fetch: fetch)
+            } else {
+                progress = live.map(ProgressReport.init) ?? ProgressReport(job: job)
+            }
             settings = job.unreadableSettings.map { .stored($0.text) } ?? .settings(job.settings)
-            input = InputResource(id: job.inputUpload, filename: upload?.filename, size: upload?.size, tracks: upload?.tracks ?? [])
+            input = InputResource(id: job.inputUpload, filename: upload?.filename, size: upload?.awaitsFetch == true ? nil : upload?.size,
+                                  tracks: upload?.tracks ?? [], url: upload?.sourceURL.map(RedactedURL.text))
             if job.state == .succeeded, let size = job.outputSize {
                 output = OutputResource(job: job, size: size)
             } else {

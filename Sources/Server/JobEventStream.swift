@@ -68,13 +68,18 @@ final class JobEventStream: EventSource {
     private static func deliver(_ event: JobEvent, to state: LockedValue<State>, render: @Sendable (Job) -> Data,
                                 onlyFirst: Bool = false) -> Bool {
         switch event {
-        case .progress(let progress):
-            // Progress comes at the pipeline's pace: look whether one is due before encoding it.
+        case .progress, .fetching:
+            // Progress comes at the pipeline's (or the download's) pace: look whether one is due before encoding it.
             let due = { (state: State) in
                 !state.ended && state.lastState == .running && Date().timeIntervalSince(state.lastProgress) >= Self.progressInterval
             }
             guard state.withLock({ due($0) }) else { return false }
-            let text = Self.event("progress", JSON.encode(ProgressReport(progress)))
+            let report = switch event {
+            case .fetching(let fetch): ProgressReport(fetch: fetch)
+            case .progress(let progress): ProgressReport(progress)
+            case .state(let job): ProgressReport(job: job)
+            }
+            let text = Self.event("progress", JSON.encode(report))
             return state.withLock { state -> Bool in
                 guard due(state) else { return false }
                 state.lastProgress = Date()

@@ -3,8 +3,14 @@ import Jobs
 import Pipeline
 
 /// Progress as the API and the CLI show it: seconds written, expected seconds, fraction, frames per second and
-/// speed, rounded for people.
+/// speed, rounded for people. A job whose input is given by URL is first `fetching` (bytes so far, and the fraction
+/// of the download when its length is known), then `transcoding`.
 public struct ProgressReport: Encodable, Sendable {
+    /// `fetching` (the input is downloading) or `transcoding`.
+    public var phase = "transcoding"
+    /// While fetching: bytes received so far, and bytes expected when known.
+    public var bytes: Int64?
+    public var totalBytes: Int64?
     /// Seconds of output written.
     public let presentationTime: Double
     /// Expected output seconds.
@@ -22,6 +28,22 @@ public struct ProgressReport: Encodable, Sendable {
         fraction = Self.round(progress.fraction, places: 4)
         framesPerSecond = Self.round(progress.framesPerSecond, places: 1)
         speed = Self.round(progress.speed)
+    }
+
+    /// A download under way; `fetch` nil when another node fetches it (nothing is known here but that).
+    init(fetch: FetchProgress?) {
+        phase = "fetching"
+        bytes = fetch?.bytes ?? 0
+        totalBytes = fetch?.totalBytes
+        presentationTime = 0
+        duration = 0
+        if let fetch, let total = fetch.totalBytes, total > 0 {
+            fraction = Self.round(min(1, Double(fetch.bytes) / Double(total)), places: 4)
+        } else {
+            fraction = 0
+        }
+        framesPerSecond = 0
+        speed = 0
     }
 
     /// What the store last saved of a job. Rates: a succeeded job's averages over its transcode; otherwise 0, as

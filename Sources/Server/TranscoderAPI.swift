@@ -319,16 +319,24 @@ public final class TranscoderAPI: Sendable {
                 throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected input, settings, priority, webhook.")
             }
             webhook = try object["webhook"].map { value throws(HTTPError) in try webhookTarget(value) }
-            guard case .string(let id)? = object["input"] else {
-                throw HTTPError(.badRequest, "invalid_request", "input: expected the id of an upload (a string).")
-            }
             settings = try Self.settings(object["settings"] ?? .object([:]))
             priority = try Self.priority(object["priority"])
             try checkWatermark(settings)
-            guard let found = try Self.fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
-                throw HTTPError(.unprocessableContent, "upload_not_found", "input: no upload has the id \(id.prefix(64)).")
+            switch object["input"] {
+            case .string(let id)?:
+                guard let found = try Self.fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
+                    throw HTTPError(.unprocessableContent, "upload_not_found", "input: no upload has the id \(id.prefix(64)).")
+                }
+                guard !found.awaitsFetch else {
+                    throw HTTPError(.conflict, "upload_not_ready", "input: upload \(found.id) is still to be fetched from its URL by the job that named it.")
+                }
+                input = found
+            case .object(let fields)?:
+                input = try waitingUpload(fields)
+                stored = input
+            default:
+                throw HTTPError(.badRequest, "invalid_request", "input: expected the id of an upload (a string) or {\"url\": \"https://…\"}.")
             }
-            input = found
         case .multipart(let file, let fields):
             guard let file else {
                 throw HTTPError(.badRequest, "missing_file", "The multipart body needs a part named file (curl -F file=@in.mov).")
@@ -380,11 +388,7 @@ public final class TranscoderAPI: Sendable {
         guard case .string(let url)? = object["url"], WebhookTarget.isValidURL(url) else {
             throw HTTPError(.badRequest, "invalid_request", "webhook.url: expected an http or https URL of at most 2048 bytes.")
         }
-        if let host = URLComponents(string: url)?.host, let address = IPAddress(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))),
-           let kind = fetcher.policy.refusal(of: address) {
-            throw HTTPError(.unprocessableContent, "url_not_allowed",
-                            "webhook.url: \(address) is a \(kind) address, which this server does not connect to (--allow-private-urls can allow it).")
-        }
+        try checkAddress(url, key: "webhook.url")
         var events = WebhookEvent.terminal
         if let given = object["events"] {
             let names = WebhookEvent.allCases.map(\.rawValue).joined(separator: ", ")
@@ -400,6 +404,31 @@ public final class TranscoderAPI: Sendable {
             }
         }
         return WebhookTarget(url: url, events: events)
+    }
+
+    /// Refuses (422 `url_not_allowed`) a URL whose host is a literal address the outbound policy refuses.
+    private func checkAddress(_ url: String, key: String) throws(HTTPError) {
+        if let (address, kind) = fetcher.policy.refusal(ofURL: url) {
+            throw HTTPError(.unprocessableContent, "url_not_allowed",
+                            "\(key): \(address) is a \(kind) address, which this server does not connect to (--allow-private-urls can allow it).")
+        }
+    }
+
+    /// `"input": {"url": "https://…"}`: an upload row that waits, without bytes, for the worker running the job to
+    /// fetch them (the job is `running` with `progress.phase` `fetching` meanwhile).
+    private func waitingUpload(_ fields: [String: JSONValue]) throws(HTTPError) -> Upload {
+        if let unknown = fields.keys.sorted().first(where: { $0 != "url" }) {
+            throw HTTPError(.badRequest, "invalid_request", "input.\(unknown): unknown key; expected url.")
+        }
+        guard case .string(let url)? = fields["url"], URLFetcher.isFetchable(url) else {
+            throw HTTPError(.badRequest, "invalid_request", "input.url: expected an http or https URL of at most 2048 bytes.")
+        }
+        try checkAddress(url, key: "input.url")
+        let upload = Upload(id: UUID().uuidString.lowercased(), filename: Self.cleanFilename(URLFetcher.filename(disposition: nil, url: url)),
+                            contentType: nil, size: 0, sha256: "", path: "", tracks: [], createdAt: Date().timeIntervalSince1970,
+                            sourceURL: url)
+        try Self.fromStore { () throws(StoreError) in try store.insert(upload) }
+        return upload
     }
 
     /// `GET /v1/jobs/{id}/webhooks`: the job's deliveries, oldest first.
@@ -529,8 +558,13 @@ public final class TranscoderAPI: Sendable {
     private func cachedJobJSON(_ request: Request) -> Response? {
         let id = request.parameters["id"] ?? ""
         guard let cached = rendered.withLock({ $0[id] }), cached.generation == store.generation,
-              cached.liveTime == queue.liveProgress(of: id)?.presentationTime else { return nil }
+              cached.liveTime == liveStamp(id) else { return nil }
         return .json(encoded: cached.data)
+    }
+
+    /// What moves while a job runs here without a store write: seconds transcoded, or (negative) bytes fetched.
+    private func liveStamp(_ id: String) -> Double? {
+        queue.liveProgress(of: id)?.presentationTime ?? queue.liveFetch(of: id).map { -1 - Double($0.bytes) }
     }
 
     /// `GET /v1/jobs/{id}`, served from the rendered cache when the job has not changed.
@@ -539,7 +573,7 @@ public final class TranscoderAPI: Sendable {
         let generation = store.generation
         let updatedAt = try Self.fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
         guard let updatedAt else { throw Self.jobNotFound(id) }
-        let live = queue.liveProgress(of: id)?.presentationTime
+        let live = liveStamp(id)
         let current = rendered.withLock { cache -> Data? in
             guard let cached = cache[id], cached.updatedAt == updatedAt, cached.liveTime == live else { return nil }
             cache[id]?.generation = max(cached.generation, generation)
@@ -566,7 +600,8 @@ public final class TranscoderAPI: Sendable {
                 logger.error("reading a job's input upload failed", ["job_id": .string(job.id), "error": .string(error.description)])
             }
         }
-        return APIModels.JobResource(job, upload: upload, live: job.state == .running ? queue.liveProgress(of: job.id) : nil)
+        return APIModels.JobResource(job, upload: upload, live: job.state == .running ? queue.liveProgress(of: job.id) : nil,
+                                     fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
     }
 
     private func events(_ request: Request) throws(HTTPError) -> Response {

@@ -332,6 +332,8 @@ struct Configuration: Sendable {
         queueConfiguration.leaseSeconds = leaseSeconds
         queueConfiguration.tusExpiryHours = tusExpiryHours
         queueConfiguration.heartbeatInterval = heartbeatInterval
+        queueConfiguration.fetcher = fetcher
+        queueConfiguration.prober = runner as? any MediaProber
         let queue = JobQueue(store: jobStore, directory: directory, runner: runner, configuration: queueConfiguration, logger: logger)
         return (queue, lock)
     }

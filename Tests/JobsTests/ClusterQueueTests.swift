@@ -72,6 +72,7 @@ struct PacedRunner: JobRunner {
             switch event {
             case .state(let job): seen.withLock { $0.append(job.state.rawValue) }
             case .progress(let progress): seen.withLock { $0.append(progress.presentationTime > 0 ? "progress" : "zero") }
+            case .fetching: seen.withLock { $0.append("fetching") }
             }
         }
         defer { api.events.unsubscribe(job.id, key) }

@@ -58,6 +58,7 @@ final class TimedRunner: JobRunner {
             switch event {
             case .progress: events.withLock { if $0.last != "progress" { $0.append("progress") } }
             case .state(let job): events.withLock { $0.append(job.state.rawValue) }
+            case .fetching: events.withLock { $0.append("fetching") }
             }
         }
         try queue.start()

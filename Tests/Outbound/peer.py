@@ -8,6 +8,7 @@ POST /hooks/ok      200            POST /hooks/flaky   500, 500, then 200 (per w
 POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 2 once per webhook-id, then 200
 POST /hooks/down    500 always
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
+GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
 Every request is appended to RECORDS as one JSON object per line.
@@ -88,6 +89,17 @@ class Handler(BaseHTTPRequestHandler):
             with open(os.path.join(media, name), "rb") as source:
                 body = source.read()
             self.answer(200, body, (("Content-Type", "video/mp4"), ("Content-Disposition", f'attachment; filename="{name}"')))
+        elif url.path.startswith("/slow-media/"):
+            with open(os.path.join(media, os.path.basename(url.path)), "rb") as source:
+                body = source.read()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            piece = len(body) // 20 + 1
+            for start in range(0, len(body), piece):
+                self.wfile.write(body[start:start + piece])
+                self.wfile.flush()
+                time.sleep(0.15)
         elif url.path == "/redirect":
             self.answer(302, b"", (("Location", parse_qs(url.query)["to"][0]),))
         elif url.path == "/stall":

@@ -98,3 +98,69 @@ import TestSupport
         }
     }
 }
+
+/// Jobs whose input is a URL: the API answers at once, a worker fetches (phase `fetching`), then transcodes.
+@Suite struct URLInputJobTests {
+    private func create(_ server: TestServer, _ input: String) throws -> (status: Int, object: [String: Any]) {
+        try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": \#(input), "settings": {"video": {"width": 320}}}"#])
+    }
+
+    @Test func aJobFetchesItsInputShowingTheDownloadThenTranscodesIt() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let source = try Media.path(.standard)
+        try FileManager.default.copyItem(atPath: source, toPath: peer.media.appendingPathComponent("clip.mp4").path)
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8"])
+        let created = try create(server, #"{"url": "\#(peer.base)/slow-media/clip.mp4?token=s3cret"}"#)
+        #expect(created.status == 201, "\(created.object)")
+        let id = try #require(created.object["id"] as? String)
+        let input = created.object["input"] as? [String: Any]
+        #expect(input?["url"] as? String == peer.base + "/slow-media/clip.mp4?token=REDACTED" && input?["filename"] as? String == "clip.mp4",
+                "the URL is shown without its token: \(input ?? [:])")
+        var fetching: [[String: Any]] = []
+        let done = try eventually(60) {
+            let job = try server.json("/v1/jobs/\(id)").object
+            if let progress = job["progress"] as? [String: Any], progress["phase"] as? String == "fetching" { fetching.append(progress) }
+            return job["state"] as? String == "succeeded"
+        }
+        let final = try server.json("/v1/jobs/\(id)").object
+        #expect(done, "\(final)")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int)
+        #expect(fetching.contains { ($0["bytes"] as? Int ?? 0) > 0 && ($0["fraction"] as? Double ?? 0) > 0 && $0["totalBytes"] as? Int == size },
+                "the download shows in the job's progress: \(fetching.suffix(3))")
+        let job = try server.json("/v1/jobs/\(id)").object
+        #expect((job["progress"] as? [String: Any])?["phase"] as? String == "transcoding")
+        let upload = try server.json("/v1/uploads/\((job["input"] as? [String: Any])?["id"] as? String ?? "")").object
+        let sha = String(try Shell.check("sha256sum", [source]).prefix(64))
+        #expect(upload["size"] as? Int == size && upload["sha256"] as? String == sha)
+        let tracks = (job["output"] as? [String: Any])?["tracks"] as? [[String: Any]]
+        #expect(tracks?.contains { $0["width"] as? Int == 320 } == true)
+        #expect(!server.log.contains("s3cret"))
+    }
+
+    @Test func refusedMissingAndCanceledFetchesEndTheJobClearly() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let server = try TestServer()
+        // A literal private address is refused at once; a name only when the worker connects.
+        let literal = try create(server, #"{"url": "http://127.0.0.1:\#(peer.port)/media/x.mp4"}"#)
+        #expect(literal.status == 422 && (literal.object["error"] as? [String: Any])?["code"] as? String == "url_not_allowed")
+        let named = try #require(try create(server, #"{"url": "http://localhost:\#(peer.port)/media/x.mp4"}"#).object["id"] as? String)
+        #expect(try eventually(30) { try server.json("/v1/jobs/\(named)").object["state"] as? String == "failed" })
+        let error = try server.json("/v1/jobs/\(named)").object["error"] as? [String: Any]
+        #expect(error?["code"] as? String == "url_not_allowed" && (error?["message"] as? String)?.contains("loopback") == true, "\(error ?? [:])")
+        #expect(peer.requests().isEmpty)
+
+        let open = try TestServer(["--allow-private-urls", "127.0.0.0/8"])
+        let missing = try #require(try create(open, #"{"url": "\#(peer.base)/missing"}"#).object["id"] as? String)
+        #expect(try eventually(30) { try open.json("/v1/jobs/\(missing)").object["state"] as? String == "failed" })
+        #expect((try open.json("/v1/jobs/\(missing)").object["error"] as? [String: Any])?["code"] as? String == "http_status")
+        // Canceled while the download hangs: it stops at once.
+        let hanging = try #require(try create(open, #"{"url": "\#(peer.base)/stall"}"#).object["id"] as? String)
+        #expect(try eventually(30) { (try open.json("/v1/jobs/\(hanging)").object["progress"] as? [String: Any])?["phase"] as? String == "fetching" })
+        let asked = Date()
+        _ = try open.curl("/v1/jobs/\(hanging)/cancel", ["-X", "POST"])
+        #expect(try eventually(10) { try open.json("/v1/jobs/\(hanging)").object["state"] as? String == "canceled" })
+        #expect(Date().timeIntervalSince(asked) < 5)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: open.data.appendingPathComponent("uploads").path)
+        #expect(leftovers.allSatisfy { !$0.hasSuffix(".partial") }, "\(leftovers)")
+    }
+}

@@ -65,9 +65,17 @@ public final class PostgresJobStore: JobStore, RowRunning {
     // MARK: Uploads
 
     public func insert(_ upload: Upload) throws(StoreError) {
-        try query("INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        try query("INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at, source_url) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                   [.text(upload.id), .text(upload.filename), upload.contentType.sqlValue, .integer(Int64(upload.size)),
-                   .text(upload.sha256), .text(rows.stored(upload.path)), .text(JobRows.json(upload.tracks)), .real(upload.createdAt)])
+                   .text(upload.sha256), .text(rows.stored(upload.path)), .text(JobRows.json(upload.tracks)), .real(upload.createdAt),
+                 upload.sourceURL.map(SQLValue.text) ?? .null])
+    }
+
+    public func completeFetch(_ upload: Upload) throws(StoreError) {
+        let (sql, arguments) = rows.completedFetch(upload)
+        guard try !query(sql, arguments).isEmpty else {
+            throw StoreError(code: "not_found", message: "Upload \(upload.id) no longer waits for its bytes.")
+        }
     }
 
     public func upload(id: String) throws(StoreError) -> Upload? {

@@ -85,6 +85,7 @@ enum PostgresMigrations {
         // 2: webhooks, as in SQLite's step 6: the job's own webhook and the accepting node's server-wide URL, and a
         // delivery row added by a trigger in the transaction of every state change a webhook wants (the outbox).
         """
+        ALTER TABLE uploads ADD COLUMN source_url TEXT;
         ALTER TABLE jobs ADD COLUMN webhook_url TEXT;
         ALTER TABLE jobs ADD COLUMN webhook_events TEXT;
         ALTER TABLE jobs ADD COLUMN server_webhook_url TEXT;

@@ -74,10 +74,11 @@ enum Migrations {
         ALTER TABLE jobs ADD COLUMN lease_expires_at REAL;
         ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
         """,
-        // 6: webhooks. A job's own webhook (URL and the events it wants) and the server-wide URL of the node that
+        // 6: inputs by URL (an upload row waits, without bytes, for a worker to fetch them) and webhooks. A job's own webhook (URL and the events it wants) and the server-wide URL of the node that
         // accepted it; every state change a webhook wants adds a delivery row in the same transaction (a trigger:
         // the outbox), which a dispatcher sends at least once, in order per job and URL.
         """
+        ALTER TABLE uploads ADD COLUMN source_url TEXT;
         ALTER TABLE jobs ADD COLUMN webhook_url TEXT;
         ALTER TABLE jobs ADD COLUMN webhook_events TEXT;
         ALTER TABLE jobs ADD COLUMN server_webhook_url TEXT;

@@ -58,9 +58,10 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     public func insert(_ upload: Upload) throws(StoreError) {
         try withDatabase { database throws(StoreError) in
             try database.query(
-                "INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at, source_url) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [.text(upload.id), .text(upload.filename), upload.contentType.sqlValue, .integer(Int64(upload.size)),
-                 .text(upload.sha256), .text(rows.stored(upload.path)), .text(JobRows.json(upload.tracks)), .real(upload.createdAt)])
+                 .text(upload.sha256), .text(rows.stored(upload.path)), .text(JobRows.json(upload.tracks)), .real(upload.createdAt),
+                 upload.sourceURL.map(SQLValue.text) ?? .null])
         }
     }
 
@@ -83,6 +84,13 @@ public final class SQLiteJobStore: JobStore, RowRunning {
                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
                 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
                 """, [.real(time)]).map(rows.upload)
+        }
+    }
+
+    public func completeFetch(_ upload: Upload) throws(StoreError) {
+        let (sql, arguments) = rows.completedFetch(upload)
+        guard try !self.rows(sql, arguments).isEmpty else {
+            throw StoreError(code: "not_found", message: "Upload \(upload.id) no longer waits for its bytes.")
         }
     }
 
