@@ -8,7 +8,7 @@ FROM ${SWIFT_IMAGE} AS builder
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         pkg-config libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev \
-        libx264-dev libsqlite3-dev libssl-dev libseccomp-dev libpq-dev \
+        libx264-dev libsqlite3-dev libssl-dev libseccomp-dev libpq-dev libcurl4-openssl-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # The manifest names every target (tests and benches too), so the whole tree minus .dockerignore is copied.
@@ -20,7 +20,7 @@ FROM ${BASE_IMAGE}
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         libavformat59 libavcodec59 libavutil57 libswscale6 libswresample4 libavfilter8 libx264-164 libsqlite3-0 libssl3 \
-        libseccomp2 libpq5 \
+        libseccomp2 libpq5 libcurl4 \
         ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 transcoderd \
