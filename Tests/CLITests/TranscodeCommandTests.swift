@@ -14,6 +14,20 @@ import TestSupport
         }
     }
 
+    /// `transcoderd webhook-secret` prints a fresh secret in the form --webhook-secret takes; a malformed one stops
+    /// start-up with one line.
+    @Test func webhookSecretsArePrintedFreshAndCheckedAtStart() throws {
+        let first = try Shell.run(Binary.path, ["webhook-secret"]), second = try Shell.run(Binary.path, ["webhook-secret"])
+        let secret = first.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(first.status == 0 && secret.hasPrefix("whsec_") && secret != second.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(Data(base64Encoded: String(secret.dropFirst(6)))?.count == 32)
+        let folder = try Media.scratch()
+        let bad = try Shell.run(Binary.path, ["serve", "--data", folder.path, "--port", "0", "--webhook-secret", "whsec_short"])
+        #expect(bad.status == 2 && bad.stderr.contains("--webhook-secret") && bad.stderr.split(separator: "\n").count == 1, "\(bad.stderr)")
+        let blocks = try Shell.run(Binary.path, ["serve", "--data", folder.path, "--port", "0", "--allow-private-urls", "10.0.0.0/8,nope"])
+        #expect(blocks.status == 2 && blocks.stderr.contains("\"nope\""), "\(blocks.stderr)")
+    }
+
     /// Every option of `serve` and `work` is listed whole, with its environment variable, however long its flag.
     @Test func serveAndWorkHelpListEveryOptionInFull() throws {
         for command in ["serve", "work"] {

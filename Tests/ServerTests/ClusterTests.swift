@@ -16,13 +16,13 @@ import TestSupport
         /// The store as a node sees it, for looking at leases and attempts.
         let store: PostgresJobStore
 
-        init(workers count: Int, lease: Int = 20, database: String? = nil) throws {
+        init(workers count: Int, lease: Int = 20, database: String? = nil, options: [String] = []) throws {
             let uri = try database ?? PostgresServer.shared().makeDatabase()
             let data = try Media.scratch().appendingPathComponent("data")
             self.uri = uri
             self.data = data
-            api = try TestServer(["--workers", "0", "--store", uri], data: data)
-            workers = try (0..<count).map { _ in try WorkerNode(data: data, store: uri, ["--lease-seconds", String(lease)]) }
+            api = try TestServer(["--workers", "0", "--store", uri] + options, data: data)
+            workers = try (0..<count).map { _ in try WorkerNode(data: data, store: uri, ["--lease-seconds", String(lease)] + options) }
             store = try PostgresJobStore(uri: uri, root: data.path)
         }
 
@@ -56,6 +56,27 @@ import TestSupport
     /// A job slow enough to be caught running: 8 s of 720p at x264's medium preset.
     static let slowSettings = #"{"video": {"preset": "medium"}}"#
     static let smallSettings = #"{"video": {"width": 320, "preset": "ultrafast"}}"#
+
+    /// A job given by URL with a webhook, through the API node: a worker node fetches and transcodes it, the API
+    /// node sends its events (the outbox rows come from PostgreSQL's trigger), verified by the receiver.
+    @Test func aJobByURLRunsOnAWorkerAndItsWebhooksGoOutFromTheAPINode() throws {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+        let peer = try OutboundPeer(secret: secret)
+        try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: peer.media.appendingPathComponent("clip.mp4").path)
+        let cluster = try Cluster(workers: 1, options: ["--allow-private-urls", "127.0.0.0/8", "--webhook-secret", secret])
+        let body = #"{"input": {"url": "\#(peer.base)/media/clip.mp4"}, "settings": \#(Self.smallSettings), "#
+            + #""webhook": {"url": "\#(peer.base)/hooks/ok", "events": ["job.running", "job.succeeded"]}}"#
+        let created = try cluster.api.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", body])
+        let id = try #require(created.object["id"] as? String, "\(created.object)")
+        let succeeded = try eventually(120) { try cluster.job(id)["state"] as? String == "succeeded" }
+        let final = try cluster.job(id)
+        #expect(succeeded, "\(final)")
+        #expect(eventually(30) { peer.deliveries(job: id).count == 2 })
+        let deliveries = peer.deliveries(job: id)
+        #expect(deliveries.map { $0["type"] as? String } == ["job.running", "job.succeeded"] && deliveries.allSatisfy { $0["verified"] as? Bool == true },
+                "\(deliveries)")
+        #expect(cluster.starts(of: id) == 1 && cluster.workers[0].entries("input fetched").count == 1)
+    }
 
     @Test func thirtyJobsThroughOneAPINodeRunExactlyOnceOnThreeWorkersWithLiveProgress() throws {
         let cluster = try Cluster(workers: 3)

@@ -155,6 +155,15 @@ import TestSupport
         }
         let jobs = try server.json("/v1/jobs").object["jobs"] as? [Any]
         #expect(jobs?.isEmpty == true, "a refused request makes no job")
+        // A name that resolves to loopback passes creation and is refused when the delivery connects: no retries.
+        let named = try job(server, #"{"input": "\#(input)", "webhook": {"url": "http://localhost:9/hook"}}"#)
+        var deliveries: [[String: Any]] = []
+        let failed = try eventually(60) {
+            deliveries = try server.json("/v1/jobs/\(named)/webhooks").object["deliveries"] as? [[String: Any]] ?? []
+            return deliveries.first?["state"] as? String == "failed"
+        }
+        #expect(failed && deliveries.count == 1 && deliveries.first?["attempts"] as? Int == 1
+                && (deliveries.first?["lastError"] as? String)?.contains("loopback") == true, "\(deliveries)")
         // With no --webhook-secret the server keeps one in the data directory, readable by its owner only.
         let kept = try String(contentsOfFile: server.data.appendingPathComponent("webhook-secret").path, encoding: .utf8)
         #expect(kept.hasPrefix("whsec_"))
