@@ -77,8 +77,8 @@ public final class JobEvents: Sendable {
         if case .state = event { changed() }
     }
 
-    /// Tells the change watchers that some job changed.
-    func changed() {
+    /// Tells the change watchers that some job changed (or a webhook delivery was asked for again).
+    public func changed() {
         for watcher in state.withLock({ $0.changeWatchers }) { watcher() }
     }
 }

@@ -50,7 +50,8 @@ public protocol JobStore: AnyObject, Sendable {
     /// Asks whichever worker runs the job to stop it (it records the cancellation itself); false when the job is not
     /// running.
     func requestCancel(id: String) throws(StoreError) -> Bool
-    /// Deletes a job's row (its files are the caller's to remove).
+    /// Deletes a job's row (its files are the caller's to remove) and its finished webhook deliveries; pending ones
+    /// are still sent (they carry the job as it was) and go once they end.
     func deleteJob(id: String) throws(StoreError)
     /// Finished jobs (succeeded, failed, canceled) that ended before `time` (seconds since 1970), oldest first; not
     /// those with webhook deliveries still pending (retention waits for them).
@@ -85,10 +86,13 @@ public protocol JobStore: AnyObject, Sendable {
     func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError)
     /// A job's deliveries, oldest first.
     func deliveries(jobID: String) throws(StoreError) -> [WebhookDelivery]
-    /// Makes a delivery pending again, due now; nil when the job has none with that id.
+    /// Makes a delivery pending again, due now, its retry schedule starting over; nil when the job has none with that
+    /// id, `delivery_in_flight` while an attempt of it is under way.
     func redeliver(jobID: String, deliveryID: String) throws(StoreError) -> WebhookDelivery?
     /// Deliveries in each state.
     func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int]
+    /// When the next pending delivery is due (seconds since 1970); nil when none is pending.
+    func nextDeliveryDue() throws(StoreError) -> Double?
 
     // MARK: Recovery and sweeps
 

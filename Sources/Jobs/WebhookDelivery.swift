@@ -32,12 +32,16 @@ public struct WebhookDelivery: Sendable, Equatable {
     public let state: State
     /// Attempts started (a claim counts one; it is also the claim's token).
     public let attempts: Int
+    /// Attempts made before the latest redelivery: the retry schedule counts from there.
+    public let scheduleBase: Int
     public let nextAttemptAt: Double
     public let lastStatus: Int?
     public let lastError: String?
     /// The body sent at the first attempt, sent again as it was on every retry.
     public let payload: Data?
     public let deliveredAt: Double?
+    /// The job as the state change left it (its row, written with the delivery): what the payload shows.
+    public let job: Job?
 }
 
 /// How an attempt to deliver ended, as the store records it.

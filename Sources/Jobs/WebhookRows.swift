@@ -1,4 +1,5 @@
 import Foundation
+import Pipeline
 
 /// Runs one SQL statement written with `?` placeholders: what `WebhookRows` needs of a store.
 protocol RowRunning {
@@ -9,6 +10,8 @@ protocol RowRunning {
 /// deliveries, outcomes of attempts, listings.
 struct WebhookRows<Store: RowRunning> {
     let store: Store
+    /// Reads the job snapshots rows carry.
+    let jobRows: JobRows
     /// The current time as an SQL expression (seconds since 1970): PostgreSQL's clock, or a value from this process.
     let now: () -> String
     /// `FOR UPDATE SKIP LOCKED` where nodes claim at once, else empty.
@@ -27,7 +30,7 @@ struct WebhookRows<Store: RowRunning> {
                                     WHERE e.job_id = d.job_id AND e.url = d.url AND e.state = 'pending' AND e.seq < d.seq)
                 ORDER BY d.next_attempt_at, d.seq LIMIT ? \(skipLocked))
             RETURNING *
-            """, [.real(claimSeconds), .integer(Int64(limit))]).map(Self.delivery)
+            """, [.real(claimSeconds), .integer(Int64(limit))]).map(delivery)
     }
 
     /// Records how the claimed attempt went; an attempt whose claim was taken over meanwhile records nothing.
@@ -53,6 +56,11 @@ struct WebhookRows<Store: RowRunning> {
             UPDATE webhook_deliveries SET \((assignments + ["claimed_until = NULL", "payload = COALESCE(payload, ?)"]).joined(separator: ", "))
             WHERE seq = ? AND attempts = ? AND state = 'pending' RETURNING seq
             """, arguments + [.text(String(decoding: payload, as: UTF8.self)), .integer(delivery.sequence), .integer(Int64(delivery.attempts))])
+        // A deleted job's deliveries stay until they are sent, then go.
+        _ = try store.rows("""
+            DELETE FROM webhook_deliveries WHERE seq = ? AND state <> 'pending'
+                AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = webhook_deliveries.job_id)
+            """, [.integer(delivery.sequence)])
         if case .disabled = outcome, !done.isEmpty {
             _ = try store.rows("UPDATE jobs SET webhook_disabled = true WHERE id = ?", [.text(delivery.jobID)])
             _ = try store.rows("""
@@ -64,15 +72,29 @@ struct WebhookRows<Store: RowRunning> {
 
     /// The job's deliveries, oldest first.
     func deliveries(of jobID: String) throws(StoreError) -> [WebhookDelivery] {
-        try store.rows("SELECT * FROM webhook_deliveries WHERE job_id = ? ORDER BY seq", [.text(jobID)]).map(Self.delivery)
+        try store.rows("SELECT * FROM webhook_deliveries WHERE job_id = ? ORDER BY seq", [.text(jobID)]).map(delivery)
     }
 
-    /// Sends a delivery again (from its first attempt's schedule): nil when the job has no such delivery.
+    /// Sends a delivery again, due now, its retry schedule starting over: nil when the job has no such delivery;
+    /// `delivery_in_flight` while an attempt of it is under way.
     func redeliver(jobID: String, id: String) throws(StoreError) -> WebhookDelivery? {
-        try store.rows("""
-            UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = \(now()), claimed_until = NULL, delivered_at = NULL
-            WHERE job_id = ? AND id = ? RETURNING *
-            """, [.text(jobID), .text(id)]).first.map(Self.delivery)
+        let now = now()
+        if let row = try store.rows("""
+            UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = \(now), claimed_until = NULL, delivered_at = NULL,
+                schedule_base = attempts
+            WHERE job_id = ? AND id = ? AND (claimed_until IS NULL OR claimed_until < \(now)) RETURNING *
+            """, [.text(jobID), .text(id)]).first {
+            return delivery(row)
+        }
+        guard try store.rows("SELECT 1 FROM webhook_deliveries WHERE job_id = ? AND id = ?", [.text(jobID), .text(id)]).isEmpty else {
+            throw StoreError(code: "delivery_in_flight", message: "An attempt of delivery \(id) is under way; ask again once it ends.")
+        }
+        return nil
+    }
+
+    /// When the next pending delivery is due (seconds since 1970), nil when none is pending.
+    func nextDue() throws(StoreError) -> Double? {
+        try store.rows("SELECT min(next_attempt_at) AS due FROM webhook_deliveries WHERE state = 'pending'", []).first?["due"].double
     }
 
     /// Deliveries in each state.
@@ -84,14 +106,40 @@ struct WebhookRows<Store: RowRunning> {
         return counts
     }
 
-    static func delivery(_ row: Row) -> WebhookDelivery {
+    func delivery(_ row: Row) -> WebhookDelivery {
         WebhookDelivery(sequence: Int64(row["seq"].int ?? 0), id: row["id"].string ?? "", jobID: row["job_id"].string ?? "",
                         event: row["event"].string ?? "", url: row["url"].string ?? "",
                         scope: row["scope"].string.flatMap(WebhookDelivery.Scope.init) ?? .job,
                         createdAt: row["created_at"].double ?? 0,
                         state: row["state"].string.flatMap(WebhookDelivery.State.init) ?? .pending,
-                        attempts: row["attempts"].int ?? 0, nextAttemptAt: row["next_attempt_at"].double ?? 0,
+                        attempts: row["attempts"].int ?? 0, scheduleBase: row["schedule_base"].int ?? 0,
+                        nextAttemptAt: row["next_attempt_at"].double ?? 0,
                         lastStatus: row["last_status"].int, lastError: row["last_error"].string,
-                        payload: row["payload"].string.map { Data($0.utf8) }, deliveredAt: row["delivered_at"].double)
+                        payload: row["payload"].string.map { Data($0.utf8) }, deliveredAt: row["delivered_at"].double,
+                        job: row["job"].string.flatMap(snapshot))
+    }
+
+    /// The job row a trigger wrote as a JSON object, read back as a job (nil if it does not read).
+    private func snapshot(_ text: String) -> Job? {
+        guard case .object(let fields)? = try? JSONValue.parse(Data(text.utf8)), fields["id"] != nil else { return nil }
+        var columns: [String: Int] = [:]
+        var values: [SQLValue] = []
+        for (name, value) in fields {
+            columns[name] = values.count
+            switch value {
+            case .null: values.append(.null)
+            case .bool(let flag): values.append(.integer(flag ? 1 : 0))
+            case .integer(let number): values.append(.integer(number))
+            case .number(let number): values.append(.real(number))
+            case .string(let text): values.append(.text(text))
+            case .array, .object: values.append(.text(JobRows.json(value)))
+            }
+        }
+        let required = ["state", "settings", "input_upload", "output_path", "output_size", "output_tracks", "output_files", "progress_time",
+                        "progress_duration", "error_code", "error_message", "attempts", "priority", "created_at", "started_at", "finished_at",
+                        "updated_at", "lease", "frames_encoded", "transcode_seconds", "lease_token", "lease_expires_at", "webhook_url",
+                        "webhook_events", "webhook_disabled"]
+        guard required.allSatisfy({ columns[$0] != nil }) else { return nil }
+        return jobRows.job(Row(columns: columns, values: values))
     }
 }

@@ -25,10 +25,23 @@ public struct AddressPolicy: Sendable, Equatable {
     }
 
     /// The kind of non-public address `address` is, when the policy refuses it; nil when it may be connected to.
+    /// The metadata address stays refused unless it is allowed by itself (a /32 or /128 entry), not by a block
+    /// that happens to hold it (`169.254.0.0/16`, `0.0.0.0/0`). An IPv6 address carrying an IPv4 one (mapped,
+    /// NAT64, 6to4) is judged by the IPv4 address, where it really leads.
     public func refusal(of address: IPAddress) -> String? {
-        if allowed.contains(where: { $0.contains(address) }) { return nil }
-        if let mapped = address.embeddedIPv4 { return refusal(of: mapped) }
+        if let inner = address.embeddedIPv4 ?? Self.tunnelled(address) { return refusal(of: inner) }
+        let metadata = Self.metadata.contains(where: { $0.contains(address) })
+        if allowed.contains(where: { $0.contains(address) && (!metadata || $0.prefix == address.bytes.count * 8) }) { return nil }
         for (block, kind) in Self.reserved where block.contains(address) { return kind }
+        return nil
+    }
+
+    static let metadata = [CIDRBlock("169.254.169.254/32")!, CIDRBlock("fd00:ec2::254/128")!]
+
+    /// The IPv4 address inside a NAT64 (`64:ff9b::/96`) or 6to4 (`2002::/16`) address.
+    static func tunnelled(_ address: IPAddress) -> IPAddress? {
+        if CIDRBlock("64:ff9b::/96")!.contains(address) { return IPAddress(bytes: Array(address.bytes[12...])) }
+        if CIDRBlock("2002::/16")!.contains(address) { return IPAddress(bytes: Array(address.bytes[2..<6])) }
         return nil
     }
 
@@ -46,7 +59,8 @@ public struct AddressPolicy: Sendable, Equatable {
         ("169.254.169.254/32", "cloud metadata"), ("fd00:ec2::254/128", "cloud metadata"),
         ("0.0.0.0/8", "unspecified"), ("127.0.0.0/8", "loopback"), ("10.0.0.0/8", "private"), ("172.16.0.0/12", "private"),
         ("192.168.0.0/16", "private"), ("100.64.0.0/10", "CGNAT"), ("169.254.0.0/16", "link-local"),
-        ("224.0.0.0/4", "multicast"), ("240.0.0.0/4", "reserved"), ("::/128", "unspecified"), ("::1/128", "loopback"),
-        ("fc00::/7", "private"), ("fe80::/10", "link-local"), ("ff00::/8", "multicast"),
+        ("224.0.0.0/4", "multicast"), ("240.0.0.0/4", "reserved"), ("192.0.0.0/24", "reserved"), ("198.18.0.0/15", "reserved"),
+        ("::/128", "unspecified"), ("::1/128", "loopback"), ("fc00::/7", "private"), ("fec0::/10", "private"),
+        ("fe80::/10", "link-local"), ("ff00::/8", "multicast"), ("64:ff9b:1::/48", "reserved"), ("2001::/32", "reserved"),
     ].map { (CIDRBlock($0.0)!, $0.1) }
 }

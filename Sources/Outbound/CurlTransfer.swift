@@ -150,7 +150,8 @@ public final class CurlTransfer {
             state.refused = (ip, kind)
             return CURL_SOCKET_BAD
         }
-        return socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
+        // Close-on-exec: a job's child process started meanwhile must not inherit the connection.
+        return socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
     }
 
     /// Keeps the status and headers of the latest answer (a redirect's are replaced by the next one's).

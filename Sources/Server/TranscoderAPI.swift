@@ -442,19 +442,24 @@ public final class TranscoderAPI: Sendable {
     private func redeliver(_ request: Request) throws(HTTPError) -> Response {
         let job = try job(request)
         let id = request.parameters["delivery"] ?? ""
-        let found = try Self.fromStore { () throws(StoreError) in try store.redeliver(jobID: job.id, deliveryID: id) }
+        let found: WebhookDelivery?
+        do {
+            found = try store.redeliver(jobID: job.id, deliveryID: id)
+        } catch where error.code == "delivery_in_flight" {
+            throw HTTPError(.conflict, error.code, error.message)
+        } catch {
+            throw Self.storeFailure(error)
+        }
         guard let found else {
             throw HTTPError(.notFound, "delivery_not_found", "Job \(job.id) has no webhook delivery with the id \(id.prefix(64)).")
         }
         logger.info("webhook redelivery asked for", ["job_id": .string(job.id), "delivery": .string(found.id)])
+        queue.events.changed() // the senders here look now
         return .json(APIModels.DeliveryResource(found), status: .accepted)
     }
 
-    /// The job's JSON as `GET /v1/jobs/{id}` shows it (for webhook payloads), or nil when there is no such job.
-    public func jobData(id: String) -> Data? {
-        guard let job = try? store.job(id: id) else { return nil }
-        return JSON.encode(resource(job))
-    }
+    /// A job's JSON as `GET /v1/jobs/{id}` shows it (for webhook payloads).
+    public func jobData(_ job: Job) -> Data { JSON.encode(resource(job)) }
 
     /// A watermark must name an upload that is a still image. What the settings name is judged after reading them,
     /// against the uploads there are: 422, as for an input that does not exist.

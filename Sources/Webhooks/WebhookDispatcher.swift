@@ -8,7 +8,7 @@ import Outbound
 /// next due delivery from the store, posting it signed after the Standard Webhooks specification, and recording the
 /// outcome with the retry schedule. Deliveries survive crashes (they are rows, claimed for a minute at a time), so
 /// every event is sent at least once; receivers deduplicate on `webhook-id`. Idle senders wake when a job changes
-/// state (`wake`) and otherwise look every `idlePoll` seconds (other nodes' changes, retries coming due).
+/// state (`wake`), when the next retry is due, and otherwise every `idlePoll` seconds (other nodes' changes).
 public final class WebhookDispatcher: Sendable {
     public struct Settings: Sendable {
         public var secret: WebhookSecret
@@ -37,13 +37,13 @@ public final class WebhookDispatcher: Sendable {
     let store: any JobStore
     let settings: Settings
     let logger: Logger
-    /// The job's JSON as the API shows it, or nil when the job is gone.
-    let render: @Sendable (String) -> Data?
+    /// A job's JSON as the API shows it.
+    let render: @Sendable (Job) -> Data
     private let state = LockedValue(State())
     /// Seconds a claim lasts: past an attempt's timeout, so only a sender that died loses its deliveries to another.
     static let claimSeconds = 60.0
 
-    public init(store: any JobStore, settings: Settings, logger: Logger, render: @escaping @Sendable (String) -> Data?) {
+    public init(store: any JobStore, settings: Settings, logger: Logger, render: @escaping @Sendable (Job) -> Data) {
         self.store = store
         self.settings = settings
         self.logger = logger
@@ -88,15 +88,19 @@ public final class WebhookDispatcher: Sendable {
                 send(delivery, with: transfer)
                 continue
             }
-            _ = state.wait(timeout: settings.idlePoll) { $0.stopping || $0.wakeups != seen }
+            // Until a change, the next retry, or the poll for what other nodes did, whichever comes first.
+            var wait = settings.idlePoll
+            if let due = try? store.nextDeliveryDue() { wait = min(wait, max(0.01, due - Date().timeIntervalSince1970)) }
+            _ = state.wait(timeout: wait) { $0.stopping || $0.wakeups != seen }
         }
         state.withLock { $0.running -= 1 }
         state.notifyAll()
     }
 
-    /// One attempt: the body (the first attempt's, or made now from the job), signed, posted, and its outcome recorded.
+    /// One attempt: the body (the first attempt's, or made now from the job as the state change left it), signed,
+    /// posted, and its outcome recorded.
     func send(_ delivery: WebhookDelivery, with transfer: CurlTransfer) {
-        guard let payload = delivery.payload ?? render(delivery.jobID).map({ Self.payload(delivery, job: $0) }) else {
+        guard let payload = delivery.payload ?? (delivery.job ?? (try? store.job(id: delivery.jobID)) ?? nil).map({ Self.payload(delivery, job: render($0)) }) else {
             record(delivery, .failed(status: nil, error: "The job no longer exists."), payload: Data())
             return
         }
@@ -129,14 +133,14 @@ public final class WebhookDispatcher: Sendable {
         }
         let now = Date().timeIntervalSince1970
         if status == 429 || status == 503, let wait = RetrySchedule.retryAfter(retryAfter, now: now),
-           delivery.attempts <= RetrySchedule.delays.count {
+           delivery.attempts - delivery.scheduleBase <= RetrySchedule.delays.count {
             return .retry(at: now + wait, status: status, error: "The URL answered \(status); Retry-After: \(retryAfter ?? "").")
         }
         return retryOrFail(delivery, status: status, error: "The URL answered \(status).")
     }
 
     private func retryOrFail(_ delivery: WebhookDelivery, status: Int?, error: String) -> DeliveryOutcome {
-        guard let delay = settings.schedule.delay(after: delivery.attempts) else {
+        guard let delay = settings.schedule.delay(after: delivery.attempts - delivery.scheduleBase) else {
             return .failed(status: status, error: error + " No attempts are left.")
         }
         return .retry(at: Date().timeIntervalSince1970 + delay, status: status, error: error)

@@ -65,7 +65,7 @@ enum ServeCommand {
             }
             // The API nodes send webhooks: each job's JSON as the API shows it.
             let dispatcher = WebhookDispatcher(store: queue.store, settings: try config.webhookSettings(directory: queue.directory),
-                                               logger: logger) { id in api.jobData(id: id) }
+                                               logger: logger) { job in api.jobData(job) }
             dispatcherBox.withLock { $0 = dispatcher }
             queue.events.watchChanges { dispatcher.wake() }
             dispatcher.start()

@@ -315,6 +315,10 @@ import TestSupport
         let written = try store.deliveries(jobID: job.id)
         #expect(written.map { "\($0.scope.rawValue) \($0.event)" } == ["job job.running", "server job.running", "job job.succeeded", "server job.succeeded"])
         #expect(Set(written.map(\.id)).count == 4 && written.allSatisfy { $0.id.hasPrefix("msg_") && $0.id.count == 36 && $0.state == .pending })
+        // Each carries the job as its state change left it, whenever it is sent.
+        #expect(written.map { $0.job?.state } == [.running, .running, .succeeded, .succeeded])
+        #expect(written[0].job?.id == job.id && written[0].job?.outputPath == nil && written[2].job?.outputSize == 1
+                && written[2].job?.webhook?.url == own, "\(String(describing: written[2].job))")
 
         // Only the first of each URL's deliveries is due; a claimed one is not handed out twice.
         let first = try store.claimDeliveries(limit: 10, claimSeconds: 60)
@@ -348,16 +352,32 @@ import TestSupport
         #expect(try store.finishedJobs(before: later).map(\.id).contains(job.id))
         let again = try #require(try store.redeliver(jobID: job.id, deliveryID: ownRunning.id))
         #expect(again.state == .pending && again.id == ownRunning.id && again.payload == Data("{\"a\":1}".utf8))
+        #expect(again.scheduleBase == again.attempts && again.attempts == 1, "the retry schedule starts over")
         #expect(try store.redeliver(jobID: job.id, deliveryID: "msg_nope") == nil)
         #expect(try store.claimDeliveries(limit: 10, claimSeconds: 60).map(\.id) == [ownRunning.id])
+        #expect { try store.redeliver(jobID: job.id, deliveryID: ownRunning.id) } throws: { ($0 as? StoreError)?.code == "delivery_in_flight" }
 
-        // A canceled queued job with the default events: one delivery; deleting the job deletes its deliveries.
+        // A canceled queued job with the default events: one delivery. Deleting the job keeps it until it is sent
+        // (it carries the job), then it goes; a 410 turns off every pending delivery of the job to that URL.
         let canceled = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0,
                                            webhooks: JobWebhooks(target: WebhookTarget(url: own)))
         _ = try store.cancelQueued(id: canceled.id)
         #expect(try store.deliveries(jobID: canceled.id).map(\.event) == ["job.canceled"])
         try store.deleteJob(id: canceled.id)
+        #expect(try store.job(id: canceled.id) == nil)
+        let orphan = try #require(try store.claimDeliveries(limit: 10, claimSeconds: 60).first { $0.jobID == canceled.id })
+        #expect(orphan.job?.state == .canceled && orphan.job?.id == canceled.id)
+        try store.finishDelivery(orphan, .delivered(status: 200), payload: Data("{}".utf8))
         #expect(try store.deliveries(jobID: canceled.id).isEmpty)
+
+        let twice = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 200,
+                                        webhooks: JobWebhooks(target: WebhookTarget(url: own, events: [.running, .failed])))
+        let twiceLease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        #expect(twiceLease.jobID == twice.id)
+        _ = try store.markFailed(twiceLease, code: "x", message: "x")
+        let running = try #require(try store.claimDeliveries(limit: 10, claimSeconds: 60).first { $0.jobID == twice.id })
+        try store.finishDelivery(running, .disabled(status: 410), payload: Data("{}".utf8))
+        #expect(try store.deliveries(jobID: twice.id).map(\.state) == [.disabled, .disabled], "the later job.failed is off too")
     }
 }
 

@@ -5,7 +5,7 @@ server for inputs fetched by URL, with the misbehaviours the tests need.
   peer.py SECRET RECORDS MEDIA_DIR PORT_FILE [PORT]
 
 POST /hooks/ok      200            POST /hooks/flaky   500, 500, then 200 (per webhook-id)
-POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 2 once per webhook-id, then 200
+POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 5 once per webhook-id, then 200
 POST /hooks/down    500 always
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
@@ -71,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
         elif behaviour == "gone":
             status = 410
         elif behaviour == "busy":
-            status, extra = (503, (("Retry-After", "2"),)) if count == 1 else (200, ())
+            status, extra = (503, (("Retry-After", "5"),)) if count == 1 else (200, ())
         else:
             status = 500
         data = payload.get("data", {}) if isinstance(payload, dict) else {}
@@ -84,7 +84,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urlparse(self.path)
         record({"path": self.path, "received": time.time()})
-        if url.path.startswith("/media/"):
+        if url.path.startswith("/media/") and os.path.isfile(os.path.join(media, os.path.basename(url.path))):
             name = os.path.basename(url.path)
             with open(os.path.join(media, name), "rb") as source:
                 body = source.read()

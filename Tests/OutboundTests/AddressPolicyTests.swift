@@ -9,7 +9,9 @@ import Testing
         ("169.254.169.254", "cloud metadata"), ("169.254.1.1", "link-local"), ("fe80::1", "link-local"),
         ("100.64.0.1", "CGNAT"), ("224.0.0.1", "multicast"), ("ff02::1", "multicast"), ("0.0.0.0", "unspecified"),
         ("::", "unspecified"), ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "cloud metadata"),
-        ("255.255.255.255", "reserved"),
+        ("255.255.255.255", "reserved"), ("64:ff9b::a9fe:a9fe", "cloud metadata"), ("64:ff9b::7f00:1", "loopback"),
+        ("2002:a00:1::1", "private"), ("2002:7f00:1::", "loopback"), ("198.18.0.1", "reserved"), ("192.0.0.8", "reserved"),
+        ("fec0::1", "private"), ("2001:0:4136:e378::1", "reserved"),
     ])
     func nonPublicAddressesAreRefusedByKind(address: String, kind: String) throws {
         let ip = try #require(IPAddress(address))
@@ -30,6 +32,12 @@ import Testing
         #expect(policy.refusal(of: try #require(IPAddress("192.168.5.8"))) == "private")
         #expect(policy.refusal(of: try #require(IPAddress("::1"))) == "loopback")
         #expect(policy.refusal(of: try #require(IPAddress("169.254.169.254"))) == "cloud metadata")
+        // A block that happens to hold the metadata address does not open it; naming it alone does.
+        let wide = try AddressPolicy.parse("169.254.0.0/16,::/0,0.0.0.0/0").get()
+        #expect(wide.refusal(of: try #require(IPAddress("169.254.1.1"))) == nil)
+        #expect(wide.refusal(of: try #require(IPAddress("169.254.169.254"))) == "cloud metadata")
+        #expect(wide.refusal(of: try #require(IPAddress("64:ff9b::a9fe:a9fe"))) == "cloud metadata")
+        #expect(try AddressPolicy.parse("169.254.169.254").get().refusal(of: try #require(IPAddress("169.254.169.254"))) == nil)
     }
 
     @Test func badListsNameTheirEntry() {

@@ -163,7 +163,9 @@ public final class PostgresJobStore: JobStore, RowRunning {
     }
 
     public func deleteJob(id: String) throws(StoreError) {
-        try query("WITH gone AS (DELETE FROM webhook_deliveries WHERE job_id = ?) DELETE FROM jobs WHERE id = ?", [.text(id), .text(id)])
+        // Pending deliveries stay until sent (their rows carry the job); the rest go with the job.
+        try query("WITH gone AS (DELETE FROM webhook_deliveries WHERE job_id = ? AND state <> 'pending') DELETE FROM jobs WHERE id = ?",
+                  [.text(id), .text(id)])
     }
 
     public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job] {
@@ -177,7 +179,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
     // MARK: Webhooks
 
     private var webhookRows: WebhookRows<PostgresJobStore> {
-        WebhookRows(store: self, now: { Self.now }, skipLocked: "FOR UPDATE SKIP LOCKED")
+        WebhookRows(store: self, jobRows: rows, now: { Self.now }, skipLocked: "FOR UPDATE SKIP LOCKED")
     }
 
     public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
@@ -195,6 +197,8 @@ public final class PostgresJobStore: JobStore, RowRunning {
     }
 
     public func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int] { try webhookRows.counts() }
+
+    public func nextDeliveryDue() throws(StoreError) -> Double? { try webhookRows.nextDue() }
 
     func rows(_ sql: String, _ arguments: [SQLValue]) throws(StoreError) -> [Row] { try query(sql, arguments) }
 

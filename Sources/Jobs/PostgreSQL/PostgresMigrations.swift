@@ -82,8 +82,9 @@ enum PostgresMigrations {
         CREATE TRIGGER jobs_announce AFTER INSERT OR UPDATE ON jobs
             FOR EACH ROW EXECUTE FUNCTION transcoderd_announce();
         """,
-        // 2: webhooks, as in SQLite's step 6: the job's own webhook and the accepting node's server-wide URL, and a
-        // delivery row added by a trigger in the transaction of every state change a webhook wants (the outbox).
+        // 2: inputs by URL and webhooks, as in SQLite's step 6: the job's own webhook and the accepting node's
+        // server-wide URL, and a delivery row (with the job's row as JSON) added by a trigger in the transaction of
+        // every state change a webhook wants (the outbox).
         """
         ALTER TABLE uploads ADD COLUMN source_url TEXT;
         ALTER TABLE jobs ADD COLUMN webhook_url TEXT;
@@ -105,7 +106,9 @@ enum PostgresMigrations {
             last_status INTEGER,
             last_error TEXT,
             payload TEXT,
-            delivered_at DOUBLE PRECISION
+            delivered_at DOUBLE PRECISION,
+            job TEXT NOT NULL,
+            schedule_base INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
         CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, seq);
@@ -114,14 +117,14 @@ enum PostgresMigrations {
             IF NEW.state IS DISTINCT FROM OLD.state AND NEW.state <> 'queued' THEN
                 IF NEW.webhook_url IS NOT NULL AND NOT NEW.webhook_disabled
                     AND position(',job.' || NEW.state || ',' IN ',' || NEW.webhook_events || ',') > 0 THEN
-                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
                     VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), NEW.id, 'job.' || NEW.state, NEW.webhook_url,
-                            'job', NEW.updated_at, NEW.updated_at);
+                            'job', NEW.updated_at, NEW.updated_at, row_to_json(NEW)::text);
                 END IF;
                 IF NEW.server_webhook_url IS NOT NULL THEN
-                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
                     VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), NEW.id, 'job.' || NEW.state,
-                            NEW.server_webhook_url, 'server', NEW.updated_at, NEW.updated_at);
+                            NEW.server_webhook_url, 'server', NEW.updated_at, NEW.updated_at, row_to_json(NEW)::text);
                 END IF;
             END IF;
             RETURN NULL;

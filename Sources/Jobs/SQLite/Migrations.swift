@@ -98,21 +98,41 @@ enum Migrations {
             last_status INTEGER,
             last_error TEXT,
             payload TEXT,
-            delivered_at REAL
+            delivered_at REAL,
+            -- The job's row as the state change left it: the payload shows the job as it was at the event.
+            job TEXT NOT NULL,
+            -- Attempts before the latest redelivery: the retry schedule counts from there.
+            schedule_base INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
         CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, seq);
         CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
         WHEN NEW.state <> OLD.state AND NEW.state <> 'queued'
         BEGIN
-            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
             SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, NEW.webhook_url, 'job',
-                NEW.updated_at, NEW.updated_at
+                NEW.updated_at, NEW.updated_at, json_object(
+                'id', NEW.id, 'state', NEW.state, 'settings', NEW.settings, 'input_upload', NEW.input_upload,
+                'watermark_upload', NEW.watermark_upload, 'output_path', NEW.output_path, 'output_size', NEW.output_size, 'output_tracks', NEW.output_tracks,
+                'output_files', NEW.output_files, 'progress_time', NEW.progress_time, 'progress_duration', NEW.progress_duration, 'error_code', NEW.error_code,
+                'error_message', NEW.error_message, 'attempts', NEW.attempts, 'priority', NEW.priority, 'created_at', NEW.created_at,
+                'started_at', NEW.started_at, 'finished_at', NEW.finished_at, 'updated_at', NEW.updated_at, 'lease', NEW.lease,
+                'lease_token', NEW.lease_token, 'lease_expires_at', NEW.lease_expires_at, 'cancel_requested', NEW.cancel_requested, 'frames_encoded', NEW.frames_encoded,
+                'transcode_seconds', NEW.transcode_seconds, 'webhook_url', NEW.webhook_url, 'webhook_events', NEW.webhook_events, 'server_webhook_url', NEW.server_webhook_url,
+                'webhook_disabled', NEW.webhook_disabled)
             WHERE NEW.webhook_url IS NOT NULL AND NEW.webhook_disabled = 0
                 AND instr(',' || NEW.webhook_events || ',', ',job.' || NEW.state || ',') > 0;
-            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
             SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, NEW.server_webhook_url, 'server',
-                NEW.updated_at, NEW.updated_at
+                NEW.updated_at, NEW.updated_at, json_object(
+                'id', NEW.id, 'state', NEW.state, 'settings', NEW.settings, 'input_upload', NEW.input_upload,
+                'watermark_upload', NEW.watermark_upload, 'output_path', NEW.output_path, 'output_size', NEW.output_size, 'output_tracks', NEW.output_tracks,
+                'output_files', NEW.output_files, 'progress_time', NEW.progress_time, 'progress_duration', NEW.progress_duration, 'error_code', NEW.error_code,
+                'error_message', NEW.error_message, 'attempts', NEW.attempts, 'priority', NEW.priority, 'created_at', NEW.created_at,
+                'started_at', NEW.started_at, 'finished_at', NEW.finished_at, 'updated_at', NEW.updated_at, 'lease', NEW.lease,
+                'lease_token', NEW.lease_token, 'lease_expires_at', NEW.lease_expires_at, 'cancel_requested', NEW.cancel_requested, 'frames_encoded', NEW.frames_encoded,
+                'transcode_seconds', NEW.transcode_seconds, 'webhook_url', NEW.webhook_url, 'webhook_events', NEW.webhook_events, 'server_webhook_url', NEW.server_webhook_url,
+                'webhook_disabled', NEW.webhook_disabled)
             WHERE NEW.server_webhook_url IS NOT NULL;
         END;
         """,

@@ -180,7 +180,8 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     public func deleteJob(id: String) throws(StoreError) {
         try withDatabase { database throws(StoreError) in
             try database.transaction { () throws(StoreError) in
-                try database.query("DELETE FROM webhook_deliveries WHERE job_id = ?", [.text(id)])
+                // Pending deliveries stay until sent (their rows carry the job); the rest go with the job.
+                try database.query("DELETE FROM webhook_deliveries WHERE job_id = ? AND state <> 'pending'", [.text(id)])
                 try database.query("DELETE FROM jobs WHERE id = ?", [.text(id)])
             }
         }
@@ -309,7 +310,7 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     // MARK: Webhooks
 
     private var webhookRows: WebhookRows<SQLiteJobStore> {
-        WebhookRows(store: self, now: { String(Self.now()) }, skipLocked: "")
+        WebhookRows(store: self, jobRows: rows, now: { String(Self.now()) }, skipLocked: "")
     }
 
     public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
@@ -327,6 +328,8 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     }
 
     public func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int] { try webhookRows.counts() }
+
+    public func nextDeliveryDue() throws(StoreError) -> Double? { try webhookRows.nextDue() }
 
     func rows(_ sql: String, _ arguments: [SQLValue]) throws(StoreError) -> [Row] {
         try withDatabase { database throws(StoreError) in try database.query(sql, arguments) }
