@@ -346,7 +346,12 @@ final class Connection {
         }
         let token = self.token
         let eventLoop = loop.eventLoop
-        let pool = route.pool == .waiting ? loop.pools.waits : Self.carriesFile(body, route.body) ? loop.pools.probes : loop.pools.handlers
+        let pool = switch (route.pool, body, route.body) {
+        case (.waiting, _, _): loop.pools.waits
+        case (_, .data, .uploadOrMultipart): loop.pools.fetches // an upload fetched from the URL the JSON names
+        case (_, .file, _), (_, .multipart(_?, _), _): loop.pools.probes
+        default: loop.pools.handlers
+        }
         let holder = SinkHolder(sink)
         pool.submit {
             var response: Response
@@ -365,13 +370,6 @@ final class Connection {
         }
     }
 
-    /// Whether the handler ends up with media to probe: a file in the body, or a URL it fetches one from.
-    private static func carriesFile(_ body: Request.Body, _ kind: Router.BodyKind) -> Bool {
-        switch (body, kind) {
-        case (.file, _), (.multipart(_?, _), _), (.data, .uploadOrMultipart): true
-        default: false
-        }
-    }
 
     /// Deletes a request's temporary files that the handler did not move into place.
     private static func removeLeftovers(of body: Request.Body) {

@@ -37,6 +37,8 @@ public struct HTTPServerConfiguration: Sendable {
     /// Threads that run handlers which probe an uploaded file with FFmpeg: their own pool, so a slow probe never
     /// holds up a poll.
     public var probeThreads = 2
+    /// Threads that run handlers which download an upload from a URL (and probe it).
+    public var fetchThreads = 4
     /// Threads that write and hash upload bodies and remove dropped ones.
     public var fileThreads = 2
     /// Folder where uploads are streamed to before the handler takes them.

@@ -9,6 +9,9 @@ final class ServerPools: Sendable {
     let files: BlockingPool
     /// Handlers that wait for something else (`Router.Pool.waiting`).
     let waits: BlockingPool
+    /// Handlers that download an upload from a URL (minutes, on another server's pace): their own pool, so they
+    /// never hold up the probes of uploaded files.
+    let fetches: BlockingPool
     let bodyMemory: BodyMemory
 
     init(configuration: HTTPServerConfiguration) {
@@ -16,6 +19,7 @@ final class ServerPools: Sendable {
         probes = BlockingPool(name: "probe", threads: configuration.probeThreads)
         files = BlockingPool(name: "file", threads: configuration.fileThreads)
         waits = BlockingPool(name: "wait", threads: 2)
+        fetches = BlockingPool(name: "fetch", threads: configuration.fetchThreads)
         bodyMemory = BodyMemory(limit: configuration.maxBufferedBodyBytes)
     }
 
@@ -24,6 +28,7 @@ final class ServerPools: Sendable {
         handlers.shutdown()
         probes.shutdown()
         waits.shutdown()
+        fetches.shutdown()
         files.shutdown()
     }
 }

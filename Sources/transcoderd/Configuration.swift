@@ -37,6 +37,7 @@ struct Configuration: Sendable {
     /// Seconds a download of an input by URL may take in all, and without a byte.
     var fetchTimeout = 3600.0
     var fetchStallTimeout = 30.0
+    var fetchThreads = 4
     /// Receives every job's events, besides a job's own webhook.
     var webhookURL: String?
     /// Signs webhooks; nil: the one kept in the data directory (made at first use).
@@ -210,6 +211,10 @@ struct Configuration: Sendable {
         Option(flag: "--fetch-stall-timeout", environment: "TRANSCODER_FETCH_STALL_TIMEOUT",
                help: "seconds a download of an input by URL may go without a byte; default 30") { config, value throws(UsageError) in
             config.fetchStallTimeout = Double(try integer(value, flag: "--fetch-stall-timeout", range: 1...3600))
+        },
+        Option(flag: "--fetch-threads", environment: "TRANSCODER_FETCH_THREADS",
+               help: "threads for uploads fetched from a URL (POST /v1/uploads with {\"url\"}), 1-64; default 4") { config, value throws(UsageError) in
+            config.fetchThreads = try integer(value, flag: "--fetch-threads", range: 1...64)
         },
         Option(flag: "--webhook-url", environment: "TRANSCODER_WEBHOOK_URL",
                help: "http(s) URL that receives every job's events (job.running, job.succeeded, job.failed, job.canceled); default none") {

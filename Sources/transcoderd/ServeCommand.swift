@@ -55,6 +55,7 @@ enum ServeCommand {
             serverConfig.idleTimeout = config.idleTimeout
             serverConfig.handlerThreads = config.handlerThreads
             serverConfig.probeThreads = config.probeThreads
+            serverConfig.fetchThreads = config.fetchThreads
             let metricsBox = LockedValue<ServerMetrics?>(nil)
             let dispatcherBox = LockedValue<WebhookDispatcher?>(nil)
             let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin),

@@ -83,6 +83,27 @@ import TestSupport
         #expect(try server.json("/healthz").status == 200)
     }
 
+    /// A download that hangs holds a fetch thread, not the probe pool: uploads meanwhile are stored at once.
+    @Test func aHangingFetchNeverHoldsUpUploads() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--probe-threads", "1", "--fetch-threads", "2",
+                                     "--fetch-stall-timeout", "20"])
+        let hanging = DispatchGroup()
+        for _ in 0..<2 {
+            hanging.enter()
+            Thread {
+                _ = try? self.fetch(server, peer.base + "/stall")
+                hanging.leave()
+            }.start()
+        }
+        #expect(eventually(10) { peer.requests().filter { $0["path"] as? String == "/stall" }.count == 2 })
+        let started = Date()
+        let upload = try server.json("/v1/uploads/", ["-T", try Media.path(.audioOnly)])
+        #expect(upload.status == 201 && Date().timeIntervalSince(started) < 10, "\(upload.object), \(Date().timeIntervalSince(started)) s")
+        #expect(try server.json("/v1/jobs").status == 200)
+        hanging.wait()
+    }
+
     @Test func credentialsInURLsAreNeverLogged() throws {
         let server = try TestServer()
         let url = "http://user:hunter2@10.1.2.3/v.mp4?X-Amz-Signature=deadbeefcafe&X-Amz-Credential=AKIAEXAMPLE&part=1"
