@@ -109,31 +109,26 @@ enum Migrations {
         CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
         WHEN NEW.state <> OLD.state AND NEW.state <> 'queued'
         BEGIN
+            -- One row per URL that wants the event (the job's own first), each with the job row as JSON.
             INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
-            SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, NEW.webhook_url, 'job',
+            SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, target.url, target.scope,
                 NEW.updated_at, NEW.updated_at, json_object(
-                'id', NEW.id, 'state', NEW.state, 'settings', NEW.settings, 'input_upload', NEW.input_upload,
-                'watermark_upload', NEW.watermark_upload, 'output_path', NEW.output_path, 'output_size', NEW.output_size, 'output_tracks', NEW.output_tracks,
-                'output_files', NEW.output_files, 'progress_time', NEW.progress_time, 'progress_duration', NEW.progress_duration, 'error_code', NEW.error_code,
-                'error_message', NEW.error_message, 'attempts', NEW.attempts, 'priority', NEW.priority, 'created_at', NEW.created_at,
-                'started_at', NEW.started_at, 'finished_at', NEW.finished_at, 'updated_at', NEW.updated_at, 'lease', NEW.lease,
-                'lease_token', NEW.lease_token, 'lease_expires_at', NEW.lease_expires_at, 'cancel_requested', NEW.cancel_requested, 'frames_encoded', NEW.frames_encoded,
-                'transcode_seconds', NEW.transcode_seconds, 'webhook_url', NEW.webhook_url, 'webhook_events', NEW.webhook_events, 'server_webhook_url', NEW.server_webhook_url,
-                'webhook_disabled', NEW.webhook_disabled)
-            WHERE NEW.webhook_url IS NOT NULL AND NEW.webhook_disabled = 0
-                AND instr(',' || NEW.webhook_events || ',', ',job.' || NEW.state || ',') > 0;
-            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
-            SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, NEW.server_webhook_url, 'server',
-                NEW.updated_at, NEW.updated_at, json_object(
-                'id', NEW.id, 'state', NEW.state, 'settings', NEW.settings, 'input_upload', NEW.input_upload,
-                'watermark_upload', NEW.watermark_upload, 'output_path', NEW.output_path, 'output_size', NEW.output_size, 'output_tracks', NEW.output_tracks,
-                'output_files', NEW.output_files, 'progress_time', NEW.progress_time, 'progress_duration', NEW.progress_duration, 'error_code', NEW.error_code,
-                'error_message', NEW.error_message, 'attempts', NEW.attempts, 'priority', NEW.priority, 'created_at', NEW.created_at,
-                'started_at', NEW.started_at, 'finished_at', NEW.finished_at, 'updated_at', NEW.updated_at, 'lease', NEW.lease,
-                'lease_token', NEW.lease_token, 'lease_expires_at', NEW.lease_expires_at, 'cancel_requested', NEW.cancel_requested, 'frames_encoded', NEW.frames_encoded,
-                'transcode_seconds', NEW.transcode_seconds, 'webhook_url', NEW.webhook_url, 'webhook_events', NEW.webhook_events, 'server_webhook_url', NEW.server_webhook_url,
-                'webhook_disabled', NEW.webhook_disabled)
-            WHERE NEW.server_webhook_url IS NOT NULL;
+                    'id', NEW.id, 'state', NEW.state, 'settings', NEW.settings, 'input_upload', NEW.input_upload,
+                    'watermark_upload', NEW.watermark_upload, 'output_path', NEW.output_path, 'output_size', NEW.output_size, 'output_tracks', NEW.output_tracks,
+                    'output_files', NEW.output_files, 'progress_time', NEW.progress_time, 'progress_duration', NEW.progress_duration, 'error_code', NEW.error_code,
+                    'error_message', NEW.error_message, 'attempts', NEW.attempts, 'priority', NEW.priority, 'created_at', NEW.created_at,
+                    'started_at', NEW.started_at, 'finished_at', NEW.finished_at, 'updated_at', NEW.updated_at, 'lease', NEW.lease,
+                    'lease_token', NEW.lease_token, 'lease_expires_at', NEW.lease_expires_at, 'cancel_requested', NEW.cancel_requested, 'frames_encoded', NEW.frames_encoded,
+                    'transcode_seconds', NEW.transcode_seconds, 'webhook_url', NEW.webhook_url, 'webhook_events', NEW.webhook_events, 'server_webhook_url', NEW.server_webhook_url,
+                    'webhook_disabled', NEW.webhook_disabled)
+            FROM (
+                SELECT 1 AS rank, NEW.webhook_url AS url, 'job' AS scope
+                WHERE NEW.webhook_url IS NOT NULL AND NEW.webhook_disabled = 0
+                    AND instr(',' || NEW.webhook_events || ',', ',job.' || NEW.state || ',') > 0
+                UNION ALL
+                SELECT 2, NEW.server_webhook_url, 'server' WHERE NEW.server_webhook_url IS NOT NULL
+            ) AS target
+            ORDER BY target.rank;
         END;
         """,
     ]
