@@ -11,6 +11,7 @@
 #include <libavutil/channel_layout.h>
 #include <libavutil/display.h>
 #include <libavutil/error.h>
+#include <libavutil/hash.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>

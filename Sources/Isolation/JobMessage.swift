@@ -16,6 +16,8 @@ public struct JobRequest: Sendable, Codable {
     /// Path of the watermark image the settings name (the child knows nothing of uploads).
     public var watermark: String?
     public var limits: MediaLimits?
+    /// The job's checkpoint folder (a transcode resumes from what it holds, and keeps adding to it).
+    public var checkpoint: String?
 
     public init(kind: Kind, input: String, output: String? = nil, settings: TranscodeSettings? = nil,
                 watermark: String? = nil, limits: MediaLimits? = nil) {

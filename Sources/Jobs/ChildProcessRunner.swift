@@ -44,8 +44,14 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
 
     public func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-        let request = JobRequest(kind: .transcode, input: input.path, output: outputDirectory, settings: job.settings,
+        try run(job, input: input, outputDirectory: outputDirectory, checkpointDirectory: nil, cancellation: cancellation, progress: progress)
+    }
+
+    public func run(_ job: Job, input: Upload, outputDirectory: String, checkpointDirectory: String?, cancellation: CancellationToken,
+                    progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        var request = JobRequest(kind: .transcode, input: input.path, output: outputDirectory, settings: job.settings,
                                  watermark: job.settings.filters?.video?.watermark?.imagePath, limits: limits)
+        request.checkpoint = checkpointDirectory
         let answer = try exchange(request, cancellation: cancellation, progress: progress)
         guard var result = answer.result else { throw Self.unexpected }
         // The output is where this process said, whatever the child claims; its files are listed here too.

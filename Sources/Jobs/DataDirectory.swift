@@ -1,8 +1,8 @@
 import Foundation
 import Pipeline
 
-/// The data directory's layout: `transcoderd.sqlite`, `uploads/`, `outputs/`, and a lock file that keeps a
-/// second process from using the same directory.
+/// The data directory's layout: `transcoderd.sqlite`, `uploads/`, `outputs/`, `tus/`, `checkpoints/`, and a lock
+/// file that keeps a second process from using the same directory.
 public struct DataDirectory: Sendable {
     public let root: URL
 
@@ -13,6 +13,8 @@ public struct DataDirectory: Sendable {
     public var databasePath: String { root.appendingPathComponent("transcoderd.sqlite").path }
     public var uploads: URL { root.appendingPathComponent("uploads", isDirectory: true) }
     public var outputs: URL { root.appendingPathComponent("outputs", isDirectory: true) }
+    /// Checkpoints of interrupted transcodes: `<job id>.<lease token>/` per claim (see `adoptCheckpoint`).
+    public var checkpoints: URL { root.appendingPathComponent("checkpoints", isDirectory: true) }
     /// Resumable (tus) uploads not complete yet: `<id>.bin` (the bytes so far) and `<id>.json` (what the upload is).
     public var tus: URL { root.appendingPathComponent("tus", isDirectory: true) }
 
@@ -73,12 +75,44 @@ public struct DataDirectory: Sendable {
         }
     }
 
+    /// The checkpoint folder of this claim of `job`: `checkpoints/<job id>.<lease token>`.
+    public func checkpointDirectory(for job: Job) -> String {
+        checkpoints.appendingPathComponent("\(job.id).\(job.leaseToken)", isDirectory: true).path
+    }
+
+    /// Takes over what earlier claims of `job` checkpointed: the latest earlier claim's folder is renamed to this
+    /// claim's (a worker that lost its lease finds its folder gone: its next segment or manifest cannot be
+    /// recorded), and older ones are removed. Later claims' folders are never touched. Returns this claim's folder
+    /// (created empty when there was none: the transcode then starts from the beginning).
+    public func adoptCheckpoint(for job: Job) -> String {
+        let target = checkpointDirectory(for: job)
+        let earlier = checkpointFolders(of: job.id)
+            .filter { $0.token < job.leaseToken }
+            .sorted { $0.token > $1.token }
+        if let latest = earlier.first, !FileManager.default.fileExists(atPath: target) {
+            _ = rename(latest.path, target)
+        }
+        for folder in earlier.dropFirst() { _ = OutputRemoval.remove(folder.path) }
+        // The job's sandbox may write only into folders that exist when it starts.
+        try? FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        return target
+    }
+
+    /// Every checkpoint folder of job `id`, with the claim it belongs to.
+    public func checkpointFolders(of id: String) -> [(path: String, token: Int)] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: checkpoints.path)) ?? []
+        return names.compactMap { name in
+            guard name.hasPrefix(id + "."), let token = Int(name.dropFirst(id.count + 1)) else { return nil }
+            return (checkpoints.appendingPathComponent(name).path, token)
+        }
+    }
+
     /// Where an upload's content goes.
     public func uploadPath(id: String) -> String { uploads.appendingPathComponent(id).path }
 
     /// Creates the folders if missing and checks that they are writable; the error says which one is not.
     public func prepare() throws(StoreError) {
-        for folder in [root, uploads, outputs, tus] {
+        for folder in [root, uploads, outputs, tus, checkpoints] {
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             } catch {

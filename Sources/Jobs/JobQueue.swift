@@ -227,6 +227,7 @@ public final class JobQueue: Sendable {
             case .queued:
                 do throws(StoreError) {
                     let canceled = try store.cancelQueued(id: id)
+                    removeCheckpoints(of: id) // of an attempt interrupted before
                     events.publish(id, .state(canceled))
                     return canceled
                 } catch where error.code == "invalid_transition" {
@@ -400,6 +401,8 @@ public final class JobQueue: Sendable {
         case .leaseLost, .notRecorded: final = nil
         }
         if case .success = outcome, final?.state != .succeeded { removeFile(directory.outputDirectory(for: claimed), of: "job_id", id) }
+        // Checkpoints serve the job's next attempt; once it has ended (or is gone) they have served.
+        if let final, final.state.isTerminal { removeCheckpoints(of: id) }
         if case .leaseLost = recorded {
             logger.error("job given up: its lease moved on to another worker, which owns the job and its result now; "
                          + "this attempt's output was discarded", ["job_id": .string(id), "lease_token": .int(lease.token)])
@@ -535,9 +538,16 @@ public final class JobQueue: Sendable {
             job.settings.filters?.video?.watermark?.imagePath = image.path
         }
         var lastSaved = Date.distantPast
+        var resumeLogged = false
         do throws(MediaError) {
-            return .success(try runner.run(job, input: upload, outputDirectory: directory.outputDirectory(for: job), cancellation: token) { progress in
+            let checkpoint = directory.adoptCheckpoint(for: job)
+            return .success(try runner.run(job, input: upload, outputDirectory: directory.outputDirectory(for: job),
+                                           checkpointDirectory: checkpoint, cancellation: token) { progress in
                 let now = Date()
+                if !resumeLogged, let seconds = progress.resumedFrom {
+                    resumeLogged = true
+                    logger.info("job resumed from its checkpoint", ["job_id": .string(job.id), "seconds": .double(seconds)])
+                }
                 state.withLock { state in
                     guard var running = state.running[job.id] else { return }
                     if progress.presentationTime > running.lastTime {
@@ -757,6 +767,7 @@ public final class JobQueue: Sendable {
             do throws(StoreError) {
                 try store.deleteJob(id: job.id)
                 if let path = job.outputRoot { removeFile(path, of: "job_id", job.id) }
+                removeCheckpoints(of: job.id)
             } catch {
                 logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
             }
@@ -776,6 +787,7 @@ public final class JobQueue: Sendable {
     /// Removes files in `outputs/` that are not the output of a succeeded job: partial files of a process that died,
     /// and outputs of jobs that will run again (on a shared store: only those of jobs that ended or are gone).
     private func removeStrayOutputs() throws(StoreError) {
+        try removeStrayCheckpoints()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.outputs.path)) ?? []
         for name in names {
             let id = String(name.prefix { $0 != "." })
@@ -785,6 +797,21 @@ public final class JobQueue: Sendable {
             if store.isShared, let job, !job.state.isTerminal { continue }
             if job?.state != .succeeded || job?.outputRoot != path { removeFile(path, of: "job_id", id) }
         }
+    }
+
+    /// Removes checkpoint folders of jobs that have ended or are gone (a queued or running job's are its next
+    /// attempt's).
+    private func removeStrayCheckpoints() throws(StoreError) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.checkpoints.path)) ?? []
+        for id in Set(names.map { String($0.prefix { $0 != "." }) }) {
+            if let job = try store.job(id: id), !job.state.isTerminal { continue }
+            removeCheckpoints(of: id)
+        }
+    }
+
+    /// Removes every checkpoint folder of job `id`.
+    func removeCheckpoints(of id: String) {
+        for folder in directory.checkpointFolders(of: id) { removeFile(folder.path, of: "job_id", id) }
     }
 
     /// Removes a file or an output folder the queue owns: one already gone is fine, any other failure is logged with whose it is

@@ -7,6 +7,19 @@ public protocol JobRunner: Sendable {
     /// The result lists the folder's files.
     func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult
+
+    /// The same, keeping durable checkpoints in `checkpointDirectory` (a later run given the same folder resumes
+    /// from them); the folder is left in place whatever happens.
+    func run(_ job: Job, input: Upload, outputDirectory: String, checkpointDirectory: String?, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult
+}
+
+extension JobRunner {
+    /// Runners that do not checkpoint ignore the folder.
+    public func run(_ job: Job, input: Upload, outputDirectory: String, checkpointDirectory: String?, cancellation: CancellationToken,
+                    progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        try run(job, input: input, outputDirectory: outputDirectory, cancellation: cancellation, progress: progress)
+    }
 }
 
 /// The real runner: a `TranscodeSession` from the upload to the output.
@@ -20,8 +33,14 @@ public struct TranscodeRunner: JobRunner {
 
     public func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        try run(job, input: input, outputDirectory: outputDirectory, checkpointDirectory: nil, cancellation: cancellation, progress: progress)
+    }
+
+    public func run(_ job: Job, input: Upload, outputDirectory: String, checkpointDirectory: String?, cancellation: CancellationToken,
+                    progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         let session = TranscodeSession(inputPath: input.path, outputDirectory: outputDirectory, settings: job.settings,
                                        cancellation: cancellation, limits: limits)
+        session.checkpointDirectory = checkpointDirectory
         return try session.run(progress: progress)
     }
 }

@@ -1,3 +1,4 @@
+import CFFmpeg
 /// Container of the output file, as `AVFileType` names them.
 public enum FileType: String, Sendable, Codable, CaseIterable {
     /// MPEG-4 (`AVFileTypeMPEG4`), `.mp4`.
@@ -29,6 +30,12 @@ public enum FileType: String, Sendable, Codable, CaseIterable {
     }
 
     /// Whether the file can hold video, audio, or both.
+    /// Whether the container wants encoders' headers (SPS/PPS, AudioSpecificConfig) out of band.
+    var wantsGlobalHeader: Bool {
+        guard let format = av_guess_format(muxerName, nil, nil) else { return true }
+        return format.pointee.flags & AVFMT_GLOBALHEADER != 0
+    }
+
     public var holdsVideo: Bool { self != .m4a && self != .aac }
     public var holdsAudio: Bool { self != .h264 }
 

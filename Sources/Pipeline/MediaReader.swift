@@ -78,6 +78,14 @@ public final class MediaReader {
     func stream(_ track: Int) -> UnsafeMutablePointer<AVStream> { container.stream(track) }
 
 
+    /// Moves the reading position to the key frame of `track` at or before `seconds` (on the file's clock), before
+    /// anything is read. False when the file cannot seek (it is then read from the start; callers skip by time).
+    public func seek(track index: Int, toSeconds seconds: Double) -> Bool {
+        let timeBase = timeBase(of: index)
+        let target = av_rescale_q(Int64((seconds * 1_000_000).rounded(.down)), AVRational(num: 1, den: 1_000_000), timeBase)
+        return av_seek_frame(container.context, Int32(index), target, AVSEEK_FLAG_BACKWARD) >= 0
+    }
+
     /// The next sample of any output, or nil at the end of the file.
     ///
     /// At the end it drains every decoder, then checks that the file held as much media as it declared:

@@ -46,6 +46,13 @@ final class OutputContainer {
         return Int(stream.pointee.index)
     }
 
+    /// Adds a stream described by parameters an encoder had (a checkpoint's).
+    func addStream(parameters: StreamParameters) throws(MediaError) -> Int {
+        let stream = try newStream()
+        try parameters.apply(to: stream)
+        return Int(stream.pointee.index)
+    }
+
     /// Adds a stream that copies `source`'s packets.
     func addStream(copying source: UnsafeMutablePointer<AVStream>) throws(MediaError) -> Int {
         let stream = try newStream()

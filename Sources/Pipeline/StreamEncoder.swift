@@ -35,6 +35,8 @@ final class StreamEncoder {
             context.pointee.gop_size = Self.unboundedKeyFrameInterval
             try FFmpeg.setOption(context.pointee.priv_data, "forced-idr", "1")
             try FFmpeg.setOption(context.pointee.priv_data, "x264-params", "scenecut=0:open-gop=0")
+        } else if settings.forcedKeyFramesAreIDR {
+            try FFmpeg.setOption(context.pointee.priv_data, "forced-idr", "1")
         }
         try open(codec)
     }

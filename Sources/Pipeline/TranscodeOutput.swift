@@ -21,4 +21,12 @@ protocol TranscodeOutput: AnyObject {
     func cancelWriting()
     /// Seconds of media written so far, for progress; any thread may ask.
     var writtenSeconds: Double { get }
+    /// See the extension.
+    var videoResumePoint: Int64? { get }
+}
+
+extension TranscodeOutput {
+    /// Where a checkpointed video resumes: the last presentation time its checkpoint holds (encoder time base),
+    /// read once the video input is added; nil when the video starts from the beginning.
+    var videoResumePoint: Int64? { nil }
 }

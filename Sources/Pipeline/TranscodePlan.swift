@@ -17,10 +17,26 @@ final class TranscodePlan {
     private(set) var thumbnailer: Thumbnailer?
     /// Seconds of output expected from the source's declared durations (0 when unknown).
     let expectedDuration: Double
+    /// Whether the video continues a checkpoint (it may then have nothing left to encode).
+    private var resuming = false
+
+    /// The tracks one plan carries: all of them, or one pass of a checkpointed transcode.
+    enum Pass: Equatable {
+        case all
+        /// The video only, into checkpoint segments of `segmentSeconds`: an IDR at each segment boundary.
+        case video(segmentSeconds: Double)
+        /// The audio only.
+        case audio
+
+        var includesVideo: Bool { self != .audio }
+        var includesAudio: Bool { if case .video = self { false } else { true } }
+    }
 
     /// - Parameter directory: the folder the output is written in (thumbnails go there); nil for a lone file.
+    /// - Parameter pass: which tracks this plan carries; the timeline is the same for every pass (it starts with
+    ///   the earliest of the tracks the settings keep).
     init(reader: MediaReader, output: any TranscodeOutput, settings: TranscodeSettings, limits: MediaLimits,
-         directory: String?) throws(MediaError) {
+         directory: String?, pass: Pass = .all) throws(MediaError) {
         let videoTrack = settings.video == .drop ? nil : reader.firstVideoTrack
         let audioTrack = settings.audio == .drop ? nil : reader.firstAudioTrack
         let container = settings.container
@@ -61,12 +77,12 @@ final class TranscodePlan {
         expectedDuration = max(0, (selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0) - start) / tempo
         output.startSession(atSourceTime: start)
 
-        if let track = videoTrack {
+        if let track = videoTrack, pass.includesVideo {
             switch settings.video {
             case .encode(let videoSettings):
                 try reader.addDecodedOutput(track: track.index, maxPixels: limits.maxDimension * limits.maxDimension)
                 try addVideo(track: track, stream: reader.stream(track.index), settings: settings, base: videoSettings,
-                             output: output, directory: directory)
+                             output: output, directory: directory, pass: pass)
             case .copy:
                 reader.addPassthroughOutput(track: track.index)
                 copies[track.index] = try output.addPassthroughInput(copying: reader.stream(track.index), key: "video")
@@ -74,7 +90,7 @@ final class TranscodePlan {
                 break
             }
         }
-        if let track = audioTrack {
+        if let track = audioTrack, pass.includesAudio {
             switch settings.audio {
             case .encode(let audioSettings):
                 try reader.addDecodedOutput(track: track.index)
@@ -91,7 +107,7 @@ final class TranscodePlan {
 
     /// The video outputs (one, or a ladder's renditions), the thumbnail maker and the filters that feed them all.
     private func addVideo(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
-                          base: VideoSettings, output: any TranscodeOutput, directory: String?) throws(MediaError) {
+                          base: VideoSettings, output: any TranscodeOutput, directory: String?, pass: Pass) throws(MediaError) {
         let crop = settings.filters?.video?.crop
         var encodings: [VideoEncoding]
         var grid: KeyFrameGrid?
@@ -116,6 +132,11 @@ final class TranscodePlan {
             }
         } else {
             encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, crop: crop)]
+            if case .video(let segmentSeconds) = pass {
+                // Checkpoint segments start with an IDR on their grid; x264 places its other key frames as usual.
+                grid = KeyFrameGrid(interval: segmentSeconds, segmentDuration: segmentSeconds)
+                encodings[0].forcedKeyFramesAreIDR = true
+            }
         }
         let sourceColors = ColorTags(source: stream.pointee.codecpar.pointee, assumingHeight: Int(stream.pointee.codecpar.pointee.height))
         var names: [String] = []
@@ -128,8 +149,10 @@ final class TranscodePlan {
             }
             names.append(name)
             let input = try output.addInput(video: encoding, name: name)
+            let resumeAfter = output.videoResumePoint
+            resuming = resumeAfter != nil
             let side = VideoEncodeSide(encoding: encoding, sourceColors: sourceColors, input: input,
-                                       timeline: output.timeline, keyFrames: grid)
+                                       timeline: output.timeline, keyFrames: grid, resumeAfter: resumeAfter)
             encodeSides.append(side)
         }
         if let thumbnails = settings.thumbnails, let directory {
@@ -246,7 +269,7 @@ final class TranscodePlan {
         }
         if let failure { throw failure }
         try audio?.finish()
-        if video != nil, framesEncoded == 0 {
+        if video != nil, framesEncoded == 0, !resuming {
             throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
         }
         if let audio, audio.samplesWritten == 0 {

@@ -8,20 +8,24 @@ public struct TranscodeProgress: Sendable, Equatable, Codable {
     public var framesEncoded: Int
     /// Wall-clock seconds since the transcode started.
     public var elapsed: Double
+    /// Seconds of output an earlier attempt of the job made and this one continues from (a checkpoint); nil when
+    /// this attempt started at the beginning.
+    public var resumedFrom: Double?
 
     /// `presentationTime / duration`, from 0 to 1.
     public var fraction: Double { duration > 0 ? min(1, presentationTime / duration) : 0 }
 
     /// Media seconds transcoded per wall-clock second.
-    public var speed: Double { elapsed > 0 ? presentationTime / elapsed : 0 }
+    public var speed: Double { elapsed > 0 ? (presentationTime - (resumedFrom ?? 0)) / elapsed : 0 }
 
     /// Video frames encoded per wall-clock second.
     public var framesPerSecond: Double { elapsed > 0 ? Double(framesEncoded) / elapsed : 0 }
 
-    public init(presentationTime: Double, duration: Double, framesEncoded: Int, elapsed: Double) {
+    public init(presentationTime: Double, duration: Double, framesEncoded: Int, elapsed: Double, resumedFrom: Double? = nil) {
         self.presentationTime = presentationTime
         self.duration = duration
         self.framesEncoded = framesEncoded
         self.elapsed = elapsed
+        self.resumedFrom = resumedFrom
     }
 }

@@ -17,6 +17,8 @@ public struct TranscodeResult: Sendable, Equatable, Codable {
     public var mimeType: String
     /// Every file of an output folder (nil for a lone file); `size` is their sum.
     public var files: [OutputFile]?
+    /// Seconds of output an earlier attempt made that this one continued from (a checkpoint); nil otherwise.
+    public var resumedFrom: Double?
 
     public init(path: String, size: Int, container: FileType, tracks: [Track], duration: Double, framesEncoded: Int,
                 elapsed: Double, mimeType: String, files: [OutputFile]? = nil) {

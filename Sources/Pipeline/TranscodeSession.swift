@@ -21,6 +21,9 @@ public final class TranscodeSession {
     /// Called with the error when the transcode fails, before anything is freed: the moment to see what the
     /// process held (a child measures its memory there, to tell a refused allocation from other failures).
     public var onFailure: ((MediaError) -> Void)?
+    /// A folder for durable checkpoints of the encoded video and audio (see `CheckpointedTranscode`); the same folder given to a later run of the same job resumes where this one stopped.
+    /// The session never removes it: its owner does once the job has ended. nil: no checkpoints.
+    public var checkpointDirectory: String?
 
     /// A transcode into one file at `outputPath` (no ladder, no thumbnails).
     public init(inputPath: String, outputPath: String, settings: TranscodeSettings,
@@ -60,6 +63,9 @@ public final class TranscodeSession {
             reader = try MediaReader(path: inputPath, cancellation: cancellation)
         } catch {
             throw cancellation.isCanceled ? MediaError.canceled : error
+        }
+        if let checkpointDirectory, CheckpointedTranscode.applies(to: settings, input: reader) {
+            return try CheckpointedTranscode(session: self, checkpointPath: checkpointDirectory).run(progress: progress)
         }
         let directory = try outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
         let output: any TranscodeOutput
@@ -158,40 +164,5 @@ public final class TranscodeSession {
     /// Reads a file's tracks without transcoding it (same locked-down opening as a transcode).
     public static func probe(path: String) throws(MediaError) -> [Track] {
         try MediaReader(path: path).tracks
-    }
-}
-
-/// Calls the progress callback: monotonic, clamped to the duration, throttled, and exactly at the end once.
-private final class ProgressReporter {
-    private let duration: Double
-    private let interval: Duration
-    private let started: ContinuousClock.Instant
-    private var lastCall: ContinuousClock.Instant
-    private var reported = 0.0
-
-    init(duration: Double, interval: Double, started: ContinuousClock.Instant) {
-        self.duration = duration
-        self.interval = .milliseconds(Int64(interval * 1000))
-        self.started = started
-        lastCall = started
-    }
-
-    var elapsed: Double {
-        let time = ContinuousClock.now - started
-        return Double(time.components.seconds) + Double(time.components.attoseconds) * 1e-18
-    }
-
-    func update(_ presentationTime: Double, frames: Int, call: (TranscodeProgress) -> Void) {
-        let now = ContinuousClock.now
-        guard now - lastCall >= interval else { return }
-        lastCall = now
-        let bound = duration > 0 ? duration : presentationTime
-        reported = max(reported, min(presentationTime, bound))
-        call(TranscodeProgress(presentationTime: reported, duration: bound, framesEncoded: frames, elapsed: elapsed))
-    }
-
-    func finish(frames: Int, call: (TranscodeProgress) -> Void) {
-        let end = max(duration, reported)
-        call(TranscodeProgress(presentationTime: end, duration: end, framesEncoded: frames, elapsed: elapsed))
     }
 }

@@ -14,13 +14,16 @@ final class VideoEncodeSide: FrameConsumer {
     private var lastTimestamp: Int64?
     private var keyFrames: KeyFrameGrid?
 
+    /// - Parameter resumeAfter: a checkpoint's last presentation time (encoder time base): frames up to it were
+    ///   encoded by an earlier attempt and are skipped; the first one after it starts a segment, with an IDR.
     init(encoding: VideoEncoding, sourceColors: ColorTags, input: EncodingWriterInput, timeline: Timeline,
-         keyFrames: KeyFrameGrid?) {
+         keyFrames: KeyFrameGrid?, resumeAfter: Int64? = nil) {
         self.encoding = encoding
         self.input = input
         self.timeline = timeline
         self.keyFrames = keyFrames
         converter = VideoConverter(encoding: encoding, sourceColors: sourceColors)
+        lastTimestamp = resumeAfter
         frameTicks = max(1, av_rescale_q(1, av_inv_q(encoding.frameRate), encoding.timeBase))
     }
 

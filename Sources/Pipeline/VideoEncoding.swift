@@ -32,6 +32,8 @@ struct VideoEncoding {
     /// Key frames only where the caller forces them (closed GOPs, no scene cuts): a ladder's renditions must put
     /// their IDRs at the same instants.
     var keyFramesForcedOnly = false
+    /// Pictures the caller marks I become IDRs (a checkpoint segment's first), with x264's own key frames in between.
+    var forcedKeyFramesAreIDR = false
     /// x264 threads; 0: its own choice for the machine (see `FFmpeg.threadCount`). A ladder shares the cores
     /// between its encoders.
     var threads: Int32 = 0

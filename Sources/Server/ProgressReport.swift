@@ -21,6 +21,9 @@ public struct ProgressReport: Encodable, Sendable {
     public let framesPerSecond: Double
     /// Media seconds per wall-clock second.
     public let speed: Double
+    /// Seconds of output an earlier attempt made that this one continued from (a checkpoint); nil when this attempt
+    /// started at the beginning (or is not running here).
+    public var resumedFrom: Double?
 
     public init(_ progress: TranscodeProgress) {
         presentationTime = Self.round(progress.presentationTime)
@@ -28,6 +31,7 @@ public struct ProgressReport: Encodable, Sendable {
         fraction = Self.round(progress.fraction, places: 4)
         framesPerSecond = Self.round(progress.framesPerSecond, places: 1)
         speed = Self.round(progress.speed)
+        resumedFrom = progress.resumedFrom.map { Self.round($0) }
     }
 
     /// A download under way; `fetch` nil when another node fetches it (nothing is known here but that).

@@ -60,7 +60,7 @@ enum RunJobCommand {
         // The job's own files, and nothing else, from here on (its output folder is made beside its final place).
         let output = request.output.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
         if let problem = Sandbox.confineFiles(read: [request.input] + (request.watermark.map { [$0] } ?? []),
-                                              write: output.map { [$0] } ?? []) {
+                                              write: (output.map { [$0] } ?? []) + (request.checkpoint.map { [$0] } ?? [])) {
             FileHandle.standardError.write(Data("run-job: \(problem)\n".utf8))
         }
         let cancellation = CancellationToken(external: { tc_terminate_requested() != 0 })
@@ -78,6 +78,7 @@ enum RunJobCommand {
                 let session = TranscodeSession(inputPath: request.input, outputDirectory: output, settings: settings,
                                                cancellation: cancellation, limits: request.limits ?? MediaLimits())
                 session.onFailure = { _ in memory.failed() }
+                session.checkpointDirectory = request.checkpoint
                 let result = try session.run { progress in
                     send(JobMessage(progress: progress, dataBytes: memory.sample()))
                 }

@@ -12,6 +12,7 @@ enum TranscodeCommand {
         var output = ""
         var settings = TranscodeSettings()
         var progress: ProgressMode = Console.stderrIsTerminal ? .bar : .none
+        var checkpoint: String?
     }
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -36,6 +37,7 @@ enum TranscodeCommand {
             ? TranscodeSession(inputPath: options.input, outputDirectory: String(options.output.reversed().drop { $0 == "/" }.reversed()),
                                settings: settings, cancellation: token)
             : TranscodeSession(inputPath: options.input, outputPath: options.output, settings: settings, cancellation: token)
+        session.checkpointDirectory = options.checkpoint
         let bar = ProgressBar()
         do {
             let result = try session.run { progress in
@@ -46,6 +48,8 @@ enum TranscodeCommand {
                 }
             }
             if options.progress == .bar { bar.end() }
+            // Done: the checkpoint has served.
+            if let checkpoint = options.checkpoint { try? FileManager.default.removeItem(atPath: checkpoint) }
             Console.printJSON(result)
             return 0
         } catch {
@@ -73,6 +77,7 @@ enum TranscodeCommand {
             switch argument {
             case "--settings": settingsText = try value(argument)
             case "--preset": presetName = try value(argument)
+            case "--checkpoint": options.checkpoint = try value(argument)
             case "--progress":
                 let mode = try value(argument)
                 guard let parsed = ProgressMode(rawValue: mode) else {

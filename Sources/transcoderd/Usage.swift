@@ -11,6 +11,7 @@ enum Usage {
           transcoderd serve [--host H] [--port P] [--data DIR] [--store URL] [--workers N] ...
                                          the HTTP API and job queue (see serve --help)
           transcoderd transcode INPUT OUTPUT [--settings JSON | --settings @FILE | --preset NAME] [--progress bar|json|none]
+                                [--checkpoint DIR]
           transcoderd work [--data DIR] [--store URL] [--workers N] [--exit-when-idle]
                                          run the data directory's queued jobs (no HTTP)
           transcoderd healthcheck        exit 0 if the local server answers /healthz (for containers)
@@ -37,6 +38,9 @@ enum Usage {
           --progress MODE     bar (default on a terminal): a progress bar on stderr
                               json: one JSON object per line on stdout while it runs
                               none: no progress (default when stderr is not a terminal)
+          --checkpoint DIR    keep durable pieces of the encoded video and audio in DIR while it runs; run the
+                              same command again after Ctrl-C or a crash and it continues from the last finished
+                              4-second segment instead of from the start (DIR is removed on success)
           -h, --help          this help
 
         Settings (every key optional; unknown keys are refused):

@@ -123,7 +123,8 @@ import TestSupport
         let cluster = try Cluster(workers: 2, lease: lease)
         let input = try cluster.upload(try Media.path(.long))
         let id = try cluster.submit(input, settings: Self.slowSettings)
-        #expect(try eventually(60) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 0.5 })
+        // Past the first 4 s checkpoint segment: the node that takes the job over continues from it.
+        #expect(try eventually(90) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 4.5 })
         let victim = try #require(try cluster.holder(of: id))
         let killed = Date()
         victim.kill()
@@ -137,6 +138,13 @@ import TestSupport
         #expect(probe.streams.filter { $0.codec_type == "video" }.count == 1)
         let leftovers = Media.files(in: cluster.data.appendingPathComponent("outputs"))
         #expect(leftovers == ["\(id).2"], "only the result, nothing of the killed attempt: \(leftovers)")
+        let heir = try #require(cluster.workers.first { $0 !== victim })
+        let resumed = heir.entries("job resumed from its checkpoint").first { $0["job_id"] as? String == id }
+        let seconds = try #require(resumed?["seconds"] as? Double, "the node that took the job over resumed it: \(heir.log.suffix(2000))")
+        #expect(seconds >= 4 - 0.1, "from the killed node's checkpoint at \(seconds) s")
+        try Media.ffmpeg(["-xerror", "-i", try #require(done.outputPath), "-f", "null", "-"])
+        #expect(try SeamCheck.videoPackets(try #require(done.outputPath)).count == 240, "every frame of 8 s at 30 fps")
+        #expect(Media.files(in: cluster.data.appendingPathComponent("checkpoints")).isEmpty, "the checkpoint went with the job's end")
     }
 
     @Test func aPausedWorkerThatComesBackIsFencedOffAndGivesTheJobUp() throws {

@@ -27,11 +27,13 @@ import TestSupport
     /// The child working on a job: the one with a file of the data directory's outputs open (spare children, started
     /// in advance and waiting for a request, have only their pipes).
     private static func workingChild(of server: TestServer) -> pid_t? {
-        let outputs = server.data.appendingPathComponent("outputs").path
+        // A transcode writes its checkpoint (then its output folder); a probe writes neither.
+        let written = ["outputs", "checkpoints"].map { server.data.appendingPathComponent($0).path }
         return jobChildren(of: server).first { child in
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child)/fd")) ?? []
             return fds.contains { fd in
-                ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child)/fd/\(fd)")) ?? "").hasPrefix(outputs)
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child)/fd/\(fd)")) ?? ""
+                return written.contains { target.hasPrefix($0) }
             }
         }
     }

@@ -1,0 +1,51 @@
+/// What a job's checkpoint folder holds, as `manifest.json` says: the encoded video in closed-GOP segments on the
+/// key-frame grid, the encoded audio in one file once complete, each with its size and SHA-256, and what they were
+/// made with (a fingerprint of the settings and input, and the streams' parameters). Only files listed here are
+/// trusted, and only once their checksums match again.
+struct CheckpointManifest: Codable, Equatable {
+    /// A file of packets, finished and flushed to disk.
+    struct File: Codable, Equatable {
+        /// Name inside the checkpoint folder.
+        var name: String
+        var bytes: Int
+        var sha256: String
+        var packets: Int
+    }
+
+    /// A video segment: packets from one key frame up to the next segment's.
+    struct Segment: Codable, Equatable {
+        var number: Int
+        var file: File
+        /// Output-timeline seconds from its first frame to the end of its last.
+        var start: Double
+        var end: Double
+        /// Its latest presentation time, in the video time base: a resumed encode starts after it.
+        var lastPresentation: Int64
+    }
+
+    static let currentVersion = 1
+
+    var version = CheckpointManifest.currentVersion
+    /// Of the settings, the input and this format: a checkpoint made with anything else is not used.
+    var fingerprint: String
+    /// Seconds of the segment grid.
+    var segmentSeconds: Double
+    var video: StreamParameters?
+    var segments: [Segment] = []
+    /// Every video packet is in `segments`.
+    var videoComplete = false
+    var audio: StreamParameters?
+    /// The whole encoded audio; nil until it is complete.
+    var audioFile: File?
+
+    init(fingerprint: String, segmentSeconds: Double) {
+        self.fingerprint = fingerprint
+        self.segmentSeconds = segmentSeconds
+    }
+
+    /// Where the finished segments end: the resumed encode keeps frames presented after `lastPresentation`, from
+    /// `seconds` of output on. nil when no segment is finished.
+    var resumePoint: (seconds: Double, lastPresentation: Int64)? {
+        segments.last.map { ($0.end, $0.lastPresentation) }
+    }
+}

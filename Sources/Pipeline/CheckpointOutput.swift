@@ -1,0 +1,81 @@
+import CFFmpeg
+
+/// The output of one pass of a checkpointed transcode: the video pass encodes into checkpoint segments, the audio
+/// pass into the checkpoint's audio file. Nothing here is the job's output yet: `CheckpointAssembler` muxes the
+/// pieces into it once both passes are complete.
+final class CheckpointOutput: TranscodeOutput {
+    private let checkpoint: Checkpoint
+    private let globalHeader: Bool
+    private(set) var timeline = Timeline(startSeconds: 0)
+    private var video: (input: EncodingWriterInput, sink: CheckpointVideoSink)?
+    private var audio: (input: EncodingWriterInput, sink: CheckpointAudioSink)?
+
+    /// - Parameter globalHeader: whether the final container wants the encoders' headers out of band.
+    init(checkpoint: Checkpoint, globalHeader: Bool) {
+        self.checkpoint = checkpoint
+        self.globalHeader = globalHeader
+    }
+
+    func startSession(atSourceTime seconds: Double) {
+        timeline = Timeline(startSeconds: seconds)
+    }
+
+    /// The video encoder; a checkpoint whose segments another encoder set-up made is started over.
+    func addInput(video encoding: VideoEncoding, name: String) throws(MediaError) -> EncodingWriterInput {
+        let encoder = try StreamEncoder(video: encoding, globalHeader: globalHeader)
+        let parameters = try StreamParameters(encoder: encoder)
+        if let stored = checkpoint.manifest.video, stored != parameters { try checkpoint.resetVideo() }
+        try checkpoint.update { $0.video = parameters }
+        let sink = CheckpointVideoSink(checkpoint: checkpoint)
+        let input = EncodingWriterInput(encoder: encoder, sink: sink)
+        video = (input, sink)
+        return input
+    }
+
+    func addInput(audio encoding: AudioEncoding) throws(MediaError) -> EncodingWriterInput {
+        let encoder = try StreamEncoder(audio: encoding, globalHeader: globalHeader)
+        let sink = try CheckpointAudioSink(checkpoint: checkpoint, parameters: try StreamParameters(encoder: encoder))
+        let input = EncodingWriterInput(encoder: encoder, sink: sink)
+        audio = (input, sink)
+        return input
+    }
+
+    func addPassthroughInput(copying stream: UnsafeMutablePointer<AVStream>, key: String) throws(MediaError) -> PassthroughWriterInput {
+        throw MediaError(code: "copy_not_supported", message: "\(key): a checkpointed transcode encodes every track it keeps.")
+    }
+
+    func startWriting() throws(MediaError) {}
+
+    func finishWriting() throws(MediaError) {
+        if let video {
+            try video.input.markAsFinished()
+            try video.sink.finish()
+        }
+        if let audio {
+            try audio.input.markAsFinished()
+            try audio.sink.finish()
+        }
+    }
+
+    func cancelWriting() {
+        video?.sink.discard()
+        audio?.sink.discard()
+    }
+
+    /// Seconds a resumed video encoder runs before the checkpoint's end, its packets dropped: x264's rate control
+    /// and lookahead then come to the first new segment in about the state they had in the interrupted run, so the
+    /// quality does not jump at the seam (started cold, an average-bit-rate encode is off by 1–2 dB for seconds).
+    static let warmUpSeconds = 2.0
+
+    /// Where the video encode starts again: `warmUpSeconds` before the checkpoint's end (its packets are dropped by
+    /// the sink up to the checkpoint's last presentation time).
+    var videoResumePoint: Int64? {
+        guard let video, let last = checkpoint.manifest.resumePoint?.lastPresentation else { return nil }
+        video.sink.skipThrough = last
+        let timeBase = video.input.encoder.timeBase
+        let warmUp = av_rescale_q(Int64(Self.warmUpSeconds * 1000), AVRational(num: 1, den: 1000), timeBase)
+        return last - warmUp
+    }
+
+    var writtenSeconds: Double { video?.input.progress.seconds ?? audio?.input.progress.seconds ?? 0 }
+}

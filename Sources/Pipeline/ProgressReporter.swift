@@ -1,0 +1,43 @@
+import Foundation
+
+/// Calls the progress callback: monotonic, clamped to the duration, throttled, and exactly at the end once.
+final class ProgressReporter {
+    private let duration: Double
+    private let interval: Duration
+    private let started: ContinuousClock.Instant
+    private var lastCall: ContinuousClock.Instant
+    private var reported: Double
+    private let resumedFrom: Double?
+
+    /// - Parameter resumedFrom: seconds of output an earlier attempt made (a resumed checkpoint): progress starts
+    ///   there, and says so.
+    init(duration: Double, interval: Double, started: ContinuousClock.Instant, resumedFrom: Double? = nil) {
+        self.duration = duration
+        self.interval = .milliseconds(Int64(interval * 1000))
+        self.started = started
+        self.resumedFrom = resumedFrom
+        reported = resumedFrom ?? 0
+        lastCall = started
+    }
+
+    var elapsed: Double {
+        let time = ContinuousClock.now - started
+        return Double(time.components.seconds) + Double(time.components.attoseconds) * 1e-18
+    }
+
+    func update(_ presentationTime: Double, frames: Int, call: (TranscodeProgress) -> Void) {
+        let now = ContinuousClock.now
+        guard now - lastCall >= interval else { return }
+        lastCall = now
+        let bound = duration > 0 ? duration : presentationTime
+        reported = max(reported, min(presentationTime, bound))
+        call(TranscodeProgress(presentationTime: reported, duration: bound, framesEncoded: frames, elapsed: elapsed,
+                               resumedFrom: resumedFrom))
+    }
+
+    func finish(frames: Int, call: (TranscodeProgress) -> Void) {
+        let end = max(duration, reported)
+        call(TranscodeProgress(presentationTime: end, duration: end, framesEncoded: frames, elapsed: elapsed,
+                               resumedFrom: resumedFrom))
+    }
+}

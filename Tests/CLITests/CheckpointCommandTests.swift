@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `transcode --checkpoint DIR`: an interrupted transcode continues from its checkpoint, and a checkpoint that is
+/// damaged, cut short or made with other settings is never used as it is: the damaged part is made again.
+@Suite struct CheckpointCommandTests {
+    static let settings = #"{"video": {"preset": "veryfast"}}"#
+
+    /// Runs a checkpointed transcode and SIGKILLs it once its progress passes `fraction`.
+    private func interrupted(_ source: String, checkpoint: String, fraction: Double, settings: String = settings) throws {
+        let folder = try Media.scratch()
+        let progress = folder.appendingPathComponent("progress.jsonl")
+        _ = FileManager.default.createFile(atPath: progress.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binary.path)
+        process.arguments = ["transcode", source, folder.appendingPathComponent("killed.mp4").path, "--settings", settings,
+                             "--checkpoint", checkpoint, "--progress", "json"]
+        process.standardOutput = try FileHandle(forWritingTo: progress)
+        process.standardError = FileHandle.nullDevice
+        try Shell.launch(process)
+        var reached = 0.0
+        let got = eventually(120) {
+            let lines = ((try? String(contentsOf: progress, encoding: .utf8)) ?? "").split(separator: "\n")
+            for line in lines.suffix(3) {
+                if let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                   let value = object["fraction"] as? Double { reached = max(reached, value) }
+            }
+            return reached >= fraction || !process.isRunning
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(got && process.terminationReason == .uncaughtSignal, "killed while running, at \(reached)")
+    }
+
+    /// Runs a checkpointed transcode to the end; returns its result JSON.
+    private func complete(_ source: String, output: String, checkpoint: String, settings: String = settings) throws -> [String: Any] {
+        let run = try Shell.run(Binary.path, ["transcode", source, output, "--settings", settings, "--checkpoint", checkpoint,
+                                              "--progress", "none"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: checkpoint), "the checkpoint is removed on success")
+        return try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+    }
+
+    private func manifest(_ checkpoint: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: checkpoint + "/manifest.json"))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    private func segmentEnds(_ checkpoint: String) throws -> [Double] {
+        (try manifest(checkpoint)["segments"] as? [[String: Any]] ?? []).compactMap { $0["end"] as? Double }
+    }
+
+    @Test func aDamagedSegmentIsMadeAgainNeverAssembled() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
+        let straight = folder.appendingPathComponent("straight.mp4").path
+        #expect(try complete(source, output: straight, checkpoint: folder.appendingPathComponent("straight-checkpoint").path)["resumedFrom"] == nil)
+
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.75)
+        let ends = try segmentEnds(checkpoint)
+        #expect(ends.count >= 2, "two segments were finished: \(ends)")
+        // One byte of the second segment's data changes; its size does not.
+        let damaged = checkpoint + "/video_00002.pkt"
+        let handle = try #require(FileHandle(forUpdatingAtPath: damaged))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size / 2)
+        let byte = try handle.read(upToCount: 1) ?? Data([0])
+        try handle.seek(toOffset: size / 2)
+        handle.write(Data([byte[0] ^ 0x55]))
+        try handle.close()
+
+        let output = folder.appendingPathComponent("resumed.mp4").path
+        let result = try complete(source, output: output, checkpoint: checkpoint)
+        let resumedFrom = try #require(result["resumedFrom"] as? Double, "\(result)")
+        #expect(abs(resumedFrom - ends[0]) < 0.001, "the damaged segment and those after it are made again: resumed from \(resumedFrom), first segment ends at \(ends[0])")
+        try Media.ffmpeg(["-xerror", "-i", output, "-f", "null", "-"])
+        #expect(try SeamCheck.videoPackets(output).count == SeamCheck.videoPackets(straight).count)
+        // The damaged bytes are not in the output: every frame is as good as the straight run's.
+        let psnr = try SeamCheck.psnr(output, source: source), reference = try SeamCheck.psnr(straight, source: source)
+        #expect(psnr.count == reference.count)
+        let worst = zip(psnr, reference).map { $1 - $0 }.max() ?? 0
+        #expect(worst <= 0.5, "no frame is worse than the straight run's by more than 0.5 dB (worst \(worst))")
+    }
+
+    @Test func aCutShortFirstSegmentStartsOver() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.5)
+        #expect(try segmentEnds(checkpoint).count >= 1)
+        let first = checkpoint + "/video_00001.pkt"
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: first)[.size] as? Int)
+        #expect(truncate(first, off_t(size / 2)) == 0)
+
+        let output = folder.appendingPathComponent("resumed.mp4").path
+        let result = try complete(source, output: output, checkpoint: checkpoint)
+        #expect(result["resumedFrom"] == nil, "nothing usable was left: \(result)")
+        try Media.ffmpeg(["-xerror", "-i", output, "-f", "null", "-"])
+        #expect(try SeamCheck.videoPackets(output).count == 360)
+    }
+
+    @Test func aCheckpointMadeWithOtherSettingsIsNotUsed() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.5)
+        #expect(try segmentEnds(checkpoint).count >= 1)
+
+        let output = folder.appendingPathComponent("other.mp4").path
+        let other = #"{"video": {"preset": "veryfast", "height": 360}}"#
+        let result = try complete(source, output: output, checkpoint: checkpoint, settings: other)
+        #expect(result["resumedFrom"] == nil, "\(result)")
+        let probe = try Probe.read(output)
+        #expect(probe.video?.height == 360)
+        #expect(try SeamCheck.videoPackets(output).count == 360)
+    }
+}
