@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resume benchmark: a generated 1080p30 clip (60 s, tone) transcoded at veryfast by `transcoderd transcode`, three
+# Resume benchmark: a generated 1080p30 clip (60 s, tone, a key frame every 2 s as cameras write) transcoded at veryfast by `transcoderd transcode`, three
 # ways in alternating rounds (medians):
 #   plain        no checkpoint (the path before checkpoints);
 #   checkpointed --checkpoint, uninterrupted: the cost of checkpointing (target: at most 3 % over plain);
@@ -17,7 +17,7 @@ rm -rf "$work"; mkdir -p "$work"
 bin=.build/release/transcoderd
 settings='{"video": {"preset": "veryfast"}}'
 ffmpeg -v error -y -f lavfi -i "testsrc2=s=1920x1080:r=30:d=$seconds" -f lavfi -i "sine=frequency=440:sample_rate=48000:d=$seconds" \
-  -c:v libx264 -preset ultrafast -crf 18 -c:a aac -b:a 192k "$work/source.mp4"
+  -c:v libx264 -preset ultrafast -crf 18 -g 60 -c:a aac -b:a 192k "$work/source.mp4"
 now() { date +%s.%N; }
 plain() {
   local start; start=$(now)
@@ -37,7 +37,8 @@ resume() {
   pid=$!
   while awk "BEGIN {exit !($fraction < 0.7)}"; do
     sleep 0.05
-    fraction=$(tail -n 1 "$work/progress.jsonl" | jq -r '.fraction // 0' 2>/dev/null || echo 0)
+    fraction=$(tail -n 1 "$work/progress.jsonl" | jq -r '.fraction // 0' 2>/dev/null || true)
+    [[ $fraction =~ ^[0-9.]+$ ]] || fraction=0
     kill -0 $pid 2>/dev/null || { echo "the run ended before 70 %" >&2; exit 1; }
   done
   kill -9 $pid; wait $pid 2>/dev/null || true

@@ -83,8 +83,9 @@ public struct DataDirectory: Sendable {
     /// Takes over what earlier claims of `job` checkpointed: the latest earlier claim's folder is renamed to this
     /// claim's (a worker that lost its lease finds its folder gone: its next segment or manifest cannot be
     /// recorded), and older ones are removed. Later claims' folders are never touched. Returns this claim's folder
-    /// (created empty when there was none: the transcode then starts from the beginning).
-    public func adoptCheckpoint(for job: Job) -> String {
+    /// (created empty when there was none: the transcode then starts from the beginning); nil when it cannot be
+    /// created (the job then runs without checkpoints: its sandbox may only be given folders that exist).
+    public func adoptCheckpoint(for job: Job) -> String? {
         let target = checkpointDirectory(for: job)
         let earlier = checkpointFolders(of: job.id)
             .filter { $0.token < job.leaseToken }
@@ -93,8 +94,11 @@ public struct DataDirectory: Sendable {
             _ = rename(latest.path, target)
         }
         for folder in earlier.dropFirst() { _ = OutputRemoval.remove(folder.path) }
-        // The job's sandbox may write only into folders that exist when it starts.
-        try? FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        do {
+            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        } catch {
+            return nil
+        }
         return target
     }
 

@@ -11,10 +11,8 @@ import Locks
 ///
 /// The video encode thread and the audio thread both record what they finish: the manifest is kept under a lock.
 final class Checkpoint: @unchecked Sendable {
-    // @unchecked: `state` is a lock; `path` and `found` are constants.
+    // @unchecked: `state` is a lock; `path` is a constant.
     let path: String
-    /// What opening found: segments kept and dropped, and whether the audio was kept.
-    let found: (segmentsKept: Int, segmentsDropped: Int, audioKept: Bool)
     private let state: LockedValue<CheckpointManifest>
 
     static let manifestName = "manifest.json"
@@ -26,8 +24,12 @@ final class Checkpoint: @unchecked Sendable {
         } catch {
             throw MediaError(code: "output_failed", message: "Creating the checkpoint folder \(path) failed: \(error.localizedDescription)")
         }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        if !names.isEmpty && !names.contains(Self.manifestName) && !names.allSatisfy(Self.isOwn) {
+            // Someone's folder, not a checkpoint: nothing in it is ours to remove.
+            throw MediaError(code: "invalid_checkpoint", message: "The checkpoint folder \(path) holds other files; give an empty or new folder.")
+        }
         var manifest = CheckpointManifest(fingerprint: fingerprint, segmentSeconds: segmentSeconds)
-        var dropped = 0
         if let data = FileManager.default.contents(atPath: path + "/" + Self.manifestName),
            let stored = try? JSONDecoder().decode(CheckpointManifest.self, from: data),
            stored.version == CheckpointManifest.currentVersion, stored.fingerprint == fingerprint,
@@ -35,12 +37,10 @@ final class Checkpoint: @unchecked Sendable {
             manifest = stored
             if let audio = manifest.audioFile, !Self.verify(audio, in: path) { manifest.audioFile = nil }
             if let bad = manifest.segments.firstIndex(where: { !Self.verify($0.file, in: path) }) {
-                dropped = manifest.segments.count - bad
                 manifest.segments.removeSubrange(bad...)
                 manifest.videoComplete = false
             }
         }
-        found = (manifest.segments.count, dropped, manifest.audioFile != nil)
         state = LockedValue(manifest)
         try removeUnlisted()
         try save(manifest)
@@ -67,15 +67,6 @@ final class Checkpoint: @unchecked Sendable {
         try removeUnlisted()
     }
 
-    /// Forgets the audio: it is made again.
-    func resetAudio() throws(MediaError) {
-        try update { manifest in
-            manifest.audio = nil
-            manifest.audioFile = nil
-        }
-        try removeUnlisted()
-    }
-
     /// Absolute path of a file in the folder.
     func file(_ name: String) -> String { path + "/" + name }
 
@@ -85,12 +76,27 @@ final class Checkpoint: @unchecked Sendable {
         return SHA256Hasher.file(atPath: path) == file.sha256
     }
 
-    /// Removes what the manifest does not list.
+    /// Whether a file name is one a checkpoint writes: `manifest.json`, `video_NNNNN.pkt`, `audio.pkt`, and those
+    /// names with `.tmp` while they are written.
+    static func isOwn(_ name: String) -> Bool {
+        let base = name.hasSuffix(".tmp") ? String(name.dropLast(4)) : name
+        if base == manifestName || base == CheckpointAudioSink.fileName { return true }
+        return base.hasPrefix("video_") && base.hasSuffix(".pkt") && base.dropFirst(6).dropLast(4).allSatisfy(\.isNumber)
+    }
+
+    /// Removes a checkpoint folder that has served: its own files, then the folder if nothing else is in it.
+    static func remove(path: String) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        for name in names where isOwn(name) { unlink(path + "/" + name) }
+        rmdir(path)
+    }
+
+    /// Removes the checkpoint's own files that the manifest does not list (nothing else).
     private func removeUnlisted() throws(MediaError) {
         let manifest = self.manifest
         let listed = Set(manifest.segments.map(\.file.name) + [manifest.audioFile?.name, Self.manifestName].compactMap { $0 })
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        for name in names where !listed.contains(name) {
+        for name in names where Self.isOwn(name) && !listed.contains(name) {
             unlink(path + "/" + name)
         }
     }

@@ -11,8 +11,16 @@ import Locks
 /// Used by `TranscodeSession` for an output (a file, or a folder holding one) with encoded video (no thumbnails, no stream copy); the checkpoint
 /// folder outlives the session, whatever happens: its owner removes it once the job has ended.
 final class CheckpointedTranscode {
-    /// Seconds between checkpoint segment boundaries (and forced IDRs), on the output timeline.
-    static let segmentSeconds = 4.0
+    /// Seconds between checkpoint segment boundaries (and forced IDRs), on the output timeline: the key-frame
+    /// interval the settings give (2 s unless set), at least a second (a multiple of the interval).
+    static func segmentSeconds(_ settings: TranscodeSettings, reader: MediaReader) throws(MediaError) -> Double {
+        guard case .encode(let base) = settings.video, let track = reader.firstVideoTrack else { return 2 }
+        let encoding = try VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: base,
+                                                 crop: settings.filters?.video?.crop)
+        let interval = encoding.keyFrameSeconds
+        guard interval.isFinite, interval > 0 else { return 2 }
+        return interval * max(1, (1 / interval).rounded(.up))
+    }
 
     private let session: TranscodeSession
     private let checkpointPath: String
@@ -35,75 +43,62 @@ final class CheckpointedTranscode {
         let started = ContinuousClock.now
         let settings = session.settings
         let cancellation = session.cancellation
+        let firstReader: MediaReader
+        let segmentSeconds: Double
+        do throws(MediaError) {
+            firstReader = try MediaReader(path: session.inputPath, cancellation: cancellation)
+            segmentSeconds = try Self.segmentSeconds(settings, reader: firstReader)
+        } catch {
+            throw cancellation.isCanceled ? MediaError.canceled : error
+        }
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: Self.fingerprint(settings, input: session.inputPath),
-                                        segmentSeconds: Self.segmentSeconds)
+                                        segmentSeconds: segmentSeconds)
         let directory = try session.outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
-        let globalHeader = settings.container.wantsGlobalHeader
-        // The video pass, set up first: an encoder set up differently from the checkpoint's starts the video over.
-        var video: (reader: MediaReader, output: CheckpointOutput, plan: TranscodePlan)?
-        var audio: (reader: MediaReader, output: CheckpointOutput, plan: TranscodePlan)?
-        var resumedFrom: Double?
+        var video: VideoPass?
+        var audio: AudioPassThread?
+        let resumedFrom = checkpoint.manifest.resumePoint?.seconds
         var expectedDuration = 0.0
         do throws(MediaError) {
             if !checkpoint.manifest.videoComplete {
-                let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
-                let output = CheckpointOutput(checkpoint: checkpoint, globalHeader: globalHeader)
-                let plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
-                                             directory: nil, pass: .video(segmentSeconds: Self.segmentSeconds))
-                expectedDuration = plan.expectedDuration
-                if let resume = checkpoint.manifest.resumePoint, let track = reader.firstVideoTrack {
-                    resumedFrom = resume.seconds
-                    // From the encoder's warm-up on, half a second early: a key frame right there still comes before it.
-                    let sourceSeconds = Double(output.timeline.start) / 1_000_000 + resume.seconds - CheckpointOutput.warmUpSeconds - 0.5
-                    _ = reader.seek(track: track.index, toSeconds: sourceSeconds)
-                }
-                video = (reader, output, plan)
-            } else {
-                resumedFrom = checkpoint.manifest.resumePoint?.seconds
+                // Set up first: an encoder set up differently from the checkpoint's starts the video over.
+                video = try VideoPass(reader: firstReader, checkpoint: checkpoint, session: session,
+                                      segmentSeconds: segmentSeconds, seek: true)
+                expectedDuration = video!.plan.expectedDuration
             }
             if checkpoint.manifest.audioFile == nil, case .encode = settings.audio {
                 let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
                 if reader.firstAudioTrack != nil {
-                    let output = CheckpointOutput(checkpoint: checkpoint, globalHeader: globalHeader)
+                    let output = CheckpointOutput(checkpoint: checkpoint, globalHeader: settings.container.wantsGlobalHeader)
                     let plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
                                                  directory: nil, pass: .audio)
-                    expectedDuration = max(expectedDuration, video == nil ? plan.expectedDuration : 0)
-                    audio = (reader, output, plan)
+                    if video == nil { expectedDuration = plan.expectedDuration }
+                    audio = AudioPassThread(reader: reader, output: output, plan: plan, limits: session.limits, cancellation: cancellation)
                 }
             }
         } catch {
+            video?.output.cancelWriting()
             session.onFailure?(error)
             directory?.discard()
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
         if expectedDuration == 0, let end = checkpoint.manifest.segments.last?.end { expectedDuration = end }
-
         let reporter = ProgressReporter(duration: expectedDuration, interval: session.progressInterval, started: started,
                                         resumedFrom: resumedFrom)
-        let audioRun = audio.map { pass in AudioPassThread(reader: pass.reader, output: pass.output, plan: pass.plan,
-                                                           limits: session.limits, cancellation: cancellation) }
         do throws(MediaError) {
-            audioRun?.start()
-            if let video {
-                let inputPace = settings.filters?.tempo ?? 1
-                video.plan.start()
+            audio?.start()
+            if var pass = video {
                 do throws(MediaError) {
-                    while let sample = try video.reader.nextSample() {
-                        if cancellation.isCanceled { throw MediaError.canceled }
-                        try video.plan.handle(sample)
-                        let written = video.output.writtenSeconds
-                        try session.limits.checkRead(seconds: written * inputPace)
-                        reporter.update(written, frames: video.plan.framesEncoded, call: progress)
-                    }
-                    if cancellation.isCanceled { throw MediaError.canceled }
-                    try video.plan.finish()
-                } catch {
-                    video.plan.abandon()
-                    throw error
+                    try pass.run(reporter: reporter, audio: audio, progress: progress)
+                } catch where error.code == VideoEncodeSide.seekMissed.code {
+                    // The input's seek skipped frames: read it from the start instead, skipping up to the checkpoint.
+                    pass.output.cancelWriting()
+                    pass = try VideoPass(reader: try MediaReader(path: session.inputPath, cancellation: cancellation),
+                                         checkpoint: checkpoint, session: session, segmentSeconds: segmentSeconds, seek: false)
+                    video = pass
+                    try pass.run(reporter: reporter, audio: audio, progress: progress)
                 }
-                try video.output.finishWriting()
             }
-            try audioRun?.join()
+            try audio?.join()
             let manifest = checkpoint.manifest
             guard manifest.videoComplete, !manifest.segments.isEmpty else {
                 throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
@@ -114,7 +109,7 @@ final class CheckpointedTranscode {
                                              inPlace: directory != nil, fileType: settings.container, cancellation: cancellation)
             try directory?.commit()
         } catch {
-            audioRun?.stop()
+            audio?.stop()
             session.onFailure?(error)
             video?.output.cancelWriting()
             directory?.discard()
@@ -127,7 +122,8 @@ final class CheckpointedTranscode {
         let files = session.outputDirectory.map { OutputFile.list(directory: $0, mainType: settings.container.mimeType(hasVideo: hasVideo)) }
         let size = files.map { $0.reduce(0) { $0 + $1.size } }
             ?? (try? FileManager.default.attributesOfItem(atPath: outputPath)[.size] as? Int) ?? 0
-        let framesEncoded = video?.plan.framesEncoded ?? 0
+        // Every frame of the output, encoded by this attempt or an earlier one.
+        let framesEncoded = checkpoint.manifest.segments.reduce(0) { $0 + $1.file.packets }
         reporter.finish(frames: framesEncoded, call: progress)
         var result = TranscodeResult(
             path: outputPath, size: size, container: settings.container, tracks: tracks,
@@ -146,7 +142,7 @@ final class CheckpointedTranscode {
         let attributes = try? FileManager.default.attributesOfItem(atPath: input)
         let size = attributes?[.size] as? Int ?? -1
         let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        var text = "checkpoint \(CheckpointManifest.currentVersion) segments \(segmentSeconds)\n"
+        var text = "checkpoint \(CheckpointManifest.currentVersion)\n"
         text += "input \(input) \(size) \(modified)\n"
         text += "avcodec \(avcodec_version()) \(String(cString: avcodec_configuration()).count)\n"
         text += String(decoding: (try? encoder.encode(settings)) ?? Data(), as: UTF8.self)
@@ -156,71 +152,52 @@ final class CheckpointedTranscode {
     }
 }
 
-/// The audio pass of a checkpointed transcode, on a thread of its own: its own reader decodes the audio only, while
-/// the session's thread runs the video.
-private final class AudioPassThread: @unchecked Sendable {
-    // @unchecked: the reader, output and plan are used by the pass's thread only, between `start` and the end of
-    // `join` or `stop`; `outcome` and `stopped` are thread-safe.
-    private let reader: MediaReader
-    private let output: CheckpointOutput
-    private let plan: TranscodePlan
-    private let limits: MediaLimits
-    private let cancellation: CancellationToken
-    private let stopped = LockedValue(false)
-    private let outcome = LockedValue<Result<Void, MediaError>?>(nil)
-    private var started = false
+/// The video pass of a checkpointed transcode: its reader (moved to the checkpoint's resume point when the input
+/// seeks reliably), output and plan, run on the session's thread.
+private struct VideoPass {
+    let reader: MediaReader
+    let output: CheckpointOutput
+    let plan: TranscodePlan
+    private let session: TranscodeSession
 
-    init(reader: MediaReader, output: CheckpointOutput, plan: TranscodePlan, limits: MediaLimits, cancellation: CancellationToken) {
+    init(reader: MediaReader, checkpoint: Checkpoint, session: TranscodeSession, segmentSeconds: Double, seek: Bool) throws(MediaError) {
         self.reader = reader
-        self.output = output
-        self.plan = plan
-        self.limits = limits
-        self.cancellation = cancellation
-    }
-
-    func start() {
-        started = true
-        NamedThread.start("audio-pass") { [self] in
-            let result: Result<Void, MediaError>
-            do throws(MediaError) {
-                try run()
-                result = .success(())
-            } catch {
-                output.cancelWriting()
-                result = .failure(error)
-            }
-            outcome.withLock { $0 = result }
-            outcome.notifyAll()
+        self.session = session
+        let settings = session.settings
+        output = CheckpointOutput(checkpoint: checkpoint, globalHeader: settings.container.wantsGlobalHeader)
+        plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
+                                 directory: nil, pass: .video(segmentSeconds: segmentSeconds))
+        // A tempo filter changes the pace: source time is then not output time plus the start.
+        let tempo = settings.filters?.tempo ?? 1
+        if seek, tempo == 1, reader.seeksReliably, let resume = checkpoint.manifest.resumePoint, let track = reader.firstVideoTrack {
+            // From the encoder's warm-up on, half a second early: a key frame right there still comes before it.
+            let source = Double(output.timeline.start) / 1_000_000 + resume.seconds - CheckpointOutput.warmUpSeconds - 0.5
+            _ = reader.seek(track: track.index, toSeconds: source)
         }
     }
 
-    private func run() throws(MediaError) {
+    /// Reads, encodes and checkpoints the video to its end; stops early if the audio pass fails.
+    func run(reporter: ProgressReporter, audio: AudioPassThread?, progress: (TranscodeProgress) -> Void) throws(MediaError) {
+        let cancellation = session.cancellation
+        let inputPace = session.settings.filters?.tempo ?? 1
         plan.start()
         do throws(MediaError) {
+            var samples = 0
             while let sample = try reader.nextSample() {
-                if cancellation.isCanceled || stopped.withLock({ $0 }) { throw MediaError.canceled }
+                if cancellation.isCanceled { throw MediaError.canceled }
                 try plan.handle(sample)
-                try limits.checkRead(seconds: output.writtenSeconds)
+                let written = output.writtenSeconds
+                try session.limits.checkRead(seconds: written * inputPace)
+                reporter.update(written, frames: plan.framesEncoded, call: progress)
+                samples += 1
+                if samples % 64 == 0, let failure = audio?.failure { throw failure }
             }
+            if cancellation.isCanceled { throw MediaError.canceled }
             try plan.finish()
         } catch {
             plan.abandon()
             throw error
         }
         try output.finishWriting()
-    }
-
-    /// Waits for the pass and rethrows its error.
-    func join() throws(MediaError) {
-        guard started else { return }
-        _ = outcome.wait { $0 != nil }
-        if case .failure(let error)? = outcome.withLock({ $0 }) { throw error }
-    }
-
-    /// Stops the pass (another part failed) and waits for it.
-    func stop() {
-        guard started else { return }
-        stopped.withLock { $0 = true }
-        _ = outcome.wait { $0 != nil }
     }
 }

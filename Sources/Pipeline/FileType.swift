@@ -29,13 +29,13 @@ public enum FileType: String, Sendable, Codable, CaseIterable {
         }
     }
 
-    /// Whether the file can hold video, audio, or both.
     /// Whether the container wants encoders' headers (SPS/PPS, AudioSpecificConfig) out of band.
     var wantsGlobalHeader: Bool {
         guard let format = av_guess_format(muxerName, nil, nil) else { return true }
         return format.pointee.flags & AVFMT_GLOBALHEADER != 0
     }
 
+    /// Whether the file can hold video, audio, or both.
     public var holdsVideo: Bool { self != .m4a && self != .aac }
     public var holdsAudio: Bool { self != .h264 }
 

@@ -42,19 +42,42 @@ final class PacketLogWriter {
 
     /// Flushes the file to disk, renames it into place and returns its SHA-256 (hex).
     func finish() throws(MediaError) -> String {
+        let (descriptor, digest) = try close()
+        if let failure = Self.commit(descriptor: descriptor, path: path) { throw failure }
+        return digest
+    }
+
+    /// Ends the writing: the buffered bytes go to the file, which stays open as the returned descriptor for
+    /// `commit` (on another thread, if the caller likes). Returns the descriptor and the SHA-256 (hex).
+    func close() throws(MediaError) -> (descriptor: Int32, digest: String) {
         guard let file else { throw MediaError(code: "output_failed", message: "The checkpoint file \(path) was already closed.") }
         self.file = nil
-        let flushed = fflush(file) == 0 && fsync(fileno(file)) == 0
+        let descriptor = fflush(file) == 0 ? dup(fileno(file)) : -1
         let failure = errno
         fclose(file)
-        guard flushed else {
-            throw MediaError(code: failure == ENOSPC ? "no_space" : "storage_error",
-                             message: "Flushing the checkpoint file \(path) failed: \(String(cString: strerror(failure))).")
+        guard descriptor >= 0 else {
+            unlink(path + ".tmp")
+            throw MediaError(code: failure == ENOSPC ? "no_space" : "output_failed",
+                             message: "Writing the checkpoint file \(path) failed: \(String(cString: strerror(failure))).")
+        }
+        return (descriptor, hasher.finish())
+    }
+
+    /// Flushes a closed file to disk (closing `descriptor`) and renames it from `<path>.tmp` into place; the failure,
+    /// if any.
+    static func commit(descriptor: Int32, path: String) -> MediaError? {
+        var synced = fsync(descriptor) == 0
+        while !synced && errno == EINTR { synced = fsync(descriptor) == 0 }
+        let failure = errno
+        Glibc.close(descriptor)
+        guard synced else {
+            return MediaError(code: failure == ENOSPC ? "no_space" : "storage_error",
+                              message: "Flushing the checkpoint file \(path) failed: \(String(cString: strerror(failure))).")
         }
         guard rename(path + ".tmp", path) == 0 else {
-            throw MediaError(code: "storage_error", message: "Moving the checkpoint file \(path) into place failed: \(String(cString: strerror(errno))).")
+            return MediaError(code: "storage_error", message: "Moving the checkpoint file \(path) into place failed: \(String(cString: strerror(errno))).")
         }
-        return hasher.finish()
+        return nil
     }
 
     /// Closes and removes an unfinished file.

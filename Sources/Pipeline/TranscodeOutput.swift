@@ -22,11 +22,11 @@ protocol TranscodeOutput: AnyObject {
     /// Seconds of media written so far, for progress; any thread may ask.
     var writtenSeconds: Double { get }
     /// See the extension.
-    var videoResumePoint: Int64? { get }
+    func resumeVideo() -> Int64?
 }
 
 extension TranscodeOutput {
-    /// Where a checkpointed video resumes: the last presentation time its checkpoint holds (encoder time base),
-    /// read once the video input is added; nil when the video starts from the beginning.
-    var videoResumePoint: Int64? { nil }
+    /// Where a checkpointed video's encode starts again (encoder time base): called once, after the video input is
+    /// added, and the output then drops what the checkpoint already holds. nil: the video starts at the beginning.
+    func resumeVideo() -> Int64? { nil }
 }

@@ -149,7 +149,7 @@ final class TranscodePlan {
             }
             names.append(name)
             let input = try output.addInput(video: encoding, name: name)
-            let resumeAfter = output.videoResumePoint
+            let resumeAfter = output.resumeVideo()
             resuming = resumeAfter != nil
             let side = VideoEncodeSide(encoding: encoding, sourceColors: sourceColors, input: input,
                                        timeline: output.timeline, keyFrames: grid, resumeAfter: resumeAfter)

@@ -161,6 +161,11 @@ public final class TranscodeSession {
             files: files)
     }
 
+    /// Removes a checkpoint folder that has served (its own files only, then the folder if it is empty).
+    public static func removeCheckpoint(at path: String) {
+        Checkpoint.remove(path: path)
+    }
+
     /// Reads a file's tracks without transcoding it (same locked-down opening as a transcode).
     public static func probe(path: String) throws(MediaError) -> [Track] {
         try MediaReader(path: path).tracks

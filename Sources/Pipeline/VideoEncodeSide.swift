@@ -13,6 +13,12 @@ final class VideoEncodeSide: FrameConsumer {
     private let frameTicks: Int64
     private var lastTimestamp: Int64?
     private var keyFrames: KeyFrameGrid?
+    /// On a resume: the latest time the first frame may have (one frame after the resume point); a later one
+    /// means the input's seek skipped frames that must be encoded.
+    private var firstFrameLimit: Int64?
+
+    /// Thrown when a resumed encode's first frame comes after the frames it must start with.
+    static let seekMissed = MediaError(code: "resume_seek_missed", message: "The input's seek went past the checkpoint.")
 
     /// - Parameter resumeAfter: a checkpoint's last presentation time (encoder time base): frames up to it were
     ///   encoded by an earlier attempt and are skipped; the first one after it starts a segment, with an IDR.
@@ -23,8 +29,10 @@ final class VideoEncodeSide: FrameConsumer {
         self.timeline = timeline
         self.keyFrames = keyFrames
         converter = VideoConverter(encoding: encoding, sourceColors: sourceColors)
+        let ticks = max(1, av_rescale_q(1, av_inv_q(encoding.frameRate), encoding.timeBase))
+        frameTicks = ticks
         lastTimestamp = resumeAfter
-        frameTicks = max(1, av_rescale_q(1, av_inv_q(encoding.frameRate), encoding.timeBase))
+        firstFrameLimit = resumeAfter.map { $0 + ticks }
     }
 
     func consume(_ item: FrameQueue.Item) throws(MediaError) {
@@ -35,6 +43,10 @@ final class VideoEncodeSide: FrameConsumer {
             timestamp = (lastTimestamp ?? -frameTicks) + frameTicks
         } else {
             timestamp = timeline.convert(source, from: item.timeBase, to: input.encoder.timeBase)
+        }
+        if let limit = firstFrameLimit {
+            firstFrameLimit = nil
+            if timestamp > limit { throw Self.seekMissed }
         }
         // Frames that do not move time forward (non-monotonic sources, or a lower output frame rate) are dropped.
         if let last = lastTimestamp, timestamp <= last { return }

@@ -49,7 +49,7 @@ enum TranscodeCommand {
             }
             if options.progress == .bar { bar.end() }
             // Done: the checkpoint has served.
-            if let checkpoint = options.checkpoint { try? FileManager.default.removeItem(atPath: checkpoint) }
+            if let checkpoint = options.checkpoint { TranscodeSession.removeCheckpoint(at: checkpoint) }
             Console.printJSON(result)
             return 0
         } catch {

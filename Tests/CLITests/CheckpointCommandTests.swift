@@ -56,6 +56,16 @@ import TestSupport
         let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
         let straight = folder.appendingPathComponent("straight.mp4").path
         #expect(try complete(source, output: straight, checkpoint: folder.appendingPathComponent("straight-checkpoint").path)["resumedFrom"] == nil)
+        // Checkpointed or not, the same frames at the same times and the very same audio packets: the audio pass
+        // places and encodes the sound as the single pass does.
+        let plain = folder.appendingPathComponent("plain.mp4").path
+        let run = try Shell.run(Binary.path, ["transcode", source, plain, "--settings", Self.settings, "--progress", "none"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try SeamCheck.videoPackets(plain).map(\.time) == SeamCheck.videoPackets(straight).map(\.time))
+        let audioDigest = { (path: String) throws -> String in
+            try Shell.check("ffmpeg", ["-v", "error", "-i", path, "-map", "0:a", "-c", "copy", "-f", "md5", "-"])
+        }
+        #expect(try audioDigest(plain) == audioDigest(straight), "the audio packets are the same")
 
         let checkpoint = folder.appendingPathComponent("checkpoint").path
         try interrupted(source, checkpoint: checkpoint, fraction: 0.75)
@@ -115,5 +125,50 @@ import TestSupport
         let probe = try Probe.read(output)
         #expect(probe.video?.height == 360)
         #expect(try SeamCheck.videoPackets(output).count == 360)
+    }
+
+    /// Sources that are harder to resume: B-frames in an MPEG-TS with key frames 8 s apart (its clock may jump:
+    /// read from the start, not seeked), a Matroska file at 25 fps made 15 fps by the settings, interlaced MPEG-2
+    /// (deinterlaced on the way), and a tempo change (source time is not output time). Killed
+    /// part-way and resumed, each comes out with the frames of the same job run straight through, and no frame
+    /// differs from the straight run's by more than coding noise.
+    @Test(arguments: ["b-frames.ts", "rate-change.mkv", "interlaced.ts", "tempo.mp4"])
+    func harderSourcesResumeCleanly(name: String) throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent(name).path
+        var settings = #"{"video": {"preset": "veryfast"}}"#
+        switch name {
+        case "b-frames.ts":
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=12", "-f", "lavfi", "-i", "sine=frequency=440:duration=12",
+                              "-c:v", "libx264", "-preset", "superfast", "-bf", "3", "-g", "250", "-c:a", "aac", "-shortest", source])
+        case "rate-change.mkv":
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25:duration=12", "-f", "lavfi", "-i", "sine=frequency=440:duration=12",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-shortest", source])
+            settings = #"{"video": {"preset": "veryfast", "frameRate": 15}}"#
+        case "tempo.mp4":
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=18", "-f", "lavfi", "-i", "sine=frequency=440:duration=18",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-shortest", source])
+            settings = #"{"video": {"preset": "veryfast"}, "filters": {"audio": {"tempo": 1.5}}}"#
+        default:
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=1280x720:r=50:d=24", "-vf", "tinterlace=interleave_top,setfield=tff",
+                              "-c:v", "mpeg2video", "-b:v", "8M", "-flags", "+ilme+ildct", "-top", "1", "-f", "mpegts", source])
+            // Interlaced pictures are deinterlaced (bwdif, which looks at the frames on each side) without asking.
+        }
+        let straight = folder.appendingPathComponent("straight.mp4").path
+        _ = try complete(source, output: straight, checkpoint: folder.appendingPathComponent("straight-checkpoint").path, settings: settings)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.6, settings: settings)
+        let output = folder.appendingPathComponent("resumed.mp4").path
+        let result = try complete(source, output: output, checkpoint: checkpoint, settings: settings)
+        let resumedFrom = try #require(result["resumedFrom"] as? Double, "\(result)")
+        #expect(resumedFrom >= 4 - 0.1)
+        try Media.ffmpeg(["-xerror", "-i", output, "-f", "null", "-"])
+        let frames = (try SeamCheck.videoPackets(output), try SeamCheck.videoPackets(straight))
+        #expect(frames.0.count == frames.1.count && frames.0.map(\.time) == frames.1.map(\.time),
+                "the same frames at the same times: \(frames.0.count) and \(frames.1.count)")
+        let against = try SeamCheck.psnr(output, source: straight)
+        #expect(against.count == frames.1.count)
+        let worst = against.min() ?? 0
+        #expect(worst >= 35, "every frame is the straight run's up to coding noise (worst PSNR between them \(worst) dB)")
     }
 }

@@ -1,0 +1,76 @@
+import Locks
+
+/// The audio pass of a checkpointed transcode, on a thread of its own: its own reader decodes the audio only, while
+/// the session's thread runs the video.
+final class AudioPassThread: @unchecked Sendable {
+    // @unchecked: the reader, output and plan are used by the pass's thread only, between `start` and the end of
+    // `join` or `stop`; `outcome` and `stopped` are thread-safe.
+    private let reader: MediaReader
+    private let output: CheckpointOutput
+    private let plan: TranscodePlan
+    private let limits: MediaLimits
+    private let cancellation: CancellationToken
+    private let stopped = LockedValue(false)
+    private let outcome = LockedValue<Result<Void, MediaError>?>(nil)
+    private var started = false
+
+    init(reader: MediaReader, output: CheckpointOutput, plan: TranscodePlan, limits: MediaLimits, cancellation: CancellationToken) {
+        self.reader = reader
+        self.output = output
+        self.plan = plan
+        self.limits = limits
+        self.cancellation = cancellation
+    }
+
+    func start() {
+        started = true
+        NamedThread.start("audio-pass") { [self] in
+            let result: Result<Void, MediaError>
+            do throws(MediaError) {
+                try run()
+                result = .success(())
+            } catch {
+                output.cancelWriting()
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            outcome.notifyAll()
+        }
+    }
+
+    private func run() throws(MediaError) {
+        plan.start()
+        do throws(MediaError) {
+            while let sample = try reader.nextSample() {
+                if cancellation.isCanceled || stopped.withLock({ $0 }) { throw MediaError.canceled }
+                try plan.handle(sample)
+                try limits.checkRead(seconds: output.writtenSeconds)
+            }
+            try plan.finish()
+        } catch {
+            plan.abandon()
+            throw error
+        }
+        try output.finishWriting()
+    }
+
+    /// The pass's error, once it has failed (any thread may ask).
+    var failure: MediaError? {
+        if case .failure(let error)? = outcome.withLock({ $0 }) { return error }
+        return nil
+    }
+
+    /// Waits for the pass and rethrows its error.
+    func join() throws(MediaError) {
+        guard started else { return }
+        _ = outcome.wait { $0 != nil }
+        if case .failure(let error)? = outcome.withLock({ $0 }) { throw error }
+    }
+
+    /// Stops the pass (another part failed) and waits for it.
+    func stop() {
+        guard started else { return }
+        stopped.withLock { $0 = true }
+        _ = outcome.wait { $0 != nil }
+    }
+}
