@@ -23,7 +23,7 @@ import TestSupport
             reached = (object["progress"] as? [String: Any])?["fraction"] as? Double ?? 0
             return reached >= fraction || object["state"] as? String != "queued" && object["state"] as? String != "running"
         }
-        #expect(ok && reached < 1, "the job got to \(reached) while running")
+        #expect(ok && reached >= fraction && reached < 1, "the job got to \(reached) while running")
         return reached
     }
 
@@ -44,7 +44,25 @@ import TestSupport
     private func segments(in data: URL) -> [String] {
         let root = data.appendingPathComponent("checkpoints")
         let walker = FileManager.default.enumerator(atPath: root.path)
-        return (walker?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".pkt") }
+        return (walker?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".pkt") && $0.contains("/video_") }
+    }
+
+    /// Where the finished checkpoint segments end, as the job's manifest says.
+    private func checkpointEnd(in data: URL) throws -> Double {
+        let root = data.appendingPathComponent("checkpoints")
+        let folder = try #require(Media.files(in: root).first)
+        let manifest = try Data(contentsOf: root.appendingPathComponent(folder).appendingPathComponent("manifest.json"))
+        let object = try #require(try JSONSerialization.jsonObject(with: manifest) as? [String: Any])
+        let segments = object["segments"] as? [[String: Any]] ?? []
+        return try #require(segments.last?["end"] as? Double, "a finished segment: \(object)")
+    }
+
+    /// Video frames at 0, 1/30, 2/30 ... s: none lost, none twice.
+    private func expectEveryFrameOnce(_ path: String, count: Int) throws {
+        let times = try SeamCheck.videoPackets(path).map(\.time)
+        #expect(times.count == count, "\(times.count) frames")
+        let misplaced = times.enumerated().filter { abs($0.element - Double($0.offset) / 30) > 0.002 }
+        #expect(misplaced.isEmpty, "frames off the 30 fps grid: \(misplaced.prefix(5))")
     }
 
     private func download(_ server: TestServer, job: String, name: String) throws -> String {
@@ -58,6 +76,7 @@ import TestSupport
         try Media.ffmpeg(["-xerror", "-i", resumed, "-f", "null", "-"])
         let resumedPackets = try SeamCheck.videoPackets(resumed), straightPackets = try SeamCheck.videoPackets(straight)
         #expect(resumedPackets.count == straightPackets.count, "same frame count: \(resumedPackets.count) and \(straightPackets.count)")
+        try expectEveryFrameOnce(resumed, count: 360)
         let frame = 1.0 / 30
         let videoEnds = (try SeamCheck.end(resumed, "v"), try SeamCheck.end(straight, "v"))
         #expect(abs(videoEnds.0 - videoEnds.1) <= frame + 0.001, "video ends within a frame: \(videoEnds)")
@@ -79,9 +98,14 @@ import TestSupport
                 #expect(difference <= 0.5, "frame \(frame) by the seam at \(seam) s: \(psnrResumed[frame]) dB against \(psnrStraight[frame]) dB")
             }
         }
-        // No click: the largest sample step by each seam is no larger than anywhere else in the tone.
+        // The very same audio packets as the straight run.
+        let audioDigest = { (path: String) throws -> String in
+            try Shell.check("ffmpeg", ["-v", "error", "-i", path, "-map", "0:a", "-c", "copy", "-f", "md5", "-"])
+        }
+        #expect(try audioDigest(resumed) == audioDigest(straight), "the audio packets are the same")
+        // No click: the largest sample step by each seam is no larger than anywhere in the source's tone.
         let samples = try SeamCheck.samples(resumed, rate: 48000)
-        let elsewhere = SeamCheck.largestStep(samples, rate: 48000, in: 1.0...3.0)
+        let elsewhere = SeamCheck.largestStep(try SeamCheck.samples(source, rate: 48000), rate: 48000, in: 1.0...3.0)
         #expect(elsewhere > 0)
         for seam in seams {
             let near = SeamCheck.largestStep(samples, rate: 48000, in: (seam - 0.05)...(seam + 0.05))
@@ -101,11 +125,13 @@ import TestSupport
         #expect(!segments(in: data).isEmpty, "checkpoint segments are on disk while the job runs")
         kill(server.process.processIdentifier, SIGKILL)
         server.process.waitUntilExit()
+        usleep(300_000) // the job's child goes with its parent
+        let saved = try checkpointEnd(in: data)
 
         server = try TestServer(["--workers", "1"], data: data)
         let (resumedJob, resumedFrom) = try watchResumed(server, job: interrupted)
         let seam = try #require(resumedFrom, "the running job showed resumedFrom")
-        #expect(seam >= 4 - 0.1 && seam <= 12, "it resumed from a checkpoint at \(seam) s")
+        #expect(abs(seam - saved) < 0.001 && seam >= 8 - 0.001, "it resumed from the checkpoint's end, \(saved) s: \(seam) s")
         #expect(resumedJob["attempts"] as? Int == 2)
         #expect(server.log.contains("job resumed from its checkpoint"))
         #expect(Media.files(in: checkpoints).isEmpty, "the checkpoint is removed once the job has ended: \(Media.files(in: checkpoints))")
@@ -128,14 +154,16 @@ import TestSupport
         _ = try waitForProgress(server, job: job, fraction: 0.6)
         #expect(server.stop() == 0, "a clean shutdown")
         #expect(segments(in: data).contains { $0.hasSuffix("video_00001.pkt") }, "the checkpoint outlives the shutdown")
+        let saved = try checkpointEnd(in: data)
 
         server = try TestServer(["--workers", "1"], data: data)
         let (_, resumedFrom) = try watchResumed(server, job: job)
         let seam = try #require(resumedFrom, "the running job showed resumedFrom")
-        #expect(seam >= 4 - 0.1, "it resumed from \(seam) s")
+        #expect(abs(seam - saved) < 0.001, "it resumed from the checkpoint's end, \(saved) s: \(seam) s")
         let output = try download(server, job: job, name: "resumed.mp4")
         try Media.ffmpeg(["-xerror", "-i", output, "-f", "null", "-"])
-        #expect(try SeamCheck.videoPackets(output).count == 360, "every frame of 12 s at 30 fps")
+        try expectEveryFrameOnce(output, count: 360)
+        #expect(segments(in: data).isEmpty, "the checkpoint went with the job's end")
         _ = server.stop()
     }
 }
