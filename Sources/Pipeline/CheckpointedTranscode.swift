@@ -13,10 +13,11 @@ import Locks
 final class CheckpointedTranscode {
     /// Seconds between checkpoint segment boundaries (and forced IDRs), on the output timeline: the key-frame
     /// interval the settings give (2 s unless set), at least a second (a multiple of the interval).
-    static func segmentSeconds(_ settings: TranscodeSettings, reader: MediaReader) throws(MediaError) -> Double {
-        guard case .encode(let base) = settings.video, let track = reader.firstVideoTrack else { return 2 }
-        let encoding = try VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: base,
-                                                 crop: settings.filters?.video?.crop)
+    /// Settings the input cannot take give 2 s: the plan then fails with its own error, after the input's limits.
+    static func segmentSeconds(_ settings: TranscodeSettings, reader: MediaReader) -> Double {
+        guard case .encode(let base) = settings.video, let track = reader.firstVideoTrack,
+              let encoding = try? VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: base,
+                                                        crop: settings.filters?.video?.crop) else { return 2 }
         let interval = encoding.keyFrameSeconds
         guard interval.isFinite, interval > 0 else { return 2 }
         return interval * max(1, (1 / interval).rounded(.up))
@@ -47,7 +48,7 @@ final class CheckpointedTranscode {
         let segmentSeconds: Double
         do throws(MediaError) {
             firstReader = try MediaReader(path: session.inputPath, cancellation: cancellation)
-            segmentSeconds = try Self.segmentSeconds(settings, reader: firstReader)
+            segmentSeconds = Self.segmentSeconds(settings, reader: firstReader)
         } catch {
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
