@@ -6,7 +6,7 @@ final class AudioPassThread: @unchecked Sendable {
     // @unchecked: the reader, output and plan are used by the pass's thread only, between `start` and the end of
     // `join` or `stop`; `outcome` and `stopped` are thread-safe.
     private let reader: MediaReader
-    private let output: CheckpointOutput
+    private let output: any TranscodeOutput
     private let plan: TranscodePlan
     private let limits: MediaLimits
     private let cancellation: CancellationToken
@@ -14,7 +14,7 @@ final class AudioPassThread: @unchecked Sendable {
     private let outcome = LockedValue<Result<Void, MediaError>?>(nil)
     private var started = false
 
-    init(reader: MediaReader, output: CheckpointOutput, plan: TranscodePlan, limits: MediaLimits, cancellation: CancellationToken) {
+    init(reader: MediaReader, output: any TranscodeOutput, plan: TranscodePlan, limits: MediaLimits, cancellation: CancellationToken) {
         self.reader = reader
         self.output = output
         self.plan = plan

@@ -16,6 +16,8 @@ final class Checkpoint: @unchecked Sendable {
     private let state: LockedValue<CheckpointManifest>
 
     static let manifestName = "manifest.json"
+    /// A ladder's files, in its own layout (`720p/segment_00001.m4s`, ...).
+    static let ladderFolder = "ladder"
 
     init(path: String, fingerprint: String, segmentSeconds: Double) throws(MediaError) {
         self.path = path
@@ -80,14 +82,16 @@ final class Checkpoint: @unchecked Sendable {
     /// names with `.tmp` while they are written.
     static func isOwn(_ name: String) -> Bool {
         let base = name.hasSuffix(".tmp") ? String(name.dropLast(4)) : name
-        if base == manifestName || base == CheckpointAudioSink.fileName { return true }
+        if base == manifestName || base == CheckpointAudioSink.fileName || name == ladderFolder { return true }
         return base.hasPrefix("video_") && base.hasSuffix(".pkt") && base.dropFirst(6).dropLast(4).allSatisfy(\.isNumber)
     }
 
     /// Removes a checkpoint folder that has served: its own files, then the folder if nothing else is in it.
     static func remove(path: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        for name in names where isOwn(name) { unlink(path + "/" + name) }
+        for name in names where isOwn(name) {
+            if name == ladderFolder { try? FileManager.default.removeItem(atPath: path + "/" + name) } else { unlink(path + "/" + name) }
+        }
         rmdir(path)
     }
 
@@ -96,7 +100,7 @@ final class Checkpoint: @unchecked Sendable {
         let manifest = self.manifest
         let listed = Set(manifest.segments.map(\.file.name) + [manifest.audioFile?.name, Self.manifestName].compactMap { $0 })
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        for name in names where Self.isOwn(name) && !listed.contains(name) {
+        for name in names where Self.isOwn(name) && !listed.contains(name) && name != Self.ladderFolder {
             unlink(path + "/" + name)
         }
     }

@@ -23,6 +23,27 @@ struct CheckpointManifest: Codable, Equatable {
         var lastPresentation: Int64
     }
 
+    /// A track of a ladder: what its playlists need, and its segments (they stay in the checkpoint's `ladder/`
+    /// folder, in the ladder's own layout).
+    struct LadderTrackRecord: Codable, Equatable {
+        /// Position among the renditions (largest first); audio after them.
+        var order: Int
+        var codecs: String
+        var width: Int?
+        var height: Int?
+        var frameRate: [Int32]?
+        var sampleRate: Int?
+        var channels: Int?
+        var timescale: Int32
+        var offset: Int64
+        var segments: [SegmentedOutput.Segment] = []
+        /// Per segment, its latest presentation time in the encoder's time base.
+        var lastPresentation: [Int64] = []
+        var complete = false
+
+        var isVideo: Bool { width != nil }
+    }
+
     static let currentVersion = 1
 
     var version = CheckpointManifest.currentVersion
@@ -37,6 +58,10 @@ struct CheckpointManifest: Codable, Equatable {
     var audio: StreamParameters?
     /// The whole encoded audio; nil until it is complete.
     var audioFile: File?
+    /// A ladder's tracks, by folder.
+    var ladder: [String: LadderTrackRecord] = [:]
+    /// The time offset of every file of a ladder (decided once, from every encoder's start delay).
+    var ladderOffset: Double?
 
     init(fingerprint: String, segmentSeconds: Double) {
         self.fingerprint = fingerprint

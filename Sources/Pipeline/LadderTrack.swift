@@ -30,10 +30,14 @@ struct LadderTrack {
     /// Seconds of media.
     var duration: Double { segments.reduce(0) { $0 + seconds($1.duration) } }
 
-    /// The highest bit rate of any segment, in bits per second.
+    /// A length as a playlist lists it (`EXTINF`, five decimals).
+    static func listed(_ seconds: Double) -> Double { (seconds * 100_000).rounded() / 100_000 }
+
+    /// The highest bit rate of any segment, in bits per second, over its length as listed: a player measures with
+    /// that (a last audio segment of a few milliseconds would otherwise come out above the stated peak).
     var peakBitRate: Int {
         segments.map { segment in
-            let length = seconds(segment.duration)
+            let length = Self.listed(seconds(segment.duration))
             return length > 0 ? Int((Double(segment.bytes * 8) / length).rounded(.up)) : 0
         }.max() ?? 0
     }
@@ -56,7 +60,10 @@ struct LadderTrack {
 
     /// The highest bit rate of any I-frame range over the time it stands for, in bits per second.
     var iFramePeakBitRate: Int {
-        iFrames.map { $0.duration > 0 ? Int((Double($0.frame.length * 8) / $0.duration).rounded(.up)) : 0 }.max() ?? 0
+        iFrames.map { item in
+            let length = Self.listed(item.duration)
+            return length > 0 ? Int((Double(item.frame.length * 8) / length).rounded(.up)) : 0
+        }.max() ?? 0
     }
 
     /// All I-frame ranges' bits over the whole duration, in bits per second.

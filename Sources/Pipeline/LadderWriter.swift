@@ -15,6 +15,19 @@ final class LadderWriter: TranscodeOutput {
     private var audio: (output: SegmentedOutput, input: EncodingWriterInput, encoding: AudioEncoding)?
     private var writing = false
 
+    /// A checkpointed ladder: told of each track's segments once they are on disk (folder, segment, its latest
+    /// presentation time in the encoder's time base).
+    var journal: ((String, SegmentedOutput.Segment, Int64) -> MediaError?)?
+    /// A resumed ladder: per folder, the segments an earlier attempt finished and the latest presentation time they
+    /// hold (encoder time base); those tracks continue after them.
+    var resume: [String: (segments: [SegmentedOutput.Segment], last: Int64)] = [:]
+    /// The time offset of every track's files, when it is decided outside (a ladder written in two passes, one for
+    /// the video and one for the audio, must use one offset); nil: from this writer's encoders.
+    var offsetOverride: Double?
+    /// Whether `finishWriting` writes the playlists and the manifest (not when the ladder is written in passes).
+    var writesPlaylists = true
+    private var lastResume: Int64?
+
     init(root: String, segmentDuration: Double) {
         self.root = root
         self.segmentDuration = segmentDuration
@@ -28,15 +41,56 @@ final class LadderWriter: TranscodeOutput {
         precondition(!writing, "inputs are added before startWriting")
         let encoder = try StreamEncoder(video: encoding, globalHeader: true)
         let output = try SegmentedOutput(root: root, folder: name, encoder: encoder, segmentDuration: segmentDuration)
+        attach(output, folder: name, encoder: encoder)
         let input = EncodingWriterInput(encoder: encoder, sink: output)
         video.append((output, input, encoding))
         return input
     }
 
+    /// Hooks a track to the journal and continues it where an earlier attempt stopped.
+    private func attach(_ output: SegmentedOutput, folder: String, encoder: StreamEncoder) {
+        if let journal { output.journal = { segment, last in journal(folder, segment, last) } }
+        lastResume = nil
+        guard let earlier = resume[folder] else { return }
+        output.resume(segments: earlier.segments, skipThrough: earlier.last)
+        let warmUp = av_rescale_q(Int64(CheckpointOutput.warmUpSeconds * 1000), AVRational(num: 1, den: 1000), encoder.timeBase)
+        lastResume = earlier.last - warmUp
+    }
+
+    /// What each track's playlists will need, by folder, once writing has started (segments not included).
+    func trackRecords() throws(MediaError) -> [String: CheckpointManifest.LadderTrackRecord] {
+        var records: [String: CheckpointManifest.LadderTrackRecord] = [:]
+        for (index, track) in video.enumerated() {
+            guard let codecs = CodecString.avc(extradata: track.output.extradata) else {
+                throw MediaError(code: "output_failed", message: "The \(track.output.folder) rendition's H.264 headers have no SPS.")
+            }
+            records[track.output.folder] = .init(
+                order: index, codecs: codecs, width: track.encoding.width, height: track.encoding.height,
+                frameRate: [track.encoding.frameRate.num, track.encoding.frameRate.den],
+                timescale: track.output.timescale, offset: track.output.offset)
+        }
+        if let audio {
+            records[audio.output.folder] = .init(
+                order: Int.max, codecs: CodecString.aacLC, sampleRate: audio.encoding.sampleRate, channels: audio.encoding.channels,
+                timescale: audio.output.timescale, offset: audio.output.offset)
+        }
+        return records
+    }
+
+    /// Where the rendition added last starts encoding again (see `TranscodeOutput.resumeVideo`).
+    func resumeVideo() -> Int64? { lastResume }
+
+    /// Seconds each encoder's first packet may come before its first frame (B-frame delay, AAC priming).
+    var startDelays: [Double] { video.map(\.input.encoder.startDelay) + [audio?.input.encoder.startDelay].compactMap { $0 } }
+
+    /// The offset for these delays, in whole milliseconds.
+    static func offset(for delays: [Double]) -> Double { ((delays.max() ?? 0) * 1000).rounded(.up) / 1000 }
+
     func addInput(audio encoding: AudioEncoding) throws(MediaError) -> EncodingWriterInput {
         precondition(!writing && audio == nil, "one audio input, added before startWriting")
         let encoder = try StreamEncoder(audio: encoding, globalHeader: true)
         let output = try SegmentedOutput(root: root, folder: "audio", encoder: encoder, segmentDuration: segmentDuration)
+        attach(output, folder: "audio", encoder: encoder)
         let input = EncodingWriterInput(encoder: encoder, sink: output)
         audio = (output, input, encoding)
         return input
@@ -48,8 +102,7 @@ final class LadderWriter: TranscodeOutput {
 
     func startWriting() throws(MediaError) {
         // One offset for every track, past the longest start delay, in whole milliseconds.
-        let delays = video.map(\.input.encoder.startDelay) + [audio?.input.encoder.startDelay ?? 0]
-        let offset = ((delays.max() ?? 0) * 1000).rounded(.up) / 1000
+        let offset = offsetOverride ?? Self.offset(for: startDelays)
         for track in video { track.output.offsetSeconds = offset }
         audio?.output.offsetSeconds = offset
         for track in video { try track.output.start() }
@@ -68,6 +121,7 @@ final class LadderWriter: TranscodeOutput {
             try audio.output.finish()
         }
         writing = false
+        guard writesPlaylists else { return }
         var videoTracks: [LadderTrack] = []
         for track in video {
             guard let codecs = CodecString.avc(extradata: track.output.extradata) else {
@@ -86,19 +140,28 @@ final class LadderWriter: TranscodeOutput {
                         sound: .init(sampleRate: audio.encoding.sampleRate, channels: audio.encoding.channels),
                         timescale: audio.output.timescale, offset: audio.output.offset, segments: audio.output.segments)
         }
+        measured = try Self.writePlaylists(root: root, video: videoTracks, audio: audioTrack)
+    }
+
+    /// Writes the media, I-frame and master playlists and the DASH manifest for these tracks into `root`; returns
+    /// what each track holds, by folder.
+    static func writePlaylists(root: String, video videoTracks: [LadderTrack], audio audioTrack: LadderTrack?) throws(MediaError)
+        -> [String: (frameRate: Double?, duration: Double, bitRate: Int)] {
+        var measured: [String: (frameRate: Double?, duration: Double, bitRate: Int)] = [:]
         for track in videoTracks + [audioTrack].compactMap({ $0 }) {
             measured[track.folder] = (track.picture.map { av_q2d($0.frameRate) }, track.duration, track.averageBitRate)
         }
         for track in videoTracks {
-            try write(HLSPlaylists.media(track), to: track.folder + "/" + HLSPlaylists.mediaName)
-            try write(HLSPlaylists.iFrames(track), to: track.folder + "/" + HLSPlaylists.iFramesName)
+            try write(HLSPlaylists.media(track), to: track.folder + "/" + HLSPlaylists.mediaName, in: root)
+            try write(HLSPlaylists.iFrames(track), to: track.folder + "/" + HLSPlaylists.iFramesName, in: root)
         }
         if let audioTrack, !audioTrack.segments.isEmpty {
-            try write(HLSPlaylists.media(audioTrack), to: audioTrack.folder + "/" + HLSPlaylists.mediaName)
+            try write(HLSPlaylists.media(audioTrack), to: audioTrack.folder + "/" + HLSPlaylists.mediaName, in: root)
         }
         let usableAudio = audioTrack.flatMap { $0.segments.isEmpty ? nil : $0 }
-        try write(DASHManifest.render(video: videoTracks, audio: usableAudio), to: DASHManifest.name)
-        try write(HLSPlaylists.master(video: videoTracks, audio: usableAudio), to: FileType.hls.mainFileName)
+        try write(DASHManifest.render(video: videoTracks, audio: usableAudio), to: DASHManifest.name, in: root)
+        try write(HLSPlaylists.master(video: videoTracks, audio: usableAudio), to: FileType.hls.mainFileName, in: root)
+        return measured
     }
 
     func cancelWriting() {
@@ -116,7 +179,7 @@ final class LadderWriter: TranscodeOutput {
         return video.isEmpty ? (audio?.input.progress.seconds ?? 0) : video.map(\.input.progress.seconds).min() ?? 0
     }
 
-    private func write(_ text: String, to relativePath: String) throws(MediaError) {
+    private static func write(_ text: String, to relativePath: String, in root: String) throws(MediaError) {
         let path = root + "/" + relativePath
         guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else {
             throw MediaError(code: "output_failed", message: "Writing \(relativePath) failed.")

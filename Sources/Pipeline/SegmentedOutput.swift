@@ -10,7 +10,7 @@ import Foundation
 /// `AVFormatContext`; used by one thread at a time.
 final class SegmentedOutput: PacketSink {
     /// A key frame's bytes in a segment: its fragment's moof and the frame itself.
-    struct KeyFrame: Equatable {
+    struct KeyFrame: Equatable, Codable {
         /// Presentation time, in seconds on the output timeline.
         var time: Double
         var offset: Int
@@ -18,7 +18,7 @@ final class SegmentedOutput: PacketSink {
     }
 
     /// A finished media segment.
-    struct Segment: Equatable {
+    struct Segment: Equatable, Codable {
         var number: Int
         /// Path from the output directory, e.g. `720p/segment_00001.m4s`.
         var path: String
@@ -54,6 +54,16 @@ final class SegmentedOutput: PacketSink {
     private var current: (number: Int, cell: Int, start: Int64, fragments: [(offset: Int, time: Double)])?
     /// Where the latest sample ends (stream units).
     private var end: Int64 = 0
+    /// A checkpointed track: told of each segment once it is on disk, with the segment's latest presentation time
+    /// in the encoder's time base; a failure it returns stops the track.
+    var journal: ((Segment, Int64) -> MediaError?)?
+    /// A resumed track: packets presented up to here (encoder time base) are an encoder's warm-up, already in the
+    /// segments an earlier attempt made; the first key frame after it starts the next segment.
+    private var skipThrough: Int64?
+    /// Fragments the earlier attempt wrote (the next moof continues their sequence numbers).
+    private var fragmentsBefore = 0
+    /// The latest presentation time of the segment being written, in the encoder's time base.
+    private var currentLast: Int64 = .min
     private var lastDecodingTime: Int64?
     /// A frame's length in stream units, for packets that do not say (x264's): 0 for audio.
     private var frameDuration: Int64 = 0
@@ -87,6 +97,14 @@ final class SegmentedOutput: PacketSink {
         }
     }
 
+    /// Continues a track an earlier attempt wrote: its finished `segments` stay, numbering and fragment sequence
+    /// go on, and packets up to `skipThrough` are dropped. Call before `start()`.
+    func resume(segments: [Segment], skipThrough: Int64?) {
+        self.segments = segments
+        self.skipThrough = skipThrough
+        fragmentsBefore = segments.reduce(0) { $0 + (isVideo ? max(1, $1.keyFrames.count) : 1) }
+    }
+
     /// Writes the init segment and opens the first media segment.
     func start() throws(MediaError) {
         try openFile(folder + "/" + Self.initName)
@@ -98,7 +116,7 @@ final class SegmentedOutput: PacketSink {
             // written with negative composition offsets (cmaf), so a track's first frame is presented at its tfdt.
             ("movflags", "+frag_custom+empty_moov+default_base_moof+cmaf+skip_sidx+skip_trailer+frag_discont"),
             ("use_editlist", "0"),
-        ])
+        ] + (fragmentsBefore > 0 ? [("fragment_index", String(fragmentsBefore + 1))] : []))
         try FFmpeg.check(avformat_write_header(context, &options.pointer), "Writing the \(folder) init segment")
         let stream = context!.pointee.streams[0]!
         timescale = stream.pointee.time_base.den
@@ -109,6 +127,12 @@ final class SegmentedOutput: PacketSink {
     }
 
     func write(_ packet: Packet, timeBase: AVRational) throws(MediaError) {
+        let original = packet.pointer.pointee.pts != FFmpeg.noPTS ? packet.pointer.pointee.pts : packet.pointer.pointee.dts
+        if let skip = skipThrough {
+            // Closed GOPs: everything before the resumed segment's IDR (in decoding order) is presented before it.
+            guard packet.isKeyFrame && original > skip else { return }
+            skipThrough = nil
+        }
         let stream = context!.pointee.streams[0]!
         packet.pointer.pointee.stream_index = 0
         av_packet_rescale_ts(packet.pointer, timeBase, stream.pointee.time_base)
@@ -138,9 +162,10 @@ final class SegmentedOutput: PacketSink {
                     current!.fragments.append((Int(avio_tell(context!.pointee.pb)), time))
                 }
             } else {
-                try begin(number: 1, cell: cell, start: pts, time: time)
+                try begin(number: (segments.last?.number ?? 0) + 1, cell: cell, start: pts, time: time)
             }
         }
+        currentLast = max(currentLast, original)
         let length = packet.pointer.pointee.duration > 0 ? packet.pointer.pointee.duration : frameDuration
         end = max(end, pts + length)
         try FFmpeg.check(av_write_frame(context, packet.pointer), "Writing the \(folder) segments")
@@ -183,6 +208,11 @@ final class SegmentedOutput: PacketSink {
         segments.append(Segment(number: segment.number, path: path, start: segment.start, duration: end - segment.start,
                                 bytes: bytes, keyFrames: keyFrames))
         current = nil
+        if let journal {
+            try FileDurability.syncFile(atPath: root + "/" + path)
+            if let failure = journal(segments[segments.count - 1], currentLast) { throw failure }
+        }
+        currentLast = .min
     }
 
     static func segmentPath(folder: String, number: Int) -> String {

@@ -67,6 +67,9 @@ public final class TranscodeSession {
         if let checkpointDirectory, CheckpointedTranscode.applies(to: settings, input: reader) {
             return try CheckpointedTranscode(session: self, checkpointPath: checkpointDirectory).run(progress: progress)
         }
+        if let checkpointDirectory, outputDirectory != nil, CheckpointedLadder.applies(to: settings, input: reader) {
+            return try CheckpointedLadder(session: self, checkpointPath: checkpointDirectory).run(progress: progress)
+        }
         let directory = try outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
         let output: any TranscodeOutput
         if let directory, settings.container.isSegmented {
@@ -125,21 +128,8 @@ public final class TranscodeSession {
         // is video too).
         var files: [OutputFile]?
         if settings.container.isSegmented, let outputDirectory {
-            // The ladder's tracks as its init segments describe them; its length is what the segments hold.
-            let listed = OutputFile.list(directory: outputDirectory, mainType: settings.container.mimeType(hasVideo: true))
-            files = listed
-            let measured = (output as? LadderWriter)?.measured ?? [:]
-            tracks = listed.filter { $0.path.hasSuffix("/" + SegmentedOutput.initName) }.compactMap { file in
-                guard var track = try? MediaReader(path: outputDirectory + "/" + file.path).tracks.first else { return nil }
-                let folder = String(file.path.dropLast(SegmentedOutput.initName.count + 1))
-                if let numbers = measured[folder] {
-                    track.frameRate = numbers.frameRate
-                    track.duration = numbers.duration
-                    track.bitRate = numbers.bitRate
-                }
-                return track
-            }.sorted { ($0.mediaType == .video ? 0 : 1, -($0.height ?? 0)) < ($1.mediaType == .video ? 0 : 1, -($1.height ?? 0)) }
-            for index in tracks.indices { tracks[index].index = index }
+            (files, tracks) = Self.ladderTracks(directory: outputDirectory, settings: settings,
+                                                measured: (output as? LadderWriter)?.measured ?? [:])
             duration = output.writtenSeconds
         } else {
             let written = try? MediaReader(path: outputPath)
@@ -159,6 +149,25 @@ public final class TranscodeSession {
             framesEncoded: plan.framesEncoded, elapsed: elapsed,
             mimeType: settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }),
             files: files)
+    }
+
+    /// A ladder's files, once it is in place, and its tracks as its init segments describe them, with what its
+    /// segments hold (`measured`, by folder: an init segment alone has no samples to tell it).
+    static func ladderTracks(directory: String, settings: TranscodeSettings,
+                             measured: [String: (frameRate: Double?, duration: Double, bitRate: Int)]) -> ([OutputFile], [Track]) {
+        let listed = OutputFile.list(directory: directory, mainType: settings.container.mimeType(hasVideo: true))
+        var tracks: [Track] = listed.filter { $0.path.hasSuffix("/" + SegmentedOutput.initName) }.compactMap { file in
+            guard var track = try? MediaReader(path: directory + "/" + file.path).tracks.first else { return nil }
+            let folder = String(file.path.dropLast(SegmentedOutput.initName.count + 1))
+            if let numbers = measured[folder] {
+                track.frameRate = numbers.frameRate
+                track.duration = numbers.duration
+                track.bitRate = numbers.bitRate
+            }
+            return track
+        }.sorted { ($0.mediaType == .video ? 0 : 1, -($0.height ?? 0)) < ($1.mediaType == .video ? 0 : 1, -($1.height ?? 0)) }
+        for index in tracks.indices { tracks[index].index = index }
+        return (listed, tracks)
     }
 
     /// Removes a checkpoint folder that has served (its own files only, then the folder if it is empty).

@@ -188,4 +188,50 @@ import TestSupport
             }
         }
     }
+
+    /// A ladder (two renditions and the audio, 4 s segments) killed at 70 % and resumed: the renditions continue
+    /// after the segments every one of them finished, and the ladder follows the HLS rules, has the key frames and
+    /// frames of the same ladder made straight through, the very same audio segments, and no seam in quality.
+    @Test func aLadderResumesFromItsSegments() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
+        let settings = #"{"container": "hls", "segmentDuration": 4, "renditions": [{"video": {"height": 720, "preset": "veryfast"}}, {"video": {"height": 360, "preset": "veryfast"}}]}"#
+        let straight = folder.appendingPathComponent("straight").path
+        #expect(try complete(source, output: straight + "/", checkpoint: folder.appendingPathComponent("straight-checkpoint").path,
+                             settings: settings)["resumedFrom"] == nil)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.7, settings: settings)
+        let records = try manifest(checkpoint)["ladder"] as? [String: [String: Any]] ?? [:]
+        let finished = ["720p", "360p"].map { (records[$0]?["segments"] as? [Any])?.count ?? 0 }
+        #expect(finished.min() ?? 0 >= 1, "each rendition finished a segment: \(finished)")
+
+        let resumed = folder.appendingPathComponent("resumed").path
+        let result = try complete(source, output: resumed + "/", checkpoint: checkpoint, settings: settings)
+        let resumedFrom = try #require(result["resumedFrom"] as? Double, "\(result)")
+        #expect(abs(resumedFrom - Double(finished.min() ?? 0) * 4) < 0.05, "resumed after the segments both renditions finished: \(resumedFrom)")
+        let summary = try Ladder.check(resumed)
+        #expect(summary.variants.count == 2 && summary.audio != nil)
+        #expect(try Ladder.decodesCleanly(resumed + "/master.m3u8").status == 0)
+        for track in ["720p", "360p"] {
+            let (times, frames) = try Ladder.keyFrameTimes(resumed, track: track)
+            let reference = try Ladder.keyFrameTimes(straight, track: track)
+            #expect(frames == 360 && frames == reference.frames, "\(track): \(frames) frames")
+            #expect(times == reference.times, "\(track): key frames \(times) against \(reference.times)")
+            #expect(try Ladder.segmentsStartWithKeyFrames(resumed, track: track).allSatisfy { $0 })
+        }
+        let audioNames = try FileManager.default.contentsOfDirectory(atPath: straight + "/audio").filter { $0.hasPrefix("segment_") }.sorted()
+        #expect(!audioNames.isEmpty)
+        for name in audioNames {
+            let same = FileManager.default.contentsEqual(atPath: straight + "/audio/" + name, andPath: resumed + "/audio/" + name)
+            #expect(same, "audio/\(name) is the straight run's")
+        }
+        // No seam: the 720p frames by the resume point are as good as the straight run's.
+        let psnr = try SeamCheck.psnr(try Ladder.joined(resumed, track: "720p"), source: source)
+        let reference = try SeamCheck.psnr(try Ladder.joined(straight, track: "720p"), source: source)
+        #expect(psnr.count == 360 && reference.count == 360)
+        let index = Int((resumedFrom * 30).rounded())
+        for frame in max(0, index - 10)..<min(psnr.count, reference.count, index + 10) {
+            #expect(abs(psnr[frame] - reference[frame]) <= 0.5, "frame \(frame) by the seam: \(psnr[frame]) against \(reference[frame]) dB")
+        }
+    }
 }

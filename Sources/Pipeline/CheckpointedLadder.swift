@@ -1,0 +1,253 @@
+import CFFmpeg
+import Foundation
+
+/// A ladder (`"container": "hls"`) that survives being interrupted, as `CheckpointedTranscode` does for one file:
+/// every rendition and the audio are written as segments into the checkpoint's `ladder/` folder, each segment
+/// flushed to disk and listed in the manifest before the next; the audio by a pass of its own on another thread.
+/// Run again with the same checkpoint, it keeps the segments every rendition finished (the key frames and segment
+/// boundaries are the same in all of them), seeks the input and continues each rendition after them, with its
+/// encoder warmed up first. The playlists and the manifest are written from the records at the end, and the files
+/// are linked into the output folder, which then appears whole.
+final class CheckpointedLadder {
+    private let session: TranscodeSession
+    private let checkpointPath: String
+
+    init(session: TranscodeSession, checkpointPath: String) {
+        self.session = session
+        self.checkpointPath = checkpointPath
+    }
+
+    /// Whether a ladder with these settings from this input is checkpointed: video encoded, no thumbnails.
+    static func applies(to settings: TranscodeSettings, input reader: MediaReader) -> Bool {
+        guard settings.container.isSegmented, settings.thumbnails == nil, case .encode = settings.video,
+              reader.firstVideoTrack != nil else { return false }
+        return true
+    }
+
+    /// A pass of the ladder: its reader, writer and plan.
+    private struct Pass {
+        let reader: MediaReader
+        let writer: LadderWriter
+        let plan: TranscodePlan
+    }
+
+    func run(progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        let started = ContinuousClock.now
+        let settings = session.settings
+        let cancellation = session.cancellation
+        let segmentDuration = settings.segmentDuration ?? TranscodeSettings.defaultSegmentDuration
+        let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: CheckpointedTranscode.fingerprint(settings, input: session.inputPath),
+                                        segmentSeconds: segmentDuration)
+        let root = checkpoint.file(Checkpoint.ladderFolder)
+        let directory = try OutputDirectory(path: session.outputDirectory!)
+
+        // What an earlier attempt left: the segments every rendition finished (renditions ahead are cut back).
+        let stored = checkpoint.manifest.ladder
+        let renditions = stored.filter { $0.value.isVideo }
+        let kept = renditions.isEmpty ? 0 : renditions.values.map(\.segments.count).min()!
+        let videoComplete = !renditions.isEmpty && renditions.values.allSatisfy(\.complete)
+            && Set(renditions.values.map(\.segments.count)).count == 1
+        var resume: [String: (segments: [SegmentedOutput.Segment], last: Int64)] = [:]
+        if !videoComplete && kept > 0 {
+            for (folder, record) in renditions { resume[folder] = (Array(record.segments.prefix(kept)), record.lastPresentation[kept - 1]) }
+        }
+        let audioComplete = stored["audio"]?.complete == true
+        try checkpoint.update { manifest in
+            for folder in renditions.keys where !videoComplete {
+                manifest.ladder[folder]?.segments = Array(stored[folder]!.segments.prefix(kept))
+                manifest.ladder[folder]?.lastPresentation = Array(stored[folder]!.lastPresentation.prefix(kept))
+                manifest.ladder[folder]?.complete = false
+            }
+            if !audioComplete { manifest.ladder["audio"] = nil }
+        }
+        let resumedFrom: Double? = videoComplete ? nil : renditions.first.flatMap { _, record in
+            guard kept > 0 else { return nil }
+            let last = record.segments[kept - 1]
+            return Double(last.start + last.duration - record.offset) / Double(record.timescale)
+        }
+
+        let journal: (String, SegmentedOutput.Segment, Int64) -> MediaError? = { folder, segment, last in
+            do throws(MediaError) {
+                try checkpoint.update { manifest in
+                    manifest.ladder[folder]?.segments.append(segment)
+                    manifest.ladder[folder]?.lastPresentation.append(last)
+                }
+            } catch {
+                return error
+            }
+            return nil
+        }
+        func makeVideo(seek: Bool) throws(MediaError) -> Pass {
+            let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
+            let writer = LadderWriter(root: root, segmentDuration: segmentDuration)
+            writer.writesPlaylists = false
+            writer.resume = resume
+            writer.journal = journal
+            let plan = try TranscodePlan(reader: reader, output: writer, settings: settings, limits: session.limits,
+                                         directory: nil, pass: .video(segmentSeconds: segmentDuration))
+            if seek, (settings.filters?.tempo ?? 1) == 1, reader.seeksReliably, let resumedFrom, let track = reader.firstVideoTrack {
+                let source = Double(writer.timeline.start) / 1_000_000 + resumedFrom - CheckpointOutput.warmUpSeconds - 0.5
+                _ = reader.seek(track: track.index, toSeconds: source)
+            }
+            return Pass(reader: reader, writer: writer, plan: plan)
+        }
+        var video: Pass?
+        var audio: Pass?
+        var audioThread: AudioPassThread?
+        do throws(MediaError) {
+            if !videoComplete { video = try makeVideo(seek: true) }
+            if !audioComplete, case .encode = settings.audio {
+                let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
+                if reader.firstAudioTrack != nil {
+                    let writer = LadderWriter(root: root, segmentDuration: segmentDuration)
+                    writer.writesPlaylists = false
+                    writer.journal = journal
+                    let plan = try TranscodePlan(reader: reader, output: writer, settings: settings, limits: session.limits,
+                                                 directory: nil, pass: .audio)
+                    audio = Pass(reader: reader, writer: writer, plan: plan)
+                }
+            }
+            // One offset for every track of every attempt: decided once, from every encoder's start delay.
+            let offset = checkpoint.manifest.ladderOffset
+                ?? LadderWriter.offset(for: (video?.writer.startDelays ?? []) + (audio?.writer.startDelays ?? []))
+            try checkpoint.update { $0.ladderOffset = offset }
+            for pass in [video, audio].compactMap({ $0 }) {
+                pass.writer.offsetOverride = offset
+                try pass.writer.startWriting()
+                let records = try pass.writer.trackRecords()
+                try checkpoint.update { manifest in
+                    for (folder, var record) in records {
+                        record.segments = manifest.ladder[folder]?.segments ?? []
+                        record.lastPresentation = manifest.ladder[folder]?.lastPresentation ?? []
+                        manifest.ladder[folder] = record
+                    }
+                }
+            }
+            if let audio {
+                audioThread = AudioPassThread(reader: audio.reader, output: audio.writer, plan: audio.plan, limits: session.limits,
+                                              cancellation: cancellation)
+            }
+        } catch {
+            session.onFailure?(error)
+            directory.discard()
+            throw cancellation.isCanceled ? MediaError.canceled : error
+        }
+        let reporter = ProgressReporter(duration: video?.plan.expectedDuration ?? audio?.plan.expectedDuration ?? 0,
+                                        interval: session.progressInterval, started: started, resumedFrom: resumedFrom)
+        do throws(MediaError) {
+            audioThread?.start()
+            if var pass = video {
+                do throws(MediaError) {
+                    try encode(pass, reporter: reporter, audio: audioThread, progress: progress)
+                } catch where error.code == VideoEncodeSide.seekMissed.code {
+                    // The input's seek skipped frames: read it from the start instead, skipping up to the checkpoint.
+                    pass.writer.cancelWriting()
+                    pass = try makeVideo(seek: false)
+                    video = pass
+                    pass.writer.offsetOverride = checkpoint.manifest.ladderOffset
+                    try pass.writer.startWriting()
+                    try encode(pass, reporter: reporter, audio: audioThread, progress: progress)
+                }
+                try checkpoint.update { manifest in
+                    for folder in manifest.ladder.keys where manifest.ladder[folder]!.isVideo { manifest.ladder[folder]!.complete = true }
+                }
+            }
+            try audioThread?.join()
+            if audio != nil { try checkpoint.update { $0.ladder["audio"]?.complete = true } }
+            if cancellation.isCanceled { throw MediaError.canceled }
+            let measured = try assemble(checkpoint.manifest, root: root, into: directory)
+            try directory.commit()
+            let (files, tracks) = TranscodeSession.ladderTracks(directory: session.outputDirectory!, settings: settings, measured: measured)
+            // The first rendition's frames, from its length and frame rate (the segments do not count them).
+            let first = checkpoint.manifest.ladder.values.filter(\.isVideo).min { $0.order < $1.order }
+            let framesEncoded = first.map { record in
+                let seconds = Double(record.segments.reduce(0) { $0 + $1.duration }) / Double(record.timescale)
+                let rate = Double(record.frameRate?[0] ?? 0) / Double(max(1, record.frameRate?[1] ?? 1))
+                return Int((seconds * rate).rounded())
+            } ?? 0
+            reporter.finish(frames: framesEncoded, call: progress)
+            var result = TranscodeResult(
+                path: session.outputPath, size: files.reduce(0) { $0 + $1.size }, container: settings.container, tracks: tracks,
+                duration: measured.values.map(\.duration).max() ?? 0, framesEncoded: framesEncoded, elapsed: reporter.elapsed,
+                mimeType: settings.container.mimeType(hasVideo: true), files: files)
+            result.resumedFrom = resumedFrom
+            return result
+        } catch {
+            audioThread?.stop()
+            session.onFailure?(error)
+            video?.writer.cancelWriting()
+            directory.discard()
+            throw cancellation.isCanceled ? MediaError.canceled : error
+        }
+    }
+
+    /// Reads, encodes and writes the renditions to the input's end; stops early if the audio pass fails.
+    private func encode(_ pass: Pass, reporter: ProgressReporter, audio: AudioPassThread?,
+                        progress: (TranscodeProgress) -> Void) throws(MediaError) {
+        let cancellation = session.cancellation
+        pass.plan.start()
+        do throws(MediaError) {
+            var samples = 0
+            while let sample = try pass.reader.nextSample() {
+                if cancellation.isCanceled { throw MediaError.canceled }
+                try pass.plan.handle(sample)
+                let written = pass.writer.writtenSeconds
+                try session.limits.checkRead(seconds: written * (session.settings.filters?.tempo ?? 1))
+                reporter.update(written, frames: pass.plan.framesEncoded, call: progress)
+                samples += 1
+                if samples % 64 == 0, let failure = audio?.failure { throw failure }
+            }
+            if cancellation.isCanceled { throw MediaError.canceled }
+            try pass.plan.finish()
+        } catch {
+            pass.plan.abandon()
+            throw error
+        }
+        try pass.writer.finishWriting()
+    }
+
+    /// Writes the playlists and the manifest from the records into the checkpoint's ladder folder, then links every
+    /// file of it into the output folder. Returns what each track holds.
+    private func assemble(_ manifest: CheckpointManifest, root: String, into directory: OutputDirectory) throws(MediaError)
+        -> [String: (frameRate: Double?, duration: Double, bitRate: Int)] {
+        func track(_ folder: String, _ record: CheckpointManifest.LadderTrackRecord) -> LadderTrack {
+            var segments = record.segments
+            // Each segment lasts until the next starts.
+            for index in segments.indices.dropLast() { segments[index].duration = segments[index + 1].start - segments[index].start }
+            return LadderTrack(
+                folder: folder, codecs: record.codecs,
+                picture: record.width.map { .init(width: $0, height: record.height ?? 0,
+                                                  frameRate: AVRational(num: record.frameRate?[0] ?? 0, den: record.frameRate?[1] ?? 1)) },
+                sound: record.sampleRate.map { .init(sampleRate: $0, channels: record.channels ?? 2) },
+                timescale: record.timescale, offset: record.offset, segments: segments)
+        }
+        let videoTracks = manifest.ladder.filter(\.value.isVideo).sorted { $0.value.order < $1.value.order }.map { track($0.key, $0.value) }
+        guard !videoTracks.isEmpty, videoTracks.allSatisfy({ !$0.segments.isEmpty }) else {
+            throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
+        }
+        let audioTrack = manifest.ladder["audio"].map { track("audio", $0) }
+        let measured = try LadderWriter.writePlaylists(root: root, video: videoTracks, audio: audioTrack)
+        // Only the files the records and playlists name: a segment an interrupted attempt left past them is not.
+        var names = [FileType.hls.mainFileName, DASHManifest.name]
+        for track in videoTracks + [audioTrack].compactMap({ $0 }) {
+            names.append(track.folder + "/" + SegmentedOutput.initName)
+            names.append(track.folder + "/" + HLSPlaylists.mediaName)
+            if track.picture != nil { names.append(track.folder + "/" + HLSPlaylists.iFramesName) }
+            names += track.segments.map(\.path)
+        }
+        for name in names where FileManager.default.fileExists(atPath: root + "/" + name) {
+            let target = directory.path(name)
+            let folder = URL(fileURLWithPath: target).deletingLastPathComponent().path
+            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            // A link costs nothing; across file systems (a checkpoint folder elsewhere), a copy.
+            guard link(root + "/" + name, target) == 0 || (errno == EXDEV && copy(root + "/" + name, to: target)) else {
+                throw MediaError(code: "output_failed", message: "Linking \(name) into the output failed: \(String(cString: strerror(errno))).")
+            }
+        }
+        return measured
+    }
+
+    private func copy(_ source: String, to target: String) -> Bool {
+        (try? FileManager.default.copyItem(atPath: source, toPath: target)) != nil
+    }
+}
