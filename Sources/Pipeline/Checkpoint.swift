@@ -110,10 +110,31 @@ final class Checkpoint: @unchecked Sendable {
         encoder.outputFormatting = [.sortedKeys]
         let target = path + "/" + Self.manifestName
         let temporary = target + ".tmp"
-        guard let data = try? encoder.encode(manifest), FileManager.default.createFile(atPath: temporary, contents: data) else {
-            throw MediaError(code: "storage_error", message: "Writing the checkpoint manifest \(target) failed.")
+        guard let data = try? encoder.encode(manifest) else {
+            throw MediaError(code: "storage_error", message: "Encoding the checkpoint manifest \(target) failed.")
         }
-        try FileDurability.syncFile(atPath: temporary)
+        // Written by hand, not with Foundation's atomic write: that leaves a temporary file of its own naming
+        // behind when the process is killed, which the next attempt would take for someone else's file.
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        var written = descriptor >= 0
+        if written {
+            written = data.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                    if count < 0 && errno == EINTR { continue }
+                    guard count > 0 else { return false }
+                    offset += count
+                }
+                return true
+            } && fsync(descriptor) == 0
+        }
+        let failure = errno
+        if descriptor >= 0 { close(descriptor) }
+        guard written else {
+            throw MediaError(code: failure == ENOSPC ? "no_space" : "storage_error",
+                             message: "Writing the checkpoint manifest \(target) failed: \(String(cString: strerror(failure))).")
+        }
         guard rename(temporary, target) == 0 else {
             throw MediaError(code: "storage_error", message: "Moving the checkpoint manifest into place failed: \(String(cString: strerror(errno))).")
         }
