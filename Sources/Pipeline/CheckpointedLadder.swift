@@ -184,25 +184,8 @@ final class CheckpointedLadder {
     /// Reads, encodes and writes the renditions to the input's end; stops early if the audio pass fails.
     private func encode(_ pass: Pass, reporter: ProgressReporter, audio: AudioPassThread?,
                         progress: (TranscodeProgress) -> Void) throws(MediaError) {
-        let cancellation = session.cancellation
-        pass.plan.start()
-        do throws(MediaError) {
-            var samples = 0
-            while let sample = try pass.reader.nextSample() {
-                if cancellation.isCanceled { throw MediaError.canceled }
-                try pass.plan.handle(sample)
-                let written = pass.writer.writtenSeconds
-                try session.limits.checkRead(seconds: written * (session.settings.filters?.tempo ?? 1))
-                reporter.update(written, frames: pass.plan.framesEncoded, call: progress)
-                samples += 1
-                if samples % 64 == 0, let failure = audio?.failure { throw failure }
-            }
-            if cancellation.isCanceled { throw MediaError.canceled }
-            try pass.plan.finish()
-        } catch {
-            pass.plan.abandon()
-            throw error
-        }
+        try pass.plan.run(reader: pass.reader, output: pass.writer, cancellation: session.cancellation, limits: session.limits,
+                          pace: session.settings.filters?.tempo ?? 1, reporter: reporter, progress: progress) { audio?.failure }
         try pass.writer.finishWriting()
     }
 

@@ -179,26 +179,8 @@ private struct VideoPass {
 
     /// Reads, encodes and checkpoints the video to its end; stops early if the audio pass fails.
     func run(reporter: ProgressReporter, audio: AudioPassThread?, progress: (TranscodeProgress) -> Void) throws(MediaError) {
-        let cancellation = session.cancellation
-        let inputPace = session.settings.filters?.tempo ?? 1
-        plan.start()
-        do throws(MediaError) {
-            var samples = 0
-            while let sample = try reader.nextSample() {
-                if cancellation.isCanceled { throw MediaError.canceled }
-                try plan.handle(sample)
-                let written = output.writtenSeconds
-                try session.limits.checkRead(seconds: written * inputPace)
-                reporter.update(written, frames: plan.framesEncoded, call: progress)
-                samples += 1
-                if samples % 64 == 0, let failure = audio?.failure { throw failure }
-            }
-            if cancellation.isCanceled { throw MediaError.canceled }
-            try plan.finish()
-        } catch {
-            plan.abandon()
-            throw error
-        }
+        try plan.run(reader: reader, output: output, cancellation: session.cancellation, limits: session.limits,
+                     pace: session.settings.filters?.tempo ?? 1, reporter: reporter, progress: progress) { audio?.failure }
         try output.finishWriting()
     }
 }

@@ -277,6 +277,33 @@ final class TranscodePlan {
         }
     }
 
+    /// Feeds every sample of `reader` through the plan and drains it at the end; on any failure (or cancellation)
+    /// the encode threads are stopped first. After each sample: the read limit is checked against what `output` has
+    /// written (times `pace`, the seconds of input per second of output), progress is reported, and, every 64
+    /// samples, `interruption` may end the run with its error (another part of the transcode failed).
+    func run(reader: MediaReader, output: any TranscodeOutput, cancellation: CancellationToken, limits: MediaLimits,
+             pace: Double, reporter: ProgressReporter, progress: (TranscodeProgress) -> Void,
+             interruption: () -> MediaError? = { nil }) throws(MediaError) {
+        start()
+        do throws(MediaError) {
+            var samples = 0
+            while let sample = try reader.nextSample() {
+                if cancellation.isCanceled { throw MediaError.canceled }
+                try handle(sample)
+                let written = output.writtenSeconds
+                try limits.checkRead(seconds: written * pace)
+                reporter.update(written, frames: framesEncoded, call: progress)
+                samples += 1
+                if samples % 64 == 0, let failure = interruption() { throw failure }
+            }
+            if cancellation.isCanceled { throw MediaError.canceled }
+            try finish()
+        } catch {
+            abandon()
+            throw error
+        }
+    }
+
     /// Stops the encode threads without finishing (an error or a cancellation) and waits for them.
     func abandon() {
         for worker in workers { worker.abandon() }

@@ -90,25 +90,11 @@ public final class TranscodeSession {
             throw error
         }
         let reporter = ProgressReporter(duration: plan.expectedDuration, interval: progressInterval, started: started)
-        // Seconds of input per second of output (a tempo filter changes the pace).
-        let inputPace = settings.filters?.tempo ?? 1
         do throws(MediaError) {
             try output.startWriting()
-            plan.start()
-            do throws(MediaError) {
-                while let sample = try reader.nextSample() {
-                    if cancellation.isCanceled { throw MediaError.canceled }
-                    try plan.handle(sample)
-                    let written = output.writtenSeconds
-                    try limits.checkRead(seconds: written * inputPace)
-                    reporter.update(written, frames: plan.framesEncoded, call: progress)
-                }
-                if cancellation.isCanceled { throw MediaError.canceled }
-                try plan.finish()
-            } catch {
-                plan.abandon()
-                throw error
-            }
+            // Seconds of input per second of output (a tempo filter changes the pace).
+            try plan.run(reader: reader, output: output, cancellation: cancellation, limits: limits,
+                         pace: settings.filters?.tempo ?? 1, reporter: reporter, progress: progress)
             try output.finishWriting()
             if let directory {
                 try plan.thumbnailer?.writeCues(duration: output.writtenSeconds)

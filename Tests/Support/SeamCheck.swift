@@ -32,6 +32,11 @@ public enum SeamCheck {
         }
     }
 
+    /// MD5 of the first audio track's packets as stored (`-c copy`): equal digests, the very same encoded audio.
+    public static func audioDigest(_ path: String) throws -> String {
+        try Shell.check("ffmpeg", ["-v", "error", "-i", path, "-map", "0:a", "-c", "copy", "-f", "md5", "-"])
+    }
+
     /// The audio decoded to mono 16-bit samples at `rate`.
     public static func samples(_ path: String, rate: Int) throws -> [Int16] {
         let raw = try Media.scratch().appendingPathComponent("audio.raw").path
