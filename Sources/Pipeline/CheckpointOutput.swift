@@ -69,14 +69,28 @@ final class CheckpointOutput: TranscodeOutput {
     /// seconds after it; warmed up for 1 s, by up to 0.6 dB; for 2 s, by at most about 0.4 dB).
     static let warmUpSeconds = 2.0
 
+    /// Where a resumed encoder starts: `warmUpSeconds` before `last`, the checkpoint's last presentation time, both
+    /// in the encoder's `timeBase`.
+    static func warmUpStart(before last: Int64, timeBase: AVRational) -> Int64 {
+        last - av_rescale_q(Int64(warmUpSeconds * 1000), AVRational(num: 1, den: 1000), timeBase)
+    }
+
+    /// Moves a resumed video pass's reader to just before the encoder's warm-up (`resumeSeconds` of output, less
+    /// the warm-up, half a second early: a key frame right there still comes before it). Not for a tempo filter
+    /// (source time is then not output time plus the start) nor for inputs that do not seek reliably: those are
+    /// read from the start, frames skipped by time.
+    static func seekToWarmUp(_ reader: MediaReader, timeline: Timeline, resumeSeconds: Double, tempo: Double) {
+        guard tempo == 1, reader.seeksReliably, let track = reader.firstVideoTrack else { return }
+        let source = Double(timeline.start) / 1_000_000 + resumeSeconds - warmUpSeconds - 0.5
+        _ = reader.seek(track: track.index, toSeconds: source)
+    }
+
     /// Where the video encode starts again: `warmUpSeconds` before the checkpoint's end; the sink drops packets up
     /// to the checkpoint's last presentation time.
     func resumeVideo() -> Int64? {
         guard let video, let last = checkpoint.manifest.resumePoint?.lastPresentation else { return nil }
         video.sink.skipThrough = last
-        let timeBase = video.input.encoder.timeBase
-        let warmUp = av_rescale_q(Int64(Self.warmUpSeconds * 1000), AVRational(num: 1, den: 1000), timeBase)
-        return last - warmUp
+        return Self.warmUpStart(before: last, timeBase: video.input.encoder.timeBase)
     }
 
     var writtenSeconds: Double { video?.input.progress.seconds ?? audio?.input.progress.seconds ?? 0 }

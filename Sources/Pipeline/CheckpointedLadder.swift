@@ -31,7 +31,9 @@ final class CheckpointedLadder {
         let plan: TranscodePlan
     }
 
-    func run(progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+    /// - Parameter firstReader: the session's reader of the input, nothing read from it yet (the video pass reads
+    ///   with it).
+    func run(reader firstReader: MediaReader, progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         let started = ContinuousClock.now
         let settings = session.settings
         let cancellation = session.cancellation
@@ -77,17 +79,18 @@ final class CheckpointedLadder {
             }
             return nil
         }
-        func makeVideo(seek: Bool) throws(MediaError) -> Pass {
-            let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
+        func makeVideo(reader given: MediaReader? = nil, seek: Bool) throws(MediaError) -> Pass {
+            let reader: MediaReader
+            if let given { reader = given } else { reader = try MediaReader(path: session.inputPath, cancellation: cancellation) }
             let writer = LadderWriter(root: root, segmentDuration: segmentDuration)
             writer.writesPlaylists = false
             writer.resume = resume
             writer.journal = journal
             let plan = try TranscodePlan(reader: reader, output: writer, settings: settings, limits: session.limits,
                                          directory: nil, pass: .video(segmentSeconds: segmentDuration))
-            if seek, (settings.filters?.tempo ?? 1) == 1, reader.seeksReliably, let resumedFrom, let track = reader.firstVideoTrack {
-                let source = Double(writer.timeline.start) / 1_000_000 + resumedFrom - CheckpointOutput.warmUpSeconds - 0.5
-                _ = reader.seek(track: track.index, toSeconds: source)
+            if seek, let resumedFrom {
+                CheckpointOutput.seekToWarmUp(reader, timeline: writer.timeline, resumeSeconds: resumedFrom,
+                                              tempo: settings.filters?.tempo ?? 1)
             }
             return Pass(reader: reader, writer: writer, plan: plan)
         }
@@ -95,7 +98,7 @@ final class CheckpointedLadder {
         var audio: Pass?
         var audioThread: AudioPassThread?
         do throws(MediaError) {
-            if !videoComplete { video = try makeVideo(seek: true) }
+            if !videoComplete { video = try makeVideo(reader: firstReader, seek: true) }
             if !audioComplete, case .encode = settings.audio {
                 let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
                 if reader.firstAudioTrack != nil {

@@ -40,18 +40,13 @@ final class CheckpointedTranscode {
         return true
     }
 
-    func run(progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+    /// - Parameter firstReader: the session's reader of the input, nothing read from it yet (the video pass reads
+    ///   with it).
+    func run(reader firstReader: MediaReader, progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         let started = ContinuousClock.now
         let settings = session.settings
         let cancellation = session.cancellation
-        let firstReader: MediaReader
-        let segmentSeconds: Double
-        do throws(MediaError) {
-            firstReader = try MediaReader(path: session.inputPath, cancellation: cancellation)
-            segmentSeconds = Self.segmentSeconds(settings, reader: firstReader)
-        } catch {
-            throw cancellation.isCanceled ? MediaError.canceled : error
-        }
+        let segmentSeconds = Self.segmentSeconds(settings, reader: firstReader)
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: Self.fingerprint(settings, input: session.inputPath),
                                         segmentSeconds: segmentSeconds)
         let directory = try session.outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
@@ -168,12 +163,9 @@ private struct VideoPass {
         output = CheckpointOutput(checkpoint: checkpoint, globalHeader: settings.container.wantsGlobalHeader)
         plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
                                  directory: nil, pass: .video(segmentSeconds: segmentSeconds))
-        // A tempo filter changes the pace: source time is then not output time plus the start.
-        let tempo = settings.filters?.tempo ?? 1
-        if seek, tempo == 1, reader.seeksReliably, let resume = checkpoint.manifest.resumePoint, let track = reader.firstVideoTrack {
-            // From the encoder's warm-up on, half a second early: a key frame right there still comes before it.
-            let source = Double(output.timeline.start) / 1_000_000 + resume.seconds - CheckpointOutput.warmUpSeconds - 0.5
-            _ = reader.seek(track: track.index, toSeconds: source)
+        if seek, let resume = checkpoint.manifest.resumePoint {
+            CheckpointOutput.seekToWarmUp(reader, timeline: output.timeline, resumeSeconds: resume.seconds,
+                                          tempo: settings.filters?.tempo ?? 1)
         }
     }
 

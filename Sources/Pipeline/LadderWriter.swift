@@ -53,8 +53,7 @@ final class LadderWriter: TranscodeOutput {
         lastResume = nil
         guard let earlier = resume[folder] else { return }
         output.resume(segments: earlier.segments, skipThrough: earlier.last)
-        let warmUp = av_rescale_q(Int64(CheckpointOutput.warmUpSeconds * 1000), AVRational(num: 1, den: 1000), encoder.timeBase)
-        lastResume = earlier.last - warmUp
+        lastResume = CheckpointOutput.warmUpStart(before: earlier.last, timeBase: encoder.timeBase)
     }
 
     /// What each track's playlists will need, by folder, once writing has started (segments not included).

@@ -65,10 +65,10 @@ public final class TranscodeSession {
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
         if let checkpointDirectory, CheckpointedTranscode.applies(to: settings, input: reader) {
-            return try CheckpointedTranscode(session: self, checkpointPath: checkpointDirectory).run(progress: progress)
+            return try CheckpointedTranscode(session: self, checkpointPath: checkpointDirectory).run(reader: reader, progress: progress)
         }
         if let checkpointDirectory, outputDirectory != nil, CheckpointedLadder.applies(to: settings, input: reader) {
-            return try CheckpointedLadder(session: self, checkpointPath: checkpointDirectory).run(progress: progress)
+            return try CheckpointedLadder(session: self, checkpointPath: checkpointDirectory).run(reader: reader, progress: progress)
         }
         let directory = try outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
         let output: any TranscodeOutput
