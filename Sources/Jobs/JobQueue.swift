@@ -170,7 +170,7 @@ public final class JobQueue: Sendable {
         case .changed(let id):
             events.changed()
             relay(id)
-        case .reconnected:
+        case .listening:
             jobQueued()
             for id in events.subscribedIDs { relay(id) }
         }

@@ -158,6 +158,7 @@ public enum StoreNotice: Sendable, Equatable {
     case changed(String)
     /// Someone asked for a running job to stop.
     case cancel(String)
-    /// The link to the database was lost and is back: notices may have been missed meanwhile.
-    case reconnected
+    /// The listener is listening, for the first time or again after the link was lost: notices sent before (a job
+    /// queued while a node was starting, or while the link was down) were missed, so look at the store.
+    case listening
 }

@@ -3,8 +3,9 @@ import Glibc
 import Locks
 
 /// A thread with a connection of its own that LISTENs to the store's channels and hands each notification to a
-/// handler. When the link drops it connects again with backoff (0.1 s doubling to 5 s) and, once back, reports
-/// `.reconnected`: notifications sent meanwhile are gone, so listeners look at the store again.
+/// handler. When the link drops it connects again with backoff (0.1 s doubling to 5 s). Each time it starts
+/// listening, the first time included, it reports `.listening`: notifications sent before were never heard (a job
+/// queued while the node was starting, or while the link was down), so listeners look at the store again.
 final class PostgresListener: Sendable {
     static let channels: [(name: String, notice: @Sendable (String) -> StoreNotice)] = [
         ("transcoderd_queued", StoreNotice.queued), ("transcoderd_changed", StoreNotice.changed),
@@ -41,7 +42,6 @@ final class PostgresListener: Sendable {
 
     private static func run(uri: String, stopping: LockedValue<Bool>, wake: DispatchSemaphore, handler: @Sendable (StoreNotice) -> Void) {
         var backoff = 0.1
-        var connectedBefore = false
         while !stopping.withLock({ $0 }) {
             let connection: PostgresConnection
             do {
@@ -53,8 +53,7 @@ final class PostgresListener: Sendable {
                 continue
             }
             backoff = 0.1
-            if connectedBefore { handler(.reconnected) }
-            connectedBefore = true
+            handler(.listening)
             while !stopping.withLock({ $0 }) {
                 var descriptor = pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)
                 guard poll(&descriptor, 1, 500) >= 0 || errno == EINTR else { break }
