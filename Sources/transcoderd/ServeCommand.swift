@@ -93,7 +93,7 @@ enum ServeCommand {
                 }
                 if count == 1 { stop.signal() } else { exit(1) }
             }
-            defer { sources.forEach { $0.cancel() } }
+            defer { sources.cancel() }
             stop.wait()
             logger.info("shutting down", ["grace_seconds": .int(Int(config.shutdownGrace))])
             server.stop(grace: min(config.shutdownGrace, 10))

@@ -29,7 +29,7 @@ enum TranscodeCommand {
         }
         let token = CancellationToken()
         let sources = Signals.onTerminate { token.cancel() }
-        defer { sources.forEach { $0.cancel() } }
+        defer { sources.cancel() }
 
         // A ladder, thumbnails or a path ending in "/" make a folder (which must not exist yet); else one file.
         let settings = options.settings

@@ -41,7 +41,7 @@ enum WorkCommand {
             defer { withExtendedLifetime(lock) {} }
             let stop = DispatchSemaphore(value: 0)
             let signals = Signals.onTerminate { stop.signal() }
-            defer { signals.forEach { $0.cancel() } }
+            defer { signals.cancel() }
             try queue.start()
             config.logger.info("worker node ready", ["workers": .int(config.workers), "data": .string(queue.directory.root.path),
                                                      "store": .string(queue.store.isShared ? "postgresql" : "sqlite")])
@@ -55,19 +55,6 @@ enum WorkCommand {
         } catch {
             Console.error("\(error)")
             return 1
-        }
-    }
-}
-
-/// SIGTERM and SIGINT as Dispatch sources (the signals themselves are ignored so the handler runs instead).
-enum Signals {
-    static func onTerminate(_ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
-        [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler(handler: handler)
-            source.resume()
-            return source
         }
     }
 }

@@ -12,14 +12,17 @@ case nil, "-h", "--help", "help":
     print(Usage.main)
     exitCode = arguments.isEmpty ? 2 : 0
 case "transcode":
+    Signals.block()
     exitCode = TranscodeCommand.run(Array(arguments.dropFirst()))
 case "presets":
     exitCode = PresetsCommand.run(Array(arguments.dropFirst()))
 case "serve":
+    Signals.block()
     exitCode = ServeCommand.run(Array(arguments.dropFirst()))
 case "healthcheck":
     exitCode = HealthcheckCommand.run(Array(arguments.dropFirst()))
 case "work":
+    Signals.block()
     exitCode = WorkCommand.run(Array(arguments.dropFirst()))
 case "probe":
     exitCode = ProbeCommand.run(Array(arguments.dropFirst()))

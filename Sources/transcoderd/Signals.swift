@@ -1,0 +1,49 @@
+import Foundation
+import Glibc
+import Locks
+
+/// SIGTERM and SIGINT, taken by a thread of their own with `sigtimedwait`.
+///
+/// `block()` runs first thing in a command that handles them, while the process has one thread: every thread made
+/// afterwards inherits the block, so a signal sent at any moment from then on waits, pending, until `onTerminate`'s
+/// thread takes it. (The Dispatch signal sources used before set the signal to `SIG_IGN` first, which discards a
+/// pending one: a SIGTERM sent just as the server said it was listening could be lost, and the server ran on.)
+enum Signals {
+    static func block() {
+        var set = terminating
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    /// Calls `handler` on the signal thread for each SIGTERM or SIGINT until the returned waiter is cancelled.
+    static func onTerminate(_ handler: @escaping @Sendable () -> Void) -> SignalWaiter {
+        SignalWaiter(handler)
+    }
+
+    static var terminating: sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        return set
+    }
+}
+
+/// The thread that takes the terminating signals for `Signals.onTerminate`.
+final class SignalWaiter: Sendable {
+    private let cancelled = LockedValue(false)
+
+    init(_ handler: @escaping @Sendable () -> Void) {
+        let cancelled = self.cancelled
+        NamedThread.start("signals") {
+            var set = Signals.terminating
+            var timeout = timespec(tv_sec: 0, tv_nsec: 200_000_000)
+            while !cancelled.withLock({ $0 }) {
+                if sigtimedwait(&set, nil, &timeout) > 0 { handler() }
+            }
+        }
+    }
+
+    func cancel() {
+        cancelled.withLock { $0 = true }
+    }
+}
