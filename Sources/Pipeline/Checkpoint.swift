@@ -18,6 +18,8 @@ final class Checkpoint: @unchecked Sendable {
     static let manifestName = "manifest.json"
     /// A ladder's files, in its own layout (`720p/segment_00001.m4s`, ...).
     static let ladderFolder = "ladder"
+    /// Folders of the checkpoint's own, removed whole with it.
+    static let ownFolders: Set<String> = [ladderFolder, CheckpointStills.folder]
 
     init(path: String, fingerprint: String, segmentSeconds: Double) throws(MediaError) {
         self.path = path
@@ -32,16 +34,23 @@ final class Checkpoint: @unchecked Sendable {
             throw MediaError(code: "invalid_checkpoint", message: "The checkpoint folder \(path) holds other files; give an empty or new folder.")
         }
         var manifest = CheckpointManifest(fingerprint: fingerprint, segmentSeconds: segmentSeconds)
+        var adopted = false
         if let data = FileManager.default.contents(atPath: path + "/" + Self.manifestName),
            let stored = try? JSONDecoder().decode(CheckpointManifest.self, from: data),
            stored.version == CheckpointManifest.currentVersion, stored.fingerprint == fingerprint,
            stored.segmentSeconds == segmentSeconds {
             manifest = stored
+            adopted = true
             if let audio = manifest.audioFile, !Self.verify(audio, in: path) { manifest.audioFile = nil }
             if let bad = manifest.segments.firstIndex(where: { !Self.verify($0.file, in: path) }) {
                 manifest.segments.removeSubrange(bad...)
                 manifest.videoComplete = false
+                manifest.stills = nil
             }
+        }
+        if !adopted {
+            // Files of another job or settings: none of them may be taken for this one's.
+            for folder in Self.ownFolders { try? FileManager.default.removeItem(atPath: path + "/" + folder) }
         }
         state = LockedValue(manifest)
         try removeUnlisted()
@@ -65,6 +74,7 @@ final class Checkpoint: @unchecked Sendable {
             manifest.video = nil
             manifest.segments = []
             manifest.videoComplete = false
+            manifest.stills = nil
         }
         try removeUnlisted()
     }
@@ -79,10 +89,10 @@ final class Checkpoint: @unchecked Sendable {
     }
 
     /// Whether a file name is one a checkpoint writes: `manifest.json`, `video_NNNNN.pkt`, `audio.pkt`, and those
-    /// names with `.tmp` while they are written.
+    /// names with `.tmp` while they are written; its folders `ladder` and `stills`.
     static func isOwn(_ name: String) -> Bool {
         let base = name.hasSuffix(".tmp") ? String(name.dropLast(4)) : name
-        if base == manifestName || base == CheckpointAudioSink.fileName || name == ladderFolder { return true }
+        if base == manifestName || base == CheckpointAudioSink.fileName || ownFolders.contains(name) { return true }
         return base.hasPrefix("video_") && base.hasSuffix(".pkt") && base.dropFirst(6).dropLast(4).allSatisfy(\.isNumber)
     }
 
@@ -90,7 +100,7 @@ final class Checkpoint: @unchecked Sendable {
     static func remove(path: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         for name in names where isOwn(name) {
-            if name == ladderFolder { try? FileManager.default.removeItem(atPath: path + "/" + name) } else { unlink(path + "/" + name) }
+            if ownFolders.contains(name) { try? FileManager.default.removeItem(atPath: path + "/" + name) } else { unlink(path + "/" + name) }
         }
         rmdir(path)
     }
@@ -100,7 +110,7 @@ final class Checkpoint: @unchecked Sendable {
         let manifest = self.manifest
         let listed = Set(manifest.segments.map(\.file.name) + [manifest.audioFile?.name, Self.manifestName].compactMap { $0 })
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        for name in names where Self.isOwn(name) && !listed.contains(name) && name != Self.ladderFolder {
+        for name in names where Self.isOwn(name) && !listed.contains(name) && !Self.ownFolders.contains(name) {
             unlink(path + "/" + name)
         }
     }

@@ -44,6 +44,16 @@ struct CheckpointManifest: Codable, Equatable {
         var isVideo: Bool { width != nil }
     }
 
+    /// The still pictures in the checkpoint's `stills/` folder, recorded once the video is complete (they are
+    /// taken from the same decode).
+    struct Stills: Codable, Equatable {
+        /// Thumbnails `00001.jpg` up to this number.
+        var thumbnails: Int
+        var poster: Bool
+        /// The sprite's layout, when there is one.
+        var storyboard: Storyboard?
+    }
+
     static let currentVersion = 1
 
     var version = CheckpointManifest.currentVersion
@@ -55,6 +65,8 @@ struct CheckpointManifest: Codable, Equatable {
     var segments: [Segment] = []
     /// Every video packet is in `segments`.
     var videoComplete = false
+    /// The pictures taken with the video, once it is complete.
+    var stills: Stills?
     var audio: StreamParameters?
     /// The whole encoded audio; nil until it is complete.
     var audioFile: File?

@@ -76,13 +76,17 @@ final class CheckpointOutput: TranscodeOutput {
     }
 
     /// Moves a resumed video pass's reader to just before the encoder's warm-up (`resumeSeconds` of output, less
-    /// the warm-up, half a second early: a key frame right there still comes before it). Not for a tempo filter
-    /// (source time is then not output time plus the start) nor for inputs that do not seek reliably: those are
-    /// read from the start, frames skipped by time.
-    static func seekToWarmUp(_ reader: MediaReader, timeline: Timeline, resumeSeconds: Double, tempo: Double) {
+    /// the warm-up, half a second early: a key frame right there still comes before it), or before the earliest
+    /// picture `thumbnailer` still has to take, if that is earlier. Not for a tempo filter (source time is then not
+    /// output time plus the start) nor for inputs that do not seek reliably: those are read from the start, frames
+    /// skipped by time.
+    static func seekToWarmUp(_ reader: MediaReader, timeline: Timeline, resumeSeconds: Double, tempo: Double,
+                             thumbnailer: Thumbnailer?) {
         guard tempo == 1, reader.seeksReliably, let track = reader.firstVideoTrack else { return }
-        let source = Double(timeline.start) / 1_000_000 + resumeSeconds - warmUpSeconds - 0.5
-        _ = reader.seek(track: track.index, toSeconds: source)
+        let needed = thumbnailer?.earliestNeeded
+        let target = min(resumeSeconds - warmUpSeconds, needed ?? .infinity)
+        let source = Double(timeline.start) / 1_000_000 + target - 0.5
+        if reader.seek(track: track.index, toSeconds: source), let needed { thumbnailer?.expectFirstPicture(by: needed) }
     }
 
     /// Where the video encode starts again: `warmUpSeconds` before the checkpoint's end; the sink drops packets up

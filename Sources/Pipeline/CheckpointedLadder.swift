@@ -6,7 +6,8 @@ import Foundation
 /// flushed to disk and listed in the manifest before the next; the audio by a pass of its own on another thread.
 /// Run again with the same checkpoint, it keeps the segments every rendition finished (the key frames and segment
 /// boundaries are the same in all of them), seeks the input and continues each rendition after them, with its
-/// encoder warmed up first. The playlists and the manifest are written from the records at the end, and the files
+/// encoder warmed up first. Thumbnails, poster and storyboard are kept across attempts the same way
+/// (`CheckpointStills`). The playlists and the manifest are written from the records at the end, and the files
 /// are linked into the output folder, which then appears whole.
 final class CheckpointedLadder {
     private let session: TranscodeSession
@@ -17,9 +18,9 @@ final class CheckpointedLadder {
         self.checkpointPath = checkpointPath
     }
 
-    /// Whether a ladder with these settings from this input is checkpointed: video encoded, no thumbnails.
+    /// Whether a ladder with these settings from this input is checkpointed: its video is encoded.
     static func applies(to settings: TranscodeSettings, input reader: MediaReader) -> Bool {
-        guard settings.container.isSegmented, settings.thumbnails == nil, case .encode = settings.video,
+        guard settings.container.isSegmented, case .encode = settings.video,
               reader.firstVideoTrack != nil else { return false }
         return true
     }
@@ -41,14 +42,20 @@ final class CheckpointedLadder {
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: CheckpointedTranscode.fingerprint(settings, input: session.inputPath),
                                         segmentSeconds: segmentDuration)
         let root = checkpoint.file(Checkpoint.ladderFolder)
+        let stills = settings.thumbnails == nil ? nil : try CheckpointStills(checkpoint: checkpoint)
         let directory = try OutputDirectory(path: session.outputDirectory!)
 
         // What an earlier attempt left: the segments every rendition finished (renditions ahead are cut back).
         let stored = checkpoint.manifest.ladder
         let renditions = stored.filter { $0.value.isVideo }
-        let kept = renditions.isEmpty ? 0 : renditions.values.map(\.segments.count).min()!
-        let videoComplete = !renditions.isEmpty && renditions.values.allSatisfy(\.complete)
+        var kept = renditions.isEmpty ? 0 : renditions.values.map(\.segments.count).min()!
+        var videoComplete = !renditions.isEmpty && renditions.values.allSatisfy(\.complete)
             && Set(renditions.values.map(\.segments.count)).count == 1
+        if videoComplete, let stills, !stills.holds(checkpoint.manifest.stills) {
+            // The pictures are taken with the video: without them, it is made again.
+            videoComplete = false
+            kept = 0
+        }
         var resume: [String: (segments: [SegmentedOutput.Segment], last: Int64)] = [:]
         if !videoComplete && kept > 0 {
             for (folder, record) in renditions { resume[folder] = (Array(record.segments.prefix(kept)), record.lastPresentation[kept - 1]) }
@@ -60,6 +67,7 @@ final class CheckpointedLadder {
                 manifest.ladder[folder]?.lastPresentation = Array(stored[folder]!.lastPresentation.prefix(kept))
                 manifest.ladder[folder]?.complete = false
             }
+            if !videoComplete { manifest.stills = nil }
             if !audioComplete { manifest.ladder["audio"] = nil }
         }
         let resumedFrom: Double? = videoComplete ? nil : renditions.first.flatMap { _, record in
@@ -87,10 +95,10 @@ final class CheckpointedLadder {
             writer.resume = resume
             writer.journal = journal
             let plan = try TranscodePlan(reader: reader, output: writer, settings: settings, limits: session.limits,
-                                         directory: nil, pass: .video(segmentSeconds: segmentDuration))
+                                         directory: stills?.path, pass: .video(segmentSeconds: segmentDuration))
             if seek, let resumedFrom {
                 CheckpointOutput.seekToWarmUp(reader, timeline: writer.timeline, resumeSeconds: resumedFrom,
-                                              tempo: settings.filters?.tempo ?? 1)
+                                              tempo: settings.filters?.tempo ?? 1, thumbnailer: plan.thumbnailer)
             }
             return Pass(reader: reader, writer: writer, plan: plan)
         }
@@ -151,14 +159,23 @@ final class CheckpointedLadder {
                     try pass.writer.startWriting()
                     try encode(pass, reporter: reporter, audio: audioThread, progress: progress)
                 }
+                // The pictures are recorded with the complete video: a complete video always has its pictures.
+                let record = try stills.map { stills throws(MediaError) in try stills.record(pass.plan.thumbnailer!) }
                 try checkpoint.update { manifest in
                     for folder in manifest.ladder.keys where manifest.ladder[folder]!.isVideo { manifest.ladder[folder]!.complete = true }
+                    manifest.stills = record
                 }
             }
             try audioThread?.join()
             if audio != nil { try checkpoint.update { $0.ladder["audio"]?.complete = true } }
             if cancellation.isCanceled { throw MediaError.canceled }
             let measured = try assemble(checkpoint.manifest, root: root, into: directory)
+            if let stills {
+                guard let record = checkpoint.manifest.stills else {
+                    throw MediaError(code: "output_failed", message: "The checkpoint's video is complete but its pictures are not recorded.")
+                }
+                try stills.link(record, into: directory, duration: measured.values.map(\.duration).max() ?? 0)
+            }
             try directory.commit()
             let (files, tracks) = TranscodeSession.ladderTracks(directory: session.outputDirectory!, settings: settings, measured: measured)
             // The first rendition's frames, from its length and frame rate (the segments do not count them).
@@ -222,18 +239,8 @@ final class CheckpointedLadder {
             names += track.segments.map(\.path)
         }
         for name in names where FileManager.default.fileExists(atPath: root + "/" + name) {
-            let target = directory.path(name)
-            let folder = URL(fileURLWithPath: target).deletingLastPathComponent().path
-            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            // A link costs nothing; across file systems (a checkpoint folder elsewhere), a copy.
-            guard link(root + "/" + name, target) == 0 || (errno == EXDEV && copy(root + "/" + name, to: target)) else {
-                throw MediaError(code: "output_failed", message: "Linking \(name) into the output failed: \(String(cString: strerror(errno))).")
-            }
+            try directory.adopt(file: root + "/" + name, as: name)
         }
         return measured
-    }
-
-    private func copy(_ source: String, to target: String) -> Bool {
-        (try? FileManager.default.copyItem(atPath: source, toPath: target)) != nil
     }
 }

@@ -8,8 +8,11 @@ import Locks
 /// crash, a shutdown or another node's takeover, it keeps every segment that verifies, seeks the input to the first
 /// one missing and goes on from there; the audio, if it was complete, is not made again.
 ///
-/// Used by `TranscodeSession` for an output (a file, or a folder holding one) with encoded video (no thumbnails, no stream copy); the checkpoint
-/// folder outlives the session, whatever happens: its owner removes it once the job has ended.
+/// Thumbnails, poster and storyboard are taken by the video pass into the checkpoint's `stills/` folder and kept
+/// across attempts too (`CheckpointStills`).
+///
+/// Used by `TranscodeSession` for an output (a file, or a folder holding one) with encoded video and no stream copy;
+/// the checkpoint folder outlives the session, whatever happens: its owner removes it once the job has ended.
 final class CheckpointedTranscode {
     /// Seconds between checkpoint segment boundaries (and forced IDRs), on the output timeline: the key-frame
     /// interval the settings give (2 s unless set), at least a second (a multiple of the interval).
@@ -32,9 +35,9 @@ final class CheckpointedTranscode {
     }
 
     /// Whether a transcode with these settings from this input is checkpointed: a file (not a ladder) whose video
-    /// is encoded, with audio encoded or dropped, and no thumbnails.
-    static func applies(to settings: TranscodeSettings, input reader: MediaReader) -> Bool {
-        guard !settings.container.isSegmented, settings.container.holdsVideo, settings.thumbnails == nil,
+    /// is encoded, with audio encoded or dropped, and thumbnails only into an output folder (`inFolder`).
+    static func applies(to settings: TranscodeSettings, input reader: MediaReader, inFolder: Bool) -> Bool {
+        guard !settings.container.isSegmented, settings.container.holdsVideo, settings.thumbnails == nil || inFolder,
               case .encode = settings.video, reader.firstVideoTrack != nil else { return false }
         if case .copy = settings.audio, reader.firstAudioTrack != nil { return false }
         return true
@@ -49,6 +52,11 @@ final class CheckpointedTranscode {
         let segmentSeconds = Self.segmentSeconds(settings, reader: firstReader)
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: Self.fingerprint(settings, input: session.inputPath),
                                         segmentSeconds: segmentSeconds)
+        let stills = settings.thumbnails == nil ? nil : try CheckpointStills(checkpoint: checkpoint)
+        if let stills, checkpoint.manifest.videoComplete, !stills.holds(checkpoint.manifest.stills) {
+            // The pictures are taken with the video: without them, it is made again.
+            try checkpoint.resetVideo()
+        }
         let directory = try session.outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
         var video: VideoPass?
         var audio: AudioPassThread?
@@ -57,7 +65,7 @@ final class CheckpointedTranscode {
         do throws(MediaError) {
             if !checkpoint.manifest.videoComplete {
                 // Set up first: an encoder set up differently from the checkpoint's starts the video over.
-                video = try VideoPass(reader: firstReader, checkpoint: checkpoint, session: session,
+                video = try VideoPass(reader: firstReader, checkpoint: checkpoint, stills: stills, session: session,
                                       segmentSeconds: segmentSeconds, seek: true)
                 expectedDuration = video!.plan.expectedDuration
             }
@@ -89,7 +97,8 @@ final class CheckpointedTranscode {
                     // The input's seek skipped frames: read it from the start instead, skipping up to the checkpoint.
                     pass.output.cancelWriting()
                     pass = try VideoPass(reader: try MediaReader(path: session.inputPath, cancellation: cancellation),
-                                         checkpoint: checkpoint, session: session, segmentSeconds: segmentSeconds, seek: false)
+                                         checkpoint: checkpoint, stills: stills, session: session, segmentSeconds: segmentSeconds,
+                                         seek: false)
                     video = pass
                     try pass.run(reporter: reporter, audio: audio, progress: progress)
                 }
@@ -103,6 +112,12 @@ final class CheckpointedTranscode {
             try CheckpointAssembler.assemble(manifest, from: checkpoint,
                                              into: directory?.path(settings.container.mainFileName) ?? session.outputPath,
                                              inPlace: directory != nil, fileType: settings.container, cancellation: cancellation)
+            if let stills, let directory {
+                guard let record = manifest.stills else {
+                    throw MediaError(code: "output_failed", message: "The checkpoint's video is complete but its pictures are not recorded.")
+                }
+                try stills.link(record, into: directory, duration: manifest.segments.last?.end ?? 0)
+            }
             try directory?.commit()
         } catch {
             audio?.stop()
@@ -155,24 +170,35 @@ private struct VideoPass {
     let output: CheckpointOutput
     let plan: TranscodePlan
     private let session: TranscodeSession
+    private let checkpoint: Checkpoint
+    private let stills: CheckpointStills?
 
-    init(reader: MediaReader, checkpoint: Checkpoint, session: TranscodeSession, segmentSeconds: Double, seek: Bool) throws(MediaError) {
+    init(reader: MediaReader, checkpoint: Checkpoint, stills: CheckpointStills?, session: TranscodeSession,
+         segmentSeconds: Double, seek: Bool) throws(MediaError) {
         self.reader = reader
         self.session = session
+        self.checkpoint = checkpoint
+        self.stills = stills
         let settings = session.settings
         output = CheckpointOutput(checkpoint: checkpoint, globalHeader: settings.container.wantsGlobalHeader)
         plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
-                                 directory: nil, pass: .video(segmentSeconds: segmentSeconds))
+                                 directory: stills?.path, pass: .video(segmentSeconds: segmentSeconds))
         if seek, let resume = checkpoint.manifest.resumePoint {
             CheckpointOutput.seekToWarmUp(reader, timeline: output.timeline, resumeSeconds: resume.seconds,
-                                          tempo: settings.filters?.tempo ?? 1)
+                                          tempo: settings.filters?.tempo ?? 1, thumbnailer: plan.thumbnailer)
         }
     }
 
-    /// Reads, encodes and checkpoints the video to its end; stops early if the audio pass fails.
+    /// Reads, encodes and checkpoints the video (and takes the pictures) to its end; stops early if the audio pass
+    /// fails.
     func run(reporter: ProgressReporter, audio: AudioPassThread?, progress: (TranscodeProgress) -> Void) throws(MediaError) {
         try plan.run(reader: reader, output: output, cancellation: session.cancellation, limits: session.limits,
                      pace: session.settings.filters?.tempo ?? 1, reporter: reporter, progress: progress) { audio?.failure }
+        if let stills, let thumbnailer = plan.thumbnailer {
+            // Recorded before the video is complete: a complete video always has its pictures.
+            let record = try stills.record(thumbnailer)
+            try checkpoint.update { $0.stills = record }
+        }
         try output.finishWriting()
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// Makes a file and its name survive a power cut: `fsync` of its data before it is renamed into place, then of the
@@ -15,6 +16,22 @@ public enum FileDurability {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         try sync(directory, flags: O_RDONLY | O_DIRECTORY, what: "the folder")
+    }
+
+    /// Flushes every file and folder under `root` (and `root` itself) to the device.
+    public static func syncTree(atPath root: String) throws(MediaError) {
+        var folders = [root]
+        if let walker = FileManager.default.enumerator(at: URL(fileURLWithPath: root, isDirectory: true),
+                                                       includingPropertiesForKeys: [.isDirectoryKey]) {
+            for case let url as URL in walker {
+                if (try? url.resourceValues(forKeys: [.isDirectoryKey]))?.isDirectory == true {
+                    folders.append(url.path)
+                } else {
+                    try syncFile(atPath: url.path)
+                }
+            }
+        }
+        for folder in folders { try syncFile(atPath: folder) }
     }
 
     private static func sync(_ path: String, flags: Int32, what: String) throws(MediaError) {

@@ -49,5 +49,16 @@ final class JPEGEncoder {
         }
     }
 
+    /// Whether the file at `path` is a whole JPEG as far as its ends tell: it starts with a start-of-image marker
+    /// and ends with an end-of-image one (a file cut short or left empty by a crash does not).
+    static func isWhole(atPath path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: 2), head == Data([0xFF, 0xD8]),
+              let end = try? handle.seekToEnd(), end >= 4 else { return false }
+        try? handle.seek(toOffset: end - 2)
+        return (try? handle.read(upToCount: 2)) == Data([0xFF, 0xD9])
+    }
+
     deinit { avcodec_free_context(&context) }
 }

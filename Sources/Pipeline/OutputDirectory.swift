@@ -20,21 +20,22 @@ final class OutputDirectory {
     /// Absolute path of a file in the folder, by its relative path.
     func path(_ relative: String) -> String { temporaryPath + "/" + relative }
 
+    /// Puts the file at `source` into the folder as `relative`: a hard link, which costs nothing, or a copy when
+    /// `source` is on another file system (a checkpoint folder elsewhere).
+    func adopt(file source: String, as relative: String) throws(MediaError) {
+        let target = path(relative)
+        let folder = URL(fileURLWithPath: target).deletingLastPathComponent().path
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        guard link(source, target) == 0
+                || (errno == EXDEV && (try? FileManager.default.copyItem(atPath: source, toPath: target)) != nil) else {
+            throw MediaError(code: "output_failed", message: "Linking \(relative) into the output failed: \(String(cString: strerror(errno))).")
+        }
+    }
+
     /// Flushes every file and folder to disk, renames the folder into place and flushes its parent: once this
     /// returns, a crash cannot leave a partial output under `finalPath`.
     func commit() throws(MediaError) {
-        let root = URL(fileURLWithPath: temporaryPath, isDirectory: true)
-        var folders = [temporaryPath]
-        if let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isDirectoryKey]) {
-            for case let url as URL in walker {
-                if (try? url.resourceValues(forKeys: [.isDirectoryKey]))?.isDirectory == true {
-                    folders.append(url.path)
-                } else {
-                    try FileDurability.syncFile(atPath: url.path)
-                }
-            }
-        }
-        for folder in folders { try FileDurability.syncFile(atPath: folder) }
+        try FileDurability.syncTree(atPath: temporaryPath)
         guard rename(temporaryPath, finalPath) == 0 else {
             throw MediaError(code: "output_failed",
                              message: "Moving the output into place at \(finalPath) failed: \(String(cString: strerror(errno))).")

@@ -3,7 +3,7 @@ import Foundation
 /// The layout of a scrub-preview storyboard: tiles of equal size in rows of `columns`, and the WebVTT track whose
 /// cues map spans of the timeline to tiles (`storyboard.jpg#xywh=x,y,w,h`, the form Vidstack, Plyr, video.js
 /// plugins and JW Player read). Cues follow each other without gaps from 0 to the duration.
-struct Storyboard: Equatable {
+struct Storyboard: Codable, Equatable {
     static let imageName = "storyboard.jpg"
     static let cuesName = "storyboard.vtt"
     /// Tiles in a row of the sprite.
@@ -34,6 +34,13 @@ struct Storyboard: Equatable {
             text += "\(Self.imageName)#xywh=\(x),\(y),\(tileWidth),\(tileHeight)\n"
         }
         return text
+    }
+
+    /// Writes the WebVTT track (`storyboard.vtt`) into the folder `root`, beside the sprite.
+    func writeCues(into root: String, duration: Double) throws(MediaError) {
+        guard FileManager.default.createFile(atPath: root + "/" + Self.cuesName, contents: Data(cues(duration: duration).utf8)) else {
+            throw MediaError(code: "output_failed", message: "Writing \(Self.cuesName) failed.")
+        }
     }
 
     /// `hh:mm:ss.mmm`.

@@ -4,6 +4,9 @@ import Foundation
 /// Takes still pictures from the decoded video as it goes by (no second pass over the file): a thumbnail at each
 /// point of its grid (`thumbnails/00001.jpg`, ...), a poster at the output's size, and a storyboard sprite of the
 /// thumbnails with its WebVTT cues. Runs on its own thread behind a `FrameQueue`, like an encode side.
+///
+/// Pictures already in its folder (an interrupted attempt's, in a checkpoint; a new output folder is empty) are
+/// kept and not taken again: a resumed pass only needs to read from `earliestNeeded` on.
 final class Thumbnailer: FrameConsumer {
     static let folder = "thumbnails"
     static let posterName = "poster.jpg"
@@ -17,13 +20,17 @@ final class Thumbnailer: FrameConsumer {
     /// Seconds between thumbnails; nil when only a poster is asked for.
     private let interval: Double?
     private let limit: Int
-    private var taken = 0
+    /// Thumbnails written so far (`00001.jpg` up to this number).
+    private(set) var taken = 0
     private let converter: VideoConverter?
     private let jpeg: JPEGEncoder?
     private let posterTime: Double?
     private let posterConverter: VideoConverter?
     private let posterJPEG: JPEGEncoder?
-    private var posterTaken = false
+    private(set) var posterTaken = false
+    /// On a resumed pass that seeked: the latest output time its first picture may have; a later one means the seek
+    /// went past pictures still to take.
+    private var firstFrameLimit: Double?
     /// The latest picture, for a poster asked past the end.
     private var latest: FrameQueue.Item?
     /// The storyboard's tiles (references to converted thumbnails) and how many thumbnails each stands for.
@@ -82,12 +89,32 @@ final class Thumbnailer: FrameConsumer {
             posterJPEG = nil
         }
         wantsStoryboard = settings.storyboard == true && interval != nil
+        adoptEarlierPictures()
+    }
+
+    /// The earliest output time (seconds) of a picture still to take; nil when none is left but a poster past the
+    /// end (taken from the last picture).
+    var earliestNeeded: Double? {
+        var times: [Double] = []
+        if let interval, taken < limit { times.append(Double(taken) * interval) }
+        if let posterTime, !posterTaken { times.append(posterTime) }
+        return times.min()
+    }
+
+    /// Says the input was moved to read from before `seconds` of output (`earliestNeeded`): a first picture after
+    /// it throws `VideoEncodeSide.seekMissed` (the pass then reads the input from the start).
+    func expectFirstPicture(by seconds: Double) {
+        firstFrameLimit = seconds
     }
 
     func consume(_ item: FrameQueue.Item) throws(MediaError) {
         let pts = item.frame.pointer.pointee.pts
         guard pts != FFmpeg.noPTS else { return }
         let time = FFmpeg.seconds(timeline.convert(pts, from: item.timeBase, to: FFmpeg.timeBaseQ), FFmpeg.timeBaseQ)
+        if let firstFrameLimit {
+            self.firstFrameLimit = nil
+            if time > firstFrameLimit + KeyFrameGrid.tolerance { throw VideoEncodeSide.seekMissed }
+        }
         if let interval, let converter, let jpeg, taken < limit,
            time + KeyFrameGrid.tolerance >= Double(taken) * interval {
             let picture = try converter.convert(item.frame)
@@ -115,11 +142,7 @@ final class Thumbnailer: FrameConsumer {
 
     /// Writes the storyboard's cues, which end at the output's real `duration` (seconds).
     func writeCues(duration: Double) throws(MediaError) {
-        guard let storyboard else { return }
-        let path = root + "/" + Storyboard.cuesName
-        guard FileManager.default.createFile(atPath: path, contents: Data(storyboard.cues(duration: duration).utf8)) else {
-            throw MediaError(code: "output_failed", message: "Writing \(Storyboard.cuesName) failed.")
-        }
+        try storyboard?.writeCues(into: root, duration: duration)
     }
 
     static func thumbnailPath(_ number: Int) -> String { folder + "/" + String(format: "%05d.jpg", number) }
@@ -171,6 +194,37 @@ final class Thumbnailer: FrameConsumer {
         try encoder.write(sprite, to: root + "/" + Storyboard.imageName)
         tiles.removeAll()
         storyboard = layout
+    }
+
+    /// Keeps what an earlier attempt left in the folder: the thumbnails from the first on while each is a whole JPEG
+    /// (for the storyboard, the tiles are decoded again from them), and a whole poster. Thumbnails after the first
+    /// missing or broken one are removed: they are taken again.
+    private func adoptEarlierPictures() {
+        if interval != nil, let jpeg {
+            let decoder = wantsStoryboard ? try? JPEGDecoder() : nil
+            var number = 1
+            while number <= limit, JPEGEncoder.isWhole(atPath: root + "/" + Self.thumbnailPath(number)) {
+                if wantsStoryboard && (number - 1) % tileStep == 0 {
+                    guard let tile = try? decoder?.decode(path: root + "/" + Self.thumbnailPath(number)),
+                          tile.width == jpeg.width, tile.height == jpeg.height,
+                          [AV_PIX_FMT_YUVJ420P.rawValue, AV_PIX_FMT_YUV420P.rawValue].contains(tile.pointer.pointee.format)
+                    else { break }
+                    taken = number
+                    guard (try? keepTile(tile, start: Double(number - 1) * (interval ?? 0))) != nil else {
+                        taken = number - 1
+                        break
+                    }
+                }
+                taken = number
+                number += 1
+            }
+            let folder = root + "/" + Self.folder
+            let kept = Set((0..<taken).map { Self.thumbnailPath($0 + 1) })
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where !kept.contains(Self.folder + "/" + name) {
+                unlink(folder + "/" + name)
+            }
+        }
+        if posterTime != nil { posterTaken = JPEGEncoder.isWhole(atPath: root + "/" + Self.posterName) }
     }
 
     private static func makeFolder(_ path: String) throws(MediaError) {

@@ -32,7 +32,8 @@ final class TranscodePlan {
         var includesAudio: Bool { if case .video = self { false } else { true } }
     }
 
-    /// - Parameter directory: the folder the output is written in (thumbnails go there); nil for a lone file.
+    /// - Parameter directory: the folder the output is written in (thumbnails go there: for a checkpointed video
+    ///   pass, its checkpoint's stills); nil for a lone file.
     /// - Parameter pass: which tracks this plan carries; the timeline is the same for every pass (it starts with
     ///   the earliest of the tracks the settings keep).
     init(reader: MediaReader, output: any TranscodeOutput, settings: TranscodeSettings, limits: MediaLimits,
@@ -58,7 +59,7 @@ final class TranscodePlan {
                 ? MediaError(code: "invalid_settings", message: "video, audio: the settings drop every track the input has.")
                 : MediaError(code: "no_media_tracks", message: "The input has neither a video nor an audio track.")
         }
-        if settings.thumbnails != nil {
+        if settings.thumbnails != nil, pass.includesVideo {
             guard directory != nil else {
                 throw MediaError(code: "invalid_settings", message: "thumbnails: pictures are written into an output folder, not beside a lone file.")
             }

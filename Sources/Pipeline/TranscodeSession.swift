@@ -64,7 +64,7 @@ public final class TranscodeSession {
         } catch {
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
-        if let checkpointDirectory, CheckpointedTranscode.applies(to: settings, input: reader) {
+        if let checkpointDirectory, CheckpointedTranscode.applies(to: settings, input: reader, inFolder: outputDirectory != nil) {
             return try CheckpointedTranscode(session: self, checkpointPath: checkpointDirectory).run(reader: reader, progress: progress)
         }
         if let checkpointDirectory, outputDirectory != nil, CheckpointedLadder.applies(to: settings, input: reader) {

@@ -129,6 +129,65 @@ import TestSupport
         #expect(try SeamCheck.videoPackets(output).count == 360)
     }
 
+    /// Thumbnails every second, a storyboard and a poster late in the clip, killed at 70 % and resumed twice from
+    /// copies of one checkpoint: as it was left, the pictures the first attempt took are kept (the very files, linked
+    /// into the output) and the rest are taken; with one picture cut short and every later one removed, the pass
+    /// goes back far enough to take them again. Both times the pictures are the straight run's, byte for byte, and
+    /// the storyboard shows the same tiles.
+    @Test func thumbnailsResumeWithTheVideo() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
+        let settings = #"{"video": {"preset": "veryfast"}, "thumbnails": {"interval": 1, "storyboard": true, "poster": 0.9}}"#
+        let straight = folder.appendingPathComponent("straight").path
+        _ = try complete(source, output: straight + "/", checkpoint: folder.appendingPathComponent("straight-checkpoint").path,
+                         settings: settings)
+        let thumbnails = try FileManager.default.contentsOfDirectory(atPath: straight + "/thumbnails").sorted()
+        #expect(thumbnails.count == 12, "\(thumbnails)")
+
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.7, settings: settings)
+        let stills = checkpoint + "/stills/thumbnails/"
+        let left = try FileManager.default.contentsOfDirectory(atPath: stills).filter { $0.hasSuffix(".jpg") }.sorted()
+        #expect(left.count >= 4 && left.count < thumbnails.count, "the first attempt took some of the pictures: \(left)")
+        #expect(!FileManager.default.fileExists(atPath: checkpoint + "/stills/poster.jpg"), "the poster comes after the kill")
+        let damagedCheckpoint = folder.appendingPathComponent("damaged-checkpoint").path
+        #expect(try Shell.run("/bin/cp", ["-a", checkpoint, damagedCheckpoint]).status == 0)
+        func inode(_ path: String) -> Int? { (try? FileManager.default.attributesOfItem(atPath: path))?[.systemFileNumber] as? Int }
+        let firstInode = inode(stills + "00001.jpg")
+
+        let resumed = folder.appendingPathComponent("resumed").path
+        let result = try complete(source, output: resumed + "/", checkpoint: checkpoint, settings: settings)
+        #expect(result["resumedFrom"] is Double, "\(result)")
+        #expect(firstInode != nil && inode(resumed + "/thumbnails/00001.jpg") == firstInode, "the first attempt's picture is the output's")
+
+        // Cut short, the second picture is taken again, and every one after it too.
+        let damagedStills = damagedCheckpoint + "/stills/thumbnails/"
+        let keptInode = inode(damagedStills + "00001.jpg")
+        #expect(truncate(damagedStills + "00002.jpg", 100) == 0)
+        for name in left where name > "00002.jpg" { try FileManager.default.removeItem(atPath: damagedStills + name) }
+        let redone = folder.appendingPathComponent("redone").path
+        let redoneResult = try complete(source, output: redone + "/", checkpoint: damagedCheckpoint, settings: settings)
+        #expect(redoneResult["resumedFrom"] is Double, "the video still resumes: \(redoneResult)")
+        #expect(keptInode != nil && inode(redone + "/thumbnails/00001.jpg") == keptInode, "the whole picture before it is kept")
+
+        for output in [resumed, redone] {
+            #expect(try FileManager.default.contentsOfDirectory(atPath: output + "/thumbnails").sorted() == thumbnails)
+            for name in thumbnails {
+                #expect(FileManager.default.contentsEqual(atPath: straight + "/thumbnails/" + name, andPath: output + "/thumbnails/" + name),
+                        "\(output): thumbnails/\(name) is the straight run's")
+            }
+            #expect(FileManager.default.contentsEqual(atPath: straight + "/poster.jpg", andPath: output + "/poster.jpg"))
+            let cues = try String(contentsOfFile: output + "/storyboard.vtt", encoding: .utf8)
+            #expect(cues == (try String(contentsOfFile: straight + "/storyboard.vtt", encoding: .utf8)), "\(cues)")
+            // Tiles the resumed pass rebuilt from the kept pictures went through JPEG once more: alike, not the same bytes.
+            let compare = try Shell.run("ffmpeg", ["-hide_banner", "-i", output + "/storyboard.jpg", "-i", straight + "/storyboard.jpg",
+                                                   "-lavfi", "psnr", "-f", "null", "-"])
+            let average = compare.stderr.components(separatedBy: "average:").last.flatMap { Double($0.prefix { $0 != " " }) }
+            #expect((average ?? 0) >= 35, "the storyboard shows the straight run's tiles: \(average ?? 0) dB")
+            try Media.ffmpeg(["-xerror", "-i", output + "/output.mp4", "-f", "null", "-"])
+        }
+    }
+
     /// Sources that are harder to resume: B-frames in an MPEG-TS with key frames 8 s apart (its clock may jump:
     /// read from the start, not seeked), a Matroska file at 25 fps made 15 fps by the settings, interlaced MPEG-2
     /// (deinterlaced on the way), and a tempo change (source time is not output time). Killed
@@ -183,13 +242,14 @@ import TestSupport
         }
     }
 
-    /// A ladder (two renditions and the audio, 4 s segments) killed at 70 % and resumed: the renditions continue
-    /// after the segments every one of them finished, and the ladder follows the HLS rules, has the key frames and
-    /// frames of the same ladder made straight through, the very same audio segments, and no seam in quality.
+    /// A ladder (two renditions and the audio, 4 s segments, thumbnails) killed at 70 % and resumed: the renditions
+    /// continue after the segments every one of them finished, and the ladder follows the HLS rules, has the key
+    /// frames and frames of the same ladder made straight through, the very same audio segments and pictures, and no
+    /// seam in quality.
     @Test func aLadderResumesFromItsSegments() throws {
         let folder = try Media.scratch()
         let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
-        let settings = #"{"container": "hls", "segmentDuration": 4, "renditions": [{"video": {"height": 720, "preset": "veryfast"}}, {"video": {"height": 360, "preset": "veryfast"}}]}"#
+        let settings = #"{"container": "hls", "segmentDuration": 4, "renditions": [{"video": {"height": 720, "preset": "veryfast"}}, {"video": {"height": 360, "preset": "veryfast"}}], "thumbnails": {"interval": 2, "storyboard": true, "poster": 0.9}}"#
         let straight = folder.appendingPathComponent("straight").path
         #expect(try complete(source, output: straight + "/", checkpoint: folder.appendingPathComponent("straight-checkpoint").path,
                              settings: settings)["resumedFrom"] == nil)
@@ -219,6 +279,14 @@ import TestSupport
             let same = FileManager.default.contentsEqual(atPath: straight + "/audio/" + name, andPath: resumed + "/audio/" + name)
             #expect(same, "audio/\(name) is the straight run's")
         }
+        // The pictures come out as the straight run's: the same thumbnails, poster and cues.
+        let thumbnails = try FileManager.default.contentsOfDirectory(atPath: straight + "/thumbnails").sorted()
+        let resumedThumbnails = try FileManager.default.contentsOfDirectory(atPath: resumed + "/thumbnails").sorted()
+        #expect(thumbnails.count == 6 && resumedThumbnails == thumbnails, "\(resumedThumbnails)")
+        for name in thumbnails.map({ "thumbnails/" + $0 }) + ["poster.jpg", "storyboard.vtt"] {
+            #expect(FileManager.default.contentsEqual(atPath: straight + "/" + name, andPath: resumed + "/" + name), "\(name) is the straight run's")
+        }
+        #expect(FileManager.default.fileExists(atPath: resumed + "/storyboard.jpg"))
         // No seam: the 720p frames by the resume point are as good as the straight run's.
         let psnr = try SeamCheck.psnr(try Ladder.joined(resumed, track: "720p"), source: source)
         let reference = try SeamCheck.psnr(try Ladder.joined(straight, track: "720p"), source: source)

@@ -8,10 +8,10 @@ import TestSupport
 @Suite(.serialized) struct CheckpointResumeTests {
     static let settings = #"{"video": {"preset": "veryfast"}, "audio": {"bitRate": 128000}}"#
 
-    /// Submits a job on `upload` with the test's settings; returns its id.
-    private func submit(_ server: TestServer, upload: String) throws -> String {
+    /// Submits a job on `upload` with the test's settings (or `settings`); returns its id.
+    private func submit(_ server: TestServer, upload: String, settings: String = settings) throws -> String {
         let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
-                                               #"{"input": "\#(upload)", "settings": \#(Self.settings)}"#])
+                                               #"{"input": "\#(upload)", "settings": \#(settings)}"#])
         return try #require(job.object["id"] as? String, "\(job.object)")
     }
 
@@ -141,25 +141,33 @@ import TestSupport
         _ = server.stop()
     }
 
+    /// With thumbnails, a storyboard and a poster too: the job's child takes them into the checkpoint, and the
+    /// resumed job's output lists every one.
     @Test func shutdownWithSIGTERMResumesAfterRestart() throws {
         let folder = try Media.scratch()
         let source = try SeamCheck.clip(width: 1280, height: 720, seconds: 12, into: folder)
         let data = folder.appendingPathComponent("data")
         var server = try TestServer(["--workers", "1", "--shutdown-grace", "0"], data: data)
         let upload = try #require(try server.json("/v1/uploads/", ["-T", source]).object["id"] as? String)
-        let job = try submit(server, upload: upload)
+        let settings = #"{"video": {"preset": "veryfast"}, "audio": {"bitRate": 128000}, "thumbnails": {"interval": 2, "storyboard": true, "poster": 0.5}}"#
+        let job = try submit(server, upload: upload, settings: settings)
         _ = try waitForProgress(server, job: job, fraction: 0.6)
         #expect(server.stop() == 0, "a clean shutdown")
         #expect(segments(in: data).contains { $0.hasSuffix("video_00001.pkt") }, "the checkpoint outlives the shutdown")
         let saved = try checkpointEnd(in: data)
 
         server = try TestServer(["--workers", "1"], data: data)
-        let (_, resumedFrom) = try watchResumed(server, job: job)
+        let (finished, resumedFrom) = try watchResumed(server, job: job)
         let seam = try #require(resumedFrom, "the running job showed resumedFrom")
         #expect(abs(seam - saved) < 0.001, "it resumed from the checkpoint's end, \(saved) s: \(seam) s")
         let output = try download(server, job: job, name: "resumed.mp4")
         try Media.ffmpeg(["-xerror", "-i", output, "-f", "null", "-"])
         try expectEveryFrameOnce(output, count: 360)
+        let files = ((finished["output"] as? [String: Any])?["files"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
+        let pictures = (1...6).map { String(format: "thumbnails/%05d.jpg", $0) } + ["poster.jpg", "storyboard.jpg", "storyboard.vtt"]
+        #expect(Set(pictures).isSubset(of: Set(files)) && files.filter { $0.hasPrefix("thumbnails/") }.count == 6, "\(files)")
+        let cues = try server.curl("/v1/jobs/\(job)/output/storyboard.vtt")
+        #expect(cues.status == 200 && cues.body.contains("00:00:10.000 --> 00:00:12.000"), "the last tile's cue ends with the output: \(cues.body)")
         #expect(segments(in: data).isEmpty, "the checkpoint went with the job's end")
         _ = server.stop()
     }

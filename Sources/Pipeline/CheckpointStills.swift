@@ -1,0 +1,47 @@
+import Foundation
+
+/// The still pictures of a checkpointed transcode (thumbnails, poster, storyboard sprite) in the checkpoint's
+/// `stills/` folder: the video pass's `Thumbnailer` writes them there, a resumed pass's thumbnailer keeps the whole
+/// ones it finds, and once the video is complete they are flushed to disk and recorded in the manifest with it.
+/// At the end they are linked into the output folder, with the storyboard's cues written for the output's length.
+struct CheckpointStills {
+    static let folder = "stills"
+    /// The folder, inside the checkpoint's.
+    let path: String
+
+    init(checkpoint: Checkpoint) throws(MediaError) {
+        path = checkpoint.file(Self.folder)
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw MediaError(code: "output_failed", message: "Creating the checkpoint folder \(path) failed: \(error.localizedDescription)")
+        }
+    }
+
+    /// Whether every picture `record` lists is there and whole, so that a complete video's pictures can be used as
+    /// they are (else the video is made again, and the pictures with it).
+    func holds(_ record: CheckpointManifest.Stills?) -> Bool {
+        guard let record else { return false }
+        var names = (0..<record.thumbnails).map { Thumbnailer.thumbnailPath($0 + 1) }
+        if record.poster { names.append(Thumbnailer.posterName) }
+        if record.storyboard != nil { names.append(Storyboard.imageName) }
+        return names.allSatisfy { JPEGEncoder.isWhole(atPath: path + "/" + $0) }
+    }
+
+    /// Flushes what `thumbnailer` wrote (after its `finish`) to disk and says what it is, for the manifest.
+    func record(_ thumbnailer: Thumbnailer) throws(MediaError) -> CheckpointManifest.Stills {
+        try FileDurability.syncTree(atPath: path)
+        return CheckpointManifest.Stills(thumbnails: thumbnailer.taken, poster: thumbnailer.posterTaken,
+                                         storyboard: thumbnailer.storyboard)
+    }
+
+    /// Puts the pictures `record` lists into the output folder and writes the storyboard's cues, which end at
+    /// `duration` seconds (the output's).
+    func link(_ record: CheckpointManifest.Stills, into directory: OutputDirectory, duration: Double) throws(MediaError) {
+        var names = (0..<record.thumbnails).map { Thumbnailer.thumbnailPath($0 + 1) }
+        if record.poster { names.append(Thumbnailer.posterName) }
+        if record.storyboard != nil { names.append(Storyboard.imageName) }
+        for name in names { try directory.adopt(file: path + "/" + name, as: name) }
+        try record.storyboard?.writeCues(into: directory.temporaryPath, duration: duration)
+    }
+}
