@@ -241,6 +241,12 @@ enum APIModels {
         let settings: TranscodeSettings
     }
 
+    /// `GET /v1/session`: whether the server asks for a token, and whether this request carries a valid session.
+    struct Session: Encodable {
+        let required: Bool
+        let session: Bool
+    }
+
     struct Status: Encodable {
         let status: String
     }

@@ -1,11 +1,61 @@
-/// Optional API authentication: with a token set, every route but `/healthz`, `/readyz` and CORS preflights
-/// (`OPTIONS`) needs `Authorization: Bearer <token>`, compared in constant time.
+import Crypto
+import Foundation
+
+/// Optional API authentication: with a token set, every route but `/healthz`, `/readyz`, CORS preflights
+/// (`OPTIONS`) and the browser page with its assets needs `Authorization: Bearer <token>`, compared in constant time.
+///
+/// The page signs in once (`POST /v1/session` with the header) and gets a session cookie (`HttpOnly`,
+/// `SameSite=Strict`, 12 hours, signed with a key derived from the token, so every node with the same token accepts
+/// it and a new token ends every session). The cookie is accepted for reads only (`GET`, `HEAD`): it lets the
+/// browser's own requests (an event stream, a `<video>`, a download link) through without the token in a URL,
+/// while a change always needs the header, which another site cannot make a browser send (no CSRF).
 public struct BearerToken: Sendable {
     private let token: [UInt8]?
+    private let sessionKey: Data?
+
+    static let cookieName = "transcoderd_session"
+    /// Seconds a session lasts.
+    static let sessionLifetime = 12 * 3600
 
     public init(_ token: String?) {
+        let token = token.flatMap { $0.isEmpty ? nil : $0 }
         self.token = token.map { Array($0.utf8) }
+        sessionKey = token.map { token in
+            let digest = Digest()
+            Data(("transcoderd session key\n" + token).utf8).withUnsafeBytes { digest.update($0) }
+            return digest.finishBytes()
+        }
     }
+
+    /// Whether requests need the token.
+    public var isEnabled: Bool { token != nil }
+
+    /// The `Set-Cookie` value of a new session, from `now`; nil without a token.
+    func sessionCookie(now: Date = Date()) -> String? {
+        guard let sessionKey else { return nil }
+        let expiry = Int(now.timeIntervalSince1970) + Self.sessionLifetime
+        let signature = Self.hex(Digest.hmacSHA256(key: sessionKey, message: Data("session \(expiry)".utf8)))
+        return "\(Self.cookieName)=\(expiry).\(signature); Path=/; Max-Age=\(Self.sessionLifetime); HttpOnly; SameSite=Strict"
+    }
+
+    /// The `Set-Cookie` value that ends a session.
+    static let expiredCookie = "\(cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
+
+    /// Whether the request's `Cookie` header holds a session this token signed that has not expired.
+    public func hasSession(_ head: RequestHead, now: Date = Date()) -> Bool {
+        guard let sessionKey, let header = head.headers["Cookie"] else { return false }
+        for pair in header.split(separator: ";") {
+            let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, parts[0] == Self.cookieName else { continue }
+            let value = parts[1].split(separator: ".", maxSplits: 1).map(String.init)
+            guard value.count == 2, let expiry = Int(value[0]), expiry > Int(now.timeIntervalSince1970) else { continue }
+            let expected = Self.hex(Digest.hmacSHA256(key: sessionKey, message: Data("session \(expiry)".utf8)))
+            if Self.constantTimeEquals(Array(value[1].utf8), Array(expected.utf8)) { return true }
+        }
+        return false
+    }
+
+    private static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
 
     /// nil when the request may go on; a 401 otherwise.
     public func check(_ head: RequestHead) -> HTTPError? {
@@ -13,15 +63,18 @@ public struct BearerToken: Sendable {
         if head.segments == ["healthz"] || head.segments == ["readyz"] { return nil }
         // A CORS preflight never carries credentials; the routes that answer one send back headers only.
         if head.method == "OPTIONS" { return nil }
+        let reading = head.method == "GET" || head.method == "HEAD"
+        // The page, its assets and whether a token is needed hold no data: anyone may read them (the page then asks
+        // for the token).
+        if reading && (head.segments == [""] || head.segments.first == "assets" || head.segments == ["v1", "session"]) { return nil }
         let presented = head.headers["Authorization"].flatMap { value -> [UInt8]? in
             guard value.count > 7, value.prefix(7).lowercased() == "bearer " else { return nil }
             return Array(value.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8)
         }
-        guard let presented, Self.constantTimeEquals(presented, token) else {
-            return HTTPError(.unauthorized, "unauthorized", "Send Authorization: Bearer <token>.",
-                             headers: HTTPHeaders([("WWW-Authenticate", "Bearer")]))
-        }
-        return nil
+        if let presented, Self.constantTimeEquals(presented, token) { return nil }
+        if presented == nil, reading, hasSession(head) { return nil }
+        return HTTPError(.unauthorized, "unauthorized", "Send Authorization: Bearer <token>.",
+                         headers: HTTPHeaders([("WWW-Authenticate", "Bearer")]))
     }
 
     /// Compares every byte whatever the first difference, so timing says nothing about the token.

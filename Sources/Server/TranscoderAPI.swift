@@ -37,11 +37,17 @@ public final class TranscoderAPI: Sendable {
     let fetcher: URLFetcher
     /// `--webhook-url`: every job accepted here also announces its state changes there.
     let serverWebhookURL: String?
+    /// The server's token, for the page's session cookie.
+    public let authentication: BearerToken
+    /// The browser page and its assets.
+    let web = WebPage()
 
     public init(queue: JobQueue, prober: any MediaProber, logger: Logger, cors: CORSPolicy = CORSPolicy(nil),
                 tusExpiryHours: Double = 24, maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024,
-                fetcher: URLFetcher? = nil, serverWebhookURL: String? = nil, metricsText: @escaping @Sendable () -> String = { "" }) {
+                fetcher: URLFetcher? = nil, serverWebhookURL: String? = nil, authentication: BearerToken = BearerToken(nil),
+                metricsText: @escaping @Sendable () -> String = { "" }) {
         self.cors = cors
+        self.authentication = authentication
         self.serverWebhookURL = serverWebhookURL
         self.fetcher = fetcher ?? URLFetcher(policy: AddressPolicy(), maxBytes: maxUploadBytes)
         tusUploads = TusUploads(directory: queue.directory, expiryHours: tusExpiryHours)
@@ -62,6 +68,23 @@ public final class TranscoderAPI: Sendable {
     public var router: Router {
         var routes: [Router.Definition] = [
             .init("GET", "/healthz", inline: true) { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) },
+            .init("GET", "/", inline: true) { [web] request throws(HTTPError) in web.index(request) },
+            .init("GET", "/assets/{build}/{name}", inline: true) { [web] request throws(HTTPError) in try web.asset(request) },
+            // The page's sign-in: the bearer header (checked before the handler) buys a session cookie for the
+            // browser's own reads (see `BearerToken`).
+            .init("POST", "/v1/session", inline: true) { [authentication] _ throws(HTTPError) in
+                var headers = HTTPHeaders()
+                if let cookie = authentication.sessionCookie() { headers.set("Set-Cookie", cookie) }
+                headers.set("Cache-Control", "no-store")
+                return Response(.noContent, headers: headers)
+            },
+            .init("GET", "/v1/session", inline: true) { [authentication] request throws(HTTPError) in
+                .json(APIModels.Session(required: authentication.isEnabled, session: authentication.hasSession(request.head)),
+                      headers: HTTPHeaders([("Cache-Control", "no-store")]))
+            },
+            .init("DELETE", "/v1/session", inline: true) { _ throws(HTTPError) in
+                Response(.noContent, headers: HTTPHeaders([("Set-Cookie", BearerToken.expiredCookie), ("Cache-Control", "no-store")]))
+            },
             .init("GET", "/readyz") { [self] _ throws(HTTPError) in try ready() },
             .init("GET", "/metrics") { [self] _ throws(HTTPError) in metrics() },
             .init("GET", "/v1/presets", inline: true) { _ throws(HTTPError) in

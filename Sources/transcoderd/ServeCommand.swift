@@ -60,7 +60,8 @@ enum ServeCommand {
             let dispatcherBox = LockedValue<WebhookDispatcher?>(nil)
             let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin),
                                     tusExpiryHours: config.tusExpiryHours, maxUploadBytes: config.maxUploadBytes,
-                                    fetcher: config.fetcher, serverWebhookURL: config.webhookURL) {
+                                    fetcher: config.fetcher, serverWebhookURL: config.webhookURL,
+                                    authentication: BearerToken(config.token)) {
                 Prometheus.render(server: metricsBox.withLock { $0 }, queue: queue,
                                   webhookAttempts: dispatcherBox.withLock { $0?.attemptCounts } ?? [:])
             }
@@ -74,7 +75,7 @@ enum ServeCommand {
             let server: HTTPServer
             do {
                 server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
-                                        authenticate: BearerToken(config.token).check)
+                                        authenticate: api.authentication.check)
                 metricsBox.withLock { $0 = server.metrics }
                 try server.start()
             } catch {

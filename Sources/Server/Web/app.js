@@ -1,0 +1,234 @@
+// The page: sign in when the server asks for a token, upload a file (tus, resumable), choose settings, start a job,
+// watch it, and play and download the result. User-controlled text is only ever set as text, never as HTML.
+
+import { APIError, request, signIn, signOut, token } from "./api.js";
+import { formatBytes, formatSeconds } from "./eta.js";
+import { JobList } from "./jobs.js";
+import { ResultView } from "./result.js";
+import { TusUpload, unfinishedUploads } from "./tus.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = { upload: null, uploadID: null, fileName: null, settingsEdited: false, presets: [] };
+
+const jobs = new JobList({
+  list: $("jobs"), empty: $("jobs-empty"), live: $("live"), template: $("job-template"),
+  onShow: (job) => result.show(job),
+  onRetry: async (job) => {
+    const created = await request("POST", "/v1/jobs", { json: { input: job.input.id, settings: job.settings } });
+    jobs.add(created);
+  },
+  onError: (error) => handleError(error, $("start-error")),
+});
+
+const result = new ResultView({
+  section: $("result"), name: $("result-name"), note: $("result-note"), player: $("player"), scrub: $("scrub"),
+  preview: $("preview"), previewTime: $("preview-time"), downloads: $("downloads"),
+  inputTracks: $("input-tracks"), outputTracks: $("output-tracks"),
+});
+
+// ---- Signing in ----
+
+function showLogin(message = "") {
+  jobs.stop();
+  $("app").hidden = true;
+  $("login").hidden = false;
+  $("sign-out").hidden = true;
+  $("login-error").textContent = message;
+  $("token").focus();
+}
+
+function handleError(error, where) {
+  if (error instanceof APIError && error.status === 401) {
+    showLogin(token() ? "The token was refused; enter it again." : "");
+    return;
+  }
+  where.textContent = error.message;
+}
+
+$("login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  try {
+    await signIn($("token").value);
+    $("token").value = "";
+    await startApp();
+  } catch (error) {
+    $("login-error").textContent = error.status === 401 ? "That token is not the server's." : error.message;
+  }
+});
+
+$("sign-out").addEventListener("click", async () => {
+  await signOut();
+  showLogin();
+});
+
+// ---- Settings ----
+
+function composedSettings() {
+  const settings = {};
+  const preset = $("preset").value;
+  if (preset) settings.preset = preset;
+  if ($("ladder").checked) {
+    settings.container = "hls";
+    settings.renditions = "auto";
+  }
+  if ($("pictures").checked) settings.thumbnails = { interval: 2, storyboard: true, poster: 0.1 };
+  return settings;
+}
+
+function refreshSettings() {
+  if (!state.settingsEdited) $("settings-json").value = JSON.stringify(composedSettings(), null, 2);
+  clearFieldErrors();
+}
+
+function clearFieldErrors() {
+  for (const id of ["preset", "ladder", "pictures", "settings"]) {
+    $(`${id}-error`).textContent = "";
+    const control = id === "settings" ? $("settings-json") : $(id);
+    control.removeAttribute("aria-invalid");
+  }
+}
+
+// Shows a validation message next to the control its key belongs to ("settings.thumbnails.interval: ..." goes
+// beside the pictures checkbox; keys with no control of their own beside the JSON editor, opened).
+function showSettingsError(message) {
+  clearFieldErrors();
+  const key = (/^settings\.([A-Za-z]+)/.exec(message) || [])[1] || "";
+  const field = { preset: "preset", container: "ladder", renditions: "ladder", segmentDuration: "ladder",
+                  thumbnails: "pictures" }[key] || "settings";
+  if (field === "settings") $("advanced").open = true;
+  $(`${field}-error`).textContent = message;
+  (field === "settings" ? $("settings-json") : $(field)).setAttribute("aria-invalid", "true");
+}
+
+for (const id of ["preset", "ladder", "pictures"]) {
+  $(id).addEventListener("change", () => {
+    if (id === "preset" && $("preset").value === "audio") $("pictures").checked = false;
+    state.settingsEdited = false;
+    refreshSettings();
+  });
+}
+$("settings-json").addEventListener("input", () => { state.settingsEdited = true; clearFieldErrors(); });
+
+async function loadPresets() {
+  state.presets = await request("GET", "/v1/presets");
+  const select = $("preset");
+  select.replaceChildren(select.options[0]);
+  for (const preset of state.presets) {
+    const option = document.createElement("option");
+    option.value = preset.name;
+    option.textContent = `${preset.name}: ${preset.summary}`;
+    select.append(option);
+  }
+}
+
+// ---- Uploading ----
+
+async function upload(file) {
+  if (state.upload) state.upload.abort();
+  state.uploadID = null;
+  state.fileName = file.name;
+  $("start").disabled = true;
+  $("start-error").textContent = "";
+  $("upload").hidden = false;
+  $("upload-name").textContent = file.name;
+  $("upload-detail").textContent = "starting…";
+  const progress = $("upload-progress");
+  progress.value = 0;
+  const current = new TusUpload(file, {
+    onProgress: ({ sent, total, speed, remaining, resumedFrom }) => {
+      progress.value = total > 0 ? sent / total : 1;
+      progress.dataset.sent = String(sent);
+      const parts = [`${formatBytes(sent)} of ${formatBytes(total)}`];
+      if (speed > 0) parts.push(`${formatBytes(speed)}/s`);
+      if (remaining !== null && sent < total) parts.push(`${formatSeconds(remaining)} left`);
+      if (resumedFrom) parts.push(`resumed at ${formatBytes(resumedFrom)}`);
+      $("upload-detail").textContent = parts.join(" · ");
+    },
+  });
+  state.upload = current;
+  try {
+    const id = await current.start();
+    if (state.upload !== current) return;
+    state.uploadID = id;
+    $("upload-detail").textContent = `uploaded (${formatBytes(file.size)}) · ready to transcode`;
+    $("upload").dataset.uploaded = id;
+    $("start").disabled = false;
+    $("live").textContent = `${file.name} uploaded`;
+  } catch (error) {
+    if (state.upload !== current) return;
+    $("upload-detail").textContent = "";
+    handleError(error instanceof APIError ? error : new Error(error.message), $("start-error"));
+  }
+}
+
+$("file").addEventListener("change", () => {
+  const file = $("file").files[0];
+  if (file) upload(file);
+});
+
+const drop = $("drop");
+drop.addEventListener("dragover", (event) => { event.preventDefault(); drop.classList.add("over"); });
+drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+drop.addEventListener("drop", (event) => {
+  event.preventDefault();
+  drop.classList.remove("over");
+  const file = event.dataTransfer.files[0];
+  if (file) upload(file);
+});
+
+// ---- Starting a job ----
+
+$("start").addEventListener("click", async () => {
+  $("start-error").textContent = "";
+  let settings;
+  try {
+    settings = JSON.parse($("settings-json").value || "{}");
+  } catch (error) {
+    showSettingsError(`The settings are not valid JSON: ${error.message}`);
+    return;
+  }
+  $("start").disabled = true;
+  try {
+    const job = await request("POST", "/v1/jobs", { json: { input: state.uploadID, settings } });
+    clearFieldErrors();
+    jobs.add(job);
+    $("live").textContent = `Job started for ${state.fileName}`;
+  } catch (error) {
+    if (error instanceof APIError && error.code === "invalid_settings") showSettingsError(error.message);
+    else handleError(error, $("start-error"));
+  } finally {
+    $("start").disabled = state.uploadID === null;
+  }
+});
+
+// ---- Start-up ----
+
+async function startApp() {
+  try {
+    const session = await request("GET", "/v1/session");
+    // The token is needed for every change the page makes: without it in this tab, ask for it first.
+    if (session.required && !token()) { showLogin(); return; }
+    await loadPresets();
+  } catch (error) {
+    if (error instanceof APIError && error.status === 401) { showLogin(); return; }
+    $("start-error").textContent = error.message;
+  }
+  $("login").hidden = true;
+  $("app").hidden = false;
+  $("sign-out").hidden = !token();
+  refreshSettings();
+  const unfinished = unfinishedUploads();
+  if (unfinished.length > 0) {
+    $("upload").hidden = false;
+    $("upload-name").textContent = unfinished.map((entry) => entry.name).join(", ");
+    $("upload-detail").textContent = "did not finish uploading: choose the same file again to continue where it stopped.";
+  }
+  try {
+    await jobs.load();
+  } catch (error) {
+    handleError(error, $("start-error"));
+  }
+}
+
+startApp();

@@ -1,0 +1,61 @@
+// Estimates the time left from measured progress: the rate is the progress made over the last `window` seconds
+// (not the server's instantaneous speed), and the shown value counts down smoothly: it follows the estimate, is
+// never negative, and never goes up by more than `maxRise` seconds at one update.
+
+export class EtaEstimator {
+  constructor({ window = 15, minimumSpan = 2, maxRise = 3, smoothing = 0.3 } = {}) {
+    this.window = window;
+    this.minimumSpan = minimumSpan;
+    this.maxRise = maxRise;
+    this.smoothing = smoothing;
+    this.samples = [];
+    this.shown = null;
+    this.shownAt = null;
+  }
+
+  // `fraction` 0 to 1 at `now` seconds; returns the seconds left to show, or null until there is enough to measure.
+  update(fraction, now) {
+    const last = this.samples[this.samples.length - 1];
+    if (last && fraction < last.fraction) return this.shown;
+    this.samples.push({ fraction, now });
+    while (this.samples.length > 2 && now - this.samples[0].now > this.window) this.samples.shift();
+    const first = this.samples[0];
+    const span = now - first.now;
+    const made = fraction - first.fraction;
+    if (fraction >= 1) return this.set(0, now);
+    if (span < this.minimumSpan || made <= 0) {
+      // No measurable progress yet: the last value keeps counting down, not below zero.
+      if (this.shown === null) return null;
+      return this.set(Math.max(0, this.shown - (now - this.shownAt)), now);
+    }
+    const estimate = (1 - fraction) * span / made;
+    if (this.shown === null) return this.set(estimate, now);
+    const counted = Math.max(0, this.shown - (now - this.shownAt));
+    let next = counted + this.smoothing * (estimate - counted);
+    next = Math.min(next, counted + this.maxRise);
+    return this.set(Math.max(0, next), now);
+  }
+
+  set(value, now) {
+    this.shown = value;
+    this.shownAt = now;
+    return value;
+  }
+}
+
+// "1 min 05 s", "12 s".
+export function formatSeconds(seconds) {
+  const whole = Math.max(0, Math.round(seconds));
+  if (whole < 60) return `${whole} s`;
+  const minutes = Math.floor(whole / 60);
+  if (minutes < 60) return `${minutes} min ${String(whole % 60).padStart(2, "0")} s`;
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, "0")} min`;
+}
+
+export function formatBytes(bytes) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) { value /= 1000; unit += 1; }
+  return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
+}

@@ -1,0 +1,170 @@
+// The live job list: each job an item made from the template (text only ever set with textContent), kept current
+// by the job's event stream (SSE) while it is queued or running, with its progress, speed and an ETA from the
+// measured rate.
+
+import { request } from "./api.js";
+import { EtaEstimator, formatSeconds } from "./eta.js";
+
+// Event streams open at once: a browser keeps about six connections per server, and the page needs some for itself.
+const maxStreams = 4;
+
+export class JobList {
+  constructor({ list, empty, live, template, onShow, onRetry, onError }) {
+    this.list = list;
+    this.empty = empty;
+    this.live = live;
+    this.template = template;
+    this.onShow = onShow;
+    this.onRetry = onRetry;
+    this.onError = onError;
+    this.jobs = new Map();
+    this.items = new Map();
+    this.streams = new Map();
+    this.etas = new Map();
+    this.timer = null;
+  }
+
+  async load() {
+    const answer = await request("GET", "/v1/jobs?limit=50");
+    for (const job of answer.jobs.reverse()) this.upsert(job);
+    this.watchActive();
+    if (!this.timer) this.timer = setInterval(() => this.refreshUnwatched(), 3000);
+  }
+
+  stop() {
+    for (const stream of this.streams.values()) stream.close();
+    this.streams.clear();
+    clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  // Adds a job or brings its item up to date.
+  upsert(job) {
+    const previous = this.jobs.get(job.id);
+    this.jobs.set(job.id, job);
+    let item = this.items.get(job.id);
+    if (!item) {
+      item = this.template.content.firstElementChild.cloneNode(true);
+      item.dataset.job = job.id;
+      item.querySelector(".name").textContent = job.input?.filename || job.input?.id || job.id;
+      item.querySelector("progress").setAttribute("aria-label", `Progress of ${item.querySelector(".name").textContent}`);
+      item.addEventListener("click", (event) => this.act(event, job.id));
+      this.items.set(job.id, item);
+      this.list.prepend(item);
+    }
+    item.dataset.state = job.state;
+    item.querySelector(".state").textContent = job.state;
+    const progress = item.querySelector("progress");
+    progress.value = job.state === "succeeded" ? 1 : (job.progress?.fraction || 0);
+    item.querySelector(".job-error").textContent = job.state === "failed" && job.error ? job.error.message : "";
+    const active = job.state === "queued" || job.state === "running";
+    item.querySelector('[data-action="cancel"]').hidden = !active;
+    item.querySelector('[data-action="retry"]').hidden = !(job.state === "failed" || job.state === "canceled");
+    item.querySelector('[data-action="delete"]').hidden = active;
+    item.querySelector('[data-action="show"]').hidden = job.state !== "succeeded";
+    if (job.state === "running" && job.progress) this.progress(job.id, job.progress);
+    else if (!active) item.querySelector(".stats").textContent = job.state === "succeeded" ? this.summary(job) : "";
+    else item.querySelector(".stats").textContent = "Waiting for a worker";
+    if (previous && previous.state !== job.state) {
+      this.live.textContent = `${item.querySelector(".name").textContent}: ${job.state}`;
+    }
+    this.empty.hidden = this.items.size > 0;
+  }
+
+  summary(job) {
+    const output = job.output;
+    if (!output) return "";
+    const seconds = (job.startedAt && job.finishedAt) ? (Date.parse(job.finishedAt) - Date.parse(job.startedAt)) / 1000 : null;
+    return seconds === null ? "Done" : `Done in ${formatSeconds(seconds)}`;
+  }
+
+  progress(id, report) {
+    const item = this.items.get(id);
+    if (!item) return;
+    const fraction = Math.min(1, Math.max(0, report.fraction || 0));
+    const progress = item.querySelector("progress");
+    progress.value = Math.max(progress.value, fraction);
+    let eta = this.etas.get(id);
+    if (!eta) { eta = new EtaEstimator(); this.etas.set(id, eta); }
+    const left = eta.update(fraction, performance.now() / 1000);
+    const parts = [`${Math.round(fraction * 100)} %`];
+    if (report.framesPerSecond) parts.push(`${report.framesPerSecond.toFixed(0)} fps`);
+    if (report.speed) parts.push(`${report.speed.toFixed(2)}× real time`);
+    if (left !== null) parts.push(`about ${formatSeconds(left)} left`);
+    if (report.resumedFrom) parts.push(`resumed at ${formatSeconds(report.resumedFrom)}`);
+    const stats = item.querySelector(".stats");
+    stats.textContent = parts.join(" · ");
+    if (left === null) delete stats.dataset.eta; else stats.dataset.eta = left.toFixed(2);
+  }
+
+  // Streams the events of active jobs, newest first, up to `maxStreams`.
+  watchActive() {
+    const active = [...this.jobs.values()].filter((job) => job.state === "queued" || job.state === "running")
+      .sort((a, b) => (b.createdAt || "").localeCompare(a.createdAt || ""));
+    for (const job of active) {
+      if (this.streams.size >= maxStreams) break;
+      if (!this.streams.has(job.id)) this.watch(job.id);
+    }
+  }
+
+  watch(id) {
+    const stream = new EventSource(`/v1/jobs/${encodeURIComponent(id)}/events`);
+    this.streams.set(id, stream);
+    stream.addEventListener("state", (event) => this.upsert(JSON.parse(event.data)));
+    stream.addEventListener("progress", (event) => this.progress(id, JSON.parse(event.data)));
+    stream.onerror = () => {
+      // The server ends the stream after a terminal state; otherwise the browser would reconnect on its own, but
+      // the job may have ended meanwhile: read it once and watch again only if it is still active.
+      stream.close();
+      this.streams.delete(id);
+      request("GET", `/v1/jobs/${encodeURIComponent(id)}`).then((job) => {
+        this.upsert(job);
+        this.watchActive();
+      }).catch(() => {});
+    };
+  }
+
+  // Jobs active but not streamed (more than `maxStreams`) are read every few seconds.
+  async refreshUnwatched() {
+    const unwatched = [...this.jobs.values()].filter((job) =>
+      (job.state === "queued" || job.state === "running") && !this.streams.has(job.id));
+    for (const job of unwatched) {
+      try { this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`)); } catch { /* next time */ }
+    }
+    this.watchActive();
+  }
+
+  async act(event, id) {
+    const button = event.target.closest("button[data-action]");
+    if (!button) return;
+    const job = this.jobs.get(id);
+    try {
+      switch (button.dataset.action) {
+        case "show": this.onShow(job); break;
+        case "cancel": this.upsert(await request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`)); break;
+        case "retry": await this.onRetry(job); break;
+        case "delete":
+          await request("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
+          this.remove(id);
+          break;
+      }
+    } catch (error) {
+      this.onError(error);
+    }
+  }
+
+  add(job) {
+    this.upsert(job);
+    this.watchActive();
+  }
+
+  remove(id) {
+    this.streams.get(id)?.close();
+    this.streams.delete(id);
+    this.items.get(id)?.remove();
+    this.items.delete(id);
+    this.jobs.delete(id);
+    this.etas.delete(id);
+    this.empty.hidden = this.items.size > 0;
+  }
+}

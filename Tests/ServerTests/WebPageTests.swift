@@ -1,0 +1,210 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The browser page at `/`: served with its security headers and fingerprinted assets, signed in with a session
+/// cookie that authorizes reads only, and used by a real browser (headless Chromium driven over the DevTools
+/// protocol by `Tests/Web/page_test.py`) to upload, transcode, play, resume an upload, and cancel with the keyboard
+/// alone. Screenshots of each step are kept in `.build/artifacts/web/<scenario>/`.
+@Suite(.serialized) struct WebPageTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let webFolder = root.appendingPathComponent("Sources/Server/Web")
+
+    /// Header lines of a response (`curl -D -`), by lowercased name.
+    private func headers(_ server: TestServer, _ path: String, _ arguments: [String] = []) throws -> (status: Int, fields: [String: String], body: String) {
+        let answer = try server.curl(path, ["-D", "-"] + arguments)
+        let parts = answer.body.components(separatedBy: "\r\n\r\n")
+        var fields: [String: String] = [:]
+        for line in (parts.first ?? "").components(separatedBy: "\r\n").dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (answer.status, fields, parts.dropFirst().joined(separator: "\r\n\r\n"))
+    }
+
+    @Test func thePageAndItsAssetsCarryTheirHeaders() throws {
+        let server = try TestServer()
+        let page = try headers(server, "/")
+        #expect(page.status == 200 && page.fields["content-type"] == "text/html; charset=utf-8")
+        let policy = page.fields["content-security-policy"] ?? ""
+        #expect(policy.contains("default-src 'self'") && policy.contains("frame-ancestors 'none'") && !policy.contains("unsafe"), "\(policy)")
+        #expect(page.fields["x-content-type-options"] == "nosniff" && page.fields["referrer-policy"] == "no-referrer")
+        #expect(page.fields["cache-control"] == "no-cache")
+        let etag = try #require(page.fields["etag"])
+        #expect(try headers(server, "/", ["-H", "If-None-Match: \(etag)"]).status == 304)
+        // No inline script: every <script> names its file; nothing comes from another origin.
+        let scripts = page.body.components(separatedBy: "<script").dropFirst()
+        #expect(!scripts.isEmpty && scripts.allSatisfy { $0.contains(" src=\"/assets/") && $0.contains("></script>") }, "\(page.body)")
+        let inline = page.body.range(of: #"\s(style|on[a-z]+)\s*="#, options: .regularExpression)
+        #expect(inline == nil, "no inline style or event handler attribute: \(inline.map { String(page.body[$0]) } ?? "")")
+
+        // Every file of Sources/Server/Web is served, under the build's name, for a year, with its type.
+        let build = try #require(page.body.components(separatedBy: "/assets/").dropFirst().first?.split(separator: "/").first.map(String.init))
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.webFolder.path).filter { $0 != "index.html" }
+        #expect(names.count >= 7)
+        let types = ["js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8", "svg": "image/svg+xml"]
+        for name in names {
+            let asset = try headers(server, "/assets/\(build)/\(name)")
+            let expected = try String(contentsOf: Self.webFolder.appendingPathComponent(name), encoding: .utf8)
+            #expect(asset.status == 200 && asset.body == expected, "\(name) is served as it is in the source")
+            #expect(asset.fields["content-type"] == types[String(name.split(separator: ".").last ?? "")], "\(name): \(asset.fields)")
+            #expect(asset.fields["cache-control"] == "public, max-age=31536000, immutable")
+            #expect(asset.fields["content-security-policy"] == policy && asset.fields["x-content-type-options"] == "nosniff")
+            let other = expected.replacingOccurrences(of: "http://www.w3.org/2000/svg", with: "")
+            #expect(!other.contains("http://") && !other.contains("https://"), "\(name) loads nothing from another origin")
+        }
+        let stale = try server.json("/assets/0000000000000000/app.js")
+        #expect(stale.status == 404 && (stale.object["error"] as? [String: Any])?["code"] as? String == "not_found")
+        let post = try headers(server, "/", ["-X", "POST"])
+        #expect(post.status == 405 && post.fields["allow"] == "GET, HEAD", "\(post.fields)")
+    }
+
+    @Test func aSessionCookieAuthorizesReadsOnly() throws {
+        let token = "web-page-token-\(UUID().uuidString)"
+        let server = try TestServer(["--token", token])
+        #expect(try server.curl("/").status == 200, "the page itself is public")
+        let session = try server.json("/v1/session")
+        #expect(session.status == 200 && session.object["required"] as? Bool == true && session.object["session"] as? Bool == false)
+        #expect(try server.curl("/v1/session", ["-X", "POST"]).status == 401)
+        let signIn = try headers(server, "/v1/session", ["-X", "POST", "-H", "Authorization: Bearer \(token)"])
+        let cookie = try #require(signIn.fields["set-cookie"], "\(signIn.fields)")
+        #expect(signIn.status == 204 && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/"))
+        #expect(!cookie.contains(token), "the cookie is a signature, not the token")
+        let pair = String(cookie.split(separator: ";")[0])
+
+        #expect(try server.json("/v1/session", ["-H", "Cookie: \(pair)"]).object["session"] as? Bool == true)
+        #expect(try server.curl("/v1/jobs", ["-H", "Cookie: \(pair)"]).status == 200, "reads go through with the cookie")
+        #expect(try server.curl("/v1/jobs", ["-H", "Cookie: \(pair)", "-X", "POST", "-H", "Content-Type: application/json", "-d", "{}"]).status == 401,
+                "a change needs the header: the cookie alone cannot be used across sites")
+        let tampered = pair.dropLast() + (pair.last == "0" ? "1" : "0")
+        #expect(try server.curl("/v1/jobs", ["-H", "Cookie: \(tampered)"]).status == 401)
+        #expect(try server.curl("/v1/jobs").status == 401)
+        let signOut = try headers(server, "/v1/session", ["-X", "DELETE", "-H", "Authorization: Bearer \(token)"])
+        #expect(signOut.status == 204 && signOut.fields["set-cookie"]?.contains("Max-Age=0") == true)
+    }
+
+    // MARK: - In Chromium
+
+    /// Runs one scenario of `Tests/Web/page_test.py` against `server` with `file`; returns its report.
+    private func browse(_ scenario: String, _ server: TestServer, file: String, _ extra: [String] = []) throws -> [String: Any] {
+        let chromium = "/usr/bin/chromium"
+        guard FileManager.default.isExecutableFile(atPath: chromium) else {
+            throw ShellError(message: "\(chromium) is missing: run scripts/deps (scripts/test does)")
+        }
+        let artifacts = Self.root.appendingPathComponent(".build/artifacts/web/\(scenario)").path
+        try? FileManager.default.removeItem(atPath: artifacts)
+        let run = try Shell.run(Self.root.appendingPathComponent(".venv/bin/python").path,
+                                [Self.root.appendingPathComponent("Tests/Web/page_test.py").path, scenario, server.base, artifacts, file] + extra)
+        let line = try #require(run.stdout.split(separator: "\n").last, "the driver reported: \(run.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(report["error"] == nil, "\(report["error"] ?? "") \(report["trace"] ?? "")")
+        return report
+    }
+
+    /// A short clip with sound, `seconds` long, at `size`, named `name`.
+    private func clip(_ name: String, size: String = "640x360", seconds: Int = 6, bitRate: String? = nil) throws -> String {
+        let path = try Media.scratch().appendingPathComponent(name).path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=\(size):r=30", "-f", "lavfi", "-i", "sine=f=440:sample_rate=48000",
+                          "-t", String(seconds), "-c:v", "libx264", "-preset", "ultrafast"] + (bitRate.map { ["-b:v", $0] } ?? [])
+                         + ["-c:a", "aac", "-shortest", path])
+        return path
+    }
+
+    /// The whole path through the page: the file input, a tus upload, the default settings (with poster and
+    /// storyboard), the job's progress to 100 %, the player, storyboard previews and downloads. The file's name is
+    /// markup: it shows as text, makes no element and opens no dialog.
+    @Test func aFileUploadedThroughThePageIsTranscodedAndPlays() throws {
+        let server = try TestServer()
+        let name = "<img src=x onerror=alert(1)>.mp4"
+        let report = try browse("basic", server, file: try clip(name))
+        #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
+        #expect(report["state"] as? String == "succeeded" && report["progress"] as? Double == 1)
+        let job = try server.json("/v1/jobs/\(report["job"] as? String ?? "")").object
+        let video = ((job["output"] as? [String: Any])?["tracks"] as? [[String: Any]])?.first { $0["mediaType"] as? String == "video" }
+        #expect(report["videoWidth"] as? Int == video?["width"] as? Int && (report["videoWidth"] as? Int ?? 0) == 640, "\(report)")
+        #expect((report["currentTime"] as? Double ?? 0) > 0.5, "the player's time advances")
+        let files = ((job["output"] as? [String: Any])?["files"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
+        #expect(report["downloads"] as? [String] == files, "a link for every output file: \(report["downloads"] ?? "")")
+        #expect((report["outputTracks"] as? [String])?.count == 2 && (report["inputTracks"] as? [String])?.count == 2)
+        let tiles = report["previewTiles"] as? [[Any]] ?? []
+        #expect(tiles.count == 2 && tiles[0].first as? String != tiles[1].first as? String, "the storyboard tile follows the pointer: \(tiles)")
+        #expect((tiles.first?[1] as? String ?? "").contains("/output/storyboard.jpg"))
+        // The name is text: no element, no dialog.
+        #expect(report["shownName"] as? String == name)
+        #expect(report["images"] as? Int == 0 && report["elementsNamedByFile"] as? Int == 0)
+        #expect(report["dialogs"] as? [String] == [])
+        #expect(FileManager.default.fileExists(atPath: Self.root.appendingPathComponent(".build/artifacts/web/basic/5-playing.png").path))
+    }
+
+    /// An upload on a throttled connection, the page reloaded at 60 %: choosing the file again continues from the
+    /// server's offset (no new upload is created), and the server's file is the whole, right one.
+    @Test func aReloadMidUploadResumesFromTheServersOffset() throws {
+        let server = try TestServer()
+        let file = try clip("big.mp4", size: "1280x720", seconds: 3, bitRate: "16M")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        #expect(size > 4_000_000)
+        let report = try browse("resume", server, file: file)
+        #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
+        #expect((report["rememberedBeforeReload"] as? String ?? "").contains("/v1/tus/"), "the unfinished upload is remembered")
+        #expect((report["noticeAfterReload"] as? String ?? "").contains("did not finish"))
+        let offset = report["firstOffsetAfterReload"] as? Int ?? 0
+        #expect(offset > size / 2 && offset < size, "the first request after the reload continues at \(offset) of \(size)")
+        #expect(report["creations"] as? Int == 1, "one upload, not two")
+        #expect(report["rememberedAfter"] as? String == "{}", "forgotten once complete")
+        let upload = try server.json("/v1/uploads/\(report["uploadID"] as? String ?? "")").object
+        let expected = try Shell.run("sha256sum", [file]).stdout.split(separator: " ").first.map(String.init)
+        #expect(upload["size"] as? Int == size && upload["sha256"] as? String == expected, "\(upload)")
+    }
+
+    /// With `--token`, the page asks for it, refuses a wrong one, and then works, playing through the session
+    /// cookie; nothing worked before, and the token is in no URL the browser asked for nor in the server's log.
+    @Test func withATokenThePageSignsInAndTheTokenStaysOutOfURLs() throws {
+        let token = "page-token-\(UUID().uuidString)"
+        let server = try TestServer(["--token", token])
+        let report = try browse("token", server, file: try clip("clip.mp4"), ["--token", token])
+        #expect(report["consoleErrorsBeforeProbes"] as? [String] == [], "\(report["consoleErrorsBeforeProbes"] ?? "")")
+        #expect(report["appHiddenBeforeSignIn"] as? Bool == true)
+        #expect(report["jobsWithoutToken"] as? Int == 401 && report["eventsWithoutToken"] as? Int == 401)
+        #expect((report["wrongTokenMessage"] as? String ?? "").contains("not the server's"))
+        #expect(report["jobsWithSession"] as? Int == 200 && report["postWithCookieOnly"] as? Int == 401)
+        #expect(report["cookieVisibleToScript"] as? String == "", "the session cookie is HttpOnly")
+        #expect(report["state"] as? String == "succeeded" && (report["currentTime"] as? Double ?? 0) > 0.5, "\(report)")
+        let urls = report["urls"] as? [String] ?? []
+        #expect(!urls.isEmpty && !urls.contains { $0.contains(token) })
+        #expect(!server.log.contains(token), "the token is not in the server's log")
+    }
+
+    /// Tab and Enter (and Space on the file input, whose chooser DevTools answers) alone: upload, start, cancel.
+    @Test func keyboardAloneUploadsStartsAndCancels() throws {
+        let server = try TestServer()
+        let report = try browse("keyboard", server, file: try clip("long.mp4", size: "1280x720", seconds: 30))
+        #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
+        #expect(report["reachedFileInput"] as? Bool == true && report["fileChooserOpened"] as? Bool == true)
+        #expect(report["reachedStart"] as? Bool == true && report["reachedCancel"] as? Bool == true)
+        #expect(["queued", "running"].contains(report["stateAfterStart"] as? String ?? ""), "\(report)")
+        #expect(report["state"] as? String == "canceled")
+        #expect(try server.json("/v1/jobs/\(report["job"] as? String ?? "")").object["state"] as? String == "canceled")
+        #expect((report["liveRegion"] as? String ?? "").contains("canceled"), "the live region says so")
+    }
+
+    /// A transcode of about 20 s: from 25 % on, the ETA shown is within 30 % of the time really left, or within 1.5 s
+    /// in the last seconds (the job's finishing, the muxing of its pieces and the flush to disk, is not in the
+    /// progress fraction), and it never rises by more than 3 s from one reading to the next.
+    @Test func theETAIsWithin30PercentOfTheRealTimeLeft() throws {
+        let server = try TestServer()
+        let report = try browse("eta", server, file: try clip("long.mp4", size: "1280x720", seconds: 30),
+                                ["--settings", #"{"video": {"preset": "slow"}}"#])
+        #expect(report["state"] as? String == "succeeded")
+        let end = try #require(report["end"] as? Double)
+        let samples = (report["samples"] as? [[Double]] ?? []).filter { $0[1] >= 0.25 }
+        #expect(samples.count >= 10, "\(samples.count) readings from 25 % on")
+        for sample in samples {
+            let left = end - sample[0]
+            #expect(abs(sample[2] - left) <= max(1.5, 0.3 * left), "at \(sample[1]): ETA \(sample[2]) s, really \(left) s")
+        }
+        let all = report["samples"] as? [[Double]] ?? []
+        for (earlier, later) in zip(all, all.dropFirst()) {
+            #expect(later[2] <= earlier[2] + 3, "the ETA never jumps back up: \(earlier[2]) then \(later[2])")
+        }
+    }
+}

@@ -1,0 +1,257 @@
+"""Drives transcoderd's page in headless Chromium for one scenario and prints a JSON report of what happened (the
+Swift test asserts on it). Screenshots of each step go into the artifacts folder.
+
+    page_test.py SCENARIO BASE_URL ARTIFACTS FILE [--token T] [--settings JSON]
+
+Scenarios: basic (upload through the file input, transcode, play, storyboard, downloads; the file's name is
+markup), resume (reload mid-upload on a throttled connection, choose the file again), token (sign in first),
+keyboard (upload, start and cancel with Tab and Enter only), eta (the ETA shown against the real time left).
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser  # noqa: E402
+
+# The item of the job the scenario started (set by start_job).
+JOB_ITEM = "document.querySelector('#jobs li')"
+
+
+def job_state(browser):
+    return browser.eval(f"{JOB_ITEM} ? {JOB_ITEM}.dataset.state : null")
+
+
+def new_job_item(browser, known):
+    """Waits for a job item whose id is not in `known`; points JOB_ITEM at it and returns the id."""
+    global JOB_ITEM
+    ident = browser.wait(f"[...document.querySelectorAll('#jobs li')].map(li => li.dataset.job).find(id => !{json.dumps(known)}.includes(id)) || null",
+                         timeout=20)
+    JOB_ITEM = f"document.querySelector('#jobs li[data-job=\"{ident}\"]')"
+    return ident
+
+
+def known_jobs(browser):
+    return browser.eval("[...document.querySelectorAll('#jobs li')].map(li => li.dataset.job)")
+
+
+def upload_file(browser, path, timeout=60):
+    browser.set_files("#file", [path])
+    return browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=timeout)
+
+
+def start_job(browser):
+    browser.wait("!document.querySelector('#start').disabled")
+    known = known_jobs(browser)
+    browser.click("#start")
+    return new_job_item(browser, known)
+
+
+def play_result(browser, report):
+    browser.eval(f"{JOB_ITEM}.querySelector('[data-action=show]').click()")
+    browser.wait("!document.querySelector('#result').hidden")
+    browser.eval("(() => { const v = document.querySelector('#player'); v.muted = true; return v.play().then(() => true, e => String(e)); })()",
+                 await_promise=False)
+    browser.wait("document.querySelector('#player').readyState >= 2", timeout=30)
+    browser.wait("document.querySelector('#player').currentTime > 0.5", timeout=30)
+    report["currentTime"] = browser.eval("document.querySelector('#player').currentTime")
+    report["videoWidth"] = browser.eval("document.querySelector('#player').videoWidth")
+    report["videoHeight"] = browser.eval("document.querySelector('#player').videoHeight")
+    report["duration"] = browser.eval("document.querySelector('#player').duration")
+    report["downloads"] = browser.eval("[...document.querySelectorAll('#downloads a')].map(a => a.textContent)")
+    report["outputTracks"] = browser.eval("[...document.querySelectorAll('#output-tracks li')].map(li => li.textContent)")
+    report["inputTracks"] = browser.eval("[...document.querySelectorAll('#input-tracks li')].map(li => li.textContent)")
+
+
+def hover_storyboard(browser, report):
+    # The storyboard's tile under the pointer at 10 % and 90 % of the seek bar.
+    browser.wait("document.querySelector('#scrub').max > 0", timeout=20)
+    browser.eval("document.querySelector('#scrub').scrollIntoView({block: 'center'})")
+    box = browser.eval("(() => { const r = document.querySelector('#scrub').getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
+    tiles = []
+    for fraction in (0.1, 0.9):
+        x, y = box[0] + box[2] * fraction, box[1] + box[3] / 2
+        browser.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
+        browser.pump(0.2)
+        tiles.append(browser.eval("(() => { const p = document.querySelector('#preview'); return p.hidden ? null : [p.dataset.tile, getComputedStyle(p).backgroundImage, p.offsetWidth]; })()"))
+    report["previewTiles"] = tiles
+    browser.screenshot("storyboard-hover")
+
+
+def scenario_basic(browser, base, path, report, token):
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.screenshot("1-loaded")
+    report["uploadID"] = upload_file(browser, path)
+    browser.screenshot("2-uploaded")
+    report["job"] = start_job(browser)
+    browser.screenshot("3-started")
+    browser.wait(f"['succeeded', 'failed', 'canceled'].includes({JOB_ITEM}.dataset.state)", timeout=120)
+    report["state"] = job_state(browser)
+    report["progress"] = browser.eval(f"{JOB_ITEM}.querySelector('progress').value")
+    report["shownName"] = browser.eval(f"{JOB_ITEM}.querySelector('.name').textContent")
+    browser.screenshot("4-finished")
+    play_result(browser, report)
+    browser.screenshot("5-playing")
+    hover_storyboard(browser, report)
+    report["images"] = browser.eval("document.querySelectorAll('img').length")
+    report["elementsNamedByFile"] = browser.eval("document.querySelectorAll('[onerror], img[src=x]').length")
+
+
+def scenario_resume(browser, base, path, report, token):
+    size = os.path.getsize(path)
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.throttle_upload(1_000_000)
+    browser.set_files("#file", [path])
+    browser.wait(f"Number(document.querySelector('#upload-progress').dataset.sent || 0) > {size} * 0.6", timeout=60)
+    report["sentBeforeReload"] = browser.eval("Number(document.querySelector('#upload-progress').dataset.sent)")
+    report["rememberedBeforeReload"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
+    browser.screenshot("1-mid-upload")
+    browser.reload()
+    browser.wait("!document.querySelector('#app').hidden")
+    report["noticeAfterReload"] = browser.eval("document.querySelector('#upload-detail').textContent")
+    browser.screenshot("2-reloaded")
+    browser.throttle_upload(-1)
+    before = len(browser.requests("PATCH"))
+    report["uploadID"] = upload_file(browser, path)
+    patches = browser.requests("PATCH")[before:]
+    report["firstOffsetAfterReload"] = int(patches[0]["headers"].get("Upload-Offset", "-1")) if patches else None
+    report["creations"] = len([r for r in browser.requests("POST", "/v1/tus")])
+    report["detail"] = browser.eval("document.querySelector('#upload-detail').textContent")
+    report["rememberedAfter"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
+    browser.screenshot("3-resumed")
+
+
+def scenario_token(browser, base, path, report, token):
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#login').hidden")
+    report["consoleErrorsBeforeProbes"] = list(browser.console_errors)
+    report["appHiddenBeforeSignIn"] = browser.eval("document.querySelector('#app').hidden")
+    report["jobsWithoutToken"] = browser.eval("fetch('/v1/jobs').then(r => r.status)", await_promise=True)
+    report["eventsWithoutToken"] = browser.eval("fetch('/v1/jobs/x/events').then(r => r.status)", await_promise=True)
+    browser.screenshot("1-sign-in")
+    browser.eval("document.querySelector('#token').focus()")
+    browser.type_text("wrong-" + token)
+    browser.key("Enter", text="\r")
+    browser.wait("document.querySelector('#login-error').textContent !== ''")
+    report["wrongTokenMessage"] = browser.eval("document.querySelector('#login-error').textContent")
+    browser.eval("document.querySelector('#token').value = ''")
+    browser.type_text(token)
+    browser.key("Enter", text="\r")
+    browser.wait("!document.querySelector('#app').hidden")
+    report["jobsWithSession"] = browser.eval("fetch('/v1/jobs').then(r => r.status)", await_promise=True)
+    report["postWithCookieOnly"] = browser.eval(
+        "fetch('/v1/jobs', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status)",
+        await_promise=True)
+    report["cookieVisibleToScript"] = browser.eval("document.cookie")
+    browser.screenshot("2-signed-in")
+    report["uploadID"] = upload_file(browser, path)
+    report["job"] = start_job(browser)
+    browser.wait(f"['succeeded', 'failed', 'canceled'].includes({JOB_ITEM}.dataset.state)", timeout=120)
+    report["state"] = job_state(browser)
+    play_result(browser, report)
+    browser.screenshot("3-playing")
+    report["urls"] = sorted({r["url"] for r in browser.requests()})
+
+
+def focus_by_tab(browser, test, limit=40):
+    for _ in range(limit):
+        browser.key("Tab")
+        if browser.eval(test):
+            return True
+    return False
+
+
+def scenario_keyboard(browser, base, path, report, token):
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.send("Page.setInterceptFileChooserDialog", {"enabled": True})
+    report["reachedFileInput"] = focus_by_tab(browser, "document.activeElement.id === 'file'")
+    browser.key(" ", code="Space", text=" ")
+    chooser = None
+    deadline = time.time() + 10
+    while chooser is None and time.time() < deadline:
+        browser.pump(0.1)
+        chooser = next((e["params"] for e in browser.events if e.get("method") == "Page.fileChooserOpened"), None)
+    report["fileChooserOpened"] = chooser is not None
+    if chooser:
+        browser.send("DOM.setFileInputFiles", {"files": [path], "backendNodeId": chooser["backendNodeId"]})
+    browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=60)
+    browser.screenshot("1-uploaded")
+    report["reachedStart"] = focus_by_tab(browser, "document.activeElement.id === 'start'")
+    known = known_jobs(browser)
+    browser.key("Enter", text="\r")
+    report["job"] = new_job_item(browser, known)
+    report["stateAfterStart"] = job_state(browser)
+    report["reachedCancel"] = focus_by_tab(
+        browser, f"document.activeElement.dataset.action === 'cancel' && document.activeElement.closest('li') === {JOB_ITEM}")
+    browser.key("Enter", text="\r")
+    browser.wait(f"{JOB_ITEM}.dataset.state === 'canceled'", timeout=20)
+    report["state"] = job_state(browser)
+    report["liveRegion"] = browser.eval("document.querySelector('#live').textContent")
+    browser.screenshot("2-canceled")
+
+
+def scenario_eta(browser, base, path, report, token, settings=None):
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    if settings:
+        # Typed into the advanced editor, as a person would.
+        browser.eval("document.querySelector('#advanced').open = true")
+        browser.eval("(() => { const t = document.querySelector('#settings-json'); t.focus(); t.select(); })()")
+        browser.type_text(settings)
+    upload_file(browser, path)
+    start_job(browser)
+    samples = []
+    started = time.time()
+    while time.time() - started < 180:
+        state = job_state(browser)
+        fraction = browser.eval(f"{JOB_ITEM}.querySelector('progress').value")
+        eta = browser.eval(f"{JOB_ITEM}.querySelector('.stats').dataset.eta || null")
+        now = time.time()
+        if state in ("succeeded", "failed", "canceled"):
+            report["state"] = state
+            report["end"] = now
+            break
+        if state == "running" and eta is not None:
+            samples.append([now, fraction, float(eta)])
+        browser.pump(0.25)
+    report["samples"] = samples
+    report["startedAt"] = started
+    browser.screenshot("1-finished")
+
+
+def main():
+    scenario, base, artifacts, path = sys.argv[1:5]
+    token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else ""
+    settings = sys.argv[sys.argv.index("--settings") + 1] if "--settings" in sys.argv else None
+    report = {"scenario": scenario}
+    browser = Browser(tempfile.mkdtemp(prefix="chromium-"), artifacts)
+    try:
+        run = globals()["scenario_" + scenario]
+        if settings:
+            run(browser, base, path, report, token, settings)
+        else:
+            run(browser, base, path, report, token)
+    except Exception as error:  # the report says what failed; the Swift test fails on it
+        report["error"] = f"{type(error).__name__}: {error}"
+        report["trace"] = traceback.format_exc()
+        try:
+            browser.screenshot("failure")
+        except Exception:
+            pass
+    finally:
+        browser.pump(0.2)
+        report["consoleErrors"] = browser.console_errors
+        report["dialogs"] = browser.dialogs
+        browser.close()
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
