@@ -174,8 +174,9 @@ import TestSupport
         #expect(!server.log.contains(token), "the token is not in the server's log")
     }
 
-    /// Tab and Enter (and Space on the file input, whose chooser DevTools answers) alone: upload, start, cancel.
-    @Test func keyboardAloneUploadsStartsAndCancels() throws {
+    /// Tab and Enter (and Space on the file input, whose chooser DevTools answers) alone: upload, start, cancel,
+    /// retry (a new job on the same input with the same settings) and delete the canceled job.
+    @Test func keyboardAloneUploadsStartsCancelsRetriesAndDeletes() throws {
         let server = try TestServer()
         let report = try browse("keyboard", server, file: try clip("long.mp4", size: "1280x720", seconds: 30))
         #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
@@ -183,8 +184,37 @@ import TestSupport
         #expect(report["reachedStart"] as? Bool == true && report["reachedCancel"] as? Bool == true)
         #expect(["queued", "running"].contains(report["stateAfterStart"] as? String ?? ""), "\(report)")
         #expect(report["state"] as? String == "canceled")
-        #expect(try server.json("/v1/jobs/\(report["job"] as? String ?? "")").object["state"] as? String == "canceled")
         #expect((report["liveRegion"] as? String ?? "").contains("canceled"), "the live region says so")
+        #expect(report["reachedRetry"] as? Bool == true && report["reachedDelete"] as? Bool == true)
+        let retried = try server.json("/v1/jobs/\(report["retried"] as? String ?? "")").object
+        let deleted = try server.json("/v1/jobs/\(report["deleted"] as? String ?? "")")
+        #expect(deleted.status == 404, "the canceled job is deleted")
+        let input = retried["input"] as? [String: Any]
+        #expect(input?["filename"] as? String == "long.mp4" && ["queued", "running"].contains(retried["state"] as? String ?? ""),
+                "the retry is a new job on the same upload: \(retried)")
+    }
+
+    /// The presets come from the server; settings it refuses show its own message beside the field the message
+    /// names (the JSON editor for `video`, the pictures checkbox for `thumbnails`) and start nothing; the ladder
+    /// option makes an HLS ladder that the page plays natively.
+    @Test func settingsAreCheckedByTheServerAndALadderPlays() throws {
+        let server = try TestServer()
+        let report = try browse("settings", server, file: try clip("clip.mp4"))
+        // The browser logs the two refusals (400) itself; nothing else.
+        let errors = report["consoleErrors"] as? [String] ?? []
+        #expect(errors.count == 2 && errors.allSatisfy { $0.contains("status of 400") && $0.hasSuffix("/v1/jobs") }, "\(errors)")
+        #expect(report["presetOptions"] as? [String] == ["", "480p", "720p", "1080p", "audio"], "\(report["presetOptions"] ?? "")")
+        let refused = report["refused"] as? [String: [Any]] ?? [:]
+        let height = refused[#"{"video": {"height": 7}}"#] ?? []
+        #expect((height.first as? String ?? "").hasPrefix("settings.video.height: expected an even number"), "\(height)")
+        let interval = refused[#"{"thumbnails": {"interval": 0}}"#] ?? []
+        #expect((interval.first as? String ?? "").hasPrefix("settings.thumbnails.interval:"), "shown by the pictures checkbox: \(interval)")
+        #expect(refused.count == 3 && refused.values.allSatisfy { $0.count == 3 && $0[1] as? String == "true" && $0[2] as? Bool == true },
+                "each marked invalid, no job started: \(refused)")
+        #expect((report["ladderSettings"] as? [String: Any])?["container"] as? String == "hls")
+        #expect(report["state"] as? String == "succeeded" && (report["currentTime"] as? Double ?? 0) > 0.5, "\(report)")
+        #expect((report["playerSource"] as? String ?? "").hasSuffix("/output/master.m3u8"))
+        #expect((report["downloads"] as? [String] ?? []).contains("manifest.mpd"))
     }
 
     /// A transcode of about 20 s: from 25 % on, the ETA shown is within 30 % of the time really left, or within 1.5 s

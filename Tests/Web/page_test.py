@@ -5,7 +5,8 @@ Swift test asserts on it). Screenshots of each step go into the artifacts folder
 
 Scenarios: basic (upload through the file input, transcode, play, storyboard, downloads; the file's name is
 markup), resume (reload mid-upload on a throttled connection, choose the file again), token (sign in first),
-keyboard (upload, start and cancel with Tab and Enter only), eta (the ETA shown against the real time left).
+keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
+shown by their field, a ladder played as HLS), eta (the ETA shown against the real time left).
 """
 
 import json
@@ -195,6 +196,58 @@ def scenario_keyboard(browser, base, path, report, token):
     report["state"] = job_state(browser)
     report["liveRegion"] = browser.eval("document.querySelector('#live').textContent")
     browser.screenshot("2-canceled")
+    # Retry (the same input and settings, a new job), then delete the canceled one.
+    canceled = report["job"]
+    canceled_item = JOB_ITEM
+    report["reachedRetry"] = focus_by_tab(
+        browser, f"document.activeElement.dataset.action === 'retry' && document.activeElement.closest('li') === {canceled_item}")
+    known = known_jobs(browser)
+    browser.key("Enter", text="\r")
+    report["retried"] = new_job_item(browser, known)
+    report["retriedState"] = job_state(browser)
+    canceled_button = f"document.querySelector('#jobs li[data-job=\"{canceled}\"] [data-action=delete]')"
+    report["reachedDelete"] = focus_by_tab(browser, f"document.activeElement === {canceled_button}")
+    browser.key("Enter", text="\r")
+    browser.wait(f"!document.querySelector('#jobs li[data-job=\"{canceled}\"]')", timeout=20)
+    report["deleted"] = canceled
+    browser.screenshot("3-retried-and-deleted")
+
+
+def replace_settings(browser, text):
+    browser.eval("document.querySelector('#advanced').open = true")
+    browser.eval("(() => { const t = document.querySelector('#settings-json'); t.focus(); t.select(); })()")
+    browser.type_text(text)
+
+
+def scenario_settings(browser, base, path, report, token):
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.wait("document.querySelector('#preset').options.length > 1")
+    report["presetOptions"] = browser.eval("[...document.querySelector('#preset').options].map(o => o.value)")
+    upload_file(browser, path)
+    # Settings the server refuses: its message, next to the field it names.
+    errors = {}
+    for text, field in [('{"video": {"height": 7}}', "settings"), ('{"thumbnails": {"interval": 0}}', "pictures"),
+                        ('{"video": ', "settings")]:
+        replace_settings(browser, text)
+        known = known_jobs(browser)
+        browser.click("#start")
+        browser.wait(f"document.querySelector('#{field}-error').textContent !== ''", timeout=10)
+        control = "#settings-json" if field == "settings" else f"#{field}"
+        errors[text] = [browser.eval(f"document.querySelector('#{field}-error').textContent"),
+                        browser.eval(f"document.querySelector('{control}').getAttribute('aria-invalid')"),
+                        known_jobs(browser) == known]
+        browser.screenshot("1-refused-" + field)
+    report["refused"] = errors
+    # The ladder: the checkbox composes the settings again; the result plays as HLS in the page.
+    browser.click("#ladder")
+    report["ladderSettings"] = browser.eval("JSON.parse(document.querySelector('#settings-json').value)")
+    report["job"] = start_job(browser)
+    browser.wait(f"['succeeded', 'failed', 'canceled'].includes({JOB_ITEM}.dataset.state)", timeout=120)
+    report["state"] = job_state(browser)
+    play_result(browser, report)
+    report["playerSource"] = browser.eval("document.querySelector('#player').currentSrc")
+    browser.screenshot("2-ladder-playing")
 
 
 def scenario_eta(browser, base, path, report, token, settings=None):
