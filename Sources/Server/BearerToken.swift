@@ -9,11 +9,16 @@ import Foundation
 /// it and a new token ends every session). The cookie is accepted for reads only (`GET`, `HEAD`): it lets the
 /// browser's own requests (an event stream, a `<video>`, a download link) through without the token in a URL,
 /// while a change always needs the header, which another site cannot make a browser send (no CSRF).
+///
+/// Signing out clears the cookie in that browser; a copy of it stays valid until it expires or the token changes
+/// (sessions are not stored anywhere). The cookie's name carries a digest of the key, so servers with different
+/// tokens on one host (cookies ignore ports) do not overwrite each other's sessions.
 public struct BearerToken: Sendable {
     private let token: [UInt8]?
     private let sessionKey: Data?
+    /// `transcoderd_session_<8 hex digits of the key's digest>`.
+    let cookieName: String
 
-    static let cookieName = "transcoderd_session"
     /// Seconds a session lasts.
     static let sessionLifetime = 12 * 3600
 
@@ -25,6 +30,7 @@ public struct BearerToken: Sendable {
             Data(("transcoderd session key\n" + token).utf8).withUnsafeBytes { digest.update($0) }
             return digest.finishBytes()
         }
+        cookieName = "transcoderd_session_" + (sessionKey.map { Self.hex(Digest.hmacSHA256(key: $0, message: Data("cookie name".utf8))).prefix(8) } ?? "none")
     }
 
     /// Whether requests need the token.
@@ -35,24 +41,24 @@ public struct BearerToken: Sendable {
         guard let sessionKey else { return nil }
         let expiry = Int(now.timeIntervalSince1970) + Self.sessionLifetime
         let signature = Self.hex(Digest.hmacSHA256(key: sessionKey, message: Data("session \(expiry)".utf8)))
-        return "\(Self.cookieName)=\(expiry).\(signature); Path=/; Max-Age=\(Self.sessionLifetime); HttpOnly; SameSite=Strict"
+        return "\(cookieName)=\(expiry).\(signature); Path=/; Max-Age=\(Self.sessionLifetime); HttpOnly; SameSite=Strict"
     }
 
     /// The `Set-Cookie` value that ends a session.
-    static let expiredCookie = "\(cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
+    var expiredCookie: String { "\(cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" }
 
-    /// Whether the request's `Cookie` header holds a session this token signed that has not expired.
+    /// Whether the request's `Cookie` header holds a session this token signed that has not expired: the first
+    /// cookie of the session's name only (one signature checked per request, whatever the header holds).
     public func hasSession(_ head: RequestHead, now: Date = Date()) -> Bool {
         guard let sessionKey, let header = head.headers["Cookie"] else { return false }
-        for pair in header.split(separator: ";") {
-            let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, parts[0] == Self.cookieName else { continue }
-            let value = parts[1].split(separator: ".", maxSplits: 1).map(String.init)
-            guard value.count == 2, let expiry = Int(value[0]), expiry > Int(now.timeIntervalSince1970) else { continue }
-            let expected = Self.hex(Digest.hmacSHA256(key: sessionKey, message: Data("session \(expiry)".utf8)))
-            if Self.constantTimeEquals(Array(value[1].utf8), Array(expected.utf8)) { return true }
-        }
-        return false
+        let pairs = header.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1) }
+        guard let pair = pairs.first(where: { $0.count == 2 && $0[0] == cookieName }) else { return false }
+        let value = pair[1].split(separator: ".", maxSplits: 1)
+        // The expiry as this server writes it (digits only), still ahead.
+        guard value.count == 2, !value[0].isEmpty, value[0].count <= 12, value[0].allSatisfy(\.isASCII), value[0].allSatisfy(\.isNumber),
+              value[0].first != "0", let expiry = Int(value[0]), expiry > Int(now.timeIntervalSince1970) else { return false }
+        let expected = Self.hex(Digest.hmacSHA256(key: sessionKey, message: Data("session \(expiry)".utf8)))
+        return Self.constantTimeEquals(Array(value[1].utf8), Array(expected.utf8))
     }
 
     private static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }

@@ -82,8 +82,8 @@ public final class TranscoderAPI: Sendable {
                 .json(APIModels.Session(required: authentication.isEnabled, session: authentication.hasSession(request.head)),
                       headers: HTTPHeaders([("Cache-Control", "no-store")]))
             },
-            .init("DELETE", "/v1/session", inline: true) { _ throws(HTTPError) in
-                Response(.noContent, headers: HTTPHeaders([("Set-Cookie", BearerToken.expiredCookie), ("Cache-Control", "no-store")]))
+            .init("DELETE", "/v1/session", inline: true) { [authentication] _ throws(HTTPError) in
+                Response(.noContent, headers: HTTPHeaders([("Set-Cookie", authentication.expiredCookie), ("Cache-Control", "no-store")]))
             },
             .init("GET", "/readyz") { [self] _ throws(HTTPError) in try ready() },
             .init("GET", "/metrics") { [self] _ throws(HTTPError) in metrics() },

@@ -87,6 +87,9 @@ public final class TestServer: @unchecked Sendable {
     /// The server's own process id: `process`'s, or its child's when a wrapper runs the server.
     public var serverPID: Int32? {
         guard wrapped else { return process.processIdentifier }
+        // A wrapper that execs the server (nice) is the server; one that runs it as a child (strace) is not.
+        let name = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/comm", encoding: .utf8)) ?? ""
+        if name.hasPrefix("transcoderd") { return process.processIdentifier }
         let children = (try? Shell.run("pgrep", ["-P", String(process.processIdentifier)]).stdout) ?? ""
         return children.split(separator: "\n").compactMap { Int32($0) }.first
     }

@@ -52,6 +52,22 @@ def start_job(browser):
     return new_job_item(browser, known)
 
 
+def wait_for_end(browser, report, timeout=120):
+    """Waits for the job to end, noting every progress value shown on the way."""
+    seen = set()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = job_state(browser)
+        seen.add(browser.eval(f"{JOB_ITEM}.querySelector('progress').value"))
+        if state in ("succeeded", "failed", "canceled"):
+            break
+        browser.pump(0.1)
+    report["state"] = job_state(browser)
+    report["progressSeen"] = sorted(value for value in seen if value is not None)
+    report["streamEvents"] = sorted({e["params"].get("eventName") for e in browser.events
+                                     if e.get("method") == "Network.eventSourceMessageReceived"})
+
+
 def play_result(browser, report):
     browser.eval(f"{JOB_ITEM}.querySelector('[data-action=show]').click()")
     browser.wait("!document.querySelector('#result').hidden")
@@ -91,8 +107,7 @@ def scenario_basic(browser, base, path, report, token):
     browser.screenshot("2-uploaded")
     report["job"] = start_job(browser)
     browser.screenshot("3-started")
-    browser.wait(f"['succeeded', 'failed', 'canceled'].includes({JOB_ITEM}.dataset.state)", timeout=120)
-    report["state"] = job_state(browser)
+    wait_for_end(browser, report)
     report["progress"] = browser.eval(f"{JOB_ITEM}.querySelector('progress').value")
     report["shownName"] = browser.eval(f"{JOB_ITEM}.querySelector('.name').textContent")
     browser.screenshot("4-finished")
@@ -121,6 +136,7 @@ def scenario_resume(browser, base, path, report, token):
     before = len(browser.requests("PATCH"))
     report["uploadID"] = upload_file(browser, path)
     patches = browser.requests("PATCH")[before:]
+    report["headsAfterReload"] = len([r for r in browser.requests("HEAD", "/v1/tus/")])
     report["firstOffsetAfterReload"] = int(patches[0]["headers"].get("Upload-Offset", "-1")) if patches else None
     report["creations"] = len([r for r in browser.requests("POST", "/v1/tus")])
     report["detail"] = browser.eval("document.querySelector('#upload-detail').textContent")
@@ -145,6 +161,7 @@ def scenario_token(browser, base, path, report, token):
     browser.type_text(token)
     browser.key("Enter", text="\r")
     browser.wait("!document.querySelector('#app').hidden")
+    errors_before_sign_in = len(browser.console_errors)
     report["jobsWithSession"] = browser.eval("fetch('/v1/jobs').then(r => r.status)", await_promise=True)
     report["postWithCookieOnly"] = browser.eval(
         "fetch('/v1/jobs', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{}'}).then(r => r.status)",
@@ -153,10 +170,13 @@ def scenario_token(browser, base, path, report, token):
     browser.screenshot("2-signed-in")
     report["uploadID"] = upload_file(browser, path)
     report["job"] = start_job(browser)
-    browser.wait(f"['succeeded', 'failed', 'canceled'].includes({JOB_ITEM}.dataset.state)", timeout=120)
-    report["state"] = job_state(browser)
+    wait_for_end(browser, report)
     play_result(browser, report)
     browser.screenshot("3-playing")
+    browser.pump(0.3)
+    # The page's own requests are what they should be: the one deliberate 401 above (a POST with the cookie only)
+    # is the only error logged after signing in.
+    report["consoleErrorsAfterSignIn"] = browser.console_errors[errors_before_sign_in:]
     report["urls"] = sorted({r["url"] for r in browser.requests()})
 
 
@@ -205,6 +225,8 @@ def scenario_keyboard(browser, base, path, report, token):
     browser.key("Enter", text="\r")
     report["retried"] = new_job_item(browser, known)
     report["retriedState"] = job_state(browser)
+    for key, ident in (("canceledJob", canceled), ("retriedJob", report["retried"])):
+        report[key] = browser.eval(f"fetch('/v1/jobs/{ident}').then(r => r.json())", await_promise=True)
     canceled_button = f"document.querySelector('#jobs li[data-job=\"{canceled}\"] [data-action=delete]')"
     report["reachedDelete"] = focus_by_tab(browser, f"document.activeElement === {canceled_button}")
     browser.key("Enter", text="\r")

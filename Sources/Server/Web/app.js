@@ -22,7 +22,7 @@ const jobs = new JobList({
 });
 
 const result = new ResultView({
-  section: $("result"), name: $("result-name"), note: $("result-note"), player: $("player"), scrub: $("scrub"),
+  section: $("result"), title: $("result-title"), name: $("result-name"), note: $("result-note"), player: $("player"), scrub: $("scrub"),
   preview: $("preview"), previewTime: $("preview-time"), downloads: $("downloads"),
   inputTracks: $("input-tracks"), outputTracks: $("output-tracks"),
 });
@@ -39,7 +39,7 @@ function showLogin(message = "") {
 }
 
 function handleError(error, where) {
-  if (error instanceof APIError && error.status === 401) {
+  if (error.status === 401) {
     showLogin(token() ? "The token was refused; enter it again." : "");
     return;
   }
@@ -51,7 +51,11 @@ $("login-form").addEventListener("submit", async (event) => {
   try {
     await signIn($("token").value);
     $("token").value = "";
-    await startApp();
+    await // The session cookie lasts 12 hours: renewed every 6 while the page is open.
+setInterval(() => { if (token()) signIn(token()).catch(() => {}); }, 6 * 3600 * 1000);
+
+startApp();
+    $("file").focus();
   } catch (error) {
     $("login-error").textContent = error.status === 401 ? "That token is not the server's." : error.message;
   }
@@ -135,8 +139,15 @@ async function upload(file) {
   $("upload-detail").textContent = "starting…";
   const progress = $("upload-progress");
   progress.value = 0;
+  let announced = 0;
   const current = new TusUpload(file, {
+    onRetry: (seconds) => { $("upload-detail").textContent = `connection lost; trying again in ${seconds} s…`; },
     onProgress: ({ sent, total, speed, remaining, resumedFrom }) => {
+      const step = total > 0 ? Math.floor(sent / total * 4) : 0;
+      if (step > announced && step < 4) {
+        announced = step;
+        $("live").textContent = `${file.name}: ${step * 25} % uploaded`;
+      }
       progress.value = total > 0 ? sent / total : 1;
       progress.dataset.sent = String(sent);
       const parts = [`${formatBytes(sent)} of ${formatBytes(total)}`];
@@ -158,7 +169,7 @@ async function upload(file) {
   } catch (error) {
     if (state.upload !== current) return;
     $("upload-detail").textContent = "";
-    handleError(error instanceof APIError ? error : new Error(error.message), $("start-error"));
+    handleError(error, $("start-error"));
   }
 }
 
@@ -207,8 +218,12 @@ $("start").addEventListener("click", async () => {
 async function startApp() {
   try {
     const session = await request("GET", "/v1/session");
-    // The token is needed for every change the page makes: without it in this tab, ask for it first.
+    // The token is needed for every change the page makes: without it in this tab, ask for it first. With it
+    // but no session cookie (expired), sign in again quietly: the browser's own reads need the cookie.
     if (session.required && !token()) { showLogin(); return; }
+    if (session.required && !session.session) {
+      try { await signIn(token()); } catch { showLogin("The session ended; enter the token again."); return; }
+    }
     await loadPresets();
   } catch (error) {
     if (error instanceof APIError && error.status === 401) { showLogin(); return; }
@@ -230,5 +245,8 @@ async function startApp() {
     handleError(error, $("start-error"));
   }
 }
+
+// The session cookie lasts 12 hours: renewed every 6 while the page is open.
+setInterval(() => { if (token()) signIn(token()).catch(() => {}); }, 6 * 3600 * 1000);
 
 startApp();

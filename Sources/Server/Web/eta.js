@@ -1,9 +1,10 @@
 // Estimates the time left from measured progress: the rate is the progress made over the last `window` seconds
 // (not the server's instantaneous speed), and the shown value counts down smoothly: it follows the estimate, is
-// never negative, and never goes up by more than `maxRise` seconds at one update.
+// never negative, and rises by at most `maxRise` seconds per second of wall time (and no more than that at once).
+// With no progress over a whole window (a stalled job), there is no estimate.
 
 export class EtaEstimator {
-  constructor({ window = 15, minimumSpan = 2, maxRise = 3, smoothing = 0.3 } = {}) {
+  constructor({ window = 10, minimumSpan = 2, maxRise = 3, smoothing = 0.3 } = {}) {
     this.window = window;
     this.minimumSpan = minimumSpan;
     this.maxRise = maxRise;
@@ -16,13 +17,19 @@ export class EtaEstimator {
   // `fraction` 0 to 1 at `now` seconds; returns the seconds left to show, or null until there is enough to measure.
   update(fraction, now) {
     const last = this.samples[this.samples.length - 1];
-    if (last && fraction < last.fraction) return this.shown;
+    if (last && fraction < last.fraction) {
+      // Progress went back (a new attempt): measure again from here.
+      this.samples = [];
+      this.shown = null;
+      this.shownAt = null;
+    }
     this.samples.push({ fraction, now });
     while (this.samples.length > 2 && now - this.samples[0].now > this.window) this.samples.shift();
     const first = this.samples[0];
     const span = now - first.now;
     const made = fraction - first.fraction;
     if (fraction >= 1) return this.set(0, now);
+    if (made <= 0 && span >= this.window) return this.set(null, now);
     if (span < this.minimumSpan || made <= 0) {
       // No measurable progress yet: the last value keeps counting down, not below zero.
       if (this.shown === null) return null;
@@ -30,9 +37,10 @@ export class EtaEstimator {
     }
     const estimate = (1 - fraction) * span / made;
     if (this.shown === null) return this.set(estimate, now);
-    const counted = Math.max(0, this.shown - (now - this.shownAt));
+    const elapsed = now - this.shownAt;
+    const counted = Math.max(0, this.shown - elapsed);
     let next = counted + this.smoothing * (estimate - counted);
-    next = Math.min(next, counted + this.maxRise);
+    next = Math.min(next, counted + this.maxRise * Math.min(1, elapsed));
     return this.set(Math.max(0, next), now);
   }
 

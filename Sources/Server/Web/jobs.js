@@ -5,8 +5,11 @@
 import { request } from "./api.js";
 import { EtaEstimator, formatSeconds } from "./eta.js";
 
-// Event streams open at once: a browser keeps about six connections per server, and the page needs some for itself.
-const maxStreams = 4;
+// Event streams open at once: a browser keeps about six connections per server, and the page (and another tab of
+// it) needs some for itself.
+const maxStreams = 3;
+// Seconds between readings of the whole list (jobs made or deleted elsewhere) and of active jobs not streamed.
+const refreshSeconds = 5;
 
 export class JobList {
   constructor({ list, empty, live, template, onShow, onRetry, onError }) {
@@ -21,14 +24,31 @@ export class JobList {
     this.items = new Map();
     this.streams = new Map();
     this.etas = new Map();
+    this.announced = new Map();
+    // The highest fraction shown per job: a reading older than it (the list's, next to the stream's) is ignored.
+    this.fractions = new Map();
     this.timer = null;
   }
 
   async load() {
+    await this.refreshList();
+    if (!this.timer) this.timer = setInterval(() => this.refresh(), refreshSeconds * 1000);
+  }
+
+  // The newest jobs as the server lists them: new ones are added; when the list is whole, ones gone are removed.
+  async refreshList() {
     const answer = await request("GET", "/v1/jobs?limit=50");
-    for (const job of answer.jobs.reverse()) this.upsert(job);
+    for (const job of [...answer.jobs].reverse()) this.upsert(job);
+    if (!answer.next) {
+      const listed = new Set(answer.jobs.map((job) => job.id));
+      for (const id of [...this.jobs.keys()]) if (!listed.has(id)) this.remove(id);
+    }
     this.watchActive();
-    if (!this.timer) this.timer = setInterval(() => this.refreshUnwatched(), 3000);
+  }
+
+  async refresh() {
+    try { await this.refreshList(); } catch (error) { if (error.status === 401) this.onError(error); }
+    await this.refreshUnwatched();
   }
 
   stop() {
@@ -46,8 +66,12 @@ export class JobList {
     if (!item) {
       item = this.template.content.firstElementChild.cloneNode(true);
       item.dataset.job = job.id;
-      item.querySelector(".name").textContent = job.input?.filename || job.input?.id || job.id;
-      item.querySelector("progress").setAttribute("aria-label", `Progress of ${item.querySelector(".name").textContent}`);
+      const name = item.querySelector(".name");
+      name.textContent = job.input?.filename || job.input?.id || job.id;
+      name.id = `job-name-${job.id}`;
+      // Each button says which job it acts on ("Cancel", described by the file's name).
+      for (const button of item.querySelectorAll("button")) button.setAttribute("aria-describedby", name.id);
+      item.querySelector("progress").setAttribute("aria-label", `Progress of ${name.textContent}`);
       item.addEventListener("click", (event) => this.act(event, job.id));
       this.items.set(job.id, item);
       this.list.prepend(item);
@@ -55,7 +79,13 @@ export class JobList {
     item.dataset.state = job.state;
     item.querySelector(".state").textContent = job.state;
     const progress = item.querySelector("progress");
-    progress.value = job.state === "succeeded" ? 1 : (job.progress?.fraction || 0);
+    if (previous && previous.attempts !== job.attempts) {
+      // A new attempt measures its own pace.
+      this.etas.delete(job.id);
+      this.fractions.delete(job.id);
+    }
+    if (job.state === "succeeded") progress.value = 1;
+    else if (job.state !== "running") progress.value = job.progress?.fraction || 0;
     item.querySelector(".job-error").textContent = job.state === "failed" && job.error ? job.error.message : "";
     const active = job.state === "queued" || job.state === "running";
     item.querySelector('[data-action="cancel"]').hidden = !active;
@@ -83,7 +113,21 @@ export class JobList {
     if (!item) return;
     const fraction = Math.min(1, Math.max(0, report.fraction || 0));
     const progress = item.querySelector("progress");
-    progress.value = Math.max(progress.value, fraction);
+    const stats = item.querySelector(".stats");
+    if (report.phase === "fetching") {
+      // The input is being downloaded from its URL: not the transcode, no ETA.
+      stats.textContent = `Fetching the input: ${Math.round(fraction * 100)} %`;
+      delete stats.dataset.eta;
+      return;
+    }
+    if (fraction < (this.fractions.get(id) ?? 0)) return;
+    this.fractions.set(id, fraction);
+    progress.value = fraction;
+    const step = Math.floor(fraction * 4);
+    if (step > (this.announced.get(id) ?? 0) && step < 4) {
+      this.announced.set(id, step);
+      this.live.textContent = `${item.querySelector(".name").textContent}: ${step * 25} %`;
+    }
     let eta = this.etas.get(id);
     if (!eta) { eta = new EtaEstimator(); this.etas.set(id, eta); }
     const left = eta.update(fraction, performance.now() / 1000);
@@ -92,7 +136,6 @@ export class JobList {
     if (report.speed) parts.push(`${report.speed.toFixed(2)}× real time`);
     if (left !== null) parts.push(`about ${formatSeconds(left)} left`);
     if (report.resumedFrom) parts.push(`resumed at ${formatSeconds(report.resumedFrom)}`);
-    const stats = item.querySelector(".stats");
     stats.textContent = parts.join(" · ");
     if (left === null) delete stats.dataset.eta; else stats.dataset.eta = left.toFixed(2);
   }
@@ -114,13 +157,10 @@ export class JobList {
     stream.addEventListener("progress", (event) => this.progress(id, JSON.parse(event.data)));
     stream.onerror = () => {
       // The server ends the stream after a terminal state; otherwise the browser would reconnect on its own, but
-      // the job may have ended meanwhile: read it once and watch again only if it is still active.
+      // the job may have ended meanwhile (or the session expired): the job is read at the next refresh, which
+      // streams it again if it is still active.
       stream.close();
       this.streams.delete(id);
-      request("GET", `/v1/jobs/${encodeURIComponent(id)}`).then((job) => {
-        this.upsert(job);
-        this.watchActive();
-      }).catch(() => {});
     };
   }
 
@@ -138,15 +178,23 @@ export class JobList {
     const button = event.target.closest("button[data-action]");
     if (!button) return;
     const job = this.jobs.get(id);
+    const item = this.items.get(id);
     try {
       switch (button.dataset.action) {
         case "show": this.onShow(job); break;
-        case "cancel": this.upsert(await request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`)); break;
-        case "retry": await this.onRetry(job); break;
-        case "delete":
-          await request("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
-          this.remove(id);
+        case "cancel":
+          this.upsert(await request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`));
+          // The button is gone: keep the keyboard where it was, on the job's next action.
+          item.querySelector('[data-action="retry"]:not([hidden]), [data-action="delete"]:not([hidden])')?.focus();
           break;
+        case "retry": await this.onRetry(job); break;
+        case "delete": {
+          await request("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
+          const next = item.nextElementSibling || item.previousElementSibling;
+          this.remove(id);
+          (next?.querySelector("button:not([hidden])") || document.getElementById("jobs-title")).focus();
+          break;
+        }
       }
     } catch (error) {
       this.onError(error);
@@ -165,6 +213,8 @@ export class JobList {
     this.items.delete(id);
     this.jobs.delete(id);
     this.etas.delete(id);
+    this.announced.delete(id);
+    this.fractions.delete(id);
     this.empty.hidden = this.items.size > 0;
   }
 }

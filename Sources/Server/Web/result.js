@@ -48,8 +48,14 @@ export class ResultView {
     this.cues = [];
     this.spriteURL = null;
     const { scrub, player } = elements;
-    scrub.addEventListener("input", () => { player.currentTime = Number(scrub.value); });
-    player.addEventListener("timeupdate", () => { scrub.value = String(player.currentTime); });
+    scrub.addEventListener("input", () => {
+      player.currentTime = Number(scrub.value);
+      this.previewAt(Number(scrub.value));
+    });
+    player.addEventListener("timeupdate", () => {
+      scrub.value = String(player.currentTime);
+      scrub.setAttribute("aria-valuetext", formatSeconds(player.currentTime));
+    });
     player.addEventListener("loadedmetadata", () => {
       if (Number.isFinite(player.duration)) scrub.max = String(player.duration);
     });
@@ -61,7 +67,9 @@ export class ResultView {
 
   async show(job) {
     const { section, name, player, downloads, inputTracks, outputTracks, preview, scrub } = this.e;
-    section.hidden = false;
+    // A later "Show result" wins over an earlier one still reading its storyboard.
+    const shown = (this.shown = (this.shown || 0) + 1);
+    this.reveal();
     name.textContent = job.input?.filename || job.id;
     const output = job.output;
     preview.hidden = true;
@@ -94,13 +102,20 @@ export class ResultView {
       try {
         const response = await fetch(output.storyboard, { credentials: "same-origin" });
         if (response.ok) {
-          this.cues = parseStoryboard(await response.text());
+          const cues = parseStoryboard(await response.text());
+          if (shown !== this.shown) return;
+          this.cues = cues;
           const base = output.storyboard.slice(0, output.storyboard.lastIndexOf("/") + 1);
           this.spriteURL = base + (this.cues[0]?.image || "storyboard.jpg");
         }
       } catch { this.cues = []; }
     }
-    section.scrollIntoView({ block: "nearest" });
+  }
+
+  // Shows the section and moves the keyboard there.
+  reveal() {
+    this.e.section.hidden = false;
+    this.e.title.focus();
   }
 
   preview(event) {

@@ -6,9 +6,16 @@ import { authHeaders } from "./api.js";
 
 const storageKey = "transcoderd.uploads";
 const version = "1.0.0";
+// The server keeps an unfinished upload for a day (--tus-expiry-hours): older entries are forgotten.
+const rememberFor = 24 * 3600 * 1000;
+// Waits before each new try after a dropped connection, in seconds.
+const retryDelays = [1, 2, 4, 8, 16];
 
 function remembered() {
-  try { return JSON.parse(localStorage.getItem(storageKey) || "{}"); } catch { return {}; }
+  let all;
+  try { all = JSON.parse(localStorage.getItem(storageKey) || "{}"); } catch { all = {}; }
+  const now = Date.now();
+  return Object.fromEntries(Object.entries(all).filter(([, value]) => value && now - value.at < rememberFor));
 }
 
 function remember(fingerprint, url) {
@@ -33,6 +40,8 @@ function base64(text) {
   return btoa(binary);
 }
 
+const sleep = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+
 function failure(status, text, doing) {
   let message = `${doing} failed (HTTP ${status}).`;
   try {
@@ -46,11 +55,13 @@ function failure(status, text, doing) {
 
 export class TusUpload {
   // `onProgress({sent, total, speed, remaining, resumedFrom})` while bytes go; `chunkSize` bytes per PATCH.
-  constructor(file, { endpoint = "/v1/tus", chunkSize = 4 * 1024 * 1024, onProgress = () => {} } = {}) {
+  // `onRetry(seconds, error)` before a new try after a dropped connection.
+  constructor(file, { endpoint = "/v1/tus", chunkSize = 4 * 1024 * 1024, onProgress = () => {}, onRetry = () => {} } = {}) {
     this.file = file;
     this.endpoint = endpoint;
     this.chunkSize = chunkSize;
     this.onProgress = onProgress;
+    this.onRetry = onRetry;
     this.url = null;
     this.offset = 0;
     this.resumedFrom = null;
@@ -74,14 +85,29 @@ export class TusUpload {
       }
     }
     if (!this.url) {
-      this.url = await this.create();
+      const url = await this.create();
+      if (this.aborted) throw new Error("The upload was stopped.");
+      this.url = url;
       remember(key, this.url);
     }
     this.report();
+    let failures = 0;
     while (this.offset < this.file.size) {
       if (this.aborted) throw new Error("The upload was stopped.");
       const end = Math.min(this.file.size, this.offset + this.chunkSize);
-      this.offset = await this.patch(this.file.slice(this.offset, end));
+      try {
+        this.offset = await this.patch(this.file.slice(this.offset, end));
+        failures = 0;
+      } catch (error) {
+        // A dropped connection (or an offset the server does not agree with): wait, ask the server where the
+        // upload stands, and go on from there. Anything else (refused, signed out) ends the upload.
+        if (this.aborted || !(error.status === 0 || error.status === 409) || failures >= retryDelays.length) throw error;
+        this.onRetry(retryDelays[failures], error);
+        await sleep(retryDelays[failures]);
+        failures += 1;
+        const offset = await this.serverOffset(this.url).catch(() => null);
+        if (offset !== null) this.offset = offset;
+      }
       this.report();
     }
     if (this.file.size === 0) await this.patch(new Blob([]));
@@ -94,9 +120,12 @@ export class TusUpload {
     if (this.request) this.request.abort();
   }
 
+  // The server's offset of the upload at `url`; null when it has no such upload (gone, expired). Throws for other
+  // answers (signed out, server trouble): the upload is then kept for later.
   async serverOffset(url) {
     const response = await fetch(url, { method: "HEAD", headers: authHeaders({ "Tus-Resumable": version }) });
-    if (!response.ok) return null;
+    if (response.status === 404 || response.status === 410) return null;
+    if (!response.ok) throw failure(response.status, "", "Asking the server how far the upload got");
     const offset = Number(response.headers.get("Upload-Offset"));
     const length = Number(response.headers.get("Upload-Length"));
     if (!Number.isFinite(offset) || length !== this.file.size) return null;
@@ -128,10 +157,17 @@ export class TusUpload {
       request.upload.onprogress = (event) => this.report(start + event.loaded);
       request.onload = () => {
         this.request = null;
-        if (request.status === 204) resolve(Number(request.getResponseHeader("Upload-Offset")));
-        else reject(failure(request.status, request.responseText, "Uploading"));
+        const offset = Number(request.getResponseHeader("Upload-Offset"));
+        if (request.status !== 204) reject(failure(request.status, request.responseText, "Uploading"));
+        else if (!Number.isInteger(offset) || offset <= start || offset > this.file.size) reject(failure(409, "", "Uploading"));
+        else resolve(offset);
       };
-      request.onerror = () => { this.request = null; reject(new Error("The connection to the server was lost during the upload.")); };
+      request.onerror = () => {
+        this.request = null;
+        const error = new Error("The connection to the server was lost during the upload.");
+        error.status = 0;
+        reject(error);
+      };
       request.onabort = () => { this.request = null; reject(new Error("The upload was stopped.")); };
       request.send(blob);
     });
