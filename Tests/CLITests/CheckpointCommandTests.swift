@@ -153,12 +153,13 @@ import TestSupport
         let damagedCheckpoint = folder.appendingPathComponent("damaged-checkpoint").path
         #expect(try Shell.run("/bin/cp", ["-a", checkpoint, damagedCheckpoint]).status == 0)
         func inode(_ path: String) -> Int? { (try? FileManager.default.attributesOfItem(atPath: path))?[.systemFileNumber] as? Int }
-        let firstInode = inode(stills + "00001.jpg")
+        let leftInodes = left.map { inode(stills + $0) }
 
         let resumed = folder.appendingPathComponent("resumed").path
         let result = try complete(source, output: resumed + "/", checkpoint: checkpoint, settings: settings)
         #expect(result["resumedFrom"] is Double, "\(result)")
-        #expect(firstInode != nil && inode(resumed + "/thumbnails/00001.jpg") == firstInode, "the first attempt's picture is the output's")
+        #expect(!leftInodes.contains(nil) && left.map { inode(resumed + "/thumbnails/" + $0) } == leftInodes,
+                "every picture the first attempt took is the output's, not taken again")
 
         // Cut short, the second picture is taken again, and every one after it too.
         let damagedStills = damagedCheckpoint + "/stills/thumbnails/"
@@ -255,6 +256,11 @@ import TestSupport
                              settings: settings)["resumedFrom"] == nil)
         let checkpoint = folder.appendingPathComponent("checkpoint").path
         try interrupted(source, checkpoint: checkpoint, fraction: 0.7, settings: settings)
+        let stills = checkpoint + "/stills/thumbnails/"
+        let left = ((try? FileManager.default.contentsOfDirectory(atPath: stills)) ?? []).filter { $0.hasSuffix(".jpg") }.sorted()
+        func inode(_ path: String) -> Int? { (try? FileManager.default.attributesOfItem(atPath: path))?[.systemFileNumber] as? Int }
+        let leftInodes = left.map { inode(stills + $0) }
+        #expect(!left.isEmpty, "the first attempt took pictures into the checkpoint")
         let records = try manifest(checkpoint)["ladder"] as? [String: [String: Any]] ?? [:]
         let finished = ["720p", "360p"].map { (records[$0]?["segments"] as? [Any])?.count ?? 0 }
         #expect(finished.min() ?? 0 >= 1, "each rendition finished a segment: \(finished)")
@@ -286,7 +292,11 @@ import TestSupport
         for name in thumbnails.map({ "thumbnails/" + $0 }) + ["poster.jpg", "storyboard.vtt"] {
             #expect(FileManager.default.contentsEqual(atPath: straight + "/" + name, andPath: resumed + "/" + name), "\(name) is the straight run's")
         }
-        #expect(FileManager.default.fileExists(atPath: resumed + "/storyboard.jpg"))
+        #expect(left.map { inode(resumed + "/thumbnails/" + $0) } == leftInodes, "the pictures the first attempt took are kept")
+        let compare = try Shell.run("ffmpeg", ["-hide_banner", "-i", resumed + "/storyboard.jpg", "-i", straight + "/storyboard.jpg",
+                                               "-lavfi", "psnr", "-f", "null", "-"])
+        let average = compare.stderr.components(separatedBy: "average:").last.flatMap { Double($0.prefix { $0 != " " }) }
+        #expect((average ?? 0) >= 35, "the storyboard shows the straight run's tiles: \(average ?? 0) dB")
         // No seam: the 720p frames by the resume point are as good as the straight run's.
         let psnr = try SeamCheck.psnr(try Ladder.joined(resumed, track: "720p"), source: source)
         let reference = try SeamCheck.psnr(try Ladder.joined(straight, track: "720p"), source: source)

@@ -154,6 +154,8 @@ import TestSupport
         _ = try waitForProgress(server, job: job, fraction: 0.6)
         #expect(server.stop() == 0, "a clean shutdown")
         #expect(segments(in: data).contains { $0.hasSuffix("video_00001.pkt") }, "the checkpoint outlives the shutdown")
+        let checkpointFiles = (FileManager.default.enumerator(atPath: data.appendingPathComponent("checkpoints").path)?.allObjects as? [String]) ?? []
+        #expect(checkpointFiles.contains { $0.hasSuffix("stills/thumbnails/00001.jpg") }, "the job's child took pictures into the checkpoint")
         let saved = try checkpointEnd(in: data)
 
         server = try TestServer(["--workers", "1"], data: data)

@@ -95,17 +95,26 @@ import TestSupport
         #expect(second.log.contains("removed partial uploads of a previous process"))
     }
 
-    /// A SIGTERM sent the moment the server says it is listening stops it. The test runner's children start with
-    /// SIGTERM blocked (as under some supervisors): the signal waits, pending, for the server's signal thread. The
-    /// Dispatch signal sources used before discarded such a pending signal (`signal(SIG_IGN)`), and the server ran
-    /// on: 12 of 15 starts hung that way.
+    /// A SIGTERM sent the moment the server says it is listening stops it, cleanly. The server is started with
+    /// SIGTERM blocked (a wrapper blocks it and execs the server, as some supervisors leave it): the signal waits,
+    /// pending, for the server's signal thread. The Dispatch signal sources used before discarded such a pending
+    /// signal (`signal(SIG_IGN)`), and the server ran on: 12 of 15 starts hung that way.
     @Test func aSIGTERMRightAfterStartStopsTheServer() throws {
+        let blocking = ["python3", "-c",
+                        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM]); os.execvp(sys.argv[1], sys.argv[1:])"]
         for _ in 0..<5 {
-            let server = try TestServer()
-            kill(server.process.processIdentifier, SIGTERM)
+            let server = try TestServer(wrapper: blocking)
+            let pid = try #require(server.serverPID)
+            let blocked = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8))?
+                .split(separator: "\n").first { $0.hasPrefix("SigBlk:") }
+                .flatMap { UInt64($0.split(separator: "\t").last ?? "", radix: 16) } ?? 0
+            #expect(blocked & (1 << (UInt64(SIGTERM) - 1)) != 0, "the server starts with SIGTERM blocked")
+            kill(pid, SIGTERM)
             let exited = eventually(10) { !server.process.isRunning }
-            if !exited { kill(server.process.processIdentifier, SIGKILL) }
-            #expect(exited, "the server stopped on SIGTERM")
+            if !exited { kill(pid, SIGKILL) }
+            #expect(exited && server.process.terminationReason == .exit && server.process.terminationStatus == 0,
+                    "the server shut down on SIGTERM, not killed by it")
+            #expect(server.log.contains("\"shutting down\"") && server.log.contains("\"stopped\""))
         }
     }
 

@@ -32,6 +32,7 @@ import TestSupport
         #expect(page.fields["cache-control"] == "no-cache")
         let etag = try #require(page.fields["etag"])
         #expect(try headers(server, "/", ["-H", "If-None-Match: \(etag)"]).status == 304)
+        #expect(try headers(server, "/", ["-H", "If-None-Match: \"other\""]).status == 200)
         // No inline script: every <script> names its file; nothing comes from another origin.
         let scripts = page.body.components(separatedBy: "<script").dropFirst()
         #expect(!scripts.isEmpty && scripts.allSatisfy { $0.contains(" src=\"/assets/") && $0.contains("></script>") }, "\(page.body)")
@@ -87,16 +88,19 @@ import TestSupport
 
     // MARK: - In Chromium
 
-    /// Runs one scenario of `Tests/Web/page_test.py` against `server` with `file`; returns its report.
-    private func browse(_ scenario: String, _ server: TestServer, file: String, _ extra: [String] = []) throws -> [String: Any] {
+    /// Runs one scenario of `Tests/Web/page_test.py` against `server` with `file`; returns its report. With
+    /// `urgent`, the driver and its browser run at a higher priority (as root; otherwise nice says so and goes on).
+    private func browse(_ scenario: String, _ server: TestServer, file: String, _ extra: [String] = [],
+                        urgent: Bool = false) throws -> [String: Any] {
         let chromium = "/usr/bin/chromium"
         guard FileManager.default.isExecutableFile(atPath: chromium) else {
             throw ShellError(message: "\(chromium) is missing: run scripts/deps (scripts/test does)")
         }
         let artifacts = Self.root.appendingPathComponent(".build/artifacts/web/\(scenario)").path
         try? FileManager.default.removeItem(atPath: artifacts)
-        let run = try Shell.run(Self.root.appendingPathComponent(".venv/bin/python").path,
-                                [Self.root.appendingPathComponent("Tests/Web/page_test.py").path, scenario, server.base, artifacts, file] + extra)
+        let python = Self.root.appendingPathComponent(".venv/bin/python").path
+        let arguments = [Self.root.appendingPathComponent("Tests/Web/page_test.py").path, scenario, server.base, artifacts, file] + extra
+        let run = urgent ? try Shell.run("nice", ["-n", "-15", python] + arguments) : try Shell.run(python, arguments)
         let line = try #require(run.stdout.split(separator: "\n").last, "the driver reported: \(run.stderr)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         #expect(report["error"] == nil, "\(report["error"] ?? "") \(report["trace"] ?? "")")
@@ -123,7 +127,7 @@ import TestSupport
         #expect(report["state"] as? String == "succeeded" && report["progress"] as? Double == 1)
         let seen = report["progressSeen"] as? [Double] ?? []
         #expect(seen.contains { $0 > 0 && $0 < 1 }, "the bar moved on the way, from the job's event stream: \(seen)")
-        #expect((report["streamEvents"] as? [String] ?? []).contains("state"), "\(report["streamEvents"] ?? "")")
+        #expect((report["streamEvents"] as? [String] ?? []).contains("progress"), "\(report["streamEvents"] ?? "")")
         let job = try server.json("/v1/jobs/\(report["job"] as? String ?? "")").object
         let video = ((job["output"] as? [String: Any])?["tracks"] as? [[String: Any]])?.first { $0["mediaType"] as? String == "video" }
         #expect(report["videoWidth"] as? Int == video?["width"] as? Int && (report["videoWidth"] as? Int ?? 0) == 640, "\(report)")
@@ -137,8 +141,8 @@ import TestSupport
         // The name is text: no element, no dialog.
         #expect(report["shownName"] as? String == name)
         #expect(report["images"] as? Int == 0 && report["elementsNamedByFile"] as? Int == 0)
+        // (The page's policy would block an inline handler anyway: the element count is what shows the name stayed text.)
         #expect(report["dialogs"] as? [String] == [])
-        #expect(FileManager.default.fileExists(atPath: Self.root.appendingPathComponent(".build/artifacts/web/basic/5-playing.png").path))
     }
 
     /// An upload on a throttled connection, the page reloaded at 60 %: choosing the file again continues from the
@@ -204,7 +208,8 @@ import TestSupport
         #expect(canceledInput != nil && (retried["input"] as? [String: Any])?["id"] as? String == canceledInput, "\(retried)")
         #expect(NSDictionary(dictionary: canceled["settings"] as? [String: Any] ?? [:])
                     .isEqual(to: retried["settings"] as? [String: Any] ?? ["none": 0]), "the same settings")
-        #expect(report["retried"] as? String != report["deleted"] as? String)
+        #expect(!NSDictionary(dictionary: report["formSettings"] as? [String: Any] ?? [:])
+                    .isEqual(to: retried["settings"] as? [String: Any] ?? [:]), "not the form's settings, changed before the retry")
     }
 
     /// The presets come from the server; settings it refuses show its own message beside the field the message
@@ -220,6 +225,8 @@ import TestSupport
         let refused = report["refused"] as? [String: [Any]] ?? [:]
         let height = refused[#"{"video": {"height": 7}}"#] ?? []
         #expect((height.first as? String ?? "").hasPrefix("settings.video.height: expected an even number"), "\(height)")
+        let json = refused[#"{"video": "#] ?? []
+        #expect((json.first as? String ?? "").hasPrefix("The settings are not valid JSON"), "\(json)")
         let interval = refused[#"{"thumbnails": {"interval": 0}}"#] ?? []
         #expect((interval.first as? String ?? "").hasPrefix("settings.thumbnails.interval:"), "shown by the pictures checkbox: \(interval)")
         #expect(refused.count == 3 && refused.values.allSatisfy { $0.count == 3 && $0[1] as? String == "true" && $0[2] as? Bool == true },
@@ -235,12 +242,15 @@ import TestSupport
     /// progress fraction and takes a couple of seconds on a busy machine), and it never rises by more than 3 s from
     /// one reading to the next.
     ///
-    /// The server (and so its job's child) runs at a higher priority: the suite's other tests, running beside this
-    /// one, would otherwise change the transcode's pace half-way, which no estimate can foresee.
-    @Test func theETAIsWithin30PercentOfTheRealTimeLeft() throws {
+    /// It runs alone (`scripts/test` runs it after the rest, with `TRANSCODERD_TIMING_TESTS=1`): the suite's other
+    /// tests, running beside it on two cores, would change the transcode's pace half-way, which no estimate can
+    /// foresee. The server, the driver and the browser also run at a higher priority, against background noise.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["TRANSCODERD_TIMING_TESTS"] == "1",
+                   "a timing test: scripts/test runs it alone, after the rest"))
+    func theETAIsWithin30PercentOfTheRealTimeLeft() throws {
         let server = try TestServer(wrapper: ["nice", "-n", "-15"])
         let report = try browse("eta", server, file: try clip("long.mp4", size: "1280x720", seconds: 30),
-                                ["--settings", #"{"video": {"preset": "slow"}}"#])
+                                ["--settings", #"{"video": {"preset": "slow"}}"#], urgent: true)
         #expect(report["state"] as? String == "succeeded")
         let end = try #require(report["end"] as? Double)
         let samples = (report["samples"] as? [[Double]] ?? []).filter { $0[1] >= 0.25 }

@@ -134,9 +134,10 @@ def scenario_resume(browser, base, path, report, token):
     browser.screenshot("2-reloaded")
     browser.throttle_upload(-1)
     before = len(browser.requests("PATCH"))
+    heads_before = len(browser.requests("HEAD", "/v1/tus/"))
     report["uploadID"] = upload_file(browser, path)
     patches = browser.requests("PATCH")[before:]
-    report["headsAfterReload"] = len([r for r in browser.requests("HEAD", "/v1/tus/")])
+    report["headsAfterReload"] = len(browser.requests("HEAD", "/v1/tus/")[heads_before:])
     report["firstOffsetAfterReload"] = int(patches[0]["headers"].get("Upload-Offset", "-1")) if patches else None
     report["creations"] = len([r for r in browser.requests("POST", "/v1/tus")])
     report["detail"] = browser.eval("document.querySelector('#upload-detail').textContent")
@@ -216,7 +217,9 @@ def scenario_keyboard(browser, base, path, report, token):
     report["state"] = job_state(browser)
     report["liveRegion"] = browser.eval("document.querySelector('#live').textContent")
     browser.screenshot("2-canceled")
-    # Retry (the same input and settings, a new job), then delete the canceled one.
+    # Retry (the same input and settings, a new job, whatever the form holds now), then delete the canceled one.
+    browser.click("#ladder")
+    report["formSettings"] = browser.eval("JSON.parse(document.querySelector('#settings-json').value)")
     canceled = report["job"]
     canceled_item = JOB_ITEM
     report["reachedRetry"] = focus_by_tab(
