@@ -117,8 +117,8 @@ import TestSupport
     }
 
     /// The whole path through the page: the file input, a tus upload, the default settings (with poster and
-    /// storyboard), the job's progress to 100 %, the player, storyboard previews and downloads. The file's name is
-    /// markup: it shows as text, makes no element and opens no dialog.
+    /// storyboard), the job's progress to 100 %, the player with the page's controls, storyboard previews over its
+    /// seek bar and downloads. The file's name is markup: it shows as text, makes no element and opens no dialog.
     @Test func aFileUploadedThroughThePageIsTranscodedAndPlays() throws {
         let server = try TestServer()
         let name = "<img src=x onerror=alert(1)>.mp4"
@@ -132,6 +132,8 @@ import TestSupport
         let video = ((job["output"] as? [String: Any])?["tracks"] as? [[String: Any]])?.first { $0["mediaType"] as? String == "video" }
         #expect(report["videoWidth"] as? Int == video?["width"] as? Int && (report["videoWidth"] as? Int ?? 0) == 640, "\(report)")
         #expect((report["currentTime"] as? Double ?? 0) > 0.5, "the player's time advances")
+        #expect(report["muted"] as? Bool == true && report["playLabel"] as? String == "Pause", "the page's own controls: \(report)")
+        #expect((report["clock"] as? String ?? "").hasSuffix("/ 6 s"), "\(report["clock"] ?? "")")
         let files = ((job["output"] as? [String: Any])?["files"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
         #expect(report["downloads"] as? [String] == files, "a link for every output file: \(report["downloads"] ?? "")")
         #expect((report["outputTracks"] as? [String])?.count == 2 && (report["inputTracks"] as? [String])?.count == 2)

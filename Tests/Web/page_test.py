@@ -71,11 +71,15 @@ def wait_for_end(browser, report, timeout=120):
 def play_result(browser, report):
     browser.eval(f"{JOB_ITEM}.querySelector('[data-action=show]').click()")
     browser.wait("!document.querySelector('#result').hidden")
-    browser.eval("(() => { const v = document.querySelector('#player'); v.muted = true; return v.play().then(() => true, e => String(e)); })()",
-                 await_promise=False)
+    # The page's own controls: mute, then play.
+    browser.click("#mute")
+    browser.click("#play")
+    report["muted"] = browser.eval("document.querySelector('#player').muted")
     browser.wait("document.querySelector('#player').readyState >= 2", timeout=30)
     browser.wait("document.querySelector('#player').currentTime > 0.5", timeout=30)
     report["currentTime"] = browser.eval("document.querySelector('#player').currentTime")
+    report["playLabel"] = browser.eval("document.querySelector('#play').textContent")
+    report["clock"] = browser.eval("document.querySelector('#clock').textContent")
     report["videoWidth"] = browser.eval("document.querySelector('#player').videoWidth")
     report["videoHeight"] = browser.eval("document.querySelector('#player').videoHeight")
     report["duration"] = browser.eval("document.querySelector('#player').duration")

@@ -24,6 +24,7 @@ const jobs = new JobList({
 const result = new ResultView({
   section: $("result"), title: $("result-title"), name: $("result-name"), note: $("result-note"), player: $("player"), scrub: $("scrub"),
   preview: $("preview"), previewTime: $("preview-time"), downloads: $("downloads"),
+  play: $("play"), mute: $("mute"), fullscreen: $("fullscreen"), clock: $("clock"), box: $("player-box"),
   inputTracks: $("input-tracks"), outputTracks: $("output-tracks"),
 });
 

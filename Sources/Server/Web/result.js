@@ -47,7 +47,26 @@ export class ResultView {
     this.e = elements;
     this.cues = [];
     this.spriteURL = null;
-    const { scrub, player } = elements;
+    const { scrub, player, play, mute, fullscreen, clock, box } = elements;
+    // One set of controls (the seek bar shows the storyboard), the browser's own hidden.
+    const toggle = () => { if (player.paused) player.play().catch(() => {}); else player.pause(); };
+    play.addEventListener("click", toggle);
+    player.addEventListener("click", toggle);
+    player.addEventListener("play", () => { play.textContent = "Pause"; });
+    player.addEventListener("pause", () => { play.textContent = "Play"; });
+    mute.addEventListener("click", () => {
+      player.muted = !player.muted;
+      mute.setAttribute("aria-pressed", String(player.muted));
+    });
+    fullscreen.addEventListener("click", () => {
+      if (document.fullscreenElement) document.exitFullscreen(); else box.requestFullscreen().catch(() => {});
+    });
+    const tick = () => {
+      const duration = Number.isFinite(player.duration) ? player.duration : 0;
+      clock.textContent = `${formatSeconds(player.currentTime)} / ${formatSeconds(duration)}`;
+    };
+    player.addEventListener("timeupdate", tick);
+    player.addEventListener("durationchange", tick);
     scrub.addEventListener("input", () => {
       player.currentTime = Number(scrub.value);
       this.previewAt(Number(scrub.value));
@@ -77,6 +96,7 @@ export class ResultView {
     scrub.value = "0";
     scrub.max = "0";
     if (output.poster) player.poster = output.poster; else player.removeAttribute("poster");
+    this.e.play.textContent = "Play";
     const video = (output.tracks || []).some((track) => track.mediaType === "video");
     const hls = output.url.endsWith(".m3u8");
     if (hls && player.canPlayType("application/vnd.apple.mpegurl") === "") {
