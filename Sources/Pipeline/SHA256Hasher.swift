@@ -17,11 +17,9 @@ final class SHA256Hasher {
 
     /// The digest in lowercase hex; the context is spent.
     func finish() -> String {
-        var text = [CChar](repeating: 0, count: 65)
-        text.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: UInt8.self, capacity: 65) { av_hash_final_hex(context, $0, 65) }
-        }
-        return String(cString: text)
+        var text = [UInt8](repeating: 0, count: 65)
+        text.withUnsafeMutableBufferPointer { buffer in av_hash_final_hex(context, buffer.baseAddress!, 65) }
+        return String(decoding: text.prefix { $0 != 0 }, as: UTF8.self)
     }
 
     /// SHA-256 of a whole file, or nil when it cannot be read.
