@@ -37,7 +37,12 @@ public final class Digest {
 
     /// The digest as lowercase hex; the digest is spent afterwards.
     public func finish() -> String {
-        finishBytes().map { byte in
+        Self.hex(finishBytes())
+    }
+
+    /// `bytes` as lowercase hex.
+    public static func hex(_ bytes: Data) -> String {
+        bytes.map { byte in
             let digits = String(byte, radix: 16)
             return byte < 16 ? "0" + digits : digits
         }.joined()

@@ -22,10 +22,7 @@ struct CheckpointStills {
     /// they are (else the video is made again, and the pictures with it).
     func holds(_ record: CheckpointManifest.Stills?) -> Bool {
         guard let record else { return false }
-        var names = (0..<record.thumbnails).map { Thumbnailer.thumbnailPath($0 + 1) }
-        if record.poster { names.append(Thumbnailer.posterName) }
-        if record.storyboard != nil { names.append(Storyboard.imageName) }
-        return names.allSatisfy { JPEGEncoder.isWhole(atPath: path + "/" + $0) }
+        return Self.names(record).allSatisfy { JPEGEncoder.isWhole(atPath: path + "/" + $0) }
     }
 
     /// Flushes what `thumbnailer` wrote (after its `finish`) to disk and says what it is, for the manifest.
@@ -35,13 +32,21 @@ struct CheckpointStills {
                                          storyboard: thumbnailer.storyboard)
     }
 
-    /// Puts the pictures `record` lists into the output folder and writes the storyboard's cues, which end at
-    /// `duration` seconds (the output's).
-    func link(_ record: CheckpointManifest.Stills, into directory: OutputDirectory, duration: Double) throws(MediaError) {
+    /// Puts the pictures `record` (the manifest's, once the video is complete) lists into the output folder and
+    /// writes the storyboard's cues, which end at `duration` seconds (the output's).
+    func link(_ record: CheckpointManifest.Stills?, into directory: OutputDirectory, duration: Double) throws(MediaError) {
+        guard let record else {
+            throw MediaError(code: "output_failed", message: "The checkpoint's video is complete but its pictures are not recorded.")
+        }
+        for name in Self.names(record) { try directory.adopt(file: path + "/" + name, as: name) }
+        try record.storyboard?.writeCues(into: directory.temporaryPath, duration: duration)
+    }
+
+    /// The files `record` lists, relative to the folder.
+    private static func names(_ record: CheckpointManifest.Stills) -> [String] {
         var names = (0..<record.thumbnails).map { Thumbnailer.thumbnailPath($0 + 1) }
         if record.poster { names.append(Thumbnailer.posterName) }
         if record.storyboard != nil { names.append(Storyboard.imageName) }
-        for name in names { try directory.adopt(file: path + "/" + name, as: name) }
-        try record.storyboard?.writeCues(into: directory.temporaryPath, duration: duration)
+        return names
     }
 }

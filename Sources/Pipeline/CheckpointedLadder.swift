@@ -170,12 +170,7 @@ final class CheckpointedLadder {
             if audio != nil { try checkpoint.update { $0.ladder["audio"]?.complete = true } }
             if cancellation.isCanceled { throw MediaError.canceled }
             let measured = try assemble(checkpoint.manifest, root: root, into: directory)
-            if let stills {
-                guard let record = checkpoint.manifest.stills else {
-                    throw MediaError(code: "output_failed", message: "The checkpoint's video is complete but its pictures are not recorded.")
-                }
-                try stills.link(record, into: directory, duration: measured.values.map(\.duration).max() ?? 0)
-            }
+            try stills?.link(checkpoint.manifest.stills, into: directory, duration: measured.values.map(\.duration).max() ?? 0)
             try directory.commit()
             let (files, tracks) = TranscodeSession.ladderTracks(directory: session.outputDirectory!, settings: settings, measured: measured)
             // The first rendition's frames, from its length and frame rate (the segments do not count them).

@@ -113,10 +113,7 @@ final class CheckpointedTranscode {
                                              into: directory?.path(settings.container.mainFileName) ?? session.outputPath,
                                              inPlace: directory != nil, fileType: settings.container, cancellation: cancellation)
             if let stills, let directory {
-                guard let record = manifest.stills else {
-                    throw MediaError(code: "output_failed", message: "The checkpoint's video is complete but its pictures are not recorded.")
-                }
-                try stills.link(record, into: directory, duration: manifest.segments.last?.end ?? 0)
+                try stills.link(manifest.stills, into: directory, duration: manifest.segments.last?.end ?? 0)
             }
             try directory?.commit()
         } catch {

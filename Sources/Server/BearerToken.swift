@@ -30,7 +30,7 @@ public struct BearerToken: Sendable {
             Data(("transcoderd session key\n" + token).utf8).withUnsafeBytes { digest.update($0) }
             return digest.finishBytes()
         }
-        cookieName = "transcoderd_session_" + (sessionKey.map { Self.hex(Digest.hmacSHA256(key: $0, message: Data("cookie name".utf8))).prefix(8) } ?? "none")
+        cookieName = "transcoderd_session_" + (sessionKey.map { Digest.hex(Digest.hmacSHA256(key: $0, message: Data("cookie name".utf8))).prefix(8) } ?? "none")
     }
 
     /// Whether requests need the token.
@@ -40,8 +40,7 @@ public struct BearerToken: Sendable {
     func sessionCookie(now: Date = Date()) -> String? {
         guard let sessionKey else { return nil }
         let expiry = Int(now.timeIntervalSince1970) + Self.sessionLifetime
-        let signature = Self.hex(Digest.hmacSHA256(key: sessionKey, message: Data("session \(expiry)".utf8)))
-        return "\(cookieName)=\(expiry).\(signature); Path=/; Max-Age=\(Self.sessionLifetime); HttpOnly; SameSite=Strict"
+        return "\(cookieName)=\(expiry).\(Self.signature(expiry: expiry, key: sessionKey)); Path=/; Max-Age=\(Self.sessionLifetime); HttpOnly; SameSite=Strict"
     }
 
     /// The `Set-Cookie` value that ends a session.
@@ -57,11 +56,13 @@ public struct BearerToken: Sendable {
         // The expiry as this server writes it (digits only), still ahead.
         guard value.count == 2, !value[0].isEmpty, value[0].count <= 12, value[0].allSatisfy(\.isASCII), value[0].allSatisfy(\.isNumber),
               value[0].first != "0", let expiry = Int(value[0]), expiry > Int(now.timeIntervalSince1970) else { return false }
-        let expected = Self.hex(Digest.hmacSHA256(key: sessionKey, message: Data("session \(expiry)".utf8)))
-        return Self.constantTimeEquals(Array(value[1].utf8), Array(expected.utf8))
+        return Self.constantTimeEquals(Array(value[1].utf8), Array(Self.signature(expiry: expiry, key: sessionKey).utf8))
     }
 
-    private static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+    /// A session's signature: HMAC-SHA256 of its expiry under the key, in hex.
+    private static func signature(expiry: Int, key: Data) -> String {
+        Digest.hex(Digest.hmacSHA256(key: key, message: Data("session \(expiry)".utf8)))
+    }
 
     /// nil when the request may go on; a 401 otherwise.
     public func check(_ head: RequestHead) -> HTTPError? {
