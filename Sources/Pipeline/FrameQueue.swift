@@ -19,8 +19,9 @@ final class FrameQueue: Sendable {
     }
 
     private struct State {
+        /// The waiting frames, oldest first. A taken frame leaves the array at once: a slot kept after the take
+        /// would keep the picture's buffers from going back to the decoder's pool.
         var items: [Item] = []
-        var head = 0
         var closed = false
         var failure: MediaError?
         var canceled = false
@@ -43,7 +44,7 @@ final class FrameQueue: Sendable {
                 failure = error
                 return true
             }
-            guard state.items.count - state.head < capacity else { return false }
+            guard state.items.count < capacity else { return false }
             state.items.append(item)
             return true
         }
@@ -65,13 +66,9 @@ final class FrameQueue: Sendable {
         var next = Next.canceled
         _ = state.wait { state in
             if state.canceled { return true }
-            if state.head < state.items.count {
-                next = .frame(state.items[state.head])
-                state.head += 1
-                if state.head > 64 && state.head * 2 > state.items.count {
-                    state.items.removeFirst(state.head)
-                    state.head = 0
-                }
+            if !state.items.isEmpty {
+                // At most `capacity` items: moving the rest down costs less than the frame it hands over.
+                next = .frame(state.items.removeFirst())
                 return true
             }
             if state.closed {
@@ -95,7 +92,6 @@ final class FrameQueue: Sendable {
         state.withLock { state in
             if state.failure == nil { state.failure = error }
             state.items.removeAll()
-            state.head = 0
         }
         state.notifyAll()
     }
@@ -106,7 +102,6 @@ final class FrameQueue: Sendable {
         state.withLock { state in
             state.canceled = true
             state.items.removeAll()
-            state.head = 0
         }
         state.notifyAll()
     }
