@@ -71,6 +71,8 @@ public final class JobQueue: Sendable {
         var reason: StopReason?
         var lastAdvance: Date
         var lastTime: Double
+        /// Steps of the work after the last sample reported so far (`TranscodeProgress.finishing`): it advances too.
+        var lastFinishing = 0
         var progress: TranscodeProgress?
         /// While the input is being fetched from its URL.
         var fetch: FetchProgress?
@@ -552,6 +554,10 @@ public final class JobQueue: Sendable {
                     guard var running = state.running[job.id] else { return }
                     if progress.presentationTime > running.lastTime {
                         running.lastTime = progress.presentationTime
+                        running.lastAdvance = now
+                    }
+                    if let steps = progress.finishing, steps > running.lastFinishing {
+                        running.lastFinishing = steps
                         running.lastAdvance = now
                     }
                     running.progress = progress

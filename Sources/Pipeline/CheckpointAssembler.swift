@@ -4,10 +4,13 @@ import CFFmpeg
 /// packets are interleaved by decoding time and written as they were encoded. Starting it again after a crash
 /// writes the file again from the same pieces.
 enum CheckpointAssembler {
-    /// - Parameter inPlace: the file is written at `path` itself (its folder is temporary); otherwise under a
-    ///   temporary name, renamed into place once complete.
+    /// - Parameters:
+    ///   - inPlace: the file is written at `path` itself (its folder is temporary); otherwise under a temporary
+    ///     name, renamed into place once complete.
+    ///   - step: called on this thread as the work advances (every few hundred packets, then as the trailer moves
+    ///     the index to the front): a long film takes a while, and a watchdog must see it move.
     static func assemble(_ manifest: CheckpointManifest, from checkpoint: Checkpoint, into path: String, inPlace: Bool,
-                         fileType: FileType, cancellation: CancellationToken) throws(MediaError) {
+                         fileType: FileType, cancellation: CancellationToken, step: () -> Void) throws(MediaError) {
         let container = try OutputContainer(path: path, fileType: fileType, inPlace: inPlace)
         var tracks: [(stream: Int, parameters: StreamParameters, files: [String])] = []
         if let video = manifest.video, !manifest.segments.isEmpty {
@@ -49,10 +52,13 @@ enum CheckpointAssembler {
                 try container.write(cursors[next.index].packet, stream: tracks[next.index].stream,
                                     timeBase: tracks[next.index].parameters.rationalTimeBase)
                 written += 1
-                if written % 256 == 0 && cancellation.isCanceled { throw MediaError.canceled }
+                if written % 256 == 0 {
+                    if cancellation.isCanceled { throw MediaError.canceled }
+                    step()
+                }
                 try advance(next.index)
             }
-            try container.finish()
+            try container.finish(step: step, cancellation: cancellation)
         } catch {
             container.discard()
             throw error

@@ -47,7 +47,8 @@ final class CheckpointOutput: TranscodeOutput {
 
     func startWriting() throws(MediaError) {}
 
-    func finishWriting() throws(MediaError) {
+    /// Ends the checkpoint's last pieces (the file itself is muxed later, by `CheckpointAssembler`).
+    func finishWriting(step: () -> Void, cancellation: CancellationToken?) throws(MediaError) {
         if let video {
             try video.input.markAsFinished()
             try video.sink.finish()

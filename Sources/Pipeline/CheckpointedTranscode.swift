@@ -109,9 +109,12 @@ final class CheckpointedTranscode {
                 throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
             }
             if cancellation.isCanceled { throw MediaError.canceled }
+            // Every frame of the output, encoded by this attempt or an earlier one.
+            let frames = manifest.segments.reduce(0) { $0 + $1.file.packets }
             try CheckpointAssembler.assemble(manifest, from: checkpoint,
                                              into: directory?.path(settings.container.mainFileName) ?? session.outputPath,
-                                             inPlace: directory != nil, fileType: settings.container, cancellation: cancellation)
+                                             inPlace: directory != nil, fileType: settings.container, cancellation: cancellation,
+                                             step: { reporter.finishingStep(frames: frames, call: progress) })
             if let stills, let directory {
                 try stills.link(manifest.stills, into: directory, duration: manifest.segments.last?.end ?? 0)
             }

@@ -109,8 +109,9 @@ final class LadderWriter: TranscodeOutput {
         writing = true
     }
 
-    /// Ends every track, then writes the playlists and the manifest from what the segments hold.
-    func finishWriting() throws(MediaError) {
+    /// Ends every track, then writes the playlists and the manifest from what the segments hold (short work: the
+    /// segments are written as they come).
+    func finishWriting(step: () -> Void, cancellation: CancellationToken?) throws(MediaError) {
         for track in video {
             try track.input.markAsFinished()
             try track.output.finish()

@@ -76,10 +76,11 @@ public final class MediaWriter: TranscodeOutput {
     /// Seconds of media written: the video's (the slower track, encoded on its own thread), else every track's.
     var writtenSeconds: Double { videoInput?.progress.seconds ?? container.lastPresentationTime }
 
-    /// Marks every input finished (draining the encoders), completes the file and moves it into place.
-    public func finishWriting() throws(MediaError) {
+    /// Marks every input finished (draining the encoders), completes the file and moves it into place; `step` is
+    /// called as the trailer's work advances, which `cancellation` stops (see `OutputContainer.finish`).
+    func finishWriting(step: () -> Void, cancellation: CancellationToken?) throws(MediaError) {
         for input in encodingInputs { try input.markAsFinished() }
-        try container.finish()
+        try container.finish(step: step, cancellation: cancellation)
         writing = false
     }
 

@@ -17,6 +17,25 @@ final class OutputContainer {
     private let lock = LockedValue(0.0)
     /// Per output stream, the last decoding time written, in the stream's time base (under `lock`).
     private var lastDecodingTime: [Int: Int64] = [:]
+    /// What the file's interrupt callback reports to; kept alive as long as the context that points at it.
+    private let activity = FinishActivity()
+
+    /// FFmpeg asks its interrupt callback before each read and write of the file. While `finish` runs (alone: every
+    /// writer is done), each ask is a step of the trailer's work, told to `finish`'s caller, and a cancellation
+    /// stops it; before, the callback answers "go on" and nothing else, whichever thread writes.
+    private final class FinishActivity {
+        var step: (() -> Void)?
+        var cancellation: CancellationToken?
+
+        static let callback: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { opaque in
+            guard let opaque else { return 0 }
+            let activity = Unmanaged<FinishActivity>.fromOpaque(opaque).takeUnretainedValue()
+            guard let step = activity.step else { return 0 }
+            if activity.cancellation?.isCanceled == true { return 1 }
+            step()
+            return 0
+        }
+    }
 
     init(path: String, fileType: FileType, inPlace: Bool = false) throws(MediaError) {
         self.path = path
@@ -24,6 +43,10 @@ final class OutputContainer {
         temporaryPath = inPlace ? path : path + ".\(suffix).partial"
         let result = avformat_alloc_output_context2(&context, nil, fileType.muxerName, "file:" + temporaryPath)
         try FFmpeg.check(result, "Creating the \(fileType.rawValue) output")
+        // The context's callback serves the files the muxer opens itself (moving the index to the front reads the
+        // file back through a second handle); `open` gives the same to the file it writes.
+        context!.pointee.interrupt_callback = AVIOInterruptCB(callback: FinishActivity.callback,
+                                                             opaque: Unmanaged.passUnretained(activity).toOpaque())
     }
 
     /// Whether encoders must put their headers (SPS/PPS, AudioSpecificConfig) in extradata.
@@ -83,7 +106,8 @@ final class OutputContainer {
     func open() throws(MediaError) {
         let ioOptions = OptionDictionary([("protocol_whitelist", "file")])
         try FFmpeg.check(
-            avio_open2(&context!.pointee.pb, "file:" + temporaryPath, AVIO_FLAG_WRITE, nil, &ioOptions.pointer),
+            avio_open2(&context!.pointee.pb, "file:" + temporaryPath, AVIO_FLAG_WRITE, &context!.pointee.interrupt_callback,
+                       &ioOptions.pointer),
             "Creating the output file \(path)", code: nil)
         opened = true
         let options = OptionDictionary([("movflags", "+faststart")])
@@ -126,8 +150,21 @@ final class OutputContainer {
 
     /// Writes the trailer (and moves the index to the front), closes the file, flushes it to disk and renames it
     /// into place durably: once this returns, a crash cannot leave a partial or missing output under `path`.
-    func finish() throws(MediaError) {
-        try FFmpeg.check(av_write_trailer(context), "Finishing the output")
+    ///
+    /// Moving the index rewrites the whole file: `step` is called on this thread as that work advances (before each
+    /// read and write FFmpeg makes), and `cancellation` stops it.
+    func finish(step: () -> Void = {}, cancellation: CancellationToken? = nil) throws(MediaError) {
+        let trailer: Int32 = withoutActuallyEscaping(step) { step in
+            activity.step = step
+            activity.cancellation = cancellation
+            defer {
+                activity.step = nil
+                activity.cancellation = nil
+            }
+            return av_write_trailer(context)
+        }
+        if trailer < 0, cancellation?.isCanceled == true { throw MediaError.canceled }
+        try FFmpeg.check(trailer, "Finishing the output")
         let closed = avio_closep(&context!.pointee.pb)
         opened = false
         try FFmpeg.check(closed, "Closing the output file")

@@ -8,6 +8,8 @@ final class ProgressReporter {
     private var lastCall: ContinuousClock.Instant
     private var reported: Double
     private let resumedFrom: Double?
+    /// Steps of the finishing work so far (see `TranscodeProgress.finishing`); nil before it starts.
+    private var finishingSteps: Int?
 
     /// - Parameter resumedFrom: seconds of output an earlier attempt made (a resumed checkpoint): progress starts
     ///   there, and says so.
@@ -35,9 +37,21 @@ final class ProgressReporter {
                                resumedFrom: resumedFrom))
     }
 
+    /// One more step of the work that completes the output after its last sample: the time stays where it is, the
+    /// step count goes up (throttled like `update`; the first step is reported at once).
+    func finishingStep(frames: Int, call: (TranscodeProgress) -> Void) {
+        let steps = (finishingSteps ?? 0) + 1
+        finishingSteps = steps
+        let now = ContinuousClock.now
+        guard steps == 1 || now - lastCall >= interval else { return }
+        lastCall = now
+        call(TranscodeProgress(presentationTime: reported, duration: duration > 0 ? duration : reported, framesEncoded: frames,
+                               elapsed: elapsed, resumedFrom: resumedFrom, finishing: steps))
+    }
+
     func finish(frames: Int, call: (TranscodeProgress) -> Void) {
         let end = max(duration, reported)
         call(TranscodeProgress(presentationTime: end, duration: end, framesEncoded: frames, elapsed: elapsed,
-                               resumedFrom: resumedFrom))
+                               resumedFrom: resumedFrom, finishing: finishingSteps))
     }
 }

@@ -15,8 +15,10 @@ protocol TranscodeOutput: AnyObject {
     func addPassthroughInput(copying stream: UnsafeMutablePointer<AVStream>, key: String) throws(MediaError) -> PassthroughWriterInput
     /// Creates the files and writes their headers.
     func startWriting() throws(MediaError)
-    /// Completes every file once every input has finished (encoders drained by their own threads).
-    func finishWriting() throws(MediaError)
+    /// Completes every file once every input has finished (encoders drained by their own threads). `step` is
+    /// called on this thread as long work after the last sample advances (see `OutputContainer.finish`), which
+    /// `cancellation` stops.
+    func finishWriting(step: () -> Void, cancellation: CancellationToken?) throws(MediaError)
     /// Stops writing and deletes what was written.
     func cancelWriting()
     /// Seconds of media written so far, for progress; any thread may ask.
@@ -26,6 +28,11 @@ protocol TranscodeOutput: AnyObject {
 }
 
 extension TranscodeOutput {
+    /// Completes every file, with no one to tell how it goes.
+    func finishWriting() throws(MediaError) {
+        try finishWriting(step: {}, cancellation: nil)
+    }
+
     /// Where a checkpointed video's encode starts again (encoder time base): called once, after the video input is
     /// added, and the output then drops what the checkpoint already holds. nil: the video starts at the beginning.
     func resumeVideo() -> Int64? { nil }

@@ -11,6 +11,10 @@ public struct TranscodeProgress: Sendable, Equatable, Codable {
     /// Seconds of output an earlier attempt of the job made and this one continues from (a checkpoint); nil when
     /// this attempt started at the beginning.
     public var resumedFrom: Double?
+    /// Steps of the work after the last sample, while the output file is completed (a checkpoint muxed into it, an
+    /// MP4's index moved to its front: both rewrite the whole file); nil before. It counts up as long as that work
+    /// advances, so a watchdog can tell a long finish from a stall while `presentationTime` stays put.
+    public var finishing: Int?
 
     /// `presentationTime / duration`, from 0 to 1.
     public var fraction: Double { duration > 0 ? min(1, presentationTime / duration) : 0 }
@@ -21,11 +25,13 @@ public struct TranscodeProgress: Sendable, Equatable, Codable {
     /// Video frames encoded per wall-clock second.
     public var framesPerSecond: Double { elapsed > 0 ? Double(framesEncoded) / elapsed : 0 }
 
-    public init(presentationTime: Double, duration: Double, framesEncoded: Int, elapsed: Double, resumedFrom: Double? = nil) {
+    public init(presentationTime: Double, duration: Double, framesEncoded: Int, elapsed: Double, resumedFrom: Double? = nil,
+                finishing: Int? = nil) {
         self.presentationTime = presentationTime
         self.duration = duration
         self.framesEncoded = framesEncoded
         self.elapsed = elapsed
         self.resumedFrom = resumedFrom
+        self.finishing = finishing
     }
 }

@@ -95,7 +95,8 @@ public final class TranscodeSession {
             // Seconds of input per second of output (a tempo filter changes the pace).
             try plan.run(reader: reader, output: output, cancellation: cancellation, limits: limits,
                          pace: settings.filters?.tempo ?? 1, reporter: reporter, progress: progress)
-            try output.finishWriting()
+            try output.finishWriting(step: { reporter.finishingStep(frames: plan.framesEncoded, call: progress) },
+                                     cancellation: cancellation)
             if let directory {
                 try plan.thumbnailer?.writeCues(duration: output.writtenSeconds)
                 try directory.commit()

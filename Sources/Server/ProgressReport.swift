@@ -4,9 +4,10 @@ import Pipeline
 
 /// Progress as the API and the CLI show it: seconds written, expected seconds, fraction, frames per second and
 /// speed, rounded for people. A job whose input is given by URL is first `fetching` (bytes so far, and the fraction
-/// of the download when its length is known), then `transcoding`.
+/// of the download when its length is known); every job is then `transcoding`, and `finishing` while its output file
+/// is completed after the last sample (which rewrites a long film's file: the fraction stays where it is).
 public struct ProgressReport: Encodable, Sendable {
-    /// `fetching` (the input is downloading) or `transcoding`.
+    /// `fetching` (the input is downloading), `transcoding` or `finishing`.
     public var phase = "transcoding"
     /// While fetching: bytes received so far, and bytes expected when known.
     public var bytes: Int64?
@@ -26,6 +27,7 @@ public struct ProgressReport: Encodable, Sendable {
     public var resumedFrom: Double?
 
     public init(_ progress: TranscodeProgress) {
+        if progress.finishing != nil { phase = "finishing" }
         presentationTime = Self.round(progress.presentationTime)
         duration = Self.round(progress.duration)
         fraction = Self.round(progress.fraction, places: 4)

@@ -26,8 +26,16 @@ public final class TranscoderAPI: Sendable {
         /// The store's generation read before the job was.
         var generation: Int64
         let updatedAt: Double
-        let liveTime: Double?
+        let liveTime: LiveStamp?
         let data: Data
+    }
+
+    /// What moves while a job runs here without a store write (and changes its JSON).
+    private enum LiveStamp: Equatable {
+        case fetched(bytes: Int64)
+        case transcoded(seconds: Double)
+        /// The output file is being completed: the seconds stay put, the phase changed.
+        case finishing(seconds: Double)
     }
 
     /// Resumable uploads (tus), kept in the data directory's `tus/` until complete.
@@ -590,9 +598,11 @@ public final class TranscoderAPI: Sendable {
         return .json(encoded: cached.data)
     }
 
-    /// What moves while a job runs here without a store write: seconds transcoded, or (negative) bytes fetched.
-    private func liveStamp(_ id: String) -> Double? {
-        queue.liveProgress(of: id)?.presentationTime ?? queue.liveFetch(of: id).map { -1 - Double($0.bytes) }
+    private func liveStamp(_ id: String) -> LiveStamp? {
+        if let progress = queue.liveProgress(of: id) {
+            return progress.finishing == nil ? .transcoded(seconds: progress.presentationTime) : .finishing(seconds: progress.presentationTime)
+        }
+        return queue.liveFetch(of: id).map { .fetched(bytes: $0.bytes) }
     }
 
     /// `GET /v1/jobs/{id}`, served from the rendered cache when the job has not changed.

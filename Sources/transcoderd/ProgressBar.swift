@@ -9,8 +9,10 @@ final class ProgressBar {
         let width = 30
         let filled = Int((progress.fraction * Double(width)).rounded(.down))
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        let line = String(format: "\r[%@] %5.1f%%  %.1f/%.1f s  %.1f fps  %.2fx", bar, progress.fraction * 100,
-                          progress.presentationTime, progress.duration, progress.framesPerSecond, progress.speed)
+        let line = progress.finishing != nil
+            ? String(format: "\r[%@] %5.1f%%  finishing the output file                ", bar, progress.fraction * 100)
+            : String(format: "\r[%@] %5.1f%%  %.1f/%.1f s  %.1f fps  %.2fx", bar, progress.fraction * 100,
+                     progress.presentationTime, progress.duration, progress.framesPerSecond, progress.speed)
         Console.stderr(line)
         drawn = true
     }

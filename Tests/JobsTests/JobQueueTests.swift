@@ -39,6 +39,33 @@ final class TimedRunner: JobRunner {
     }
 }
 
+/// A real transcode whose output then takes `seconds` to complete, as a long film's does (the trailer rewrites the
+/// file), reporting finishing steps meanwhile: counting up, or (`advancing` false) the same step over and over.
+struct SlowFinishRunner: JobRunner {
+    let seconds: Double
+    let advancing: Bool
+
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        var last: TranscodeProgress?
+        let result = try TranscodeRunner().run(job, input: input, outputDirectory: outputDirectory, cancellation: cancellation) {
+            last = $0
+            progress($0)
+        }
+        guard var report = last else { throw MediaError(code: "test_failure", message: "The transcode reported no progress.") }
+        let start = Date()
+        var step = 0
+        while Date().timeIntervalSince(start) < seconds {
+            if cancellation.isCanceled { throw MediaError.canceled }
+            if advancing || step == 0 { step += 1 }
+            report.finishing = step
+            progress(report)
+            usleep(100_000)
+        }
+        return result
+    }
+}
+
 @Suite(.serialized) struct JobQueueTests {
     private func queue(_ fixture: StoreFixture, runner: any JobRunner = TranscodeRunner(),
                        configure: (inout JobQueue.Configuration) -> Void = { _ in }) -> JobQueue {
@@ -176,6 +203,25 @@ final class TimedRunner: JobRunner {
         queue.stop(grace: 1)
         let failed = try #require(try fixture.store.job(id: job.id))
         #expect(failed.state == .failed && failed.errorCode == "stalled")
+    }
+
+    /// A long finish (the time no longer moves) is not a stall while its steps count up; the same step repeated is.
+    @Test func theWatchdogLetsAFinishThatAdvancesRunPastTheStallTimeout() throws {
+        for advancing in [true, false] {
+            let fixture = try StoreFixture()
+            let upload = try fixture.upload(try Media.path(.audioOnly))
+            let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+            let queue = queue(fixture, runner: SlowFinishRunner(seconds: 3, advancing: advancing)) { $0.stallTimeout = 1 }
+            try queue.start()
+            #expect(try eventually(20) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+            queue.stop(grace: 1)
+            let ended = try #require(try fixture.store.job(id: job.id))
+            if advancing {
+                #expect(ended.state == .succeeded, "\(ended.errorCode ?? "")")
+            } else {
+                #expect(ended.state == .failed && ended.errorCode == "stalled")
+            }
+        }
     }
 
     @Test func stoppingSendsRunningJobsBackToTheQueue() throws {

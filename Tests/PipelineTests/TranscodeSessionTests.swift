@@ -278,6 +278,55 @@ import TestSupport
         }
     }
 
+    /// After the last sample the file is completed (the index moved to the front; from a checkpoint, the whole file
+    /// muxed first): that work reports steps counting up, after every transcoding update, so a watchdog sees it move.
+    @Test(arguments: [false, true])
+    func theFinishReportsStepsThatCountUp(checkpointed: Bool) throws {
+        let folder = try Media.scratch()
+        let session = TranscodeSession(inputPath: try Media.path(.long), outputDirectory: folder.appendingPathComponent("out").path,
+                                       settings: try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8)))
+        let checkpoint = folder.appendingPathComponent("checkpoint")
+        if checkpointed { session.checkpointDirectory = checkpoint.path }
+        var updates: [TranscodeProgress] = []
+        _ = try session.run { updates.append($0) }
+        #expect(try Probe.read(session.outputPath).video != nil)
+        #expect(Media.files(in: checkpoint).isEmpty != checkpointed, "the checkpoint folder holds the pieces, when asked for")
+        let first = try #require(updates.firstIndex { $0.finishing != nil }, "no finishing step was reported")
+        #expect(first > 0 && updates[..<first].allSatisfy { $0.finishing == nil })
+        let steps = updates[first...].compactMap(\.finishing)
+        #expect(steps.count == updates.count - first, "a transcoding update came after the finish began")
+        // Throttled, so steps are skipped; the last update (the end) repeats the count reached.
+        let reported = steps.dropLast()
+        #expect(reported.first == 1 && zip(reported, reported.dropFirst()).allSatisfy { $1 > $0 } && steps.last! >= reported.last!,
+                "\(steps)")
+        #expect(updates[first...].dropLast().allSatisfy { $0.presentationTime == updates[first - 1].presentationTime },
+                "the time stays put while the file is completed")
+        #expect(updates.last?.fraction == 1)
+    }
+
+    /// A cancellation during the finish stops it and leaves no file.
+    @Test func cancelingWhileTheFileIsCompletedStopsAndLeavesNothing() throws {
+        let folder = try Media.scratch()
+        let token = CancellationToken()
+        let session = TranscodeSession(inputPath: try Media.path(.standard), outputPath: folder.appendingPathComponent("o.mp4").path,
+                                       settings: TranscodeSettings(), cancellation: token)
+        var sawFinish = false
+        var error: MediaError?
+        do {
+            _ = try session.run { progress in
+                if progress.finishing != nil {
+                    sawFinish = true
+                    token.cancel()
+                }
+            }
+        } catch let caught {
+            error = caught
+        }
+        #expect(sawFinish)
+        #expect(error?.code == "canceled")
+        #expect(Media.files(in: folder).isEmpty, "left: \(Media.files(in: folder))")
+    }
+
     @Test func cancellationStopsQuicklyAndLeavesNothing() throws {
         let folder = try Media.scratch()
         let token = CancellationToken()

@@ -120,6 +120,12 @@ export class JobList {
       delete stats.dataset.eta;
       return;
     }
+    if (report.phase === "finishing") {
+      // Every sample is written; the file is being completed (a long film's is rewritten): no rate, no ETA.
+      stats.textContent = "Finishing the output file";
+      delete stats.dataset.eta;
+      return;
+    }
     if (fraction < (this.fractions.get(id) ?? 0)) return;
     this.fractions.set(id, fraction);
     progress.value = fraction;
