@@ -6,16 +6,24 @@ import Locks
 ///
 /// Opening it checks what an earlier attempt left: a manifest made with other settings or input is dropped whole;
 /// each listed file must have its size and SHA-256, and a segment that does not is redone with every one after it;
-/// files the manifest does not list (a segment being written when the process died) are removed. Every change is
-/// written to the manifest durably (temporary file, fsync, rename, fsync of the folder) after the file it lists is.
+/// files the manifest does not list (a segment being written when the process died) are removed.
 ///
-/// The video encode thread and the audio thread both record what they finish: the manifest is kept under a lock.
+/// A finished segment is recorded by appending one line to the journal (`journal.jsonl`, then `fdatasync`), after
+/// the segment's file is durable: the cost stays the same all along a long film. Other changes (few: set-up, a
+/// track complete, the pictures) write the whole manifest durably (temporary file, fsync, rename, fsync of the
+/// folder) with the journal folded in, then empty the journal. Opening folds in the journal's complete lines
+/// that follow what the manifest includes, up to the first torn or out-of-order one.
+///
+/// The encode threads and the audio thread all record what they finish: the manifest is kept under a lock.
 final class Checkpoint: @unchecked Sendable {
-    // @unchecked: `state` is a lock; `path` is a constant.
+    // @unchecked: `state` is a lock (the journal is written under it); `path` and `journal` are constants.
     let path: String
     private let state: LockedValue<CheckpointManifest>
+    /// The journal, open for appending.
+    private let journal: Int32
 
     static let manifestName = "manifest.json"
+    static let journalName = "journal.jsonl"
     /// A ladder's files, in its own layout (`720p/segment_00001.m4s`, ...).
     static let ladderFolder = "ladder"
     /// Folders of the checkpoint's own, removed whole with it.
@@ -41,6 +49,7 @@ final class Checkpoint: @unchecked Sendable {
            stored.segmentSeconds == segmentSeconds {
             manifest = stored
             adopted = true
+            Self.foldJournal(at: path + "/" + Self.journalName, into: &manifest)
             if let audio = manifest.audioFile, !Self.verify(audio, in: path) { manifest.audioFile = nil }
             if let bad = manifest.segments.firstIndex(where: { !Self.verify($0.file, in: path) }) {
                 manifest.segments.removeSubrange(bad...)
@@ -52,9 +61,35 @@ final class Checkpoint: @unchecked Sendable {
             // Files of another job or settings: none of them may be taken for this one's.
             for folder in Self.ownFolders { try? FileManager.default.removeItem(atPath: path + "/" + folder) }
         }
+        journal = open(path + "/" + Self.journalName, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard journal >= 0 else {
+            throw MediaError(code: errno == ENOSPC ? "no_space" : "storage_error",
+                             message: "Opening the checkpoint journal in \(path) failed: \(String(cString: strerror(errno))).")
+        }
         state = LockedValue(manifest)
         try removeUnlisted()
+        // Folds the journal in (or drops another job's), and makes the journal's name durable with the manifest's.
         try save(manifest)
+    }
+
+    deinit { close(journal) }
+
+    /// Reads the journal's complete lines in order and applies those the manifest does not include yet.
+    private static func foldJournal(at path: String, into manifest: inout CheckpointManifest) {
+        guard let data = FileManager.default.contents(atPath: path) else { return }
+        let decoder = JSONDecoder()
+        var lineStart = data.startIndex
+        while let end = data[lineStart...].firstIndex(of: UInt8(ascii: "\n")) {
+            defer { lineStart = data.index(after: end) }
+            // A line cut short by a crash has no newline and is never read; one that does not decode, or skips a
+            // number, ends the journal (nothing after it can be trusted to follow on).
+            guard let line = try? decoder.decode(CheckpointManifest.JournalLine.self, from: data[lineStart..<end]) else { return }
+            let last = manifest.journalSequence ?? 0
+            if line.sequence <= last { continue }
+            guard line.sequence == last + 1 else { return }
+            manifest.apply(line.entry)
+            manifest.journalSequence = line.sequence
+        }
     }
 
     /// The manifest as it stands.
@@ -65,6 +100,22 @@ final class Checkpoint: @unchecked Sendable {
         try state.withLock { manifest throws(MediaError) in
             change(&manifest)
             try save(manifest)
+        }
+    }
+
+    /// Records a finished piece (its file durable already) with one durable line in the journal.
+    func append(_ entry: CheckpointManifest.Entry) throws(MediaError) {
+        try state.withLock { manifest throws(MediaError) in
+            let line = CheckpointManifest.JournalLine(sequence: (manifest.journalSequence ?? 0) + 1, entry: entry)
+            guard var data = try? JSONEncoder().encode(line) else {
+                throw MediaError(code: "storage_error", message: "Encoding a checkpoint journal line failed.")
+            }
+            data.append(UInt8(ascii: "\n"))
+            guard Self.writeAll(data, to: journal), Self.retrying({ fdatasync(journal) }) == 0 else {
+                throw Self.writeFailure("the checkpoint journal", path + "/" + Self.journalName)
+            }
+            manifest.apply(entry)
+            manifest.journalSequence = line.sequence
         }
     }
 
@@ -92,7 +143,7 @@ final class Checkpoint: @unchecked Sendable {
     /// names with `.tmp` while they are written; its folders `ladder` and `stills`.
     static func isOwn(_ name: String) -> Bool {
         let base = name.hasSuffix(".tmp") ? String(name.dropLast(4)) : name
-        if base == manifestName || base == CheckpointAudioSink.fileName || ownFolders.contains(name) { return true }
+        if base == manifestName || base == journalName || base == CheckpointAudioSink.fileName || ownFolders.contains(name) { return true }
         return base.hasPrefix("video_") && base.hasSuffix(".pkt") && base.dropFirst(6).dropLast(4).allSatisfy(\.isNumber)
     }
 
@@ -108,7 +159,7 @@ final class Checkpoint: @unchecked Sendable {
     /// Removes the checkpoint's own files that the manifest does not list (nothing else).
     private func removeUnlisted() throws(MediaError) {
         let manifest = self.manifest
-        let listed = Set(manifest.segments.map(\.file.name) + [manifest.audioFile?.name, Self.manifestName].compactMap { $0 })
+        let listed = Set(manifest.segments.map(\.file.name) + [manifest.audioFile?.name, Self.manifestName, Self.journalName].compactMap { $0 })
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         for name in names where Self.isOwn(name) && !listed.contains(name) && !Self.ownFolders.contains(name) {
             unlink(path + "/" + name)
@@ -126,28 +177,49 @@ final class Checkpoint: @unchecked Sendable {
         // Written by hand, not with Foundation's atomic write: that leaves a temporary file of its own naming
         // behind when the process is killed, which the next attempt would take for someone else's file.
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        var written = descriptor >= 0
-        if written {
-            written = data.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                    if count < 0 && errno == EINTR { continue }
-                    guard count > 0 else { return false }
-                    offset += count
-                }
-                return true
-            } && fsync(descriptor) == 0
-        }
+        let written = descriptor >= 0 && Self.writeAll(data, to: descriptor) && Self.retrying({ fsync(descriptor) }) == 0
         let failure = errno
         if descriptor >= 0 { close(descriptor) }
         guard written else {
-            throw MediaError(code: failure == ENOSPC ? "no_space" : "storage_error",
-                             message: "Writing the checkpoint manifest \(target) failed: \(String(cString: strerror(failure))).")
+            errno = failure
+            throw Self.writeFailure("the checkpoint manifest", target)
         }
         guard rename(temporary, target) == 0 else {
             throw MediaError(code: "storage_error", message: "Moving the checkpoint manifest into place failed: \(String(cString: strerror(errno))).")
         }
         try FileDurability.syncDirectory(containing: target)
+        // The manifest includes every journal line now: empty the journal (should the process stop first, the
+        // lines it still has are skipped by their numbers).
+        guard Self.retrying({ ftruncate(journal, 0) }) == 0, Self.retrying({ fsync(journal) }) == 0 else {
+            throw Self.writeFailure("the checkpoint journal", path + "/" + Self.journalName)
+        }
+    }
+
+    /// Writes all of `data` at the descriptor's position.
+    private static func writeAll(_ data: Data, to descriptor: Int32) -> Bool {
+        data.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return false }
+                offset += count
+            }
+            return true
+        }
+    }
+
+    /// A system call's result, called again while a signal interrupts it.
+    private static func retrying(_ call: () -> Int32) -> Int32 {
+        var result = call()
+        while result != 0 && errno == EINTR { result = call() }
+        return result
+    }
+
+    /// The error for a failed write of `what` at `path`, from `errno`.
+    private static func writeFailure(_ what: String, _ path: String) -> MediaError {
+        let failure = errno
+        return MediaError(code: failure == ENOSPC ? "no_space" : "storage_error",
+                          message: "Writing \(what) \(path) failed: \(String(cString: strerror(failure))).")
     }
 }

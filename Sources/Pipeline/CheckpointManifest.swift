@@ -54,6 +54,21 @@ struct CheckpointManifest: Codable, Equatable {
         var storyboard: Storyboard?
     }
 
+    /// A finished piece, recorded as one line of the checkpoint's journal rather than by writing the whole
+    /// manifest again (which grew with every segment: a 2 h film's last one was 0.7 MB, 1.3 GB written in all).
+    enum Entry: Codable, Equatable {
+        /// A video segment of a single file.
+        case video(segment: Segment)
+        /// A segment of a ladder's track `folder`, with its latest presentation time (encoder time base).
+        case ladder(folder: String, segment: SegmentedOutput.Segment, lastPresentation: Int64)
+    }
+
+    /// A line of the journal: entries are numbered from 1, without gaps, over the checkpoint's life.
+    struct JournalLine: Codable, Equatable {
+        var sequence: Int
+        var entry: Entry
+    }
+
     static let currentVersion = 1
 
     var version = CheckpointManifest.currentVersion
@@ -74,10 +89,24 @@ struct CheckpointManifest: Codable, Equatable {
     var ladder: [String: LadderTrackRecord] = [:]
     /// The time offset of every file of a ladder (decided once, from every encoder's start delay).
     var ladderOffset: Double?
+    /// The last journal entry this manifest includes: a journal line up to it was folded in already (the process
+    /// stopped between writing the manifest and emptying the journal). nil: none yet (or an older manifest).
+    var journalSequence: Int?
 
     init(fingerprint: String, segmentSeconds: Double) {
         self.fingerprint = fingerprint
         self.segmentSeconds = segmentSeconds
+    }
+
+    /// Adds what a journal entry records.
+    mutating func apply(_ entry: Entry) {
+        switch entry {
+        case .video(let segment):
+            segments.append(segment)
+        case .ladder(let folder, let segment, let last):
+            ladder[folder]?.segments.append(segment)
+            ladder[folder]?.lastPresentation.append(last)
+        }
     }
 
     /// Where the finished segments end: the resumed encode keeps frames presented after `lastPresentation`, from

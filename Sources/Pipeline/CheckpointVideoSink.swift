@@ -83,7 +83,7 @@ final class CheckpointVideoSink: PacketSink {
         let checkpoint = checkpoint
         try flusher.submit {
             if let failure = PacketLogWriter.commit(descriptor: descriptor, path: path) { return failure }
-            do throws(MediaError) { try checkpoint.update { $0.segments.append(record) } } catch { return error }
+            do throws(MediaError) { try checkpoint.append(.video(segment: record)) } catch { return error }
             return nil
         }
     }

@@ -78,10 +78,7 @@ final class CheckpointedLadder {
 
         let journal: (String, SegmentedOutput.Segment, Int64) -> MediaError? = { folder, segment, last in
             do throws(MediaError) {
-                try checkpoint.update { manifest in
-                    manifest.ladder[folder]?.segments.append(segment)
-                    manifest.ladder[folder]?.lastPresentation.append(last)
-                }
+                try checkpoint.append(.ladder(folder: folder, segment: segment, lastPresentation: last))
             } catch {
                 return error
             }

@@ -42,13 +42,8 @@ import TestSupport
         return try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
     }
 
-    private func manifest(_ checkpoint: String) throws -> [String: Any] {
-        let data = try Data(contentsOf: URL(fileURLWithPath: checkpoint + "/manifest.json"))
-        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-    }
-
     private func segmentEnds(_ checkpoint: String) throws -> [Double] {
-        (try manifest(checkpoint)["segments"] as? [[String: Any]] ?? []).compactMap { $0["end"] as? Double }
+        try CheckpointRecords.videoSegments(checkpoint).compactMap { $0["end"] as? Double }
     }
 
     @Test func aDamagedSegmentIsMadeAgainNeverAssembled() throws {
@@ -261,8 +256,8 @@ import TestSupport
         func inode(_ path: String) -> Int? { (try? FileManager.default.attributesOfItem(atPath: path))?[.systemFileNumber] as? Int }
         let leftInodes = left.map { inode(stills + $0) }
         #expect(!left.isEmpty, "the first attempt took pictures into the checkpoint")
-        let records = try manifest(checkpoint)["ladder"] as? [String: [String: Any]] ?? [:]
-        let finished = ["720p", "360p"].map { (records[$0]?["segments"] as? [Any])?.count ?? 0 }
+        let records = try CheckpointRecords.ladderSegments(checkpoint)
+        let finished = ["720p", "360p"].map { records[$0]?.count ?? 0 }
         #expect(finished.min() ?? 0 >= 1, "each rendition finished a segment: \(finished)")
 
         let resumed = folder.appendingPathComponent("resumed").path

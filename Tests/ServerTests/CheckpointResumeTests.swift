@@ -51,10 +51,8 @@ import TestSupport
     private func checkpointEnd(in data: URL) throws -> Double {
         let root = data.appendingPathComponent("checkpoints")
         let folder = try #require(Media.files(in: root).first)
-        let manifest = try Data(contentsOf: root.appendingPathComponent(folder).appendingPathComponent("manifest.json"))
-        let object = try #require(try JSONSerialization.jsonObject(with: manifest) as? [String: Any])
-        let segments = object["segments"] as? [[String: Any]] ?? []
-        return try #require(segments.last?["end"] as? Double, "a finished segment: \(object)")
+        let segments = try CheckpointRecords.videoSegments(root.appendingPathComponent(folder).path)
+        return try #require(segments.last?["end"] as? Double, "a finished segment: \(segments)")
     }
 
     /// Video frames at 0, 1/30, 2/30 ... s: none lost, none twice.
