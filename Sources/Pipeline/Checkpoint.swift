@@ -16,11 +16,9 @@ import Locks
 ///
 /// The encode threads and the audio thread all record what they finish: the manifest is kept under a lock.
 final class Checkpoint: @unchecked Sendable {
-    // @unchecked: `state` is a lock (the journal is written under it); `path` and `journal` are constants.
+    // @unchecked: `state` is a lock (the journal is written under it); `path` is a constant.
     let path: String
     private let state: LockedValue<CheckpointManifest>
-    /// The journal, open for appending.
-    private let journal: Int32
 
     static let manifestName = "manifest.json"
     static let journalName = "journal.jsonl"
@@ -61,18 +59,15 @@ final class Checkpoint: @unchecked Sendable {
             // Files of another job or settings: none of them may be taken for this one's.
             for folder in Self.ownFolders { try? FileManager.default.removeItem(atPath: path + "/" + folder) }
         }
-        journal = open(path + "/" + Self.journalName, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        guard journal >= 0 else {
-            throw MediaError(code: errno == ENOSPC ? "no_space" : "storage_error",
-                             message: "Opening the checkpoint journal in \(path) failed: \(String(cString: strerror(errno))).")
-        }
         state = LockedValue(manifest)
         try removeUnlisted()
-        // Folds the journal in (or drops another job's), and makes the journal's name durable with the manifest's.
+        // The journal exists from here on, its name made durable by the manifest's save, which folds its lines in.
+        // Another job's is emptied first: its lines must never follow this job's manifest.
+        try Self.writing("the checkpoint journal", at: path + "/" + Self.journalName, flags: O_CREAT | (adopted ? 0 : O_TRUNC)) { journal in
+            adopted || Self.retrying { fsync(journal) } == 0
+        }
         try save(manifest)
     }
-
-    deinit { close(journal) }
 
     /// Reads the journal's complete lines in order and applies those the manifest does not include yet.
     private static func foldJournal(at path: String, into manifest: inout CheckpointManifest) {
@@ -111,8 +106,10 @@ final class Checkpoint: @unchecked Sendable {
                 throw MediaError(code: "storage_error", message: "Encoding a checkpoint journal line failed.")
             }
             data.append(UInt8(ascii: "\n"))
-            guard Self.writeAll(data, to: journal), Self.retrying({ fdatasync(journal) }) == 0 else {
-                throw Self.writeFailure("the checkpoint journal", path + "/" + Self.journalName)
+            // Opened by its path each time: once another node has taken the folder over (renamed it to its own
+            // claim), this one's records fail, as its manifest writes and segment files do.
+            try Self.writing("the checkpoint journal", at: path + "/" + Self.journalName, flags: O_APPEND) { journal in
+                Self.writeAll(data, to: journal) && Self.retrying { fdatasync(journal) } == 0
             }
             manifest.apply(entry)
             manifest.journalSequence = line.sequence
@@ -176,22 +173,30 @@ final class Checkpoint: @unchecked Sendable {
         }
         // Written by hand, not with Foundation's atomic write: that leaves a temporary file of its own naming
         // behind when the process is killed, which the next attempt would take for someone else's file.
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        let written = descriptor >= 0 && Self.writeAll(data, to: descriptor) && Self.retrying({ fsync(descriptor) }) == 0
-        let failure = errno
-        if descriptor >= 0 { close(descriptor) }
-        guard written else {
-            errno = failure
-            throw Self.writeFailure("the checkpoint manifest", target)
+        try Self.writing("the checkpoint manifest", at: temporary, flags: O_CREAT | O_TRUNC) { file in
+            Self.writeAll(data, to: file) && Self.retrying { fsync(file) } == 0
         }
         guard rename(temporary, target) == 0 else {
             throw MediaError(code: "storage_error", message: "Moving the checkpoint manifest into place failed: \(String(cString: strerror(errno))).")
         }
         try FileDurability.syncDirectory(containing: target)
-        // The manifest includes every journal line now: empty the journal (should the process stop first, the
-        // lines it still has are skipped by their numbers).
-        guard Self.retrying({ ftruncate(journal, 0) }) == 0, Self.retrying({ fsync(journal) }) == 0 else {
-            throw Self.writeFailure("the checkpoint journal", path + "/" + Self.journalName)
+        // The manifest on disk includes every journal line now: empty the journal (should the process stop
+        // first, the lines it still has are skipped by their numbers).
+        try Self.writing("the checkpoint journal", at: path + "/" + Self.journalName, flags: O_TRUNC) { journal in
+            Self.retrying { fsync(journal) } == 0
+        }
+    }
+
+    /// Opens `path` for writing with `flags` (never kept open: a folder another node took over fails here), runs
+    /// `body`, closes; throws with the system's reason when opening fails or `body` says it failed.
+    private static func writing(_ what: String, at path: String, flags: Int32, _ body: (Int32) -> Bool) throws(MediaError) {
+        let descriptor = open(path, O_WRONLY | O_CLOEXEC | flags, 0o644)
+        let done = descriptor >= 0 && body(descriptor)
+        let failure = errno
+        if descriptor >= 0 { close(descriptor) }
+        guard done else {
+            throw MediaError(code: failure == ENOSPC ? "no_space" : "storage_error",
+                             message: "Writing \(what) \(path) failed: \(String(cString: strerror(failure))).")
         }
     }
 
@@ -216,10 +221,4 @@ final class Checkpoint: @unchecked Sendable {
         return result
     }
 
-    /// The error for a failed write of `what` at `path`, from `errno`.
-    private static func writeFailure(_ what: String, _ path: String) -> MediaError {
-        let failure = errno
-        return MediaError(code: failure == ENOSPC ? "no_space" : "storage_error",
-                          message: "Writing \(what) \(path) failed: \(String(cString: strerror(failure))).")
-    }
 }

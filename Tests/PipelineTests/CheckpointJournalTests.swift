@@ -96,6 +96,21 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: path + "/video_00001.pkt"))
     }
 
+    /// A node that took the job over renamed the folder to its own claim: the old holder can no longer record.
+    @Test func aFolderTakenOverRefusesTheOldHoldersRecords() throws {
+        let scratch = try Media.scratch()
+        let path = scratch.appendingPathComponent("job.1").path
+        let checkpoint = try open(path)
+        try checkpoint.append(.video(segment: try segment(1, in: path)))
+        let claimed = scratch.appendingPathComponent("job.2").path
+        #expect(rename(path, claimed) == 0)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        let late = try segment(2, in: path)
+        #expect(throws: MediaError.self) { try checkpoint.append(.video(segment: late)) }
+        #expect(String(decoding: contents(claimed + "/journal.jsonl"), as: UTF8.self).split(separator: "\n").count == 1)
+        #expect(try open(claimed).manifest.segments.map(\.number) == [1])
+    }
+
     @Test func aLaddersSegmentsAreJournaledByTrack() throws {
         let path = try Media.scratch().appendingPathComponent("checkpoint").path
         var checkpoint: Checkpoint? = try open(path)
