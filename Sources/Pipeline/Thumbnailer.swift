@@ -150,6 +150,9 @@ final class Thumbnailer: FrameConsumer {
     private func writePoster(_ frame: Frame) throws(MediaError) {
         guard let posterConverter, let posterJPEG else { return }
         posterTaken = true
+        // The picture kept in case the input ended before the poster's time is not needed now: let the decoder
+        // have its buffer back.
+        latest = nil
         try posterJPEG.write(try posterConverter.convert(frame), to: root + "/" + Self.posterName)
     }
 

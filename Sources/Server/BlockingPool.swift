@@ -55,6 +55,8 @@ public final class BlockingPool: Sendable {
             _ = state.wait { state in
                 if state.head < state.work.count {
                     next = state.work[state.head]
+                    // The slot lets go of the work (and what it holds: a request and its body) as it is taken.
+                    state.work[state.head] = {}
                     state.head += 1
                     if state.head * 2 >= state.work.count {
                         state.work.removeFirst(state.head)
