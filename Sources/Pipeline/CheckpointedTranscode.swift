@@ -104,6 +104,10 @@ final class CheckpointedTranscode {
                 }
             }
             try audio?.join()
+            // The encoders and their pictures are done with: they go before the file is assembled, which takes a
+            // while for a long film (the reader freed its decoders at the end of the input).
+            video = nil
+            audio = nil
             let manifest = checkpoint.manifest
             guard manifest.videoComplete, !manifest.segments.isEmpty else {
                 throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")

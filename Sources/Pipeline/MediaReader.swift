@@ -28,6 +28,8 @@ public final class MediaReader {
     private var draining: StreamDecoder?
     private var mustResend = false
     private var reachedEnd = false
+    /// The input ended and was checked complete; the decoders are freed.
+    private var decodersReleased = false
     private var flushOrder: [StreamDecoder] = []
     /// Stitches jumps of formats whose clock may restart; refuses streams going back in the others.
     private var continuity: TimestampContinuity
@@ -112,7 +114,14 @@ public final class MediaReader {
             }
             if reachedEnd {
                 guard let decoder = flushOrder.popLast() else {
-                    try checkComplete()
+                    if !decodersReleased {
+                        try checkComplete()
+                        // Every decoder is drained and the input checked: the decoders and their pictures go now,
+                        // for the owner may hold the reader through a long finish (the output muxed and rewritten).
+                        decoders.removeAll()
+                        frame.unref()
+                        decodersReleased = true
+                    }
                     return nil
                 }
                 try decoder.sendEndOfStream()
