@@ -505,3 +505,32 @@ import TestSupport
         #expect(try migrated.integrityCheck() == "ok")
     }
 }
+
+/// The SQLite connection's prepared statements: one per statement text, so a text must not change from call to call.
+@Suite struct SQLiteStatementCacheTests {
+    /// The webhook senders claim every 2 s whether or not anything is due: each claim (and each outcome, each
+    /// redelivery) used to write the time into its SQL, so each prepared and kept a statement of its own, for as long
+    /// as the server ran.
+    @Test func repeatedWebhookClaimsAndOutcomesPrepareNoNewStatements() throws {
+        let fixture = try StoreFixture(.sqlite)
+        let store = try #require(fixture.store as? SQLiteJobStore)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0,
+                                      webhooks: JobWebhooks(serverURL: "http://hooks.example/all"))
+        _ = try #require(try store.claimNext(worker: "w", leaseSeconds: 60), "the job starts: a delivery is written")
+        var sent = 0
+        func round() throws {
+            for delivery in try store.claimDeliveries(limit: 4, claimSeconds: 60) {
+                try store.finishDelivery(delivery, .delivered(status: 204), payload: Data("{}".utf8))
+                _ = try store.redeliver(jobID: job.id, deliveryID: delivery.id)
+                sent += 1
+            }
+            _ = try store.nextDeliveryDue()
+        }
+        try round()
+        let prepared = store.cachedStatements
+        for _ in 0..<50 { try round() }
+        #expect(sent == 51, "every round claims, sends and redelivers the delivery")
+        #expect(store.cachedStatements == prepared, "\(store.cachedStatements - prepared) statements prepared by 50 rounds")
+    }
+}

@@ -7,7 +7,13 @@ import Foundation
 final class Database {
     fileprivate(set) var handle: OpaquePointer?
     let path: String
+    /// Prepared statements by SQL text. SQL must not carry values in its text (bind them): every distinct text is
+    /// a statement kept here. As a backstop, the cache is emptied once it holds `maxCachedStatements`.
     private var statements: [String: Statement] = [:]
+    static let maxCachedStatements = 512
+
+    /// Statements held prepared now.
+    var cachedStatements: Int { statements.count }
 
     /// Opens (creating if needed) the database at `path`, in WAL mode with `synchronous=FULL` and a busy timeout.
     init(path: String, busyTimeout: Duration = .seconds(5)) throws(StoreError) {
@@ -45,6 +51,7 @@ final class Database {
             statement = cached
         } else {
             statement = try Statement(database: self, sql: sql)
+            if statements.count >= Self.maxCachedStatements { statements.removeAll() }
             statements[sql] = statement
         }
         return try statement.rows(arguments)

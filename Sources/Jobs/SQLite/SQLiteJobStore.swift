@@ -52,6 +52,11 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     public var generation: Int64 { writes.load(ordering: .acquiring) }
 
     static func now() -> Double { Date().timeIntervalSince1970 }
+    /// The current time as an SQL expression: seconds since 1970, SQLite's clock.
+    static let sqlNow = "((julianday('now') - 2440587.5) * 86400.0)"
+
+    /// Statements the connection holds prepared.
+    var cachedStatements: Int { database.withLock { $0.cachedStatements } }
 
     // MARK: Uploads
 
@@ -310,7 +315,10 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     // MARK: Webhooks
 
     private var webhookRows: WebhookRows<SQLiteJobStore> {
-        WebhookRows(store: self, jobRows: rows, now: { String(Self.now()) }, skipLocked: "")
+        // SQLite's own clock in seconds since 1970 (to the millisecond), not this process's time written into the
+        // SQL: a statement's text must stay the same from one call to the next, or each call prepares (and caches)
+        // a new one; the senders' claims every 2 s grew the cache without end.
+        WebhookRows(store: self, jobRows: rows, now: { Self.sqlNow }, skipLocked: "")
     }
 
     public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
