@@ -92,9 +92,18 @@ struct WebhookRows<Store: RowRunning> {
         return nil
     }
 
-    /// When the next pending delivery is due (seconds since 1970), nil when none is pending.
+    /// When a claim may next find something (seconds since 1970), nil when nothing is pending: the earliest time among
+    /// the deliveries first in line for their job and URL, a claimed one's being when its claim runs out. A delivery
+    /// behind another, or one being sent, is no sooner due than that: counting them made idle senders poll every
+    /// 10 ms while a receiver was down (its later deliveries wait behind a retry) or a delivery was in flight.
     func nextDue() throws(StoreError) -> Double? {
-        try store.rows("SELECT min(next_attempt_at) AS due FROM webhook_deliveries WHERE state = 'pending'", []).first?["due"].double
+        try store.rows("""
+            SELECT min(CASE WHEN d.claimed_until > d.next_attempt_at THEN d.claimed_until ELSE d.next_attempt_at END) AS due
+            FROM webhook_deliveries d
+            WHERE d.state = 'pending'
+                AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
+                                WHERE e.job_id = d.job_id AND e.url = d.url AND e.state = 'pending' AND e.seq < d.seq)
+            """, []).first?["due"].double
     }
 
     /// Deliveries in each state.

@@ -296,6 +296,30 @@ import TestSupport
         #expect(try fixture.store.finishedJobs(before: first.finishedAt ?? 0).isEmpty)
     }
 
+    /// An idle sender sleeps until a claim can find something: a delivery in flight is due when its claim runs out,
+    /// and one queued behind another for the same URL is not due before that one; before, both counted as due at
+    /// once and idle senders polled every 10 ms.
+    @Test(arguments: backends) func theNextDeliveryIsDueOnlyWhenAClaimCouldTakeIt(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let store = fixture.store
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0,
+                                      webhooks: JobWebhooks(serverURL: "http://hooks.example/all"))
+        let lease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        _ = try store.markSucceeded(lease, outputPath: fixture.directory.outputs.path + "/x/output.mp4", size: 1, tracks: [], files: nil,
+                                    duration: 1, framesEncoded: 1, seconds: 1)
+        #expect(try store.deliveries(jobID: job.id).map(\.event) == ["job.running", "job.succeeded"])
+        let now = Date().timeIntervalSince1970
+        #expect(try #require(try store.nextDeliveryDue()) <= now + 1, "the first delivery is due now")
+        let sending = try #require(try store.claimDeliveries(limit: 4, claimSeconds: 60).first)
+        #expect(sending.event == "job.running")
+        let inFlight = try #require(try store.nextDeliveryDue())
+        #expect(inFlight > now + 50, "due \(inFlight - now) s from now while the first is being sent")
+        try store.finishDelivery(sending, .retry(at: now + 300, status: 503, error: "The URL answered 503."), payload: Data("{}".utf8))
+        let afterRetry = try #require(try store.nextDeliveryDue())
+        #expect(abs(afterRetry - (now + 300)) < 1, "due \(afterRetry - now) s from now: the second waits behind the retry")
+    }
+
     /// The outbox: every state change a webhook wants writes its delivery with it; claims hand out, per job and URL,
     /// only the earliest pending one; an attempt whose claim was taken over records nothing.
     @Test(arguments: backends) func stateChangesWriteTheirWebhookDeliveriesAndClaimsKeepTheirOrder(_ backend: StoreBackend) throws {
