@@ -30,6 +30,18 @@ public final class TranscoderAPI: Sendable {
         let data: Data
     }
 
+    /// Succeeded jobs' output files by path, for a player's requests: a 2 h ladder has some 14,000 files and a
+    /// request for each, and reading and decoding the job's whole list for every one made a playback cost the
+    /// square of its length. An entry serves while the job's `updated_at` is what it was.
+    private let outputIndexes = LockedValue<[String: OutputIndex]>([:])
+    private static let maxOutputIndexes = 64
+
+    private struct OutputIndex {
+        let updatedAt: Double
+        let job: Job
+        let files: [String: OutputFile]
+    }
+
     /// What moves while a job runs here without a store write (and changes its JSON).
     private enum LiveStamp: Equatable {
         case fetched(bytes: Int64)
@@ -676,12 +688,25 @@ public final class TranscoderAPI: Sendable {
     /// `GET /v1/jobs/{id}/output/{path...}`: one file of the job's output folder, by its path there; only the
     /// files the transcode listed are served (no other name reaches the file system).
     private func outputFile(_ request: Request) throws(HTTPError) -> Response {
-        let job = try succeededJob(request)
+        let id = request.parameters["id"] ?? ""
+        let updatedAt = try Self.fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
+        guard let updatedAt else { throw Self.jobNotFound(id) }
+        var index = outputIndexes.withLock { $0[id] }
+        if index?.updatedAt != updatedAt {
+            let job = try succeededJob(request)
+            let built = OutputIndex(updatedAt: updatedAt, job: job,
+                                    files: Dictionary((job.outputFiles ?? []).map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first }))
+            outputIndexes.withLock { indexes in
+                if indexes.count >= Self.maxOutputIndexes { indexes.removeAll() }
+                indexes[id] = built
+            }
+            index = built
+        }
         let name = request.parameters["path"] ?? ""
-        guard let files = job.outputFiles, let file = files.first(where: { $0.path == name }), let root = job.outputRoot else {
+        guard let index, let file = index.files[name], let root = index.job.outputRoot else {
             throw HTTPError(.notFound, "output_file_not_found", "The job's output has no file \(name.debugDescription).")
         }
-        return try serve(path: root + "/" + file.path, of: job, request, mimeType: file.mimeType, disposition: nil)
+        return try serve(path: root + "/" + file.path, of: index.job, request, mimeType: file.mimeType, disposition: nil)
     }
 
     private func succeededJob(_ request: Request) throws(HTTPError) -> Job {
