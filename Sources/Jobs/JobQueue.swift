@@ -768,16 +768,32 @@ public final class JobQueue: Sendable {
     /// uses any more that are older than `time`. Queued and running jobs are never touched. A row goes first and its
     /// file only once the row is gone: an upload a new job took meanwhile stays (the store refuses its deletion), and
     /// one item that fails is logged and passed over.
+    /// Jobs retention reads at a time.
+    static let retentionBatch = 500
+
     public func sweep(olderThan time: Double) throws(StoreError) {
-        for job in try store.finishedJobs(before: time) {
-            do throws(StoreError) {
-                try store.deleteJob(id: job.id)
-                if let path = job.outputRoot { removeFile(path, of: "job_id", job.id) }
-                removeCheckpoints(of: job.id)
-            } catch {
-                logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
+        try sweep(olderThan: time, batch: Self.retentionBatch)
+    }
+
+    func sweep(olderThan time: Double, batch size: Int) throws(StoreError) {
+        // Batch after batch while they come full (more ended than one batch holds since the last sweep), as long as
+        // a batch deletes something: one that deletes nothing would be read again as it was.
+        var deleted = 0
+        repeat {
+            let batch = try store.finishedJobs(before: time, limit: size)
+            deleted = 0
+            for job in batch {
+                do throws(StoreError) {
+                    try store.deleteJob(id: job.id)
+                    deleted += 1
+                    if let path = job.outputRoot { removeFile(path, of: "job_id", job.id) }
+                    removeCheckpoints(of: job.id)
+                } catch {
+                    logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
+                }
             }
-        }
+            if batch.count < size { break }
+        } while deleted > 0 && !stopping
         for upload in try store.unusedUploads(before: time) {
             do throws(StoreError) {
                 try store.deleteUpload(id: upload.id)

@@ -45,6 +45,8 @@ public protocol JobStore: AnyObject, Sendable {
     func jobs(state: JobState?, limit: Int, cursor: String?) throws(StoreError) -> (jobs: [Job], next: String?)
     /// Number of jobs in each state.
     func counts() throws(StoreError) -> [JobState: Int]
+    /// Returns once the store answers a query that reads no rows (a readiness probe: `counts` reads every job).
+    func ping() throws(StoreError)
     /// queued → canceled, only if the job is queued now (`invalid_transition` otherwise).
     func cancelQueued(id: String) throws(StoreError) -> Job
     /// Asks whichever worker runs the job to stop it (it records the cancellation itself); false when the job is not

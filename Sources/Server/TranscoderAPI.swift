@@ -151,7 +151,7 @@ public final class TranscoderAPI: Sendable {
 
     private func ready() throws(HTTPError) -> Response {
         do {
-            _ = try store.counts()
+            try store.ping()
         } catch {
             return .json(APIModels.Status(status: "store unavailable: \(error.message)"), status: .serviceUnavailable)
         }

@@ -289,6 +289,25 @@ struct SlowFinishRunner: JobRunner {
         queue.stop(grace: 1)
     }
 
+    /// More jobs ended since the last sweep than a batch holds: the sweep goes on batch after batch (it used to
+    /// delete one batch a minute, which a busy server outpaces for good).
+    @Test func retentionDeletesPastOneBatch() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        var ended: [String] = []
+        for _ in 0..<5 {
+            let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+            let lease = try #require(try fixture.store.claimNext(worker: "test", leaseSeconds: 20)?.currentLease)
+            _ = try fixture.store.markFailed(lease, code: "test_failure", message: "Fails on purpose.")
+            ended.append(job.id)
+        }
+        let waiting = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture) { $0.workers = 0 }
+        try queue.sweep(olderThan: Date().timeIntervalSince1970 + 1, batch: 2)
+        for id in ended { #expect(try fixture.store.job(id: id) == nil, "job \(id) is still there") }
+        #expect(try fixture.store.job(id: waiting.id) != nil, "a queued job is not retention's")
+    }
+
     @Test func retentionDeletesFinishedJobsOnly() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))

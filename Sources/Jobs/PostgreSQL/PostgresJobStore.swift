@@ -146,6 +146,10 @@ public final class PostgresJobStore: JobStore, RowRunning {
         return (Array(jobs), next)
     }
 
+    public func ping() throws(StoreError) {
+        _ = try rows("SELECT 1", [])
+    }
+
     public func counts() throws(StoreError) -> [JobState: Int] {
         var counts: [JobState: Int] = [:]
         for row in try query("SELECT state, count(*) AS n FROM jobs GROUP BY state") {

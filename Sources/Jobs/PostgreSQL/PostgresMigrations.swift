@@ -132,6 +132,11 @@ enum PostgresMigrations {
         CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
             FOR EACH ROW EXECUTE FUNCTION transcoderd_webhooks();
         """,
+        // For stores that grow: the job list filtered by state (newest first), unused uploads by age.
+        """
+        CREATE INDEX jobs_state_created ON jobs (state, created_at DESC, id DESC);
+        CREATE INDEX uploads_created ON uploads (created_at);
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction per step.

@@ -131,6 +131,13 @@ enum Migrations {
             ORDER BY target.rank;
         END;
         """,
+        // For stores that grow: the job list filtered by state (newest first, without sorting every job of that
+        // state), retention by finish time, and unused uploads by age.
+        """
+        CREATE INDEX jobs_state_created ON jobs (state, created_at DESC, id DESC);
+        CREATE INDEX jobs_finished ON jobs (finished_at);
+        CREATE INDEX uploads_created ON uploads (created_at);
+        """,
     ]
 
     /// The step from which paths are stored relative to the data directory.

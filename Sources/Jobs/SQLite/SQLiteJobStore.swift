@@ -162,6 +162,10 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         return (Array(jobs), next)
     }
 
+    public func ping() throws(StoreError) {
+        _ = try rows("SELECT 1", [])
+    }
+
     public func counts() throws(StoreError) -> [JobState: Int] {
         let found = try withDatabase { database throws(StoreError) in
             try database.query("SELECT state, count(*) AS n FROM jobs GROUP BY state")
@@ -194,8 +198,10 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job] {
         try withDatabase { database throws(StoreError) in
+            // `+state`: walk the finish times in order (jobs_finished) and stop at the limit, rather than take
+            // every finished job by state and sort them all, which SQLite's planner prefers otherwise.
             try database.query("""
-                SELECT * FROM jobs WHERE state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
+                SELECT * FROM jobs WHERE +state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
                     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
                 ORDER BY finished_at LIMIT ?
                 """, [.real(time), .integer(Int64(limit))]).map(rows.job)
