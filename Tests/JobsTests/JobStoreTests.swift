@@ -408,26 +408,18 @@ import TestSupport
 /// What only the SQLite file does: its schema steps, its generation counter, its transactions.
 @Suite struct JobStoreTests {
     /// The queries that run against every job or upload ever kept use an index, in the order they want (no sort of
-    /// all the rows they match): the job list by state, retention, unused uploads. The SQL is the store's.
+    /// all the rows they match): the job list by state, retention, unused uploads; the store's own SQL texts.
     @Test func queriesOverGrowingTablesUseIndexes() throws {
         let fixture = try StoreFixture()
         let database = try Database(path: fixture.directory.databasePath)
         func plan(_ sql: String, _ arguments: [SQLValue]) throws -> [String] {
             try database.query("EXPLAIN QUERY PLAN " + sql, arguments).compactMap { $0["detail"].string }
         }
-        let byState = try plan("SELECT * FROM jobs WHERE state = ? ORDER BY created_at DESC, id DESC LIMIT ?", [.text("failed"), .integer(51)])
+        let byState = try plan(SQLiteJobStore.jobListSQL(filter: "WHERE state = ?"), [.text("failed"), .integer(51)])
         #expect(byState.contains { $0.contains("jobs_state_created") } && !byState.contains { $0.contains("TEMP B-TREE") }, "\(byState)")
-        let retention = try plan("""
-            SELECT * FROM jobs WHERE +state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
-                AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
-            ORDER BY finished_at LIMIT ?
-            """, [.real(1), .integer(500)])
+        let retention = try plan(SQLiteJobStore.finishedJobsSQL, [.real(1), .integer(500)])
         #expect(retention.contains { $0.contains("jobs_finished") } && !retention.contains { $0.contains("TEMP B-TREE") }, "\(retention)")
-        let uploads = try plan("""
-            SELECT * FROM uploads u WHERE created_at < ?
-            AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
-            AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
-            """, [.real(1)])
+        let uploads = try plan(SQLiteJobStore.unusedUploadsSQL, [.real(1)])
         #expect(uploads.contains { $0.contains("uploads_created") }, "\(uploads)")
     }
 

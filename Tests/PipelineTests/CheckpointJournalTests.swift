@@ -50,10 +50,11 @@ import TestSupport
         var checkpoint: Checkpoint? = try open(path)
         for number in 1...2 { try checkpoint!.append(.video(segment: try segment(number, in: path))) }
         checkpoint = nil
-        _ = try segment(3, in: path)
+        // A whole, valid record whose newline never made it to disk: not a complete line, so not trusted.
+        let third = CheckpointManifest.JournalLine(sequence: 3, entry: .video(segment: try segment(3, in: path)))
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path + "/journal.jsonl"))
         try handle.seekToEnd()
-        try handle.write(contentsOf: Data(#"{"sequence":3,"entry":{"video":{"segment":{"number":3,"#.utf8))
+        try handle.write(contentsOf: try JSONEncoder().encode(third))
         try handle.close()
         #expect(try open(path).manifest.segments.map(\.number) == [1, 2])
         #expect(!FileManager.default.fileExists(atPath: path + "/video_00003.pkt"), "a segment no record lists is removed")
@@ -91,8 +92,13 @@ import TestSupport
         var checkpoint: Checkpoint? = try open(path)
         for number in 1...2 { try checkpoint!.append(.video(segment: try segment(number, in: path))) }
         checkpoint = nil
+        // The new manifest cannot be written (a folder stands where its temporary file goes): the other job's
+        // journal must already be empty by then, or its lines would follow this job's manifest after a crash.
+        try FileManager.default.createDirectory(atPath: path + "/manifest.json.tmp", withIntermediateDirectories: false)
+        #expect(throws: MediaError.self) { try open(path, fingerprint: "other settings") }
+        #expect(contents(path + "/journal.jsonl").isEmpty, "the other job's journal is still there")
+        try FileManager.default.removeItem(atPath: path + "/manifest.json.tmp")
         #expect(try open(path, fingerprint: "other settings").manifest.segments.isEmpty)
-        #expect(contents(path + "/journal.jsonl").isEmpty)
         #expect(!FileManager.default.fileExists(atPath: path + "/video_00001.pkt"))
     }
 

@@ -22,29 +22,37 @@ public enum CheckpointRecords {
         return segments
     }
 
-    /// A ladder's finished segments by track folder (`720p`, `audio`): the manifest's, then the journal's.
+    /// A ladder's finished segments by track folder (`720p`, `audio`): the manifest's, then the journal's (for
+    /// tracks the manifest has).
     public static func ladderSegments(_ folder: String) throws -> [String: [[String: Any]]] {
         let manifest = try manifest(folder)
         var tracks = (manifest["ladder"] as? [String: [String: Any]] ?? [:]).mapValues { $0["segments"] as? [[String: Any]] ?? [] }
         for entry in try journal(folder, after: manifest) {
             if let ladder = entry["ladder"] as? [String: Any], let track = ladder["folder"] as? String,
-               let segment = ladder["segment"] as? [String: Any] {
-                tracks[track, default: []].append(segment)
+               let segment = ladder["segment"] as? [String: Any], tracks[track] != nil {
+                tracks[track]!.append(segment)
             }
         }
         return tracks
     }
 
-    /// The journal's entries the manifest does not include, in order; complete lines only.
+    /// The journal's entries the manifest does not include, in order, read as a resumed attempt reads them:
+    /// complete lines only, skipping those the manifest includes, up to the first line that does not decode or
+    /// does not follow on by number.
     private static func journal(_ folder: String, after manifest: [String: Any]) throws -> [[String: Any]] {
-        let included = manifest["journalSequence"] as? Int ?? 0
+        var last = manifest["journalSequence"] as? Int ?? 0
         var lines = ((try? String(contentsOfFile: folder + "/journal.jsonl", encoding: .utf8)) ?? "").components(separatedBy: "\n")
         // After the last newline: nothing, or a line being written.
         lines.removeLast()
-        return try lines.compactMap { line in
-            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let sequence = object["sequence"] as? Int, sequence > included else { return nil }
-            return object["entry"] as? [String: Any]
+        var entries: [[String: Any]] = []
+        for line in lines {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let sequence = object["sequence"] as? Int, let entry = object["entry"] as? [String: Any] else { break }
+            if sequence <= last { continue }
+            guard sequence == last + 1 else { break }
+            last = sequence
+            entries.append(entry)
         }
+        return entries
     }
 }

@@ -55,6 +55,29 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     /// The current time as an SQL expression: seconds since 1970, SQLite's clock.
     static let sqlNow = "((julianday('now') - 2440587.5) * 86400.0)"
 
+    // Queries over tables that grow, whose plans a test holds to their indexes.
+
+    /// The job list, newest first, after `filter` (`WHERE state = ?`, a cursor, or nothing).
+    static func jobListSQL(filter: String) -> String {
+        "SELECT * FROM jobs \(filter) ORDER BY created_at DESC, id DESC LIMIT ?"
+    }
+
+    /// Finished jobs, oldest finish first, without pending webhook deliveries. `+state`: walk the finish times in
+    /// order (jobs_finished) and stop at the limit, rather than take every finished job by state and sort them all,
+    /// which SQLite's planner prefers otherwise.
+    static let finishedJobsSQL = """
+        SELECT * FROM jobs WHERE +state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
+            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
+        ORDER BY finished_at LIMIT ?
+        """
+
+    /// Uploads made before a time that no job uses.
+    static let unusedUploadsSQL = """
+        SELECT * FROM uploads u WHERE created_at < ?
+        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
+        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
+        """
+
     /// Statements the connection holds prepared.
     var cachedStatements: Int { database.withLock { $0.cachedStatements } }
 
@@ -84,11 +107,7 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     public func unusedUploads(before time: Double) throws(StoreError) -> [Upload] {
         try withDatabase { database throws(StoreError) in
-            try database.query("""
-                SELECT * FROM uploads u WHERE created_at < ?
-                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
-                AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
-                """, [.real(time)]).map(rows.upload)
+            try database.query(Self.unusedUploadsSQL, [.real(time)]).map(rows.upload)
         }
     }
 
@@ -154,8 +173,7 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         }
         let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
         let found = try withDatabase { database throws(StoreError) in
-            try database.query("SELECT * FROM jobs \(filter) ORDER BY created_at DESC, id DESC LIMIT ?",
-                               arguments + [.integer(Int64(limit + 1))])
+            try database.query(Self.jobListSQL(filter: filter), arguments + [.integer(Int64(limit + 1))])
         }
         let jobs = found.prefix(limit).map(rows.job)
         let next = found.count > limit ? jobs.last.map { JobRows.encodeCursor(time: $0.createdAt, id: $0.id) } : nil
@@ -198,13 +216,7 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job] {
         try withDatabase { database throws(StoreError) in
-            // `+state`: walk the finish times in order (jobs_finished) and stop at the limit, rather than take
-            // every finished job by state and sort them all, which SQLite's planner prefers otherwise.
-            try database.query("""
-                SELECT * FROM jobs WHERE +state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
-                    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
-                ORDER BY finished_at LIMIT ?
-                """, [.real(time), .integer(Int64(limit))]).map(rows.job)
+            try database.query(Self.finishedJobsSQL, [.real(time), .integer(Int64(limit))]).map(rows.job)
         }
     }
 
