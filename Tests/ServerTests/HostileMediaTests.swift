@@ -208,7 +208,7 @@ import TestSupport
                              ladder: Bool) throws {
         let path: String
         if ladder {
-            path = try server.base + "/v1/jobs/\(id)/output/master.m3u8"
+            path = server.base + "/v1/jobs/\(id)/output/master.m3u8"
             // Every rendition's playlists, whatever the input did (gaps, late audio, odd rates).
             _ = try Ladder.check(server.data.appendingPathComponent("outputs/\(id)").path)
         } else {

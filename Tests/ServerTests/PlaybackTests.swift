@@ -31,7 +31,7 @@ import TestSupport
                                                    #"{"input": "\#(input)", "settings": {"container": "hls", "segmentDuration": 2}}"#])
         let id = try #require(created.object["id"] as? String)
         #expect(try eventually(60) { try server.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded" })
-        let master = try server.base + "/v1/jobs/\(id)/output/master.m3u8"
+        let master = server.base + "/v1/jobs/\(id)/output/master.m3u8"
 
         let profile = folder.appendingPathComponent("profile").path
         let browser = Process()

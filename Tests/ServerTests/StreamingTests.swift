@@ -34,8 +34,8 @@ import TestSupport
         #expect(output["size"] as? Int == files.compactMap { $0["size"] as? Int }.reduce(0, +))
 
         // The main URL of a ladder sends players to the master playlist, where its relative names resolve.
-        let redirect = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", try server.base + base])
-        #expect(redirect.stdout == "307 \(try server.base)\(base)/master.m3u8", "\(redirect.stdout)")
+        let redirect = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", server.base + base])
+        #expect(redirect.stdout == "307 \(server.base)\(base)/master.m3u8", "\(redirect.stdout)")
 
         // Every listed file, by its URL, as listed: same bytes, same type; mirrored to disk for the playlist checks.
         let mirror = try Media.scratch()
@@ -45,7 +45,7 @@ import TestSupport
             let target = mirror.appendingPathComponent(path)
             try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
             let fetched = try Shell.run("curl", ["-s", "-o", target.path, "-w", "%{http_code} %{content_type} %{size_download}",
-                                                 try server.base + url])
+                                                 server.base + url])
             #expect(fetched.stdout == "200 \(file["mimeType"] as? String ?? "?") \(file["size"] as? Int ?? -1)", "\(path): \(fetched.stdout)")
         }
         let summary = try Ladder.check(mirror.path)
@@ -54,46 +54,46 @@ import TestSupport
 
         // ffmpeg plays the ladder over HTTP, through either manifest.
         for manifest in ["master.m3u8", "manifest.mpd"] {
-            let decode = try Ladder.decodesCleanly(try server.base + base + "/" + manifest)
+            let decode = try Ladder.decodesCleanly(server.base + base + "/" + manifest)
             #expect(decode.status == 0 && decode.stderr.isEmpty, "\(manifest): \(decode.stderr.suffix(500))")
         }
 
         // Ranges and validators, as for the single file.
         let range = try Shell.run("curl", ["-s", "-o", "/dev/null", "-r", "0-99", "-w", "%{http_code} %{size_download}",
-                                           try server.base + base + "/360p/segment_00001.m4s"])
+                                           server.base + base + "/360p/segment_00001.m4s"])
         #expect(range.stdout == "206 100")
 
         // HEAD answers the headers of GET.
-        let head = try Shell.run("curl", ["-s", "-I", try server.base + base + "/360p/init.mp4"])
+        let head = try Shell.run("curl", ["-s", "-I", server.base + base + "/360p/init.mp4"])
         let initSize = files.first { $0["path"] as? String == "360p/init.mp4" }?["size"] as? Int ?? -1
         #expect(head.stdout.hasPrefix("HTTP/1.1 200") && head.stdout.contains("Content-Length: \(initSize)\r\n")
                 && head.stdout.contains("Content-Type: video/mp4") && head.stdout.contains("ETag: "), "\(head.stdout)")
 
         // A player page on the allowed origin may read the files (and their lengths); another origin may not.
         let allowed = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://player.test:8000",
-                                             try server.base + base + "/master.m3u8"])
+                                             server.base + base + "/master.m3u8"])
         #expect(allowed.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000\r\n") && allowed.stdout.contains("Vary: Origin\r\n")
                 && allowed.stdout.contains("Access-Control-Expose-Headers: Content-Length, Content-Range"), "\(allowed.stdout)")
         let other = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://elsewhere.test",
-                                           try server.base + base + "/master.m3u8"])
+                                           server.base + base + "/master.m3u8"])
         #expect(other.stdout.hasPrefix("HTTP/1.1 200") && !other.stdout.contains("Access-Control-Allow-Origin"), "\(other.stdout)")
         let preflight = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://player.test:8000",
                                                "-H", "Access-Control-Request-Method: GET", "-H", "Access-Control-Request-Headers: range",
-                                               try server.base + base + "/360p/segment_00001.m4s"])
+                                               server.base + base + "/360p/segment_00001.m4s"])
         #expect(preflight.stdout.hasPrefix("HTTP/1.1 204") && preflight.stdout.contains("Access-Control-Allow-Headers: Range")
                 && preflight.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000\r\n")
                 && preflight.stdout.contains("Access-Control-Allow-Methods: GET"), "\(preflight.stdout)")
         let strangerPreflight = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://elsewhere.test",
-                                                       "-H", "Access-Control-Request-Method: GET", try server.base + base + "/master.m3u8"])
+                                                       "-H", "Access-Control-Request-Method: GET", server.base + base + "/master.m3u8"])
         #expect(!strangerPreflight.stdout.contains("Access-Control-Allow-Origin"), "\(strangerPreflight.stdout)")
-        let missing = try Shell.run("curl", ["-s", "-D", "-", "-H", "Origin: http://player.test:8000", try server.base + base + "/nothing.mp4"])
+        let missing = try Shell.run("curl", ["-s", "-D", "-", "-H", "Origin: http://player.test:8000", server.base + base + "/nothing.mp4"])
         #expect(missing.stdout.hasPrefix("HTTP/1.1 404") && missing.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000"),
                 "a refusal is readable by the player too: \(missing.stdout)")
 
         // Only listed files: no way out of the folder, no unlisted name, no other method.
         for probe in ["../../transcoderd.sqlite", "%2e%2e/%2e%2e/transcoderd.sqlite", "360p%2Fsegment_00001.m4s",
                       "360p/../master.m3u8", "nothing.mp4", "360p", "thumbnails/"] {
-            let answer = try Shell.run("curl", ["-s", "--path-as-is", "-w", "\n%{http_code}", try server.base + base + "/" + probe])
+            let answer = try Shell.run("curl", ["-s", "--path-as-is", "-w", "\n%{http_code}", server.base + base + "/" + probe])
             let status = answer.stdout.split(separator: "\n").last.map(String.init)
             #expect(status == "404", "\(probe): \(answer.stdout.suffix(200))")
             // Refused by the listing itself (a path resolved elsewhere would answer another error); a "/" sent as
@@ -101,7 +101,7 @@ import TestSupport
             let code = probe.contains("%2F") ? "not_found" : "output_file_not_found"
             #expect(answer.stdout.contains(#""code":"\#(code)""#), "\(probe): \(answer.stdout.suffix(200))")
         }
-        let post = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", try server.base + base + "/master.m3u8"])
+        let post = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", server.base + base + "/master.m3u8"])
         #expect(post.stdout.hasPrefix("HTTP/1.1 405") && post.stdout.contains("Allow: GET, HEAD, OPTIONS"), "\(post.stdout)")
 
         // Deleting the job removes its whole folder.
@@ -122,16 +122,16 @@ import TestSupport
         #expect(output["url"] as? String == "/v1/jobs/\(id)/output")
         let files = try #require(output["files"] as? [[String: Any]])
         #expect(files.map { $0["path"] as? String } == ["output.mp4"] && files.first?["mimeType"] as? String == "video/mp4")
-        let whole = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", try server.base + "/v1/jobs/\(id)/output"])
+        let whole = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", server.base + "/v1/jobs/\(id)/output"])
         let byPath = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
-                                            try server.base + "/v1/jobs/\(id)/output/output.mp4"])
+                                            server.base + "/v1/jobs/\(id)/output/output.mp4"])
         #expect(whole.stdout == "200 \(output["size"] as? Int ?? -1)" && byPath.stdout == whole.stdout, "\(whole.stdout) \(byPath.stdout)")
         #expect(output["poster"] == nil && output["dash"] == nil)
         // Without --cors-origin, no CORS headers and no preflight route.
         let plain = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://player.test",
-                                           try server.base + "/v1/jobs/\(id)/output"])
+                                           server.base + "/v1/jobs/\(id)/output"])
         #expect(!plain.stdout.contains("Access-Control"), "\(plain.stdout)")
-        let options = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "OPTIONS", try server.base + "/v1/jobs/\(id)/output"])
+        let options = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "OPTIONS", server.base + "/v1/jobs/\(id)/output"])
         #expect(options.stdout == "405")
     }
 }

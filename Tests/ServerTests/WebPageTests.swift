@@ -139,7 +139,8 @@ import TestSupport
         #expect((report["outputTracks"] as? [String])?.count == 2 && (report["inputTracks"] as? [String])?.count == 2)
         let tiles = report["previewTiles"] as? [[Any]] ?? []
         #expect(tiles.count == 2 && tiles[0].first as? String != tiles[1].first as? String, "the storyboard tile follows the pointer: \(tiles)")
-        #expect((tiles.first?[1] as? String ?? "").contains("/output/storyboard.jpg"))
+        let tileImage = (tiles.first.flatMap { $0.count > 1 ? $0[1] as? String : nil }) ?? ""
+        #expect(tileImage.contains("/output/storyboard.jpg"), "\(tiles)")
         // The name is text: no element, no dialog.
         #expect(report["shownName"] as? String == name)
         #expect(report["images"] as? Int == 0 && report["elementsNamedByFile"] as? Int == 0)
