@@ -71,8 +71,10 @@ public final class JobQueue: Sendable {
         var reason: StopReason?
         var lastAdvance: Date
         var lastTime: Double
-        /// Steps of the work after the last sample reported so far (`TranscodeProgress.finishing`): it advances too.
+        /// Steps of the work after the last sample reported so far (`TranscodeProgress.finishing`), and of the
+        /// check of a checkpoint before the first (`verifying`): they advance too.
         var lastFinishing = 0
+        var lastVerifying = 0
         var progress: TranscodeProgress?
         /// While the input is being fetched from its URL.
         var fetch: FetchProgress?
@@ -560,11 +562,16 @@ public final class JobQueue: Sendable {
                         running.lastFinishing = steps
                         running.lastAdvance = now
                     }
+                    if let steps = progress.verifying, steps > running.lastVerifying {
+                        running.lastVerifying = steps
+                        running.lastAdvance = now
+                    }
                     running.progress = progress
                     state.running[job.id] = running
                 }
                 events.publish(job.id, .progress(progress))
-                if now.timeIntervalSince(lastSaved) >= configuration.progressSaveInterval {
+                // While a checkpoint is checked the time is 0: the store keeps what the earlier attempt saved.
+                if progress.verifying == nil && now.timeIntervalSince(lastSaved) >= configuration.progressSaveInterval {
                     lastSaved = now
                     do throws(StoreError) {
                         try store.saveProgress(lease, time: progress.presentationTime, duration: progress.duration)

@@ -27,7 +27,9 @@ final class Checkpoint: @unchecked Sendable {
     /// Folders of the checkpoint's own, removed whole with it.
     static let ownFolders: Set<String> = [ladderFolder, CheckpointStills.folder]
 
-    init(path: String, fingerprint: String, segmentSeconds: Double) throws(MediaError) {
+    /// Opens (or makes) the checkpoint at `path`; `step` is called after each file an earlier attempt left is
+    /// checked (which reads it whole).
+    init(path: String, fingerprint: String, segmentSeconds: Double, step: () -> Void = {}) throws(MediaError) {
         self.path = path
         do {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -48,8 +50,14 @@ final class Checkpoint: @unchecked Sendable {
             manifest = stored
             adopted = true
             Self.foldJournal(at: path + "/" + Self.journalName, into: &manifest)
-            if let audio = manifest.audioFile, !Self.verify(audio, in: path) { manifest.audioFile = nil }
-            if let bad = manifest.segments.firstIndex(where: { !Self.verify($0.file, in: path) }) {
+            if let audio = manifest.audioFile {
+                if !Self.verify(audio, in: path) { manifest.audioFile = nil }
+                step()
+            }
+            if let bad = manifest.segments.firstIndex(where: { segment in
+                defer { step() }
+                return !Self.verify(segment.file, in: path)
+            }) {
                 manifest.segments.removeSubrange(bad...)
                 manifest.videoComplete = false
                 manifest.stills = nil

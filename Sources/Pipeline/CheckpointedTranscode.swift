@@ -50,8 +50,19 @@ final class CheckpointedTranscode {
         let settings = session.settings
         let cancellation = session.cancellation
         let segmentSeconds = Self.segmentSeconds(settings, reader: firstReader)
+        var checked = 0
+        var lastReport = started
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: Self.fingerprint(settings, input: session.inputPath),
-                                        segmentSeconds: segmentSeconds)
+                                        segmentSeconds: segmentSeconds) {
+            // Each file an earlier attempt left is read whole to check it: say so as it goes (throttled like the
+            // transcode's progress), or a long film's check looks like a stall.
+            checked += 1
+            let now = ContinuousClock.now
+            guard checked == 1 || now - lastReport >= .milliseconds(Int64(session.progressInterval * 1000)) else { return }
+            lastReport = now
+            progress(TranscodeProgress(presentationTime: 0, duration: 0, framesEncoded: 0,
+                                       elapsed: ProgressReporter.seconds(since: started), verifying: checked))
+        }
         let stills = settings.thumbnails == nil ? nil : try CheckpointStills(checkpoint: checkpoint)
         if let stills, checkpoint.manifest.videoComplete, !stills.holds(checkpoint.manifest.stills) {
             // The pictures are taken with the video: without them, it is made again.

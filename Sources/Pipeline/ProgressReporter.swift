@@ -22,8 +22,11 @@ final class ProgressReporter {
         lastCall = started
     }
 
-    var elapsed: Double {
-        let time = ContinuousClock.now - started
+    var elapsed: Double { Self.seconds(since: started) }
+
+    /// Wall-clock seconds from `start` to now.
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let time = ContinuousClock.now - start
         return Double(time.components.seconds) + Double(time.components.attoseconds) * 1e-18
     }
 

@@ -15,6 +15,10 @@ public struct TranscodeProgress: Sendable, Equatable, Codable {
     /// MP4's index moved to its front: both rewrite the whole file); nil before. It counts up as long as that work
     /// advances, so a watchdog can tell a long finish from a stall while `presentationTime` stays put.
     public var finishing: Int?
+    /// Files of an earlier attempt's checkpoint checked so far (size and SHA-256: a long film's checkpoint is about
+    /// the size of its output), before this attempt continues from it; nil otherwise. It counts up as the check
+    /// advances, so a watchdog can tell a long check from a stall; the time is 0 meanwhile.
+    public var verifying: Int?
 
     /// `presentationTime / duration`, from 0 to 1.
     public var fraction: Double { duration > 0 ? min(1, presentationTime / duration) : 0 }
@@ -26,12 +30,13 @@ public struct TranscodeProgress: Sendable, Equatable, Codable {
     public var framesPerSecond: Double { elapsed > 0 ? Double(framesEncoded) / elapsed : 0 }
 
     public init(presentationTime: Double, duration: Double, framesEncoded: Int, elapsed: Double, resumedFrom: Double? = nil,
-                finishing: Int? = nil) {
+                finishing: Int? = nil, verifying: Int? = nil) {
         self.presentationTime = presentationTime
         self.duration = duration
         self.framesEncoded = framesEncoded
         self.elapsed = elapsed
         self.resumedFrom = resumedFrom
         self.finishing = finishing
+        self.verifying = verifying
     }
 }

@@ -7,7 +7,8 @@ import Pipeline
 /// of the download when its length is known); every job is then `transcoding`, and `finishing` while its output file
 /// is completed after the last sample (which rewrites a long film's file: the fraction stays where it is).
 public struct ProgressReport: Encodable, Sendable {
-    /// `fetching` (the input is downloading), `transcoding` or `finishing`.
+    /// `fetching` (the input is downloading), `verifying` (an earlier attempt's checkpoint is checked before this
+    /// attempt continues from it), `transcoding` or `finishing`.
     public var phase = "transcoding"
     /// While fetching: bytes received so far, and bytes expected when known.
     public var bytes: Int64?
@@ -28,6 +29,7 @@ public struct ProgressReport: Encodable, Sendable {
 
     public init(_ progress: TranscodeProgress) {
         if progress.finishing != nil { phase = "finishing" }
+        if progress.verifying != nil { phase = "verifying" }
         presentationTime = Self.round(progress.presentationTime)
         duration = Self.round(progress.duration)
         fraction = Self.round(progress.fraction, places: 4)

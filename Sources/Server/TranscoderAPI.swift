@@ -45,6 +45,8 @@ public final class TranscoderAPI: Sendable {
     /// What moves while a job runs here without a store write (and changes its JSON).
     private enum LiveStamp: Equatable {
         case fetched(bytes: Int64)
+        /// An earlier attempt's checkpoint is being checked.
+        case verifying
         case transcoded(seconds: Double)
         /// The output file is being completed: the seconds stay put, the phase changed.
         case finishing(seconds: Double)
@@ -612,6 +614,7 @@ public final class TranscoderAPI: Sendable {
 
     private func liveStamp(_ id: String) -> LiveStamp? {
         if let progress = queue.liveProgress(of: id) {
+            if progress.verifying != nil { return .verifying }
             return progress.finishing == nil ? .transcoded(seconds: progress.presentationTime) : .finishing(seconds: progress.presentationTime)
         }
         return queue.liveFetch(of: id).map { .fetched(bytes: $0.bytes) }

@@ -9,7 +9,9 @@ final class ProgressBar {
         let width = 30
         let filled = Int((progress.fraction * Double(width)).rounded(.down))
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        let line = progress.finishing != nil
+        let line = progress.verifying != nil
+            ? String(format: "\r[%@] checking the checkpoint: %d files                  ", bar, progress.verifying!)
+            : progress.finishing != nil
             ? String(format: "\r[%@] %5.1f%%  finishing the output file                ", bar, progress.fraction * 100)
             : String(format: "\r[%@] %5.1f%%  %.1f/%.1f s  %.1f fps  %.2fx", bar, progress.fraction * 100,
                      progress.presentationTime, progress.duration, progress.framesPerSecond, progress.speed)

@@ -39,32 +39,47 @@ final class TimedRunner: JobRunner {
     }
 }
 
-/// A real transcode whose output then takes `seconds` to complete, as a long film's does (the trailer rewrites the
-/// file), reporting finishing steps meanwhile: counting up, or (`advancing` false) the same step over and over.
-struct SlowFinishRunner: JobRunner {
+/// A real transcode with a long step before or after it, reporting steps meanwhile: counting up, or (`advancing`
+/// false) the same step over and over. Before: an earlier attempt's checkpoint checked (`verifying`, the time at 0);
+/// after: the output completed, as a long film's is (`finishing`, the time at the end).
+struct SlowStepsRunner: JobRunner {
+    enum Phase { case verifying, finishing }
+    let phase: Phase
     let seconds: Double
     let advancing: Bool
 
     func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        if phase == .verifying {
+            try steps(from: 1, cancellation: cancellation) { step in
+                progress(TranscodeProgress(presentationTime: 0, duration: 0, framesEncoded: 0, elapsed: 0, verifying: step))
+            }
+        }
         var last: TranscodeProgress?
         let result = try TranscodeRunner().run(job, input: input, outputDirectory: outputDirectory, cancellation: cancellation) {
             last = $0
             progress($0)
         }
-        guard var report = last else { throw MediaError(code: "test_failure", message: "The transcode reported no progress.") }
-        let start = Date()
-        // On from the count the real finish reached: the watchdog counts a step above the last it saw.
-        let first = (report.finishing ?? 0) + 1
-        var step = first - 1
-        while Date().timeIntervalSince(start) < seconds {
-            if cancellation.isCanceled { throw MediaError.canceled }
-            if advancing || step < first { step += 1 }
-            report.finishing = step
-            progress(report)
-            usleep(100_000)
+        if phase == .finishing {
+            guard var report = last else { throw MediaError(code: "test_failure", message: "The transcode reported no progress.") }
+            // On from the count the real finish reached: the watchdog counts a step above the last it saw.
+            try steps(from: (report.finishing ?? 0) + 1, cancellation: cancellation) { step in
+                report.finishing = step
+                progress(report)
+            }
         }
         return result
+    }
+
+    private func steps(from first: Int, cancellation: CancellationToken, report: (Int) -> Void) throws(MediaError) {
+        let start = Date()
+        var step = first
+        while Date().timeIntervalSince(start) < seconds {
+            if cancellation.isCanceled { throw MediaError.canceled }
+            report(step)
+            if advancing { step += 1 }
+            usleep(100_000)
+        }
     }
 }
 
@@ -207,13 +222,15 @@ struct SlowFinishRunner: JobRunner {
         #expect(failed.state == .failed && failed.errorCode == "stalled")
     }
 
-    /// A long finish (the time no longer moves) is not a stall while its steps count up; the same step repeated is.
-    @Test func theWatchdogLetsAFinishThatAdvancesRunPastTheStallTimeout() throws {
+    /// A long check of a checkpoint before the transcode, or a long finish after it (the time does not move), is
+    /// not a stall while its steps count up; the same step repeated is.
+    @Test(arguments: [SlowStepsRunner.Phase.verifying, .finishing])
+    func theWatchdogLetsStepsThatAdvanceRunPastTheStallTimeout(_ phase: SlowStepsRunner.Phase) throws {
         for advancing in [true, false] {
             let fixture = try StoreFixture()
             let upload = try fixture.upload(try Media.path(.audioOnly))
             let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-            let queue = queue(fixture, runner: SlowFinishRunner(seconds: 4.5, advancing: advancing)) { $0.stallTimeout = 2 }
+            let queue = queue(fixture, runner: SlowStepsRunner(phase: phase, seconds: 4.5, advancing: advancing)) { $0.stallTimeout = 2 }
             try queue.start()
             #expect(try eventually(20) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
             queue.stop(grace: 1)

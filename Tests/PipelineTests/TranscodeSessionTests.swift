@@ -305,6 +305,29 @@ import TestSupport
         #expect(updates.last?.fraction == 1)
     }
 
+    /// A resumed transcode first checks, file by file, what the earlier attempt left, and says so before it goes on.
+    @Test func aResumedTranscodeReportsItsCheckpointCheckFirst() throws {
+        let folder = try Media.scratch()
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
+        let token = CancellationToken()
+        let first = TranscodeSession(inputPath: try Media.path(.long), outputDirectory: folder.appendingPathComponent("first").path,
+                                     settings: settings, cancellation: token)
+        first.checkpointDirectory = checkpoint
+        _ = try? first.run { if $0.fraction > 0.7 { token.cancel() } }
+        let second = TranscodeSession(inputPath: try Media.path(.long), outputDirectory: folder.appendingPathComponent("second").path,
+                                      settings: settings)
+        second.checkpointDirectory = checkpoint
+        second.progressInterval = 0
+        var updates: [TranscodeProgress] = []
+        let result = try second.run { updates.append($0) }
+        #expect((result.resumedFrom ?? 0) > 0, "the second attempt continued from the checkpoint")
+        let checks = updates.prefix { $0.verifying != nil }.compactMap(\.verifying)
+        #expect(checks.count >= 2 && checks == Array(1...checks.count), "files checked: \(checks)")
+        #expect(updates.dropFirst(checks.count).allSatisfy { $0.verifying == nil }, "a check step after the transcode began")
+        #expect(updates.prefix(checks.count).allSatisfy { $0.presentationTime == 0 })
+    }
+
     /// A cancellation during the finish stops it and leaves no file.
     @Test func cancelingWhileTheFileIsCompletedStopsAndLeavesNothing() throws {
         let folder = try Media.scratch()

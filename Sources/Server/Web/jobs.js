@@ -120,6 +120,12 @@ export class JobList {
       delete stats.dataset.eta;
       return;
     }
+    if (report.phase === "verifying") {
+      // An earlier attempt's checkpoint is checked before the transcode continues from it.
+      stats.textContent = "Checking the work of the earlier attempt";
+      delete stats.dataset.eta;
+      return;
+    }
     if (report.phase === "finishing") {
       // Every sample is written; the file is being completed (a long film's is rewritten): no rate, no ETA.
       stats.textContent = "Finishing the output file";
