@@ -174,6 +174,9 @@ public final class JobQueue: Sendable {
         case .changed(let id):
             events.changed()
             relay(id)
+        case .progressed(let id):
+            // Only live streams care: the change watchers (webhook senders) wait for a change of state.
+            relay(id)
         case .listening:
             jobQueued()
             for id in events.subscribedIDs { relay(id) }

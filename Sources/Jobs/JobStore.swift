@@ -156,8 +156,10 @@ public enum LeaseStatus: Sendable, Equatable {
 public enum StoreNotice: Sendable, Equatable {
     /// A job was queued (new, or back in the queue).
     case queued(String)
-    /// A job changed state or saved progress.
+    /// A job was made or changed state.
     case changed(String)
+    /// A running job saved its progress (nothing else changed).
+    case progressed(String)
     /// Someone asked for a running job to stop.
     case cancel(String)
     /// The listener is listening, for the first time or again after the link was lost: notices sent before (a job

@@ -546,6 +546,28 @@ import TestSupport
     }
 }
 
+/// What PostgreSQL announces to every node.
+@Suite struct PostgresNoticeTests {
+    /// Saved progress has a notice of its own: a change of state wakes every node's webhook senders, and progress
+    /// used to as well, once per running job and second.
+    @Test func progressIsAnnouncedApartFromChangesOfState() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = fixture.store
+        let notices = LockedValue<[StoreNotice]>([])
+        store.watch { notice in notices.withLock { $0.append(notice) } }
+        #expect(eventually(10) { notices.withLock { $0.contains(.listening) } })
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings())
+        let lease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        try store.saveProgress(lease, time: 1, duration: 4)
+        _ = try store.markSucceeded(lease, outputPath: fixture.directory.outputs.path + "/x/output.mp4", size: 1, tracks: [], files: nil,
+                                    duration: 4, framesEncoded: 1, seconds: 1)
+        let expected: [StoreNotice] = [.queued(job.id), .changed(job.id), .changed(job.id), .progressed(job.id), .changed(job.id)]
+        #expect(eventually(10) { notices.withLock { $0.filter { $0 != .listening }.count >= expected.count } })
+        #expect(notices.withLock { $0.filter { $0 != .listening } } == expected)
+    }
+}
+
 /// The SQLite connection's prepared statements: one per statement text, so a text must not change from call to call.
 @Suite struct SQLiteStatementCacheTests {
     /// The webhook senders claim every 2 s whether or not anything is due: each claim (and each outcome, each

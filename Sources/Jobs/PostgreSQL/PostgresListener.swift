@@ -9,7 +9,7 @@ import Locks
 final class PostgresListener: Sendable {
     static let channels: [(name: String, notice: @Sendable (String) -> StoreNotice)] = [
         ("transcoderd_queued", StoreNotice.queued), ("transcoderd_changed", StoreNotice.changed),
-        ("transcoderd_cancel", StoreNotice.cancel),
+        ("transcoderd_progress", StoreNotice.progressed), ("transcoderd_cancel", StoreNotice.cancel),
     ]
 
     private let stopping = LockedValue(false)

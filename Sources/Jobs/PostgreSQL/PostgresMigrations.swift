@@ -137,6 +137,24 @@ enum PostgresMigrations {
         CREATE INDEX jobs_state_created ON jobs (state, created_at DESC, id DESC);
         CREATE INDEX uploads_created ON uploads (created_at);
         """,
+        // Saved progress is announced on a channel of its own: only live streams care, while a change of state
+        // also wakes every node's webhook senders (its deliveries are written with it), which progress did, once
+        // per running job and second on every node.
+        """
+        CREATE OR REPLACE FUNCTION transcoderd_announce() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' OR NEW.state IS DISTINCT FROM OLD.state THEN
+                IF NEW.state = 'queued' THEN PERFORM pg_notify('transcoderd_queued', NEW.id); END IF;
+                PERFORM pg_notify('transcoderd_changed', NEW.id);
+            ELSIF NEW.progress_time IS DISTINCT FROM OLD.progress_time THEN
+                PERFORM pg_notify('transcoderd_progress', NEW.id);
+            END IF;
+            IF TG_OP = 'UPDATE' AND NEW.cancel_requested AND NOT OLD.cancel_requested THEN
+                PERFORM pg_notify('transcoderd_cancel', NEW.id);
+            END IF;
+            RETURN NULL;
+        END $$;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction per step.
