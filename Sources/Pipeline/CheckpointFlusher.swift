@@ -2,9 +2,14 @@ import Locks
 
 /// Makes finished checkpoint segments durable on a thread of its own, in the order they finished: the file's
 /// fsync and rename, then the manifest's update (three more flushes). The video's encode thread hands a segment over
-/// and goes on encoding instead of waiting on the disk. A failure is kept and thrown at the next hand-over or at
+/// and goes on encoding instead of waiting on the disk, up to `maxPending` segments behind: past that it waits, so
+/// a disk that does not keep up slows the encode (and the job's progress shows it) instead of piling up open
+/// segment files until the job runs out of descriptors. A failure is kept and thrown at the next hand-over or at
 /// `drain()`. The thread starts with the first segment and ends with `stop()`.
 final class CheckpointFlusher: Sendable {
+    /// Segments handed over and not yet durable, at most (each holds its file open).
+    static let maxPending = 8
+
     private struct State {
         var pending: [@Sendable () -> MediaError?] = []
         var busy = false
@@ -17,11 +22,18 @@ final class CheckpointFlusher: Sendable {
 
     /// Queues `work` (it returns its failure, if any); throws a failure of earlier work instead.
     func submit(_ work: @escaping @Sendable () -> MediaError?) throws(MediaError) {
-        let (failure, start) = state.withLock { state -> (MediaError?, Bool) in
-            if let failure = state.failure { return (failure, false) }
+        var failure: MediaError?
+        var start = false
+        _ = state.wait { state in
+            if let error = state.failure {
+                failure = error
+                return true
+            }
+            guard state.pending.count < Self.maxPending else { return false }
             state.pending.append(work)
-            defer { state.started = true }
-            return (nil, !state.started)
+            start = !state.started
+            state.started = true
+            return true
         }
         if let failure { throw failure }
         state.notifyAll()
