@@ -7,7 +7,7 @@ import Locks
 /// segment files until the job runs out of descriptors. A failure is kept and thrown at the next hand-over or at
 /// `drain()`. The thread starts with the first segment and ends with `stop()`.
 final class CheckpointFlusher: Sendable {
-    /// Segments handed over and not yet durable, at most (each holds its file open).
+    /// Segments waiting behind the one being flushed, at most (each holds its file open).
     static let maxPending = 8
 
     private struct State {

@@ -13,8 +13,14 @@ import Testing
         // The first segment's flush is under way and held up; the backlog then fills behind it.
         let flushing = DispatchSemaphore(value: 0)
         try flusher.submit { flushing.signal(); disk.wait(); done.signal(); return nil }
-        #expect(flushing.wait(timeout: .now() + 5) == .success)
-        for _ in 0..<CheckpointFlusher.maxPending { try flusher.submit { done.signal(); return nil } }
+        try #require(flushing.wait(timeout: .now() + 5) == .success)
+        // The backlog fills without waiting (from another thread, so a wrong bound fails here instead of hanging).
+        let filled = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            for _ in 0..<CheckpointFlusher.maxPending { try? flusher.submit { done.signal(); return nil } }
+            filled.signal()
+        }
+        try #require(filled.wait(timeout: .now() + 5) == .success, "the backlog did not take \(CheckpointFlusher.maxPending) segments")
         let handedOver = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             try? flusher.submit { done.signal(); return nil }

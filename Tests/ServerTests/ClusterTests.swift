@@ -128,8 +128,9 @@ import TestSupport
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", clip])
         let input = try cluster.upload(clip)
         let id = try cluster.submit(input, settings: Self.slowSettings)
-        // Past the first 4 s checkpoint segment: the node that takes the job over continues from it.
-        #expect(try eventually(90) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 4.5 })
+        // Well past the 2 s segments up to 4 s, so they are durable (the flusher writes them a little after the
+        // encoder): the node that takes the job over continues from at least there.
+        #expect(try eventually(90) { (try cluster.store.job(id: id)?.progressTime ?? 0) > 6.5 })
         let victim = try #require(try cluster.holder(of: id))
         let killed = Date()
         victim.kill()
