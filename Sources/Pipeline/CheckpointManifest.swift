@@ -98,6 +98,9 @@ struct CheckpointManifest: Codable, Equatable {
         self.segmentSeconds = segmentSeconds
     }
 
+    /// Every video frame in the segments: of the output, encoded by this attempt or an earlier one.
+    var videoFrames: Int { segments.reduce(0) { $0 + $1.file.packets } }
+
     /// Adds what a journal entry records.
     mutating func apply(_ entry: Entry) {
         switch entry {

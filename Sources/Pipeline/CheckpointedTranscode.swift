@@ -124,8 +124,7 @@ final class CheckpointedTranscode {
                 throw MediaError(code: "no_decodable_video", message: "The input's video track has no frame that could be decoded.")
             }
             if cancellation.isCanceled { throw MediaError.canceled }
-            // Every frame of the output, encoded by this attempt or an earlier one.
-            let frames = manifest.segments.reduce(0) { $0 + $1.file.packets }
+            let frames = manifest.videoFrames
             try CheckpointAssembler.assemble(manifest, from: checkpoint,
                                              into: directory?.path(settings.container.mainFileName) ?? session.outputPath,
                                              inPlace: directory != nil, fileType: settings.container, cancellation: cancellation,
@@ -148,8 +147,7 @@ final class CheckpointedTranscode {
         let files = session.outputDirectory.map { OutputFile.list(directory: $0, mainType: settings.container.mimeType(hasVideo: hasVideo)) }
         let size = files.map { $0.reduce(0) { $0 + $1.size } }
             ?? (try? FileManager.default.attributesOfItem(atPath: outputPath)[.size] as? Int) ?? 0
-        // Every frame of the output, encoded by this attempt or an earlier one.
-        let framesEncoded = checkpoint.manifest.segments.reduce(0) { $0 + $1.file.packets }
+        let framesEncoded = checkpoint.manifest.videoFrames
         reporter.finish(frames: framesEncoded, call: progress)
         var result = TranscodeResult(
             path: outputPath, size: size, container: settings.container, tracks: tracks,
