@@ -51,6 +51,7 @@ final class EncodingWriterInput {
         isFinished = true
         try encoder.sendEndOfStream()
         try writePendingPackets()
+        encoder.release()
     }
 
     private func writePendingPackets() throws(MediaError) {

@@ -65,29 +65,41 @@ final class StreamEncoder {
 
     private func open(_ codec: UnsafePointer<AVCodec>) throws(MediaError) {
         try FFmpeg.check(avcodec_open2(context, codec, nil), "Opening the \(name) encoder", code: "encoder_failed")
+        let context = context!.pointee
+        let startDelay: Double
+        if context.codec_type == AVMEDIA_TYPE_VIDEO {
+            let rate = FFmpeg.isValid(context.framerate) ? av_q2d(context.framerate) : 1
+            startDelay = Double(context.has_b_frames + 1) / rate
+        } else {
+            startDelay = Double(context.initial_padding + context.frame_size) / Double(max(context.sample_rate, 1))
+        }
+        opened = (context.time_base, startDelay, Int(context.frame_size))
     }
 
     /// Frames between x264's own key frames when the caller forces them all: in effect never.
     static let unboundedKeyFrameInterval: Int32 = 1 << 20
 
-    var timeBase: AVRational { context!.pointee.time_base }
+    /// What the open encoder settled, kept past `release()`.
+    private var opened = (timeBase: AVRational(num: 1, den: 1), startDelay: 0.0, frameSize: 0)
+
+    var timeBase: AVRational { opened.timeBase }
 
     /// Seconds by which the first packet's decoding time may come before the first frame's presentation time: the
     /// B-frame delay of a video encoder (one frame more, for uneven frame times), the priming of an audio one.
-    var startDelay: Double {
-        let context = context!.pointee
-        if context.codec_type == AVMEDIA_TYPE_VIDEO {
-            let rate = FFmpeg.isValid(context.framerate) ? av_q2d(context.framerate) : 1
-            return Double(context.has_b_frames + 1) / rate
-        }
-        return Double(context.initial_padding + context.frame_size) / Double(max(context.sample_rate, 1))
-    }
+    var startDelay: Double { opened.startDelay }
 
     /// Samples per channel in every audio frame but the last.
-    var frameSize: Int { Int(context!.pointee.frame_size) }
+    var frameSize: Int { opened.frameSize }
+
+    /// Frees the codec context (x264's lookahead and reference pictures: tens to hundreds of MiB at 1080p) once the
+    /// encoder handed out its last packet, so a long finish (moving an MP4's index) does not hold it.
+    func release() {
+        avcodec_free_context(&context)
+    }
 
     /// Sends a frame; returns false when the encoder is full and packets must be received first.
     func send(_ frame: Frame) throws(MediaError) -> Bool {
+        guard context != nil else { throw MediaError(code: "encode_failed", message: "The \(name) encoder has already ended.") }
         let result = avcodec_send_frame(context, frame.pointer)
         if result == FFmpeg.again { return false }
         try FFmpeg.check(result, "Encoding \(name)", code: "encode_failed")
@@ -96,7 +108,7 @@ final class StreamEncoder {
 
     /// Tells the encoder no more frames come, so it hands out what it holds.
     func sendEndOfStream() throws(MediaError) {
-        guard !flushed else { return }
+        guard !flushed, context != nil else { return }
         flushed = true
         let result = avcodec_send_frame(context, nil)
         if result < 0 && result != FFmpeg.eof { try FFmpeg.check(result, "Flushing the \(name) encoder", code: "encode_failed") }
@@ -105,6 +117,7 @@ final class StreamEncoder {
     /// Receives the next packet; false when the encoder needs more input or has ended.
     func receive(into packet: Packet) throws(MediaError) -> Bool {
         packet.unref()
+        guard context != nil else { return false }
         let result = avcodec_receive_packet(context, packet.pointer)
         if result == FFmpeg.again || result == FFmpeg.eof { return false }
         try FFmpeg.check(result, "Encoding \(name)", code: "encode_failed")
