@@ -48,7 +48,36 @@ public final class ChildProcess: Sendable {
     public let pid: pid_t
     private let output: Int32
     private let state: LockedValue<State>
-    private let buffer = LockedValue<[UInt8]>([])
+    private let buffer = LockedValue(LineBuffer())
+
+    /// Bytes read from the child and not yet returned as lines. Lines are taken from `start` on, and the bytes before
+    /// it dropped only once they are most of the array, so a burst of many short lines costs no shifting per line; a
+    /// long line arriving in many reads is searched for its newline only in what each read added.
+    private struct LineBuffer {
+        var bytes: [UInt8] = []
+        var start = 0
+        var searched = 0
+
+        mutating func takeLine() -> [UInt8]? {
+            guard let newline = bytes[searched...].firstIndex(of: UInt8(ascii: "\n")) else {
+                searched = bytes.count
+                return nil
+            }
+            let line = Array(bytes[start..<newline])
+            start = newline + 1
+            if start == bytes.count {
+                bytes.removeAll(keepingCapacity: true)
+                start = 0
+            } else if start >= 65536 && start * 2 >= bytes.count {
+                bytes.removeFirst(start)
+                start = 0
+            }
+            searched = start
+            return line
+        }
+
+        var pending: Int { bytes.count - start }
+    }
 
     /// What a process that runs children needs, set up once, when it starts its first: SIGPIPE ignored (writing to
     /// a child that died must fail with EPIPE, not end this process; children get every default back), SIGCHLD at
@@ -120,18 +149,14 @@ public final class ChildProcess: Sendable {
     public func readLine() -> String? {
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let line = buffer.withLock { buffer -> [UInt8]? in
-                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-                defer { buffer.removeFirst(newline + 1) }
-                return Array(buffer[..<newline])
-            }
+            let line = buffer.withLock { $0.takeLine() }
             if let line { return String(decoding: line, as: UTF8.self) }
             let count = Glibc.read(output, &chunk, chunk.count)
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return nil }
             let full = buffer.withLock { buffer -> Bool in
-                buffer.append(contentsOf: chunk[0..<count])
-                return buffer.count > Self.maxLineBytes
+                buffer.bytes.append(contentsOf: chunk[0..<count])
+                return buffer.pending > Self.maxLineBytes
             }
             if full {
                 signal(SIGKILL) // a child gone wrong: it would block writing the rest
