@@ -129,9 +129,10 @@ public struct TusUploads: Sendable {
     public func sweep(at time: Double) -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         var removed: [String] = []
+        var seen = Set<String>() // an upload has several files (data, description): each id is looked at once
         for name in names {
             let id = String(name.prefix { $0 != "." })
-            guard Self.isValidID(id), !removed.contains(id) else { continue }
+            guard Self.isValidID(id), seen.insert(id).inserted else { continue }
             if let upload = upload(id) {
                 guard isExpired(upload, at: time) else { continue }
             } else {
