@@ -798,8 +798,8 @@ public final class TranscoderAPI: Sendable {
                 do {
                     try store.deleteUpload(id: upload.id)
                     unlink(upload.path)
-                } catch where error.code == "constraint" {
-                    // Another job still uses it.
+                } catch where error.isStillReferenced {
+                    // Another job still uses it (SQLite's `constraint`, PostgreSQL's foreign key violation).
                 }
             }
         } catch {

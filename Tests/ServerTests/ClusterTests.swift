@@ -181,6 +181,23 @@ import TestSupport
         #expect(paused.process.isRunning, "the resumed node keeps serving")
     }
 
+    /// Deleting a job deletes its input upload too, unless another job still uses it: PostgreSQL refuses that with a
+    /// foreign key violation, which the API must take for "keep it", as SQLite's refusal, not for a store failure.
+    @Test func deletingOneOfTwoJobsOnAnUploadKeepsTheUploadForTheOther() throws {
+        let cluster = try Cluster(workers: 0)
+        let input = try cluster.upload(try Media.path(.standard))
+        let first = try cluster.submit(input, settings: Self.smallSettings)
+        let second = try cluster.submit(input, settings: Self.smallSettings)
+        let deleted = try cluster.api.curl("/v1/jobs/\(first)", ["-X", "DELETE"])
+        #expect(deleted.status == 204, "\(deleted)")
+        #expect(try cluster.api.curl("/v1/uploads/\(input)").status == 200, "the other job's input is kept")
+        #expect(try cluster.api.curl("/v1/jobs/\(second)").status == 200)
+        let last = try cluster.api.curl("/v1/jobs/\(second)", ["-X", "DELETE"])
+        #expect(last.status == 204, "\(last)")
+        #expect(try cluster.api.curl("/v1/uploads/\(input)").status == 404, "the last job's input goes with it")
+        #expect(try cluster.store.upload(id: input) == nil)
+    }
+
     @Test func deletingAJobOnTheAPINodeStopsItOnItsWorkerAtOnce() throws {
         let cluster = try Cluster(workers: 1)
         let input = try cluster.upload(try Media.path(.long))
