@@ -71,26 +71,37 @@ public struct TusUploads: Sendable {
     public func offset(of upload: TusUpload) -> Int64 {
         if upload.completedAt != nil { return upload.length ?? 0 }
         var status = stat()
-        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0 else { return 0 }
+        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0 else {
+            // In neither place: a completion moved them into the upload and has not yet recorded it.
+            return upload.length ?? 0
+        }
         return Int64(status.st_size)
     }
 
-    /// Holds the lock that says a request is completing `id` (its bytes renamed to `completingPath`): the lock goes
-    /// with the descriptor, so a process that died completing it holds nothing. Returns the descriptor to close.
-    public func lockCompletion(_ id: String) -> Int32 {
-        let descriptor = open(completingPath(id), O_RDONLY | O_CLOEXEC)
-        if descriptor >= 0 { flock(descriptor, LOCK_EX) }
+    /// Takes the lock that says a request is completing `id`, before its bytes are renamed to `completingPath` and
+    /// until the completion is recorded: an exclusive `flock` on the description, which the completion replaces only
+    /// as its last step. The lock goes with the descriptor, so a process that died completing holds nothing. Returns
+    /// the descriptor to close, or nil when the upload is gone or (unless `waiting`) another request holds it.
+    public func lockCompletion(_ id: String, waiting: Bool = false) -> Int32? {
+        let descriptor = open(infoPath(id), O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        var result: Int32
+        repeat { result = flock(descriptor, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
+        guard result == 0 else {
+            close(descriptor)
+            return nil
+        }
         return descriptor
     }
 
     /// A completion that nobody is doing any more (its process died between the rename and the end): the bytes go
     /// back to `.bin`, so a PATCH at the length completes the upload again. Nothing happens while one is under way.
     public func recoverCompletion(of upload: TusUpload) {
-        guard upload.completedAt == nil, access(dataPath(upload.id), F_OK) != 0 else { return }
-        let descriptor = open(completingPath(upload.id), O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        defer { close(descriptor) }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0, access(dataPath(upload.id), F_OK) != 0 else { return }
+        guard upload.completedAt == nil, access(dataPath(upload.id), F_OK) != 0,
+              access(completingPath(upload.id), F_OK) == 0, let lock = lockCompletion(upload.id) else { return }
+        defer { close(lock) }
+        // Under the lock, as it is now: a completion that ended meanwhile recorded it, or moved the bytes on.
+        guard self.upload(upload.id)?.completedAt == nil, access(dataPath(upload.id), F_OK) != 0 else { return }
         rename(completingPath(upload.id), dataPath(upload.id))
     }
 
@@ -109,16 +120,24 @@ public struct TusUploads: Sendable {
 
     public func isExpired(_ upload: TusUpload, at time: Double) -> Bool { expiresAt(upload) <= time }
 
-    /// Removes its files (missing ones are fine), unless a PATCH holds the upload now: then false.
+    /// Removes its files (missing ones are fine), unless a PATCH or a completion holds the upload now: then false.
     @discardableResult
     public func delete(_ id: String) -> Bool {
         guard Self.isValidID(id) else { return true }
+        var completion: Int32?
+        if access(infoPath(id), F_OK) == 0 {
+            // A completion under way records the upload after this: deleting the description now would not stop it.
+            completion = lockCompletion(id)
+            guard completion != nil else { return false }
+        }
+        defer { if let completion { close(completion) } }
         let descriptor = open(dataPath(id), O_RDONLY | O_CLOEXEC)
         if descriptor >= 0 {
             defer { close(descriptor) }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return false }
             unlink(dataPath(id))
         }
+        unlink(completingPath(id)) // a completion that died with its process
         unlink(infoPath(id))
         return true
     }

@@ -305,14 +305,19 @@ public final class TusEndpoint: Sendable {
     /// The bytes are all there: they become an upload with the same id (or are refused as one, and deleted), and a
     /// job starts on it when the metadata carries `settings`.
     private func complete(_ upload: inout TusUpload) throws(HTTPError) {
-        // One request completes it: the one whose rename takes the bytes (a second finds them gone and answers with
-        // the upload as the first leaves it).
+        // One request completes it: the one that takes the lock and then finds the bytes (a second waits for the
+        // lock, finds them gone, and answers with the upload as the first leaves it). Held until the end: a request
+        // that finds the bytes renamed aside and the lock free knows the completion died with its process, and puts
+        // them back; a DELETE meanwhile is refused, as during a PATCH.
+        guard let lock = uploads.lockCompletion(upload.id, waiting: true) else { return }
+        defer { close(lock) }
         let path = uploads.completingPath(upload.id)
+        guard let current = uploads.upload(upload.id) else { return }
+        guard current.completedAt == nil else {
+            upload = current
+            return
+        }
         guard rename(uploads.dataPath(upload.id), path) == 0 else { return }
-        // Held until the end: a request that finds the bytes renamed aside and this lock free knows the completion
-        // died with its process, and puts them back.
-        let lock = uploads.lockCompletion(upload.id)
-        defer { if lock >= 0 { close(lock) } }
         let length = upload.length ?? 0
         let sha256: String
         if let digest = digests.take(upload.id, at: length) {

@@ -1,4 +1,5 @@
 import Foundation
+import Locks
 import Testing
 import TestSupport
 
@@ -244,6 +245,77 @@ import TestSupport
         let upload = try server.json("/v1/uploads/\(id)")
         let expected = try sha256(source)
         #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload.object)")
+    }
+
+    /// While a completion runs (its lock held on the description, the bytes renamed aside), a HEAD leaves the bytes
+    /// where they are and counts them, and a DELETE is refused as during a PATCH: deleting the description would not
+    /// stop the completion, which records the upload (and starts its job) afterwards. This process holds the lock, as
+    /// a completing server would; once it lets go, the bytes are put back.
+    @Test func aCompletionUnderWayKeepsItsBytesAndRefusesADelete() throws {
+        let server = try TestServer()
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000"]).location)
+        let id = String(path.split(separator: "/").last ?? "")
+        #expect(try patch(server, path, offset: 0, body: String(repeating: "a", count: 900)).status == 204)
+        let folder = server.data.appendingPathComponent("tus")
+        let lock = open(folder.appendingPathComponent("\(id).json").path, O_RDONLY)
+        try #require(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
+        try FileManager.default.moveItem(at: folder.appendingPathComponent("\(id).bin"), to: folder.appendingPathComponent("\(id).completing"))
+        let during = try head(server, path)
+        #expect(during.status == 200 && during.headers["upload-offset"] == "900", "\(during)")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(id).completing").path), "a live completion's bytes stay aside")
+        let deleted = try server.json(path, ["-X", "DELETE"] + Self.version)
+        #expect(deleted.status == 423 && (deleted.object["error"] as? [String: Any])?["code"] as? String == "upload_locked", "\(deleted)")
+        #expect(Set(Media.files(in: folder)) == ["\(id).json", "\(id).completing"], "\(Media.files(in: folder))")
+        close(lock)
+        #expect(try head(server, path).headers["upload-offset"] == "900")
+        #expect(Set(Media.files(in: folder)) == ["\(id).json", "\(id).bin"], "a dead completion's bytes are put back")
+        #expect(try server.curl(path, ["-X", "DELETE"] + Self.version).status == 204)
+        #expect(Media.files(in: folder).isEmpty)
+    }
+
+    /// A DELETE racing the final PATCH ends one way or the other, never both. Refused (423): the completion went on,
+    /// the upload and its job exist. Answered 204: the tus resource is gone for good; it does not come back when a
+    /// completion that was under way records it. Every final PATCH that names a job names one that exists.
+    @Test func aDeleteDuringTheFinalPatchEitherWinsWholeOrIsRefused() throws {
+        let server = try TestServer()
+        let source = try Media.path(.audioOnly)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let scratch = try Media.scratch()
+        let tail = scratch.appendingPathComponent("tail.bin"), head = scratch.appendingPathComponent("head.bin")
+        try bytes.suffix(100).write(to: tail)
+        try bytes.prefix(bytes.count - 100).write(to: head)
+        let settings = Data(#"{"audio": {"bitRate": 64000}}"#.utf8).base64EncodedString()
+        var jobsNamed = 0, refused = 0
+        for delay in [0, 2, 5, 10, 20, 40, 80, 160] {
+            let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)",
+                                                                     "-H", "Upload-Metadata: settings \(settings)"]).location)
+            let id = String(path.split(separator: "/").last ?? "")
+            #expect(try server.curl(path, ["-X", "PATCH", "-T", head.path, "-H", "Upload-Offset: 0"] + Self.version + Self.chunk).status == 204)
+            let answered = scratch.appendingPathComponent("final-\(delay).headers")
+            let finished = DispatchSemaphore(value: 0)
+            NamedThread.start("final-patch") {
+                _ = try? server.curl(path, ["-X", "PATCH", "-T", tail.path, "-H", "Upload-Offset: \(bytes.count - 100)", "-D", answered.path]
+                                         + Self.version + Self.chunk)
+                finished.signal()
+            }
+            usleep(useconds_t(delay * 1000))
+            let deleted = try server.curl(path, ["-X", "DELETE"] + Self.version).status
+            try #require(finished.wait(timeout: .now() + 30) == .success)
+            let final = (try? String(contentsOf: answered, encoding: .utf8)) ?? ""
+            if final.lowercased().contains("transcoder-job:") { jobsNamed += 1 }
+            if deleted == 204 {
+                usleep(500_000) // a completion that carried on would have recorded it by now
+                #expect(try self.head(server, path).status == 404, "delay \(delay) ms: deleted, yet the upload is back; final PATCH: \(final)")
+            } else {
+                refused += 1
+                #expect(deleted == 423, "delay \(delay) ms: DELETE answered \(deleted)")
+                #expect(final.contains("HTTP/1.1 204") && final.lowercased().contains("transcoder-job:"), "delay \(delay) ms: \(final)")
+                let upload = try server.json("/v1/uploads/\(id)"), expected = try sha256(source)
+                #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "delay \(delay) ms: \(upload)")
+            }
+        }
+        let jobs = try server.json("/v1/jobs").object["jobs"] as? [[String: Any]] ?? []
+        #expect(jobs.count == jobsNamed, "one job for each final PATCH that named one: \(jobs.count) jobs, \(jobsNamed) named, \(refused) deletes refused")
     }
 
     @Test func aSecondPatchWhileOneRunsIsLockedOut() throws {
