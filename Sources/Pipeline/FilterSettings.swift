@@ -120,8 +120,10 @@ public struct FilterSettings: Sendable, Equatable, Codable {
 
     /// The video filter chain, or nil when nothing is asked. Numbers only: no text from the user reaches it.
     /// `deinterlace` puts `bwdif` first, on frames flagged interlaced only, one frame out per frame in, so the frame
-    /// rate, timestamps and key-frame interval stay those of the source.
-    func videoChain(deinterlace: Bool = false) -> String? {
+    /// rate, timestamps and key-frame interval stay those of the source. A tempo scales time from `origin` (the
+    /// output's zero, in the input's time base) on, as the audio's does: a source that starts late (a transport
+    /// stream's clock) keeps its pictures with its sound.
+    func videoChain(deinterlace: Bool = false, origin: Int64 = 0) -> String? {
         var filters: [String] = []
         if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
         if let crop = video?.crop { filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1") }
@@ -130,7 +132,7 @@ public struct FilterSettings: Sendable, Equatable, Codable {
         if brightness != 0 || contrast != 1 || saturation != 1 {
             filters.append("eq=brightness=\(brightness):contrast=\(contrast):saturation=\(saturation)")
         }
-        if tempo != 1 { filters.append("setpts=PTS/\(tempo)") }
+        if tempo != 1 { filters.append(origin == 0 ? "setpts=PTS/\(tempo)" : "setpts=(PTS-(\(origin)))/\(tempo)+(\(origin))") }
         if let overlay = watermarkChain() {
             let main = filters.isEmpty ? "null" : filters.joined(separator: ",")
             return "[in]\(main)[main];" + overlay

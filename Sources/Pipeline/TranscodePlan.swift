@@ -170,7 +170,8 @@ final class TranscodePlan {
         workers = encodeSides.indices.map { EncodeWorker(name: "encode-\(names[$0])") }
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
         let queues = workers.map(\.queue)
-        video = try VideoSource(track: track.index, stream: stream, filters: settings.filters) { (frame, timeBase) throws(MediaError) in
+        video = try VideoSource(track: track.index, stream: stream, filters: settings.filters,
+                                timeline: output.timeline) { (frame, timeBase) throws(MediaError) in
             for queue in queues { try queue.push(frame, timeBase: timeBase) }
         }
     }

@@ -8,9 +8,13 @@ final class VideoSource {
     private let filterSettings: FilterSettings?
     /// The container or the parser says the fields are interlaced (`field_order` tt, bb, tb or bt).
     private let sourceInterlaced: Bool
-    /// Decided at the first frame, which also tells whether the source is interlaced; nil: frames go straight on.
+    /// Decided at the first frame, which also tells whether the source is interlaced, and again at the first
+    /// interlaced frame of a source that started progressive; nil: frames go straight on.
     private var filterChain: String?
     private var chainDecided = false
+    private var deinterlacing = false
+    /// The output's zero in the source's time base, where a tempo filter scales time from.
+    private let origin: Int64
     private var filters: FilterGraph?
     /// Size and pixel format the current graph was built for.
     private var filterInput: (width: Int32, height: Int32, format: Int32)?
@@ -18,10 +22,11 @@ final class VideoSource {
     /// Where each picture goes, with the time base of its `pts`.
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
-    init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?,
+    init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?, timeline: Timeline,
          emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
         sourceTimeBase = stream.pointee.time_base
+        origin = Timeline.rescale(timeline.start, from: FFmpeg.timeBaseQ, to: stream.pointee.time_base)
         self.filterSettings = filterSettings
         self.emit = emit
         if let mark = filterSettings?.video?.watermark {
@@ -41,11 +46,15 @@ final class VideoSource {
         let value = frame.pointer
         // Timestamps on the frame from here on: the decoder's best guess where it has one.
         if value.pointee.best_effort_timestamp != FFmpeg.noPTS { value.pointee.pts = value.pointee.best_effort_timestamp }
-        if !chainDecided {
+        if !chainDecided || (!deinterlacing && value.pointee.interlaced_frame != 0) {
             // An interlaced source is deinterlaced: H.264 is written progressive, and scaling woven fields smears them.
+            // A broadcast that turns interlaced later (a progressive advert first) gets the deinterlacer from its
+            // first interlaced picture on: the pictures before go through the graph they had, flushed.
+            if chainDecided { try finish() }
+            filters = nil
             chainDecided = true
-            let interlaced = sourceInterlaced || value.pointee.interlaced_frame != 0
-            filterChain = (filterSettings ?? FilterSettings()).videoChain(deinterlace: interlaced)
+            deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
+            filterChain = (filterSettings ?? FilterSettings()).videoChain(deinterlace: deinterlacing, origin: origin)
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
         let picture = value.pointee

@@ -64,6 +64,15 @@ import TestSupport
         try expectEnds(probe, at: 4)
     }
 
+    /// A tempo scales time from the output's zero for pictures as for sound: on a source whose clock starts at 5 s,
+    /// the pictures were put at (t / 2) - 5 and the sound at (t - 5) / 2, so the video began 2.5 s before zero.
+    @Test func aTempoKeepsPicturesWithSoundOnASourceThatStartsLate() throws {
+        let (_, probe) = try transcode(.offsetStart, #"{"filters": {"audio": {"tempo": 2}}}"#)
+        let video = try #require(probe.video), audio = try #require(probe.audio)
+        #expect(abs(video.startTime) < 0.05 && abs(audio.startTime) < 0.05, "video starts at \(video.startTime) s, audio at \(audio.startTime) s")
+        try expectEnds(probe, at: 4)
+    }
+
     @Test func videoThatStartsLaterKeepsItsOffset() throws {
         let (_, probe) = try transcode(.lateVideo)
         let video = try #require(probe.video)

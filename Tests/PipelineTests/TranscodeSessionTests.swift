@@ -160,6 +160,28 @@ import TestSupport
         #expect(after.progressive >= sourceFrames - 8, "\(after)")
     }
 
+    /// A broadcast that starts progressive (an advert) and turns interlaced is deinterlaced from its first interlaced
+    /// picture on: before, the choice was made once, at the first picture, and the woven fields went on to the scaler.
+    @Test func aStreamThatTurnsInterlacedMidwayIsDeinterlacedFromThere() throws {
+        let folder = try Media.scratch()
+        let progressive = folder.appendingPathComponent("advert.ts").path, interlaced = folder.appendingPathComponent("programme.ts").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=720x576:r=25:d=2", "-c:v", "mpeg2video", "-b:v", "8M", "-f", "mpegts", progressive])
+        try Media.ffmpeg(Media.interlacedArguments(size: "720x576") + ["-output_ts_offset", "2", interlaced])
+        let mixed = folder.appendingPathComponent("mixed.ts").path
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: progressive))
+        bytes.append(try Data(contentsOf: URL(fileURLWithPath: interlaced)))
+        try bytes.write(to: URL(fileURLWithPath: mixed))
+        let second = try Self.fieldDetection(interlaced)
+        #expect(second.interlaced >= 45, "the second part really is interlaced: \(second)")
+
+        let run = try transcode(mixed)
+        #expect(run.result.framesEncoded >= 99)
+        #expect(abs(run.probe.format.durationSeconds - 4) < 0.1)
+        // The second half only: the field detector takes testsrc2's fast motion at 25p for fields in the first.
+        let after = try Self.fieldDetection(run.output, from: 2.1)
+        #expect(after.progressive >= 40 && after.interlaced <= 6, "\(after)")
+    }
+
     /// Two MPEG-TS files joined with `cat` (the clock starts again halfway, as at a broadcast splice) come out
     /// whole: 4 s of video and audio. Before, the second half's pictures landed on the first's timestamps and were
     /// dropped, so the job succeeded with 2 s of video under 4 s of audio.
@@ -196,8 +218,8 @@ import TestSupport
     }
 
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
-    private static func fieldDetection(_ path: String) throws -> (interlaced: Int, progressive: Int) {
-        let run = try Shell.run("ffmpeg", ["-nostdin", "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
+    private static func fieldDetection(_ path: String, from start: Double = 0) throws -> (interlaced: Int, progressive: Int) {
+        let run = try Shell.run("ffmpeg", ["-nostdin", "-ss", String(start), "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
         let line = try #require(run.stderr.split(separator: "\n").last { $0.contains("Multi frame detection") })
         func count(_ label: String) -> Int {
             guard let range = line.range(of: label + ":") else { return -1 }
