@@ -60,10 +60,13 @@ final class AudioPassThread: @unchecked Sendable {
         return nil
     }
 
-    /// Waits for the pass and rethrows its error.
-    func join() throws(MediaError) {
+    /// Waits for the pass and rethrows its error; meanwhile tells `waiting`, about four times a second, how many
+    /// seconds of audio are written (the video may have ended long before: a still picture's single frame).
+    func join(waiting: (Double) -> Void = { _ in }) throws(MediaError) {
         guard started else { return }
-        _ = outcome.wait { $0 != nil }
+        while !outcome.wait(timeout: 0.25, until: { $0 != nil }) {
+            waiting(output.writtenSeconds)
+        }
         if case .failure(let error)? = outcome.withLock({ $0 }) { throw error }
     }
 

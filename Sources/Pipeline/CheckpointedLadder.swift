@@ -163,7 +163,8 @@ final class CheckpointedLadder {
                     manifest.stills = record
                 }
             }
-            try audioThread?.join()
+            let videoFrames = video?.plan.framesEncoded ?? 0
+            try audioThread?.join { seconds in reporter.update(seconds, frames: videoFrames, call: progress) }
             if audio != nil { try checkpoint.update { $0.ladder["audio"]?.complete = true } }
             if cancellation.isCanceled { throw MediaError.canceled }
             let measured = try assemble(checkpoint.manifest, root: root, into: directory)

@@ -172,11 +172,13 @@ final class LadderWriter: TranscodeOutput {
     /// (an init segment alone has no samples to tell them).
     private(set) var measured: [String: (frameRate: Double?, duration: Double, bitRate: Int)] = [:]
 
-    /// Seconds of media the slowest video rendition has written (the audio's when there is no video); once
-    /// finished, the longest track's length.
+    /// Seconds of media the slowest video rendition has written or, past the video's end, the audio (see
+    /// `writtenSeconds(video:audio:)`; the audio's alone when there is no video); once finished, the longest track's.
     var writtenSeconds: Double {
         if let longest = measured.values.map(\.duration).max() { return longest }
-        return video.isEmpty ? (audio?.input.progress.seconds ?? 0) : video.map(\.input.progress.seconds).min() ?? 0
+        let audioSeconds = audio?.input.progress.seconds
+        guard let slowest = video.map(\.input.progress.seconds).min() else { return audioSeconds ?? 0 }
+        return Self.writtenSeconds(video: slowest, audio: audioSeconds)
     }
 
     private static func write(_ text: String, to relativePath: String, in root: String) throws(MediaError) {

@@ -12,6 +12,7 @@ public final class MediaWriter: TranscodeOutput {
     private(set) var timeline = Timeline(startSeconds: 0)
     private var encodingInputs: [EncodingWriterInput] = []
     private var videoInput: EncodingWriterInput?
+    private var audioInput: EncodingWriterInput?
     private var sessionStarted = false
     private var writing = false
 
@@ -41,7 +42,9 @@ public final class MediaWriter: TranscodeOutput {
 
     /// Adds an AAC input.
     func addInput(audio: AudioEncoding) throws(MediaError) -> EncodingWriterInput {
-        try add(StreamEncoder(audio: audio, globalHeader: container.wantsGlobalHeader))
+        let input = try add(StreamEncoder(audio: audio, globalHeader: container.wantsGlobalHeader))
+        audioInput = input
+        return input
     }
 
     private func add(_ encoder: StreamEncoder) throws(MediaError) -> EncodingWriterInput {
@@ -73,8 +76,12 @@ public final class MediaWriter: TranscodeOutput {
     /// End of the last sample written, in seconds on the output timeline.
     public var lastPresentationTime: Double { container.lastPresentationTime }
 
-    /// Seconds of media written: the video's (the slower track, encoded on its own thread), else every track's.
-    var writtenSeconds: Double { videoInput?.progress.seconds ?? container.lastPresentationTime }
+    /// Seconds of media written: the video's (the slower track, encoded on its own thread) or, past the video's
+    /// end, the audio's (see `writtenSeconds(video:audio:)`); else every track's.
+    var writtenSeconds: Double {
+        guard let videoInput else { return container.lastPresentationTime }
+        return Self.writtenSeconds(video: videoInput.progress.seconds, audio: audioInput?.progress.seconds)
+    }
 
     /// Marks every input finished (draining the encoders), completes the file and moves it into place; `step` is
     /// called as the trailer's work advances, which `cancellation` stops (see `OutputContainer.finish`).

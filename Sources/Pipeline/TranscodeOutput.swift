@@ -36,4 +36,17 @@ extension TranscodeOutput {
     /// Where a checkpointed video's encode starts again (encoder time base): called once, after the video input is
     /// added, and the output then drops what the checkpoint already holds. nil: the video starts at the beginning.
     func resumeVideo() -> Int64? { nil }
+
+    /// Seconds of output written, from the video's and the audio's: the video's (it lags the audio, encoded on
+    /// threads of its own behind frame queues and x264's lookahead, a second or two), unless the audio is further
+    /// ahead than any such lag: then the video has no pictures there (its track ended, as a still picture's single
+    /// frame over a podcast, or has a gap), and the audio says how far the job is; a job whose progress stood still
+    /// there would be failed as stalled.
+    static func writtenSeconds(video: Double, audio: Double?) -> Double {
+        guard let audio, audio - video > videoLag else { return video }
+        return audio - videoLag
+    }
+
+    /// How far, in seconds, the audio may run ahead of video that is still coming.
+    static var videoLag: Double { 5 }
 }

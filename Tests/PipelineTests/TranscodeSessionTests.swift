@@ -327,6 +327,28 @@ import TestSupport
         #expect(updates.last?.fraction == 1)
     }
 
+    /// A video track of one picture under a minute of sound (a still image made into a "video" for a podcast):
+    /// progress follows the sound once the pictures end. Before, it stood at the picture's 0.04 s until the end, and
+    /// a long enough file was failed by the watchdog as stalled; from a checkpoint, the sound's own pass was waited
+    /// for with no progress at all.
+    @Test(arguments: [false, true])
+    func progressFollowsTheSoundPastTheLastPicture(checkpointed: Bool) throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("still.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=0.04", "-f", "lavfi", "-i", "sine=d=60",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let session = TranscodeSession(inputPath: input, outputDirectory: folder.appendingPathComponent("out").path,
+                                       settings: try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8)))
+        if checkpointed { session.checkpointDirectory = folder.appendingPathComponent("checkpoint").path }
+        session.progressInterval = 0
+        var updates: [TranscodeProgress] = []
+        let result = try session.run { updates.append($0) }
+        #expect(result.framesEncoded == 1 && abs(result.duration - 60) < 0.5, "\(result.framesEncoded) frames, \(result.duration) s")
+        let before = updates.filter { $0.finishing == nil }.dropLast().map(\.presentationTime)
+        #expect((before.max() ?? 0) > 45, "progress before the end reached \(before.max() ?? 0) s of 60")
+        #expect(zip(before, before.dropFirst()).allSatisfy { $1 >= $0 }, "monotonic")
+    }
+
     /// A resumed transcode first checks, file by file, what the earlier attempt left, and says so before it goes on.
     @Test func aResumedTranscodeReportsItsCheckpointCheckFirst() throws {
         let folder = try Media.scratch()
