@@ -83,7 +83,7 @@ final class CheckpointOutput: TranscodeOutput {
     /// skipped by time.
     static func seekToWarmUp(_ reader: MediaReader, timeline: Timeline, resumeSeconds: Double, tempo: Double,
                              thumbnailer: Thumbnailer?) {
-        guard tempo == 1, reader.seeksReliably, let track = reader.firstVideoTrack else { return }
+        guard tempo == 1, reader.seeksReliably, let track = reader.mainVideoTrack else { return }
         let needed = thumbnailer?.earliestNeeded
         let target = min(resumeSeconds - warmUpSeconds, needed ?? .infinity)
         let source = Double(timeline.start) / 1_000_000 + target - 0.5

@@ -21,7 +21,7 @@ final class CheckpointedLadder {
     /// Whether a ladder with these settings from this input is checkpointed: its video is encoded.
     static func applies(to settings: TranscodeSettings, input reader: MediaReader) -> Bool {
         guard settings.container.isSegmented, case .encode = settings.video,
-              reader.firstVideoTrack != nil else { return false }
+              reader.mainVideoTrack != nil else { return false }
         return true
     }
 
@@ -106,7 +106,7 @@ final class CheckpointedLadder {
             if !videoComplete { video = try makeVideo(reader: firstReader, seek: true) }
             if !audioComplete, case .encode = settings.audio {
                 let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
-                if reader.firstAudioTrack != nil {
+                if reader.mainAudioTrack != nil {
                     let writer = LadderWriter(root: root, segmentDuration: segmentDuration)
                     writer.writesPlaylists = false
                     writer.journal = journal

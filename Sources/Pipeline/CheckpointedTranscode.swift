@@ -18,7 +18,7 @@ final class CheckpointedTranscode {
     /// interval the settings give (2 s unless set), at least a second (a multiple of the interval).
     /// Settings the input cannot take give 2 s: the plan then fails with its own error, after the input's limits.
     static func segmentSeconds(_ settings: TranscodeSettings, reader: MediaReader) -> Double {
-        guard case .encode(let base) = settings.video, let track = reader.firstVideoTrack,
+        guard case .encode(let base) = settings.video, let track = reader.mainVideoTrack,
               let encoding = try? VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: base,
                                                         crop: settings.filters?.video?.crop) else { return 2 }
         let interval = encoding.keyFrameSeconds
@@ -38,8 +38,8 @@ final class CheckpointedTranscode {
     /// is encoded, with audio encoded or dropped, and thumbnails only into an output folder (`inFolder`).
     static func applies(to settings: TranscodeSettings, input reader: MediaReader, inFolder: Bool) -> Bool {
         guard !settings.container.isSegmented, settings.container.holdsVideo, settings.thumbnails == nil || inFolder,
-              case .encode = settings.video, reader.firstVideoTrack != nil else { return false }
-        if case .copy = settings.audio, reader.firstAudioTrack != nil { return false }
+              case .encode = settings.video, reader.mainVideoTrack != nil else { return false }
+        if case .copy = settings.audio, reader.mainAudioTrack != nil { return false }
         return true
     }
 
@@ -82,7 +82,7 @@ final class CheckpointedTranscode {
             }
             if checkpoint.manifest.audioFile == nil, case .encode = settings.audio {
                 let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
-                if reader.firstAudioTrack != nil {
+                if reader.mainAudioTrack != nil {
                     let output = CheckpointOutput(checkpoint: checkpoint, globalHeader: settings.container.wantsGlobalHeader)
                     let plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
                                                  directory: nil, pass: .audio)

@@ -53,16 +53,21 @@ public final class MediaReader {
     /// Earliest presentation time in the file, in seconds.
     public var startTime: Double { container.startTime }
 
-    /// The first video track that is a real picture sequence (cover art is skipped).
-    public var firstVideoTrack: Track? {
-        tracks.first { track in
-            track.mediaType == .video
-                && container.stream(track.index).pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0
-        }
+    /// The video track a transcode takes: a real picture sequence (cover art is skipped), the first marked default,
+    /// else the first.
+    public var mainVideoTrack: Track? {
+        mainTrack(of: .video) { container.stream($0.index).pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 }
     }
 
-    /// The first audio track.
-    public var firstAudioTrack: Track? { tracks.first { $0.mediaType == .audio } }
+    /// The audio track a transcode takes: the first marked default, else the first (a commentary or a second
+    /// language that comes first in the file is not what a player would play).
+    public var mainAudioTrack: Track? { mainTrack(of: .audio) }
+
+    /// The first track of `type` (among those `eligible`) whose disposition says default, else the first.
+    private func mainTrack(of type: Track.MediaType, eligible: (Track) -> Bool = { _ in true }) -> Track? {
+        let candidates = tracks.filter { $0.mediaType == type && eligible($0) }
+        return candidates.first { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 } ?? candidates.first
+    }
 
     /// Asks for decoded frames of track `index`; the decoder refuses pictures of more than `maxPixels` pixels
     /// (a stream that changes its size mid-way cannot get past the limits checked on its header).
@@ -199,7 +204,7 @@ extension MediaReader {
     /// The first picture of an image file (PNG, JPEG), decoded, for a watermark.
     static func firstPicture(path: String) throws(MediaError) -> Frame {
         let reader = try MediaReader(path: path)
-        guard let track = reader.firstVideoTrack else {
+        guard let track = reader.mainVideoTrack else {
             throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the upload is not an image.")
         }
         try reader.addDecodedOutput(track: track.index, maxPixels: 4096 * 4096)

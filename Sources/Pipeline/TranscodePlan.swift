@@ -38,8 +38,8 @@ final class TranscodePlan {
     ///   the earliest of the tracks the settings keep).
     init(reader: MediaReader, output: any TranscodeOutput, settings: TranscodeSettings, limits: MediaLimits,
          directory: String?, pass: Pass = .all) throws(MediaError) {
-        let videoTrack = settings.video == .drop ? nil : reader.firstVideoTrack
-        let audioTrack = settings.audio == .drop ? nil : reader.firstAudioTrack
+        let videoTrack = settings.video == .drop ? nil : reader.mainVideoTrack
+        let audioTrack = settings.audio == .drop ? nil : reader.mainAudioTrack
         let container = settings.container
         if videoTrack != nil && !container.holdsVideo {
             throw MediaError(code: "invalid_settings",
@@ -54,7 +54,7 @@ final class TranscodePlan {
                              message: "video: \"copy\" is not available for raw H.264 output; encode it instead.")
         }
         guard videoTrack != nil || audioTrack != nil else {
-            let sourceHasTracks = reader.firstVideoTrack != nil || reader.firstAudioTrack != nil
+            let sourceHasTracks = reader.mainVideoTrack != nil || reader.mainAudioTrack != nil
             throw sourceHasTracks
                 ? MediaError(code: "invalid_settings", message: "video, audio: the settings drop every track the input has.")
                 : MediaError(code: "no_media_tracks", message: "The input has neither a video nor an audio track.")

@@ -327,6 +327,22 @@ import TestSupport
         #expect(updates.last?.fraction == 1)
     }
 
+    /// Of several tracks, the one marked default is transcoded, as a player would play it: here a silent commentary
+    /// and a small video angle come first in the file. Before, the first of each kind was taken.
+    @Test func theTracksMarkedDefaultAreTheOnesTranscoded() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("tracks.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=160x120:d=2", "-f", "lavfi", "-i", "testsrc2=s=320x240:d=2",
+                          "-f", "lavfi", "-i", "aevalsrc=0:d=2", "-f", "lavfi", "-i", "sine=d=2",
+                          "-map", "0", "-map", "1", "-map", "2", "-map", "3", "-c:v", "libx264", "-preset", "ultrafast",
+                          "-pix_fmt", "yuv420p", "-c:a", "aac", "-disposition:v:0", "0", "-disposition:v:1", "default",
+                          "-disposition:a:0", "comment", "-disposition:a:1", "default", input])
+        let run = try transcode(input)
+        let video = try #require(run.probe.video)
+        #expect(video.width == 320 && video.height == 240, "the default video: \(video.width)x\(video.height)")
+        #expect(try Probe.silences(run.output).isEmpty, "the default audio, the tone, not the silent commentary")
+    }
+
     /// A video track of one picture under a minute of sound (a still image made into a "video" for a podcast):
     /// progress follows the sound once the pictures end. Before, it stood at the picture's 0.04 s until the end, and
     /// a long enough file was failed by the watchdog as stalled; from a checkpoint, the sound's own pass was waited
