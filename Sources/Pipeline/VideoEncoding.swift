@@ -60,7 +60,14 @@ struct VideoEncoding {
             frameRate = rational(rate)
             timeBase = av_inv_q(frameRate)
         } else {
-            let guessed = av_guess_frame_rate(nil, stream, nil)
+            var guessed = av_guess_frame_rate(nil, stream, nil)
+            // A variable rate's base (a phone's or a screen recorder's 120, 600 or 1000 ticks) is far above the
+            // pictures it has a second: key frames every 2 s of the base would come every 7 s or more, and x264's
+            // level would be set for a rate never reached. The average is the rate then.
+            let average = stream.pointee.avg_frame_rate
+            if FFmpeg.isValid(average), av_q2d(average) >= 1, !FFmpeg.isValid(guessed) || av_q2d(guessed) > av_q2d(average) * 1.1 {
+                guessed = av_d2q(av_q2d(average), 100_000)
+            }
             frameRate = FFmpeg.isValid(guessed) && av_q2d(guessed) <= 1000 ? guessed : AVRational(num: 30, den: 1)
             timeBase = stream.pointee.time_base
             // A time base coarser than a frame, or absurdly fine, is replaced by MPEG's 90 kHz clock.

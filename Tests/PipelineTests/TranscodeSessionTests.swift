@@ -343,6 +343,20 @@ import TestSupport
         #expect(try Probe.silences(run.output).isEmpty, "the default audio, the tone, not the silent commentary")
     }
 
+    /// A variable-rate source (a screen recorder's: a 120 Hz clock, about 33 pictures a second) keeps its times and
+    /// gets key frames every 2 s of its real rate. Before, the rate was taken from the clock, 120, and the one key
+    /// frame 2 s "of 120" ever came was the first: 198 pictures with no other place to seek to.
+    @Test func aVariableRateSourceGetsKeyFramesEveryTwoSeconds() throws {
+        let input = try Media.scratch().appendingPathComponent("vfr.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=120:d=6", "-vf", #"select='not(mod(n\,4))+eq(mod(n\,40)\,1)'"#,
+                          "-c:v", "libx264", "-preset", "ultrafast", "-fps_mode", "vfr", input])
+        let source = try Probe.keyFrames(input).frameCount
+        let run = try transcode(input)
+        let (keys, frames) = try Probe.keyFrames(run.output)
+        #expect(frames == source && abs(run.probe.format.durationSeconds - 6) < 0.1, "\(frames) of \(source) frames")
+        #expect(keys.count >= 3 && zip(keys, keys.dropFirst()).allSatisfy { $1 - $0 <= 70 }, "key frames at \(keys) of \(frames)")
+    }
+
     /// A video track of one picture under a minute of sound (a still image made into a "video" for a podcast):
     /// progress follows the sound once the pictures end. Before, it stood at the picture's 0.04 s until the end, and
     /// a long enough file was failed by the watchdog as stalled; from a checkpoint, the sound's own pass was waited
