@@ -80,6 +80,20 @@ public final class JobQueue: Sendable {
         var fetch: FetchProgress?
         /// Set once the job's end is being recorded: a renewal refused from then on is that end, not a takeover.
         var ending = false
+        /// A cancel that came while the end was being recorded, too late for it: if that end sends the job back to
+        /// the queue (a crashed attempt retried, a shutdown), the job is canceled there instead of running again.
+        var lateCancel = false
+    }
+
+    /// What a cancel did to a job registered here.
+    private enum Signal {
+        /// Its attempt was told to stop.
+        case signaled
+        /// Its end was being recorded: noted as a late cancel (see `Running.lateCancel`), for the attempt with this
+        /// lease token.
+        case ending(token: Int)
+        /// No worker here runs it.
+        case notRunning
     }
 
     private struct State {
@@ -164,7 +178,7 @@ public final class JobQueue: Sendable {
         case .queued:
             jobQueued()
         case .cancel(let id):
-            if !signalCancel(id) {
+            if case .notRunning = signalCancel(id) {
                 state.withLock { state in
                     let now = Date()
                     state.heardCancels = state.heardCancels.filter { now.timeIntervalSince($0.value) < 30 }
@@ -225,9 +239,18 @@ public final class JobQueue: Sendable {
     @discardableResult
     public func cancel(id: String) throws(StoreError) -> Job {
         while true {
-            if signalCancel(id) {
+            switch signalCancel(id) {
+            case .signaled:
                 guard let job = try store.job(id: id) else { throw Self.notFound(id) }
                 return job
+            case .ending(let token):
+                // The end this attempt records decides: wait for it; a job it sent back to the queue it cancels.
+                _ = state.wait(timeout: 60) { $0.running[id]?.lease.token != token }
+                guard let job = try store.job(id: id) else { throw Self.notFound(id) }
+                if job.state == .canceled { return job }
+                continue
+            case .notRunning:
+                break
             }
             guard let job = try store.job(id: id) else { throw Self.notFound(id) }
             switch job.state {
@@ -244,7 +267,7 @@ public final class JobQueue: Sendable {
                 // Its worker may be on another node: the request reaches it through the store (NOTIFY, and the
                 // next lease renewal at the latest), and the worker records the cancellation.
                 guard try store.requestCancel(id: id) else { continue }
-                _ = signalCancel(id)
+                if case .ending = signalCancel(id) { continue } // waited for as above, at the loop's start
                 return job
             case .running:
                 // Claimed by one of our workers that has not registered it yet: it cancels the job as it does.
@@ -266,14 +289,19 @@ public final class JobQueue: Sendable {
         }
     }
 
-    /// Fires a registered job's cancellation; false when no worker here runs it.
-    private func signalCancel(_ id: String) -> Bool {
-        state.withLock { state -> Bool in
-            guard var running = state.running[id] else { return false }
+    /// Fires a registered job's cancellation, or notes it as late when the job's end is being recorded.
+    private func signalCancel(_ id: String) -> Signal {
+        state.withLock { state -> Signal in
+            guard var running = state.running[id] else { return .notRunning }
+            if running.ending {
+                running.lateCancel = true
+                state.running[id] = running
+                return .ending(token: running.lease.token)
+            }
             running.reason = running.reason ?? .canceled
             state.running[id] = running
             running.token.cancel()
-            return true
+            return .signaled
         }
     }
 
@@ -395,10 +423,20 @@ public final class JobQueue: Sendable {
                 removeFile(path, of: "job_id", id)
             }
         }
-        let recorded: Recorded = reason == .leaseLost ? .leaseLost : record(outcome, of: claimed, lease: lease, reason: reason)
-        let stopping = state.withLock { state -> Bool in
-            state.running.removeValue(forKey: id)
-            return state.stopping
+        var recorded: Recorded = reason == .leaseLost ? .leaseLost : record(outcome, of: claimed, lease: lease, reason: reason)
+        // A cancel that came while the end was recorded: a job that end sent back to the queue is canceled there,
+        // before it leaves `running` (a `cancel` waits for that, and then finds it canceled).
+        var lateCanceled = false
+        if case .stored(let job) = recorded, job.state == .queued, state.withLock({ $0.running[id]?.lateCancel == true }),
+           let canceled = try? store.cancelQueued(id: id) {
+            recorded = .stored(canceled)
+            lateCanceled = true
+        }
+        let (stopping, late) = state.withLock { state -> (Bool, Bool) in
+            let late = state.running[id]?.lateCancel == true
+            // Only this attempt's entry: the job, back in the queue, may be another worker's attempt by now.
+            if state.running[id]?.lease.token == lease.token { state.running.removeValue(forKey: id) }
+            return (state.stopping, late)
         }
         state.notifyAll()
         if stopping { heartbeatWake.signal() }
@@ -415,7 +453,9 @@ public final class JobQueue: Sendable {
                          + "this attempt's output was discarded", ["job_id": .string(id), "lease_token": .int(lease.token)])
             return
         }
-        if final?.state == .queued { jobQueued() } // retried after a crash: a worker takes it again
+        // A late cancel that came after the look above: the job is canceled as any other once its end is published.
+        let cancelAfter = late && !lateCanceled && final?.state == .queued
+        if final?.state == .queued, !cancelAfter { jobQueued() } // retried after a crash: a worker takes it again
         guard let final else { return }
         stats.withLock { stats in
             guard final.state.isTerminal else { return }
@@ -439,6 +479,7 @@ public final class JobQueue: Sendable {
             logger.info("job ended", ["job_id": .string(id), "state": .string(final.state.rawValue)])
         }
         events.publish(id, .state(final))
+        if cancelAfter { _ = try? cancel(id: id) }
     }
 
     /// What recording a job's end came to.

@@ -83,6 +83,23 @@ struct SlowStepsRunner: JobRunner {
     }
 }
 
+/// A runner whose attempt "crashes" (`worker_crashed`, retried by the queue) after filling its output folder with
+/// many files: removing them before the end is recorded takes a moment, in which a cancel comes too late for the
+/// attempt but not for the job. Says when it is about to fail, and counts its calls.
+final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
+    let calls = LockedValue(0)
+    let failing = DispatchSemaphore(value: 0)
+
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        calls.withLock { $0 += 1 }
+        try? FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
+        for index in 0..<6000 { _ = FileManager.default.createFile(atPath: outputDirectory + "/piece-\(index)", contents: Data("x".utf8)) }
+        failing.signal()
+        throw MediaError(code: "worker_crashed", message: "The job's process stopped (test).")
+    }
+}
+
 @Suite(.serialized) struct JobQueueTests {
     private func queue(_ fixture: StoreFixture, runner: any JobRunner = TranscodeRunner(),
                        configure: (inout JobQueue.Configuration) -> Void = { _ in }) -> JobQueue {
@@ -182,6 +199,27 @@ struct SlowStepsRunner: JobRunner {
         #expect(stopped >= asked, "the transcode was still running when the cancel was asked")
         #expect(stopped.timeIntervalSince(asked) < 1.0, "the transcode stopped \(stopped.timeIntervalSince(asked)) s after the cancel")
         queue.stop(grace: 1)
+        #expect(fixture.outputFiles.isEmpty)
+    }
+
+    /// A cancel that comes while a crashed attempt's end is being recorded (its files removed first) is not lost:
+    /// the job that end would send back to the queue is canceled, and the cancel answers with it canceled. Before,
+    /// the cancel went to the attempt that had already ended, answered "running", and the job ran again.
+    @Test func aCancelWhileACrashedAttemptEndsCancelsTheJobInsteadOfItsRetry() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let runner = CrashingWithFilesRunner()
+        let queue = queue(fixture, runner: runner)
+        try queue.start()
+        try #require(runner.failing.wait(timeout: .now() + 30) == .success)
+        usleep(20_000) // into the removal of its 6000 files
+        let answered = try queue.cancel(id: job.id)
+        #expect(answered.state == .canceled, "the cancel answered \(answered.state)")
+        usleep(500_000) // a retry would have started by now
+        queue.stop(grace: 5)
+        let final = try #require(try fixture.store.job(id: job.id))
+        #expect(final.state == .canceled && runner.calls.withLock { $0 } == 1, "\(final.state), \(runner.calls.withLock { $0 }) attempts")
         #expect(fixture.outputFiles.isEmpty)
     }
 
