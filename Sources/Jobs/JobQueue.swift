@@ -668,7 +668,10 @@ public final class JobQueue: Sendable {
             throw MediaError(code: "no_media_tracks", message: "The file at the URL has neither a video nor an audio track.")
         }
         var upload = waiting
-        upload.path = directory.uploadPath(id: waiting.id)
+        // A name of this attempt's own (the first claim's is the upload's id): an earlier holder of the job that is
+        // still fetching (paused, its lease run out and taken over) must neither replace the file another attempt
+        // records nor, failing to record its own, remove it.
+        upload.path = directory.uploadPath(id: waiting.id) + (job.leaseToken > 1 ? ".\(job.leaseToken)" : "")
         try FileDurability.syncFile(atPath: temporary)
         guard rename(temporary, upload.path) == 0 else {
             throw MediaError(code: "storage_error", message: "Storing the fetched input failed: \(String(cString: strerror(errno))).")
@@ -682,6 +685,12 @@ public final class JobQueue: Sendable {
             try store.completeFetch(upload)
         } catch {
             unlink(upload.path)
+            // Another attempt recorded the same URL's bytes first: they are the input.
+            if error.code == "not_found", let recorded = try? store.upload(id: upload.id), !recorded.sha256.isEmpty,
+               access(recorded.path, R_OK) == 0 {
+                logger.info("input fetched by another attempt", ["job_id": .string(job.id), "upload_id": .string(upload.id)])
+                return recorded
+            }
             throw MediaError(code: error.code, message: error.message)
         }
         logger.info("input fetched", ["job_id": .string(job.id), "upload_id": .string(upload.id), "bytes": .int(upload.size)])

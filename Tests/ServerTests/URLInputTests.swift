@@ -155,6 +155,41 @@ import TestSupport
         #expect(!server.log.contains("s3cret"))
     }
 
+    /// Two attempts of one job fetching its URL at once (in a cluster: a paused worker whose lease was taken over):
+    /// the one that records the bytes second uses the first's, and removes only its own file. Here the other attempt
+    /// (the second claim) records its copy while this one still downloads. Before, each attempt stored the bytes
+    /// under the same name and the loser removed it, so the job failed ("no longer waits for its bytes") and, in a
+    /// cluster, the winner's input was gone.
+    @Test func anInputRecordedByAnotherAttemptMeanwhileIsUsed() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let source = try Media.path(.standard)
+        try FileManager.default.copyItem(atPath: source, toPath: peer.media.appendingPathComponent("clip.mp4").path)
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8"])
+        let created = try create(server, #"{"url": "\#(peer.base)/slow-media/clip.mp4"}"#)
+        let id = try #require(created.object["id"] as? String)
+        let upload = try #require((created.object["input"] as? [String: Any])?["id"] as? String)
+        #expect(try eventually(20) {
+            let progress = try server.json("/v1/jobs/\(id)").object["progress"] as? [String: Any]
+            return progress?["phase"] as? String == "fetching" && (progress?["bytes"] as? Int ?? 0) > 0
+        })
+        // What the other attempt leaves: its copy under its own name, recorded.
+        let other = server.data.appendingPathComponent("uploads/\(upload).2")
+        try FileManager.default.copyItem(atPath: source, toPath: other.path)
+        let sha = String(try Shell.check("sha256sum", [source]).prefix(64))
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int)
+        let waiting = try #require(try Shell.check("sqlite3", [server.data.appendingPathComponent("transcoderd.sqlite").path,
+                                                              "SELECT count(*) FROM uploads WHERE id = '\(upload)' AND sha256 = ''"]).first)
+        #expect(waiting == "1", "the upload still waits for its bytes")
+        _ = try Shell.check("sqlite3", ["-cmd", ".timeout 5000", server.data.appendingPathComponent("transcoderd.sqlite").path,
+                                        "UPDATE uploads SET sha256 = '\(sha)', size = \(size), path = 'uploads/\(upload).2' WHERE id = '\(upload)'"])
+        let done = try eventually(60) { ["succeeded", "failed"].contains(try server.json("/v1/jobs/\(id)").object["state"] as? String ?? "") }
+        let job = try server.json("/v1/jobs/\(id)").object
+        #expect(done && job["state"] as? String == "succeeded", "\(job["error"] ?? "")")
+        #expect(FileManager.default.fileExists(atPath: other.path), "the recorded copy stays")
+        #expect(!FileManager.default.fileExists(atPath: server.data.appendingPathComponent("uploads/\(upload)").path),
+                "this attempt's own copy is removed")
+    }
+
     @Test func refusedMissingAndCanceledFetchesEndTheJobClearly() throws {
         let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         let server = try TestServer()
