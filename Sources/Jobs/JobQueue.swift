@@ -784,7 +784,9 @@ public final class JobQueue: Sendable {
         while true {
             _ = heartbeatWake.wait(timeout: .now() + configuration.heartbeatInterval)
             if state.withLock({ $0.stopping && $0.running.isEmpty }) { break }
-            let leases = state.withLock { state in state.running.values.filter { !$0.ending }.map { ($0.lease, $0.renewedAt) } }
+            // Ending jobs too: a failed job's folder is removed before its end is recorded, which for a long ladder
+            // on slow shared storage can outlast the lease (a refused renewal of an ending job stops nothing).
+            let leases = state.withLock { state in state.running.values.map { ($0.lease, $0.renewedAt) } }
             for (lease, renewedAt) in leases {
                 do throws(StoreError) {
                     switch try store.renew(lease, leaseSeconds: configuration.leaseSeconds) {
