@@ -160,6 +160,11 @@ final class AudioConverter {
             &resampler, &outputLayout, AV_SAMPLE_FMT_FLTP, Int32(encoding.sampleRate),
             &inputLayout, AVSampleFormat(rawValue: input.format), input.sample_rate, 0, nil)
         try FFmpeg.check(result, "Configuring the audio resampler", code: "unsupported_audio")
+        if inputLayout.nb_channels > outputLayout.nb_channels {
+            // Mixing down adds channels together (5.1 to stereo: L + 0.707 C + 0.707 Ls): loud surround sound would
+            // go past full scale and clip in every player. The mix is scaled so that no output can.
+            try FFmpeg.setOption(UnsafeMutableRawPointer(resampler), "rematrix_maxval", "1.0")
+        }
         try FFmpeg.check(swr_init(resampler), "Starting the audio resampler", code: "unsupported_audio")
         resamplerInput = key
     }

@@ -79,6 +79,28 @@ import TestSupport
         #expect(abs(Double(shifted.count) - Double(plain.count)) / Double(plain.count) < 0.03, "same duration")
     }
 
+    /// Loud 5.1 sound mixed down to stereo stays within full scale: the default mix adds the centre and surround
+    /// channels to each side, which took a source peaking at -1.2 dBFS to +6.4 dBFS (clipping in every player).
+    @Test func aLoudSurroundMixDownDoesNotClip() throws {
+        let input = try Media.scratch().appendingPathComponent("loud51.wav").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "sine=f=440:r=48000:d=3", "-af", "volume=7,pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0",
+                          "-c:a", "pcm_f32le", input])
+        #expect(try Self.peak(input) > -2, "the source is loud")
+        let output = try transcode(input, "{}")
+        #expect(try Probe.read(output).audio?.channels == 2)
+        let peak = try Self.peak(output)
+        #expect(peak <= 0.5, "the stereo mix peaks at \(peak) dBFS") // AAC's own ripple may add a few tenths
+    }
+
+    /// The highest sample of a file's first audio track, dBFS, as decoded to floats (ffmpeg's astats: volumedetect
+    /// works on 16-bit samples, which stop at full scale and would hide the clipping).
+    private static func peak(_ path: String) throws -> Double {
+        let run = try Shell.run("ffmpeg", ["-nostdin", "-i", path, "-map", "0:a:0", "-af", "astats=measure_perchannel=none",
+                                           "-f", "null", "-"])
+        let line = try #require(run.stderr.split(separator: "\n").last { $0.contains("Peak level dB:") })
+        return try #require(Double(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? ""))
+    }
+
     @Test func tempoHalvesTheDurationAndVolumeLowersTheLevel() throws {
         let input = try Media.path(.standard)
         let fast = try Probe.read(try transcode(input, #"{"filters": {"audio": {"tempo": 2.0}}}"#))
