@@ -7,18 +7,25 @@ enum ByteRange {
     /// Reads the header; anything but one well-formed byte range (several ranges, other units, bad syntax) is
     /// served as the full file, which RFC 9110 allows.
     static func parse(_ header: String?, size: Int64) -> ByteRange {
-        guard let header, header.hasPrefix("bytes=") else { return .full }
+        // The unit is case-insensitive (RFC 9110 §14.1).
+        guard let header, header.lowercased().hasPrefix("bytes=") else { return .full }
         let spec = header.dropFirst("bytes=".count).trimmingCharacters(in: .whitespaces)
         guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return .full }
         let first = spec[..<dash], last = spec[spec.index(after: dash)...]
         if first.isEmpty {
-            guard let suffix = Int64(last), suffix > 0 else { return last.isEmpty ? .full : .unsatisfiable }
+            guard let suffix = number(last), suffix > 0 else { return last.isEmpty ? .full : .unsatisfiable }
             return size == 0 ? .unsatisfiable : .partial(start: max(0, size - suffix), end: size - 1)
         }
-        guard let start = Int64(first), start >= 0 else { return .full }
+        guard let start = number(first) else { return .full }
         guard start < size else { return .unsatisfiable }
         if last.isEmpty { return .partial(start: start, end: size - 1) }
-        guard let end = Int64(last), end >= start else { return .full }
+        guard let end = number(last), end >= start else { return .full }
         return .partial(start: start, end: min(end, size - 1))
+    }
+
+    /// Digits only; a number past 64 bits is as good as the largest (a range "to the end" whatever the size).
+    private static func number(_ text: Substring) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        return Int64(text) ?? Int64.max
     }
 }

@@ -21,7 +21,9 @@ public struct CORSPolicy: Sendable, Equatable {
         } else if let origin = request["Origin"], origins.contains(origin) {
             fields = [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
         } else {
-            return []
+            // The answer depends on the Origin even when it names none allowed: a cache that kept a copy fetched
+            // without one (a <video> or <img>) must not hand it to the allowed page's fetch, which needs the header.
+            return isEnabled ? [("Vary", "Origin")] : []
         }
         // Players read a segment's length and range, and revalidate with the ETag; tus clients their offsets.
         fields.append(("Access-Control-Expose-Headers", exposed))
@@ -33,7 +35,7 @@ public struct CORSPolicy: Sendable, Equatable {
                    headers allowedHeaders: String = "Range, If-None-Match, If-Range, Authorization",
                    exposing exposed: String = "Content-Length, Content-Range, Accept-Ranges, ETag, Location") -> [(String, String)] {
         let allowed = headers(for: request, exposing: exposed)
-        guard !allowed.isEmpty else { return [] }
+        guard allowed.contains(where: { $0.0 == "Access-Control-Allow-Origin" }) else { return allowed }
         return allowed + [
             ("Access-Control-Allow-Methods", methods),
             ("Access-Control-Allow-Headers", allowedHeaders),

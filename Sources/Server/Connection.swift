@@ -198,15 +198,24 @@ final class Connection {
     /// Parses what is buffered for as long as the current phase takes input.
     private func processInbound() {
         while readsRequests {
-            do {
+            do throws(HTTPError) {
+                // A refusal of what was parsed still consumes it: a request refused whole (a 404 without a body)
+                // leaves the connection at the next one.
+                var refusal: HTTPError?
                 let progressed = try inbound.withBytes { bytes throws(HTTPError) -> (Int, Bool) in
                     if !bytes.isEmpty { state.headBytesArrived(at: .now) }
                     let (event, consumed) = try parser.next(bytes)
-                    try apply(event, in: bytes)
+                    do throws(HTTPError) {
+                        try apply(event, in: bytes)
+                    } catch {
+                        refusal = error
+                        return (consumed, false)
+                    }
                     if case .needMore = event { return (consumed, consumed > 0) }
                     return (consumed, true)
                 }
                 inbound.consume(progressed.0)
+                if let refusal { throw refusal }
                 if !progressed.1 { return }
             } catch {
                 fail(error)
@@ -246,10 +255,11 @@ final class Connection {
         isHead = head.method == "HEAD"
         uploadedBytes = 0
         let hasBody = parser.isChunked || (parser.contentLength ?? 0) > 0
-        // Whatever is refused before its body is read closes the connection, as that body cannot be skipped safely.
-        let refuse = { (error: HTTPError) -> HTTPError in
+        // Whatever is refused before its body is read closes the connection, as that body cannot be skipped safely;
+        // a request without one is whole, and the connection goes on (a 404 or 401 costs no new connection).
+        let refuse = { [self] (error: HTTPError) -> HTTPError in
             var error = error
-            if hasBody { error.closeConnection = true }
+            if hasBody { error.closeConnection = true } else { parser.endBodiless() }
             return error
         }
         switch loop.router.match(method: head.method, segments: head.segments) {
@@ -263,7 +273,10 @@ final class Connection {
             self.route = route
             self.parameters = parameters
         }
-        if let error = loop.authenticate(head) { throw refuse(error) }
+        if var error = loop.authenticate(head) {
+            for (name, value) in route?.refusalHeaders?(head.headers) ?? [] { error.headers.set(name, value) }
+            throw refuse(error)
+        }
         let sink = try makeSink(for: route!.body, head: head, hasBody: hasBody)
         if let expectation = head.headers["Expect"] {
             guard expectation.caseInsensitiveEquals("100-continue") else {
@@ -543,6 +556,7 @@ final class Connection {
             discardInput()
         case .readNext:
             head = nil
+            isHead = false
             route = nil
             requestID = ""
             parser.reset()

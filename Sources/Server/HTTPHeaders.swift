@@ -28,6 +28,16 @@ public struct HTTPHeaders: Sendable, Sequence {
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
 
+    /// Whether `If-None-Match` (every line of it) names `etag` or `*`, by the weak comparison RFC 9110 asks for
+    /// here: `W/"x"` matches `"x"` (a compressing proxy or a CDN weakens the tags it passes on).
+    public func ifNoneMatch(_ etag: String) -> Bool {
+        let strong = etag.hasPrefix("W/") ? String(etag.dropFirst(2)) : etag
+        return values("If-None-Match").flatMap { $0.split(separator: ",") }.contains { candidate in
+            let value = candidate.trimmingCharacters(in: .whitespaces)
+            return value == "*" || value == strong || value == "W/" + strong
+        }
+    }
+
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 }
 

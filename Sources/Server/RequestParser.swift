@@ -50,6 +50,12 @@ struct RequestParser {
 
     var isDone: Bool { if case .done = state { true } else { false } }
 
+    /// Ends a request that has no body (its head read, nothing to follow): a request refused right after its head
+    /// leaves the connection ready for the next one, as one that was answered.
+    mutating func endBodiless() {
+        if case .fixed(remaining: 0) = state { state = .done }
+    }
+
     /// How many body bytes come next with no framing among them (the rest of a `Content-Length` body, or of one
     /// chunk); nil when framing or a head comes next. Lets a caller read those bytes straight to their destination.
     var bodyRun: Int64? {

@@ -42,7 +42,13 @@ public final class Router: Sendable {
         let quickAnswer: QuickAnswer?
         let pool: Pool
         let handler: Handler
+        /// Headers for the refusals made before the handler runs (authentication): an answer a page on another
+        /// origin must be able to read, as the handler's own errors are.
+        let refusalHeaders: RefusalHeaders?
     }
+
+    /// Headers to add to a refusal of the request whose headers are given.
+    public typealias RefusalHeaders = @Sendable (HTTPHeaders) -> [(String, String)]
 
     enum Segment: Sendable, Equatable {
         case literal(String)
@@ -69,15 +75,18 @@ public final class Router: Sendable {
         let quickAnswer: QuickAnswer?
         let pool: Pool
         let handler: Handler
+        let refusalHeaders: RefusalHeaders?
 
         public init(_ method: String, _ path: String, body: BodyKind = .none, inline: Bool = false,
-                    quickAnswer: QuickAnswer? = nil, pool: Pool = .standard, _ handler: @escaping Handler) {
+                    quickAnswer: QuickAnswer? = nil, pool: Pool = .standard, refusalHeaders: RefusalHeaders? = nil,
+                    _ handler: @escaping Handler) {
             self.method = method
             self.path = path
             self.body = body
             self.inline = inline
             self.quickAnswer = quickAnswer
             self.pool = pool
+            self.refusalHeaders = refusalHeaders
             self.handler = handler
         }
     }
@@ -90,7 +99,8 @@ public final class Router: Sendable {
                 return name.hasSuffix("...") ? .rest(String(name.dropLast(3))) : .parameter(String(name))
             }
             return Route(method: route.method, pattern: pattern, body: route.body, name: "\(route.method) \(route.path)",
-                         inline: route.inline, quickAnswer: route.quickAnswer, pool: route.pool, handler: route.handler)
+                         inline: route.inline, quickAnswer: route.quickAnswer, pool: route.pool, handler: route.handler,
+                         refusalHeaders: route.refusalHeaders)
         }
     }
 

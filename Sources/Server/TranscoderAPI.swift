@@ -124,8 +124,10 @@ public final class TranscoderAPI: Sendable {
             // Deleting a running job waits (up to 5 s) for it to stop: on the pool for waits.
             .init("DELETE", "/v1/jobs/{id}", pool: .waiting) { [self] request throws(HTTPError) in try deleteJob(request) },
             .init("GET", "/v1/jobs/{id}/events") { [self] request throws(HTTPError) in try events(request) },
-            .init("GET", "/v1/jobs/{id}/output") { [self] request throws(HTTPError) in try withCORS(request) { () throws(HTTPError) in try output(request) } },
-            .init("GET", "/v1/jobs/{id}/output/{path...}") { [self] request throws(HTTPError) in
+            .init("GET", "/v1/jobs/{id}/output", refusalHeaders: { [cors] in cors.headers(for: $0) }) { [self] request throws(HTTPError) in
+                try withCORS(request) { () throws(HTTPError) in try output(request) }
+            },
+            .init("GET", "/v1/jobs/{id}/output/{path...}", refusalHeaders: { [cors] in cors.headers(for: $0) }) { [self] request throws(HTTPError) in
                 try withCORS(request) { () throws(HTTPError) in try outputFile(request) }
             },
             .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
@@ -733,11 +735,7 @@ public final class TranscoderAPI: Sendable {
         headers.set("ETag", etag)
         headers.set("Accept-Ranges", "bytes")
         headers.set("Last-Modified", ServerLoop.httpDate(Date(timeIntervalSince1970: job.finishedAt ?? 0)))
-        if let match = request.headers["If-None-Match"], match.split(separator: ",").contains(where: {
-            $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "*"
-        }) {
-            return Response(.notModified, headers: headers)
-        }
+        if request.headers.ifNoneMatch(etag) { return Response(.notModified, headers: headers) }
         // A Range is honoured only when If-Range (if any) still names this file.
         let rangeHeader = request.headers["If-Range"].map { $0 == etag } ?? true ? request.headers["Range"] : nil
         switch ByteRange.parse(rangeHeader, size: size) {

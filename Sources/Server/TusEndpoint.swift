@@ -38,7 +38,12 @@ public final class TusEndpoint: Sendable {
 
     /// The routes, each answer with `Tus-Resumable` and the CORS headers for the request's origin.
     var routes: [Router.Definition] {
-        [
+        // A refusal before the handler (a missing token) too: tus clients take an unreadable answer for a network
+        // error and retry it forever.
+        let refusalHeaders: Router.RefusalHeaders = { [cors] headers in
+            cors.headers(for: headers, exposing: Self.exposed) + [("Tus-Resumable", Self.version)]
+        }
+        return [
             .init("OPTIONS", "/v1/tus", inline: true) { [self] request throws(HTTPError) in options(request) },
             .init("OPTIONS", "/v1/tus/{id}", inline: true) { [self] request throws(HTTPError) in
                 guard TusUploads.isValidID(request.parameters["id"] ?? "") else {
@@ -47,16 +52,16 @@ public final class TusEndpoint: Sendable {
                 return options(request)
             },
             // Their bodies are files: the probe pool runs them, completion probing included.
-            .init("POST", "/v1/tus", body: .tus(self)) { [self] request throws(HTTPError) in
+            .init("POST", "/v1/tus", body: .tus(self), refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try create(request) }
             },
-            .init("HEAD", "/v1/tus/{id}") { [self] request throws(HTTPError) in
+            .init("HEAD", "/v1/tus/{id}", refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try head(request) }
             },
-            .init("PATCH", "/v1/tus/{id}", body: .tus(self)) { [self] request throws(HTTPError) in
+            .init("PATCH", "/v1/tus/{id}", body: .tus(self), refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try patch(request) }
             },
-            .init("DELETE", "/v1/tus/{id}") { [self] request throws(HTTPError) in
+            .init("DELETE", "/v1/tus/{id}", refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try delete(request) }
             },
         ]

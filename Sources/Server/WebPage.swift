@@ -70,13 +70,7 @@ struct WebPage: Sendable {
         var headers = HTTPHeaders(Self.securityHeaders)
         headers.set("Cache-Control", cache)
         headers.set("ETag", etag)
-        // Weak validators match too (a compressing proxy weakens them), and "*".
-        if let match = request.headers["If-None-Match"], match.split(separator: ",").contains(where: { candidate in
-            let value = candidate.trimmingCharacters(in: .whitespaces)
-            return value == "*" || value == etag || value == "W/" + etag
-        }) {
-            return Response(.notModified, headers: headers)
-        }
+        if request.headers.ifNoneMatch(etag) { return Response(.notModified, headers: headers) }
         headers.set("Content-Type", contentType)
         return Response(.ok, headers: headers, body: .data(data))
     }

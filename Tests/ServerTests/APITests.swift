@@ -277,6 +277,17 @@ import TestSupport
         let cached = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "If-None-Match: \(etag)",
                                             try server.base + "/v1/jobs/\(id)/output"]).stdout
         #expect(cached == "304")
+        // What proxies and clients also send: a weakened tag (a CDN that compresses), a second header line, the
+        // range unit in another case, and numbers past 64 bits (a range to the end, whatever the size).
+        let status = { (headers: [String]) throws -> String in
+            try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}"] + headers.flatMap { ["-H", $0] }
+                          + [try server.base + "/v1/jobs/\(id)/output"]).stdout
+        }
+        #expect(try status(["If-None-Match: W/\(etag)"]) == "304 0")
+        #expect(try status(["If-None-Match: \"other\"", "If-None-Match: \(etag)"]) == "304 0")
+        #expect(try status(["Range: Bytes=0-9"]) == "206 10")
+        #expect(try status(["Range: bytes=-99999999999999999999"]) == "206 \(size)")
+        #expect(try status(["Range: bytes=10-99999999999999999999"]) == "206 \(size - 10)")
     }
 
     @Test func eventsArriveInOrderAndEndWithTheJob() throws {
@@ -338,6 +349,18 @@ import TestSupport
         client.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/presets HTTP/1.1\r\nHost: x\r\n\r\n")
         let both = client.read(until: "\"audio\"")
         #expect(both.components(separatedBy: "HTTP/1.1 200 OK").count == 3, "two responses on one connection")
+
+        // Refusals of requests without a body keep the connection (a browser's 404 or 405 costs no new one), and a
+        // malformed request after a HEAD still gets its JSON body.
+        let refusals = try RawClient(port: try server.port)
+        refusals.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\nDELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                      + "HEAD /v1/jobs/missing HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                      + "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nNOT A REQUEST\r\n\r\n")
+        let answers = refusals.read() // until the server closes, after the malformed one
+        let statuses = answers.matches(of: #/HTTP\/1\.1 [0-9]{3}/#).map { String(answers[$0.range]) }
+        #expect(statuses == ["HTTP/1.1 404", "HTTP/1.1 405", "HTTP/1.1 404", "HTTP/1.1 200", "HTTP/1.1 200", "HTTP/1.1 400"], "\(answers)")
+        #expect(answers.components(separatedBy: "Connection: close").count == 2, "only the malformed one closes: \(answers)")
+        #expect(answers.hasSuffix("}"), "the 400 after a HEAD has its body: \(answers.suffix(200))")
 
         let smuggle = try RawClient(port: try server.port)
         smuggle.send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")

@@ -29,13 +29,24 @@ import TestSupport
     }
 
     @Test func aTokenGuardsEverythingButHealth() throws {
-        let server = try TestServer([], environment: ["TRANSCODER_TOKEN": "s3cret"])
+        let server = try TestServer(["--cors-origin", "http://player.test"], environment: ["TRANSCODER_TOKEN": "s3cret"])
         #expect(try server.json("/healthz").status == 200)
         #expect(try server.json("/readyz").status == 200)
         let denied = try Shell.run("curl", ["-s", "-i", server.base + "/v1/jobs"]).stdout
         #expect(denied.hasPrefix("HTTP/1.1 401") && denied.contains("WWW-Authenticate: Bearer"))
         #expect(try server.json("/v1/jobs", ["-H", "Authorization: Bearer wrong"]).status == 401)
         #expect(try server.json("/v1/jobs", ["-H", "Authorization: Bearer s3cret"]).status == 200)
+        // A player or an upload page on another origin can read the refusal (else a browser shows a network error,
+        // which tus clients retry forever); the rest of the API stays same-origin.
+        let origin = ["-H", "Origin: http://player.test"]
+        let output = try Shell.run("curl", ["-s", "-i"] + origin + [server.base + "/v1/jobs/x/output/master.m3u8"]).stdout
+        #expect(output.hasPrefix("HTTP/1.1 401") && output.contains("Access-Control-Allow-Origin: http://player.test\r\n"), "\(output)")
+        let tus = try Shell.run("curl", ["-s", "-i", "-X", "PATCH", "-H", "Tus-Resumable: 1.0.0"] + origin
+                                + [server.base + "/v1/tus/00000000-0000-4000-8000-000000000000"]).stdout
+        #expect(tus.hasPrefix("HTTP/1.1 401") && tus.contains("Access-Control-Allow-Origin: http://player.test\r\n")
+                && tus.contains("Tus-Resumable: 1.0.0"), "\(tus)")
+        let jobs = try Shell.run("curl", ["-s", "-i"] + origin + [server.base + "/v1/jobs"]).stdout
+        #expect(jobs.hasPrefix("HTTP/1.1 401") && !jobs.contains("Access-Control-Allow-Origin"), "\(jobs)")
     }
 
     @Test func slowHeadersTimeOut() throws {

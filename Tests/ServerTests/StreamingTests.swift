@@ -77,6 +77,10 @@ import TestSupport
         let other = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://elsewhere.test",
                                            server.base + base + "/master.m3u8"])
         #expect(other.stdout.hasPrefix("HTTP/1.1 200") && !other.stdout.contains("Access-Control-Allow-Origin"), "\(other.stdout)")
+        // The answer varies with the Origin also when there is none: a cache must not serve a copy fetched by a
+        // <video> to the player page's fetch.
+        let plain = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", server.base + base + "/master.m3u8"])
+        #expect(plain.stdout.contains("Vary: Origin\r\n") && other.stdout.contains("Vary: Origin\r\n"), "\(plain.stdout)")
         let preflight = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://player.test:8000",
                                                "-H", "Access-Control-Request-Method: GET", "-H", "Access-Control-Request-Headers: range",
                                                server.base + base + "/360p/segment_00001.m4s"])
