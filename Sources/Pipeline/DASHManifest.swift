@@ -8,7 +8,9 @@ enum DASHManifest {
     static let name = "manifest.mpd"
 
     static func render(video: [LadderTrack], audio: LadderTrack?) -> String {
-        let duration = ([audio].compactMap { $0 } + video).map(\.duration).max() ?? 0
+        // Until the last track ends on the shared timeline (a video that starts a second after its audio ends a
+        // second later than its length says), and at least as long as any track's media (audio primed before zero).
+        let duration = ([audio].compactMap { $0 } + video).map { max($0.end, $0.duration) }.max() ?? 0
         let longest = ([audio].compactMap { $0 } + video).flatMap { track in track.segments.map { track.seconds($0.duration) } }.max() ?? 1
         var lines = [
             #"<?xml version="1.0" encoding="UTF-8"?>"#,

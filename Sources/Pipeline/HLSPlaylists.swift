@@ -51,7 +51,7 @@ enum HLSPlaylists {
     /// A track's media playlist (in its folder: URIs are relative to it).
     static func media(_ track: LadderTrack) -> String {
         let durations = track.segments.map { track.seconds($0.duration) }
-        var lines = header(targetDuration: durations.max() ?? 0)
+        var lines = header(durations: durations)
         for (segment, duration) in zip(track.segments, durations) {
             lines.append("#EXTINF:\(String(format: "%.5f", duration)),")
             lines.append(URL(fileURLWithPath: segment.path).lastPathComponent)
@@ -63,7 +63,7 @@ enum HLSPlaylists {
     /// A video track's I-frame playlist: each key frame as a byte range (its moof and the frame) of its segment.
     static func iFrames(_ track: LadderTrack) -> String {
         let frames = track.iFrames
-        var lines = header(targetDuration: frames.map(\.duration).max() ?? 0, iFramesOnly: true)
+        var lines = header(durations: frames.map(\.duration), iFramesOnly: true)
         for item in frames {
             lines.append("#EXTINF:\(String(format: "%.5f", item.duration)),")
             lines.append("#EXT-X-BYTERANGE:\(item.frame.length)@\(item.frame.offset)")
@@ -74,9 +74,9 @@ enum HLSPlaylists {
     }
 
     /// The target duration is the longest segment rounded to the nearest second (at least 1).
-    private static func header(targetDuration: Double, iFramesOnly: Bool = false) -> [String] {
+    private static func header(durations: [Double], iFramesOnly: Bool = false) -> [String] {
         var lines = [
-            "#EXTM3U", "#EXT-X-VERSION:\(version)", "#EXT-X-TARGETDURATION:\(max(1, Int(targetDuration.rounded())))",
+            "#EXTM3U", "#EXT-X-VERSION:\(version)", "#EXT-X-TARGETDURATION:\(LadderTrack.targetDuration(durations))",
             "#EXT-X-MEDIA-SEQUENCE:0", "#EXT-X-PLAYLIST-TYPE:VOD", "#EXT-X-INDEPENDENT-SEGMENTS",
         ]
         if iFramesOnly { lines.append("#EXT-X-I-FRAMES-ONLY") }

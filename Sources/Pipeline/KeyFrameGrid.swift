@@ -1,8 +1,10 @@
-/// Where a ladder's renditions put their key frames, on the output timeline: every `interval` seconds and at every
-/// segment boundary (multiples of `segmentDuration`), so each segment of each rendition starts with an IDR at the
-/// same instant. A frame is a key frame when it is the first at or after a grid instant.
+/// Where a ladder's renditions put their key frames, on the output timeline: at every segment boundary (multiples
+/// of `segmentDuration`), so each segment of each rendition starts with an IDR at the same instant, and in between
+/// every `interval` seconds, the asked interval shortened to split a segment evenly (2.002 s, 60 pictures at 29.97
+/// fps, in 6 s segments becomes 2 s: counted from 0 it drifted off the boundaries until key frames came in pairs one
+/// picture apart). A frame is a key frame when it is the first at or after a grid instant.
 struct KeyFrameGrid: Equatable {
-    /// Seconds between key frames.
+    /// Seconds between key frames: a whole fraction of `segmentDuration`, at most the interval asked for.
     let interval: Double
     /// Seconds between segment boundaries.
     let segmentDuration: Double
@@ -13,7 +15,8 @@ struct KeyFrameGrid: Equatable {
     static let tolerance = 0.0005
 
     init(interval: Double, segmentDuration: Double) {
-        self.interval = interval
+        let parts = max(1, (segmentDuration / interval - 1e-6).rounded(.up))
+        self.interval = segmentDuration / parts
         self.segmentDuration = segmentDuration
     }
 

@@ -30,16 +30,43 @@ struct LadderTrack {
     /// Seconds of media.
     var duration: Double { segments.reduce(0) { $0 + seconds($1.duration) } }
 
+    /// Where the track ends on the output timeline, in seconds (a track may start after zero: video behind audio).
+    var end: Double { segments.last.map { seconds($0.start + $0.duration - offset) } ?? 0 }
+
     /// A length as a playlist lists it (`EXTINF`, five decimals).
     static func listed(_ seconds: Double) -> Double { (seconds * 100_000).rounded() / 100_000 }
 
-    /// The highest bit rate of any segment, in bits per second, over its length as listed: a player measures with
-    /// that (a last audio segment of a few milliseconds would otherwise come out above the stated peak).
+    /// The playlist's target duration: the longest segment as listed, rounded to the nearest second (at least 1).
+    static func targetDuration(_ durations: [Double]) -> Int { max(1, Int((durations.max() ?? 0).rounded())) }
+
+    /// The peak segment bit rate (what BANDWIDTH states, as RFC 8216bis defines it), bits per second: the highest
+    /// of any run of consecutive pieces lasting 0.5 to 1.5 target durations, over their lengths as listed (what a
+    /// player measures with). Not of single segments: a last one of a frame or a few samples would state a peak many
+    /// times the real one, and players would pass over the rung. A track shorter than half the target is one run.
+    static func peakBitRate(_ pieces: [(bytes: Int, seconds: Double)], targetDuration: Int) -> Int {
+        let lengths = pieces.map { listed($0.seconds) }
+        let shortest = 0.5 * Double(targetDuration), longest = 1.5 * Double(targetDuration)
+        var peak = 0.0
+        for start in pieces.indices {
+            var bits = 0.0, length = 0.0
+            for index in start..<pieces.count {
+                bits += Double(pieces[index].bytes * 8)
+                length += lengths[index]
+                if length > longest + 1e-9 { break }
+                if length >= shortest - 1e-9, length > 0 { peak = max(peak, bits / length) }
+            }
+        }
+        if peak == 0 {
+            let length = lengths.reduce(0, +)
+            if length > 0 { peak = Double(pieces.reduce(0) { $0 + $1.bytes * 8 }) / length }
+        }
+        return Int(peak.rounded(.up))
+    }
+
+    /// The peak segment bit rate of the media playlist (see `peakBitRate(_:targetDuration:)`).
     var peakBitRate: Int {
-        segments.map { segment in
-            let length = Self.listed(seconds(segment.duration))
-            return length > 0 ? Int((Double(segment.bytes * 8) / length).rounded(.up)) : 0
-        }.max() ?? 0
+        let pieces = segments.map { (bytes: $0.bytes, seconds: seconds($0.duration)) }
+        return Self.peakBitRate(pieces, targetDuration: Self.targetDuration(pieces.map(\.seconds)))
     }
 
     /// All segments' bits over the whole duration, in bits per second.
@@ -50,20 +77,17 @@ struct LadderTrack {
     /// Every key frame with how long it stands for (until the next key frame, the last until the track's end).
     var iFrames: [(segment: SegmentedOutput.Segment, frame: SegmentedOutput.KeyFrame, duration: Double)] {
         let all = segments.flatMap { segment in segment.keyFrames.map { (segment, $0) } }
-        // Key frame times are on the output timeline; segment times in the files carry the offset.
-        let end = segments.last.map { seconds($0.start + $0.duration - offset) } ?? 0
+        // Key frame times are on the output timeline, as `end` is.
         return all.enumerated().map { index, item in
             let next = index + 1 < all.count ? all[index + 1].1.time : end
             return (item.0, item.1, max(0, next - item.1.time))
         }
     }
 
-    /// The highest bit rate of any I-frame range over the time it stands for, in bits per second.
+    /// The peak bit rate of the I-frame playlist, its byte ranges over the times they stand for, as for segments.
     var iFramePeakBitRate: Int {
-        iFrames.map { item in
-            let length = Self.listed(item.duration)
-            return length > 0 ? Int((Double(item.frame.length * 8) / length).rounded(.up)) : 0
-        }.max() ?? 0
+        let pieces = iFrames.map { (bytes: $0.frame.length, seconds: $0.duration) }
+        return Self.peakBitRate(pieces, targetDuration: Self.targetDuration(pieces.map(\.seconds)))
     }
 
     /// All I-frame ranges' bits over the whole duration, in bits per second.

@@ -138,9 +138,11 @@ final class SegmentedOutput: PacketSink {
         av_packet_rescale_ts(packet.pointer, timeBase, stream.pointee.time_base)
         if packet.pointer.pointee.pts != FFmpeg.noPTS { packet.pointer.pointee.pts += offset }
         if packet.pointer.pointee.dts != FFmpeg.noPTS { packet.pointer.pointee.dts += offset }
-        guard packet.pointer.pointee.dts == FFmpeg.noPTS || packet.pointer.pointee.dts >= 0 else {
-            throw MediaError(code: "output_failed", message: "The \(folder) segments start before the ladder's time offset allows.")
-        }
+        // The offset covers the usual start delay (B-frames at the frame rate); x264 derives its first decoding
+        // times from the real gaps between the first pictures, so a variable-rate source that starts slowly (a
+        // screen recording, a slideshow) decodes earlier still. Those first times are moved up to zero (then kept
+        // rising below): only when the pictures are decoded changes, never when they are shown.
+        if packet.pointer.pointee.dts != FFmpeg.noPTS && packet.pointer.pointee.dts < 0 { packet.pointer.pointee.dts = 0 }
         let value = packet.pointer.pointee
         if let last = lastDecodingTime, value.dts != FFmpeg.noPTS, value.dts <= last {
             packet.pointer.pointee.dts = last + 1

@@ -14,6 +14,10 @@ final class Thumbnailer: FrameConsumer {
     static let maxThumbnails = 10_000
     /// Most tiles a storyboard holds; past it every other tile is dropped and the spans double.
     static let maxTiles = 400
+    /// A storyboard tile's longer side at most, pixels: larger thumbnails are shrunk for it. A scrub preview needs no
+    /// more, and 400 tiles of 1280×720 held 550 MB until the sprite was written (1152×2048 ones made a sprite past
+    /// JPEG's 65,500 lines, which failed the job at its end).
+    static let maxTileSide = 320
 
     private let root: String
     private let timeline: Timeline
@@ -38,6 +42,7 @@ final class Thumbnailer: FrameConsumer {
     private var tiles: [Frame] = []
     private var tileStep = 1
     private var tileStarts: [Double] = []
+    private let tileScaler = TileScaler(maxSide: Thumbnailer.maxTileSide)
     /// The storyboard's layout, once its sprite is written.
     private(set) var storyboard: Storyboard?
 
@@ -160,7 +165,8 @@ final class Thumbnailer: FrameConsumer {
     /// still held), dropping every other tile when there are too many.
     private func keepTile(_ picture: Frame, start: Double) throws(MediaError) {
         guard (taken - 1) % tileStep == 0 else { return }
-        tiles.append(try Frame.reference(to: picture))
+        let fitted = try tileScaler.fit(picture)
+        tiles.append(fitted === picture ? try Frame.reference(to: picture) : fitted)
         tileStarts.append(start)
         if tiles.count > Self.maxTiles {
             tiles = tiles.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)

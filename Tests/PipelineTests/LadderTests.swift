@@ -158,6 +158,34 @@ import TestSupport
         #expect(high.times == low.times && high.times.count == 2)
     }
 
+    /// A source one picture longer than its last whole segment ends in a segment of one IDR (33 ms): BANDWIDTH is
+    /// the peak over runs of segments lasting half to one and a half target durations, as players measure it, not
+    /// that one frame's rate (here 2.4 times the average, for a detailed picture far more: players pass the rung over).
+    @Test func aOneFrameLastSegmentDoesNotInflateTheBandwidth() throws {
+        let input = try Media.scratch().appendingPathComponent("tail.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=640x360:r=30", "-f", "lavfi", "-i", "sine=d=4", "-frames:v", "121",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 360}}]}"#)
+        let summary = try Ladder.check(run.folder) // BANDWIDTH within 10 % of the windowed peak, checked there
+        let variant = try #require(summary.variants.first)
+        #expect(variant.durations.last.map { $0 < 0.05 } == true, "the last segment is one frame: \(variant.durations)")
+        #expect(Double(variant.bandwidth) < 1.5 * Double(variant.averageBandwidth), "\(variant.bandwidth) against \(variant.averageBandwidth)")
+    }
+
+    /// A variable-rate source whose first pictures come slowly (a tenth of a second apart, then 30 a second): x264
+    /// decodes its first frames earlier than the start delay of the average rate covers. Before, the ladder failed
+    /// ("segments start before the ladder's time offset allows"); the single MP4 had an edit list for it.
+    @Test func aLadderOfASourceThatStartsSlowlyIsWhole() throws {
+        let input = try Media.scratch().appendingPathComponent("slow-start.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=30:d=3", "-vf", "setpts='if(lt(N,3),N*0.1,0.3+(N-3)/30)/TB'",
+                          "-fps_mode", "vfr", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 1}"#)
+        _ = try Ladder.check(run.folder)
+        #expect(run.result.framesEncoded == 90)
+        let decode = try Ladder.decodesCleanly(run.folder + "/master.m3u8")
+        #expect(decode.status == 0, "\(decode.stderr.suffix(300))")
+    }
+
     @Test func aLadderWithoutAudioHasNoAudioGroup() throws {
         let run = try transcode(try Media.path(.videoOnly), #"{"container": "hls", "segmentDuration": 1}"#)
         let summary = try Ladder.check(run.folder)
@@ -193,6 +221,34 @@ import TestSupport
         #expect(video.width == 640)
         let poster = try #require(try Probe.read(run.folder + "/poster.jpg").video)
         #expect(poster.width == 640 && poster.height == 360)
+    }
+
+    /// Thumbnails asked large keep their size; the storyboard's tiles are shrunk to 320 pixels on their longer side,
+    /// so a sprite of many large tiles neither holds gigabytes nor passes JPEG's size limit. Portrait here: the
+    /// height is the longer side.
+    @Test func largeThumbnailsMakeAStoryboardOfSmallTiles() throws {
+        let input = try Media.scratch().appendingPathComponent("portrait.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=360x640:r=10:d=3", "-c:v", "libx264", "-preset", "ultrafast",
+                          "-pix_fmt", "yuv420p", input])
+        let run = try transcode(input, #"{"thumbnails": {"interval": 0.5, "width": 720, "storyboard": true}}"#)
+        let thumbnail = try #require(try Probe.read(run.folder + "/thumbnails/00001.jpg").video)
+        #expect(thumbnail.width == 720 && thumbnail.height == 1280)
+        let sprite = try #require(try Probe.read(run.folder + "/storyboard.jpg").video)
+        #expect(sprite.width == 6 * 180 && sprite.height == 320, "\(sprite.width)x\(sprite.height)")
+        let cues = try String(contentsOfFile: run.folder + "/storyboard.vtt", encoding: .utf8)
+        #expect(cues.contains("storyboard.jpg#xywh=180,0,180,320"), "\(cues.prefix(200))")
+    }
+
+    /// A video that starts a second after its audio ends a second after its length: the DASH manifest lasts until
+    /// then, or players stop before the last second of the video.
+    @Test func theManifestLastsUntilTheLastTrackEnds() throws {
+        let input = try Media.scratch().appendingPathComponent("late.mkv").path
+        try Media.ffmpeg(["-itsoffset", "1", "-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4", "-f", "lavfi", "-i", "sine=d=3",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 1}"#)
+        let manifest = try String(contentsOfFile: run.folder + "/manifest.mpd", encoding: .utf8)
+        let declared = try #require((manifest.firstMatch(of: #/mediaPresentationDuration="PT([0-9.]+)S"/#)?.1).flatMap { Double($0) })
+        #expect(abs(declared - 5) < 0.1, "the manifest lasts \(declared) s; the video ends at 5 s")
     }
 
     @Test func aCanceledLadderLeavesNothing() throws {
@@ -245,8 +301,22 @@ import TestSupport
     @Test func keyFrameGridMarksIntervalsAndSegmentBoundaries() {
         var grid = KeyFrameGrid(interval: 2, segmentDuration: 3)
         let times = stride(from: 0.0, to: 7, by: 0.5).filter { grid.isKeyFrame(at: $0) }
-        #expect(times == [0, 2, 3, 4, 6], "every 2 s and at each 3 s boundary")
+        #expect(times == [0, 1.5, 3, 4.5, 6], "each 3 s segment split evenly, no part over 2 s")
         #expect(KeyFrameGrid.segment(at: 5.9996, duration: 3) == 2, "half a millisecond early is on time")
+    }
+
+    /// 60 pictures at 29.97 fps are 2.002 s: counted from 0 that interval drifts off the 6 s boundaries, and from
+    /// 36 s on key frames came in pairs one picture apart (36.003 and 36.036), 394 IDRs in 10 minutes instead of 300.
+    @Test func ntscKeyFramesStayEvenlySpacedOverTenMinutes() {
+        var grid = KeyFrameGrid(interval: 60 * 1001 / 30000.0, segmentDuration: 6)
+        let frame = 1001 / 30000.0
+        let keys = (0..<(600 * 30000 / 1001)).map { Double($0) * frame }.filter { grid.isKeyFrame(at: $0) }
+        let gaps = zip(keys, keys.dropFirst()).map { $1 - $0 }
+        #expect(keys.count == 300, "\(keys.count) key frames")
+        #expect(gaps.allSatisfy { $0 > 1.95 && $0 < 2.05 }, "gaps from \(gaps.min() ?? 0) to \(gaps.max() ?? 0) s")
+        for boundary in stride(from: 0.0, to: 600, by: 6) {
+            #expect(keys.contains { $0 >= boundary - 0.0005 && $0 < boundary + frame }, "a key frame opens the segment at \(boundary) s")
+        }
     }
 
     @Test func storyboardCuesTileTheTimeline() {

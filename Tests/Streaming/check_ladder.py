@@ -35,6 +35,25 @@ audio_groups = {media.group_id: media for media in master.media if media.type ==
 summary = {"variants": [], "iframes": [], "audio": None}
 
 
+def windowed_peak(pieces, target):
+    """RFC 8216bis's peak segment bit rate: the highest bit rate of any run of consecutive segments lasting 0.5 to
+    1.5 target durations (the whole playlist when it is shorter than half the target)."""
+    peak = 0.0
+    for start in range(len(pieces)):
+        bits = length = 0.0
+        for size, duration in pieces[start:]:
+            bits += size * 8
+            length += duration
+            if length > 1.5 * target + 1e-9:
+                break
+            if length >= 0.5 * target - 1e-9 and length > 0:
+                peak = max(peak, bits / length)
+    if peak == 0:
+        length = sum(duration for _, duration in pieces)
+        peak = sum(size * 8 for size, _ in pieces) / length if length else 0
+    return peak
+
+
 def check_media(uri, kind):
     """Checks one media playlist; returns (durations, peak bits/s, average bits/s, bytes)."""
     playlist = m3u8.load(os.path.join(folder, uri))
@@ -47,7 +66,7 @@ def check_media(uri, kind):
         fail(f"{uri}: version {playlist.version}")
     if not playlist.segment_map or not os.path.exists(os.path.join(folder, base, playlist.segment_map[0].uri)):
         fail(f"{uri}: no EXT-X-MAP init segment on disk")
-    durations, peak, total_bits, total_time = [], 0, 0, 0.0
+    durations, pieces, total_bits, total_time = [], [], 0, 0.0
     for segment in playlist.segments:
         path = os.path.join(base, segment.uri)
         if not os.path.exists(os.path.join(folder, path)):
@@ -67,14 +86,14 @@ def check_media(uri, kind):
             if offset + length > segment_bytes(path):
                 fail(f"{uri}: byte range {segment.byterange} past the end of {segment.uri}")
         durations.append(segment.duration)
-        if segment.duration > 0:
-            peak = max(peak, size * 8 / segment.duration)
+        pieces.append((size, segment.duration))
         total_bits += size * 8
         total_time += segment.duration
     if kind == "iframe" and not playlist.is_i_frames_only:
         fail(f"{uri}: no EXT-X-I-FRAMES-ONLY")
     if playlist.target_duration != max(1, math.floor(max(durations, default=0) + 0.5)):
         fail(f"{uri}: TARGETDURATION {playlist.target_duration} is not the longest segment rounded ({max(durations, default=0)})")
+    peak = windowed_peak(pieces, playlist.target_duration)
     return durations, peak, (total_bits / total_time if total_time else 0), total_time
 
 
@@ -97,10 +116,13 @@ for variant in master.playlists:
         if audio_groups and info.audio not in audio_groups:
             fail(f"{variant.uri}: AUDIO group {info.audio} is not declared")
     audio_peak, audio_average = audio_stats if (is_video and audio_stats) else (0, 0)
-    # BANDWIDTH is at least the measured peak segment bit rate (the audio's included); AVERAGE-BANDWIDTH is the
-    # measured average within 10 %.
+    # BANDWIDTH is the measured peak segment bit rate (the audio's included), not below it nor 10 % above (a peak
+    # inflated by a tiny last segment makes players pass the rung over); AVERAGE-BANDWIDTH the measured average
+    # within 10 %.
     if info.bandwidth + 1 < peak + audio_peak:
         fail(f"{variant.uri}: BANDWIDTH {info.bandwidth} below the measured peak {peak + audio_peak:.0f}")
+    if info.bandwidth > 1.1 * (peak + audio_peak) + 1:
+        fail(f"{variant.uri}: BANDWIDTH {info.bandwidth} far above the measured peak {peak + audio_peak:.0f}")
     if abs(info.average_bandwidth - (average + audio_average)) > 0.1 * (average + audio_average):
         fail(f"{variant.uri}: AVERAGE-BANDWIDTH {info.average_bandwidth} vs measured {average + audio_average:.0f}")
     summary["variants"].append({
@@ -114,6 +136,8 @@ for iframe in master.iframe_playlists:
     durations, peak, _, _ = check_media(iframe.uri, "iframe")
     if iframe.iframe_stream_info.bandwidth + 1 < peak:
         fail(f"{iframe.uri}: BANDWIDTH {iframe.iframe_stream_info.bandwidth} below the measured peak {peak:.0f}")
+    if iframe.iframe_stream_info.bandwidth > 1.1 * peak + 1:
+        fail(f"{iframe.uri}: BANDWIDTH {iframe.iframe_stream_info.bandwidth} far above the measured peak {peak:.0f}")
     summary["iframes"].append({"uri": iframe.uri, "count": len(durations), "codecs": iframe.iframe_stream_info.codecs,
                                "durations": durations})
 
