@@ -53,14 +53,34 @@ final class MultipartSink: BodySink {
         self.makeFileSink = makeFileSink
     }
 
-    /// A parameter of a header value such as `multipart/form-data; boundary="x"`.
+    /// A parameter of a header value such as `multipart/form-data; boundary="x"` or
+    /// `form-data; name="file"; filename="a;b \"c\".mov"`: a quoted value may hold `;` and backslash escapes.
     static func parameter(_ name: String, in value: String) -> String? {
-        for part in value.split(separator: ";").dropFirst() {
-            let pair = part.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).caseInsensitiveEquals(name) else { continue }
-            var text = pair[1].trimmingCharacters(in: .whitespaces)
-            if text.hasPrefix("\"") && text.hasSuffix("\"") && text.count >= 2 { text = String(text.dropFirst().dropLast()) }
-            return text
+        var characters = value.drop { $0 != ";" }
+        while characters.first == ";" {
+            characters = characters.dropFirst()
+            let key = characters.prefix { $0 != "=" && $0 != ";" }
+            characters = characters.dropFirst(key.count)
+            guard characters.first == "=" else { continue }
+            characters = characters.dropFirst().drop { $0 == " " || $0 == "\t" }
+            var text = ""
+            if characters.first == "\"" {
+                characters = characters.dropFirst()
+                while let character = characters.first, character != "\"" {
+                    characters = characters.dropFirst()
+                    if character == "\\", let escaped = characters.first {
+                        text.append(escaped)
+                        characters = characters.dropFirst()
+                    } else {
+                        text.append(character)
+                    }
+                }
+                characters = characters.dropFirst().drop { $0 != ";" } // the closing quote, and anything up to the next
+            } else {
+                text = String(characters.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces)
+                characters = characters.drop { $0 != ";" }
+            }
+            if key.trimmingCharacters(in: .whitespaces).caseInsensitiveEquals(name) { return text }
         }
         return nil
     }

@@ -78,6 +78,9 @@ struct RequestParser {
     mutating func next(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) -> (Event, consumed: Int) {
         switch state {
         case .head(let scanned):
+            // An empty line before the request line (a client ending its last body with an extra CRLF) is passed
+            // over, as RFC 9112 §2.2 asks.
+            if scanned == 0, bytes.count >= 2, bytes[0] == 13, bytes[1] == 10 { return (.needMore, 2) }
             // The request line is checked first, so an overlong target gets 414 rather than 431.
             let lineEnd = Self.find(crlf, in: bytes, from: 0)
             if (lineEnd ?? bytes.count) > limits.targetBytes + 32 {
@@ -167,7 +170,14 @@ struct RequestParser {
         guard !parts[1].isEmpty, parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw HTTPError.malformed("The request target has spaces, control characters or non-ASCII bytes.")
         }
-        let target = String(decoding: parts[1], as: UTF8.self)
+        var target = String(decoding: parts[1], as: UTF8.self)
+        // The absolute form (`http://host/path`), which a server must take (RFC 9112 §3.2.2): its path is the target.
+        for scheme in ["http://", "https://"] where target.lowercased().hasPrefix(scheme) {
+            let rest = target.dropFirst(scheme.count)
+            target = rest.firstIndex(where: { $0 == "/" || $0 == "?" }).map { index in
+                rest[index] == "?" ? "/" + rest[index...] : String(rest[index...])
+            } ?? "/"
+        }
         guard target.hasPrefix("/") || (target == "*" && method == "OPTIONS") else {
             throw HTTPError.malformed("The request target must be a path starting with /.")
         }

@@ -31,6 +31,17 @@ import TestSupport
         }.get()
     }
 
+    /// A quoted parameter may hold `;` and backslash escapes (curl -F 'file=@in.mov;filename="a;b.mov"'): before,
+    /// the value was cut at the `;` and the download was named after `"a`.
+    @Test func quotedParametersKeepTheirSemicolonsAndEscapes() {
+        let disposition = #"form-data; name="file"; filename="a;b \"c\".mov""#
+        #expect(MultipartSink.parameter("name", in: disposition) == "file")
+        #expect(MultipartSink.parameter("filename", in: disposition) == #"a;b "c".mov"#)
+        #expect(MultipartSink.parameter("boundary", in: "multipart/form-data; boundary=abc;charset=x") == "abc")
+        #expect(MultipartSink.parameter("boundary", in: #"multipart/form-data; charset="x;y"; boundary="q r""#) == "q r")
+        #expect(MultipartSink.parameter("filename", in: "form-data; name=file") == nil)
+    }
+
     @Test func theSeventeenthPartIsRefusedAsSoonAsItsHeadersArrive() throws {
         // A route taking 10,000 names: the count, not the names, stops it.
         let names = (0..<10_000).map { "p\($0)" }

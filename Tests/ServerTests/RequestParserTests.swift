@@ -82,7 +82,7 @@ import Testing
         ("GET / HTTP/1.1\r\nHost: x\r\nName: a\u{0}b\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\n\r\n", 400),
         ("GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-        ("GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET x/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         ("GET / HTTP/2.0\r\nHost: x\r\n\r\n", 400),
         ("GET / FOO\r\nHost: x\r\n\r\n", 400),
         ("GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
@@ -90,6 +90,15 @@ import Testing
     func malformedRequestsAreRefused(text: String, status: Int) {
         let failure = error(text)
         #expect(failure?.status.code == status, "\(text.debugDescription): \(String(describing: failure?.message))")
+    }
+
+    /// The absolute form a proxy would be sent (which a server must take, RFC 9112 §3.2.2) names the same path, and
+    /// an empty line before a request (an extra CRLF after the last body) is passed over (§2.2).
+    @Test func absoluteFormAndALeadingEmptyLineAreTaken() throws {
+        let head = try #require(try parse("\r\nGET http://x:8080/v1/jobs?state=running HTTP/1.1\r\nHost: x\r\n\r\n").heads.first)
+        #expect(head.segments == ["v1", "jobs"] && head.query["state"] == "running" && head.target == "/v1/jobs?state=running")
+        #expect(try parse("GET HTTPS://x HTTP/1.1\r\nHost: x\r\n\r\n").heads.first?.target == "/")
+        #expect(try parse("GET http://x?a=1 HTTP/1.1\r\nHost: x\r\n\r\n").heads.first?.target == "/?a=1")
     }
 
     @Test func limitsGive431And414() {
