@@ -89,10 +89,13 @@ struct SlowStepsRunner: JobRunner {
 final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
     let calls = LockedValue(0)
     let failing = DispatchSemaphore(value: 0)
+    /// The folder the attempt filled, whose removal the test watches.
+    let folder = LockedValue<String?>(nil)
 
     func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
              progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         calls.withLock { $0 += 1 }
+        folder.withLock { $0 = outputDirectory }
         try? FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
         for index in 0..<6000 { _ = FileManager.default.createFile(atPath: outputDirectory + "/piece-\(index)", contents: Data("x".utf8)) }
         failing.signal()
@@ -213,7 +216,16 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         let queue = queue(fixture, runner: runner)
         try queue.start()
         try #require(runner.failing.wait(timeout: .now() + 30) == .success)
-        usleep(20_000) // into the removal of its 6000 files
+        // Into the removal of its 6000 files, which comes after the end began (the attempt's own cancel is too late).
+        let folder = try #require(runner.folder.withLock { $0 })
+        var removing = false
+        let deadline = Date().addingTimeInterval(10)
+        while !removing && Date() < deadline && FileManager.default.fileExists(atPath: folder) {
+            let count = (try? FileManager.default.contentsOfDirectory(atPath: folder).count) ?? 0
+            removing = count > 0 && count < 6000
+            if !removing { usleep(500) }
+        }
+        try #require(removing, "the removal was not caught under way")
         let answered = try queue.cancel(id: job.id)
         #expect(answered.state == .canceled, "the cancel answered \(answered.state)")
         usleep(500_000) // a retry would have started by now

@@ -266,6 +266,11 @@ import TestSupport
         let deleted = try server.json(path, ["-X", "DELETE"] + Self.version)
         #expect(deleted.status == 423 && (deleted.object["error"] as? [String: Any])?["code"] as? String == "upload_locked", "\(deleted)")
         #expect(Set(Media.files(in: folder)) == ["\(id).json", "\(id).completing"], "\(Media.files(in: folder))")
+        // The bytes moved on into the upload, not yet recorded: all of them arrived, which is what HEAD says.
+        let aside = try Media.scratch().appendingPathComponent("aside.bin")
+        try FileManager.default.moveItem(at: folder.appendingPathComponent("\(id).completing"), to: aside)
+        #expect(try head(server, path).headers["upload-offset"] == "1000", "not 0: a client would start over")
+        try FileManager.default.moveItem(at: aside, to: folder.appendingPathComponent("\(id).completing"))
         close(lock)
         #expect(try head(server, path).headers["upload-offset"] == "900")
         #expect(Set(Media.files(in: folder)) == ["\(id).json", "\(id).bin"], "a dead completion's bytes are put back")
@@ -286,34 +291,43 @@ import TestSupport
         try bytes.prefix(bytes.count - 100).write(to: head)
         let settings = Data(#"{"audio": {"bitRate": 64000}}"#.utf8).base64EncodedString()
         var jobsNamed = 0, refused = 0
-        for delay in [0, 2, 5, 10, 20, 40, 80, 160] {
+        let folder = server.data.appendingPathComponent("tus")
+        // Mostly while the completion is seen under way (its bytes renamed aside, probed, recorded), once at once.
+        for (round, whileCompleting) in [true, true, true, true, false].enumerated() {
             let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)",
                                                                      "-H", "Upload-Metadata: settings \(settings)"]).location)
             let id = String(path.split(separator: "/").last ?? "")
             #expect(try server.curl(path, ["-X", "PATCH", "-T", head.path, "-H", "Upload-Offset: 0"] + Self.version + Self.chunk).status == 204)
-            let answered = scratch.appendingPathComponent("final-\(delay).headers")
+            let answered = scratch.appendingPathComponent("final-\(round).headers")
             let finished = DispatchSemaphore(value: 0)
             NamedThread.start("final-patch") {
                 _ = try? server.curl(path, ["-X", "PATCH", "-T", tail.path, "-H", "Upload-Offset: \(bytes.count - 100)", "-D", answered.path]
                                          + Self.version + Self.chunk)
                 finished.signal()
             }
-            usleep(useconds_t(delay * 1000))
+            if whileCompleting {
+                let completing = folder.appendingPathComponent("\(id).completing").path
+                let deadline = Date().addingTimeInterval(10)
+                while !FileManager.default.fileExists(atPath: completing) && Date() < deadline { usleep(200) }
+            }
             let deleted = try server.curl(path, ["-X", "DELETE"] + Self.version).status
             try #require(finished.wait(timeout: .now() + 30) == .success)
             let final = (try? String(contentsOf: answered, encoding: .utf8)) ?? ""
-            if final.lowercased().contains("transcoder-job:") { jobsNamed += 1 }
+            let namesJob = final.lowercased().contains("transcoder-job:")
+            if namesJob { jobsNamed += 1 }
             if deleted == 204 {
-                usleep(500_000) // a completion that carried on would have recorded it by now
-                #expect(try self.head(server, path).status == 404, "delay \(delay) ms: deleted, yet the upload is back; final PATCH: \(final)")
+                // Gone for good: the final PATCH found nothing, or completed before the DELETE and named its job.
+                #expect(try self.head(server, path).status == 404, "round \(round): deleted, yet the upload is back; final PATCH: \(final)")
+                #expect(final.contains("HTTP/1.1 404") || (final.contains("HTTP/1.1 204") && namesJob), "round \(round): \(final)")
             } else {
                 refused += 1
-                #expect(deleted == 423, "delay \(delay) ms: DELETE answered \(deleted)")
-                #expect(final.contains("HTTP/1.1 204") && final.lowercased().contains("transcoder-job:"), "delay \(delay) ms: \(final)")
+                #expect(deleted == 423, "round \(round): DELETE answered \(deleted)")
+                #expect(final.contains("HTTP/1.1 204") && namesJob, "round \(round): \(final)")
                 let upload = try server.json("/v1/uploads/\(id)"), expected = try sha256(source)
-                #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "delay \(delay) ms: \(upload)")
+                #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "round \(round): \(upload)")
             }
         }
+        #expect(refused > 0, "no DELETE came while a completion was under way: the race was not run")
         let jobs = try server.json("/v1/jobs").object["jobs"] as? [[String: Any]] ?? []
         #expect(jobs.count == jobsNamed, "one job for each final PATCH that named one: \(jobs.count) jobs, \(jobsNamed) named, \(refused) deletes refused")
     }
