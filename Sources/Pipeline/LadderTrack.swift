@@ -36,14 +36,16 @@ struct LadderTrack {
     /// A length as a playlist lists it (`EXTINF`, five decimals).
     static func listed(_ seconds: Double) -> Double { (seconds * 100_000).rounded() / 100_000 }
 
-    /// The playlist's target duration: the longest segment as listed, rounded to the nearest second (at least 1).
+    /// A playlist's target duration: its longest piece rounded to the nearest second (at least 1).
     static func targetDuration(_ durations: [Double]) -> Int { max(1, Int((durations.max() ?? 0).rounded())) }
 
-    /// The peak segment bit rate (what BANDWIDTH states, as RFC 8216bis defines it), bits per second: the highest
-    /// of any run of consecutive pieces lasting 0.5 to 1.5 target durations, over their lengths as listed (what a
-    /// player measures with). Not of single segments: a last one of a frame or a few samples would state a peak many
-    /// times the real one, and players would pass over the rung. A track shorter than half the target is one run.
-    static func peakBitRate(_ pieces: [(bytes: Int, seconds: Double)], targetDuration: Int) -> Int {
+    /// The peak segment bit rate of a playlist of `pieces` (what BANDWIDTH states, as RFC 8216bis defines it), bits
+    /// per second: the highest of any run of consecutive pieces lasting 0.5 to 1.5 of the playlist's target duration,
+    /// over their lengths as listed (what a player measures with). Not of single segments: a last one of a frame or
+    /// a few samples would state a peak many times the real one, and players would pass over the rung. A playlist
+    /// shorter than half its target is one run.
+    static func peakBitRate(_ pieces: [(bytes: Int, seconds: Double)]) -> Int {
+        let targetDuration = Self.targetDuration(pieces.map(\.seconds))
         let lengths = pieces.map { listed($0.seconds) }
         let shortest = 0.5 * Double(targetDuration), longest = 1.5 * Double(targetDuration)
         var peak = 0.0
@@ -63,11 +65,8 @@ struct LadderTrack {
         return Int(peak.rounded(.up))
     }
 
-    /// The peak segment bit rate of the media playlist (see `peakBitRate(_:targetDuration:)`).
-    var peakBitRate: Int {
-        let pieces = segments.map { (bytes: $0.bytes, seconds: seconds($0.duration)) }
-        return Self.peakBitRate(pieces, targetDuration: Self.targetDuration(pieces.map(\.seconds)))
-    }
+    /// The peak segment bit rate of the media playlist (see `peakBitRate(_:)`).
+    var peakBitRate: Int { Self.peakBitRate(segments.map { (bytes: $0.bytes, seconds: seconds($0.duration)) }) }
 
     /// All segments' bits over the whole duration, in bits per second.
     var averageBitRate: Int {
@@ -85,10 +84,7 @@ struct LadderTrack {
     }
 
     /// The peak bit rate of the I-frame playlist, its byte ranges over the times they stand for, as for segments.
-    var iFramePeakBitRate: Int {
-        let pieces = iFrames.map { (bytes: $0.frame.length, seconds: $0.duration) }
-        return Self.peakBitRate(pieces, targetDuration: Self.targetDuration(pieces.map(\.seconds)))
-    }
+    var iFramePeakBitRate: Int { Self.peakBitRate(iFrames.map { (bytes: $0.frame.length, seconds: $0.duration) }) }
 
     /// All I-frame ranges' bits over the whole duration, in bits per second.
     var iFrameAverageBitRate: Int {

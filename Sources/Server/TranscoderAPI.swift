@@ -88,6 +88,8 @@ public final class TranscoderAPI: Sendable {
 
     /// Every route of the API.
     public var router: Router {
+        // Output routes answer a page on another origin, refusals before the handler (a missing token) included.
+        let corsHeaders: Router.RefusalHeaders = { [cors] in cors.headers(for: $0) }
         var routes: [Router.Definition] = [
             .init("GET", "/healthz", inline: true) { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) },
             .init("GET", "/", inline: true) { [web] request throws(HTTPError) in web.index(request) },
@@ -124,10 +126,10 @@ public final class TranscoderAPI: Sendable {
             // Deleting a running job waits (up to 5 s) for it to stop: on the pool for waits.
             .init("DELETE", "/v1/jobs/{id}", pool: .waiting) { [self] request throws(HTTPError) in try deleteJob(request) },
             .init("GET", "/v1/jobs/{id}/events") { [self] request throws(HTTPError) in try events(request) },
-            .init("GET", "/v1/jobs/{id}/output", refusalHeaders: { [cors] in cors.headers(for: $0) }) { [self] request throws(HTTPError) in
+            .init("GET", "/v1/jobs/{id}/output", refusalHeaders: corsHeaders) { [self] request throws(HTTPError) in
                 try withCORS(request) { () throws(HTTPError) in try output(request) }
             },
-            .init("GET", "/v1/jobs/{id}/output/{path...}", refusalHeaders: { [cors] in cors.headers(for: $0) }) { [self] request throws(HTTPError) in
+            .init("GET", "/v1/jobs/{id}/output/{path...}", refusalHeaders: corsHeaders) { [self] request throws(HTTPError) in
                 try withCORS(request) { () throws(HTTPError) in try outputFile(request) }
             },
             .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },

@@ -38,11 +38,9 @@ public final class TusEndpoint: Sendable {
 
     /// The routes, each answer with `Tus-Resumable` and the CORS headers for the request's origin.
     var routes: [Router.Definition] {
-        // A refusal before the handler (a missing token) too: tus clients take an unreadable answer for a network
-        // error and retry it forever.
-        let refusalHeaders: Router.RefusalHeaders = { [cors] headers in
-            cors.headers(for: headers, exposing: Self.exposed) + [("Tus-Resumable", Self.version)]
-        }
+        // A refusal before the handler (a missing token) gets them too: tus clients take an unreadable answer for a
+        // network error and retry it forever.
+        let refusalHeaders: Router.RefusalHeaders = { [self] in answerHeaders(for: $0) }
         return [
             .init("OPTIONS", "/v1/tus", inline: true) { [self] request throws(HTTPError) in options(request) },
             .init("OPTIONS", "/v1/tus/{id}", inline: true) { [self] request throws(HTTPError) in
@@ -202,8 +200,12 @@ public final class TusEndpoint: Sendable {
 
     /// Adds `Tus-Resumable` and the CORS headers to the answer, an error's included.
     private func answering(_ request: Request, _ handler: () throws(HTTPError) -> Response) throws(HTTPError) -> Response {
-        try Response.adding(cors.headers(for: request.headers, exposing: Self.exposed) + [("Tus-Resumable", Self.version)],
-                            to: handler)
+        try Response.adding(answerHeaders(for: request.headers), to: handler)
+    }
+
+    /// What every answer to a request with these headers carries: `Tus-Resumable` and the CORS headers.
+    private func answerHeaders(for headers: HTTPHeaders) -> [(String, String)] {
+        cors.headers(for: headers, exposing: Self.exposed) + [("Tus-Resumable", Self.version)]
     }
 
     static let exposed = "Location, Upload-Offset, Upload-Length, Upload-Defer-Length, Upload-Expires, Upload-Metadata, "
