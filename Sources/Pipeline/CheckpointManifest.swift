@@ -32,6 +32,8 @@ struct CheckpointManifest: Codable, Equatable {
         var width: Int?
         var height: Int?
         var frameRate: [Int32]?
+        /// `PQ` or `HLG` for HDR video (absent in checkpoints written before it was recorded: SDR).
+        var videoRange: String?
         var sampleRate: Int?
         var channels: Int?
         var timescale: Int32

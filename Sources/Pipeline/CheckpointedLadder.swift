@@ -213,7 +213,8 @@ final class CheckpointedLadder {
             return LadderTrack(
                 folder: folder, codecs: record.codecs,
                 picture: record.width.map { .init(width: $0, height: record.height ?? 0,
-                                                  frameRate: AVRational(num: record.frameRate?[0] ?? 0, den: record.frameRate?[1] ?? 1)) },
+                                                  frameRate: AVRational(num: record.frameRate?[0] ?? 0, den: record.frameRate?[1] ?? 1),
+                                                  videoRange: record.videoRange) },
                 sound: record.sampleRate.map { .init(sampleRate: $0, channels: record.channels ?? 2) },
                 timescale: record.timescale, offset: record.offset, segments: segments)
         }

@@ -122,11 +122,13 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// `deinterlace` puts `bwdif` first, on frames flagged interlaced only, one frame out per frame in, so the frame
     /// rate, timestamps and key-frame interval stay those of the source. A tempo scales time from `origin` (the
     /// output's zero, in the input's time base) on, as the audio's does: a source that starts late (a transport
-    /// stream's clock) keeps its pictures with its sound.
-    func videoChain(deinterlace: Bool = false, origin: Int64 = 0) -> String? {
+    /// stream's clock) keeps its pictures with its sound. `toneMapping` (`ToneMapping.filters`) maps HDR to SDR.
+    func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil) -> String? {
         var filters: [String] = []
         if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
         if let crop = video?.crop { filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1") }
+        // After the crop (fewer pixels to map), before the picture adjustments (they are meant for what is seen).
+        if let toneMapping { filters.append(toneMapping) }
         if video?.grayscale == true { filters.append("hue=s=0") }
         let brightness = video?.brightness ?? 0, contrast = video?.contrast ?? 1, saturation = video?.saturation ?? 1
         if brightness != 0 || contrast != 1 || saturation != 1 {

@@ -35,6 +35,7 @@ enum HLSPlaylists {
                 "RESOLUTION=\(picture.width)x\(picture.height)",
                 "FRAME-RATE=\(String(format: "%.3f", av_q2d(picture.frameRate)))",
             ]
+            if let range = picture.videoRange { attributes.append("VIDEO-RANGE=\(range)") }
             if audio != nil { attributes.append("AUDIO=\"\(audioGroup)\"") }
             lines.append("#EXT-X-STREAM-INF:" + attributes.joined(separator: ","))
             lines.append("\(track.folder)/\(mediaName)")
@@ -43,7 +44,8 @@ enum HLSPlaylists {
             guard let picture = track.picture else { continue }
             lines.append("#EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=\(track.iFramePeakBitRate),"
                          + "AVERAGE-BANDWIDTH=\(track.iFrameAverageBitRate),CODECS=\"\(track.codecs)\","
-                         + "RESOLUTION=\(picture.width)x\(picture.height),URI=\"\(track.folder)/\(iFramesName)\"")
+                         + "RESOLUTION=\(picture.width)x\(picture.height)"
+                         + (picture.videoRange.map { ",VIDEO-RANGE=\($0)" } ?? "") + ",URI=\"\(track.folder)/\(iFramesName)\"")
         }
         return lines.joined(separator: "\n") + "\n"
     }

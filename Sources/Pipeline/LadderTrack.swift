@@ -6,6 +6,8 @@ struct LadderTrack {
         var width: Int
         var height: Int
         var frameRate: AVRational
+        /// HLS `VIDEO-RANGE`: `PQ` or `HLG` for HDR pictures, nil for SDR.
+        var videoRange: String? = nil
     }
 
     struct Sound: Equatable {

@@ -66,7 +66,7 @@ final class LadderWriter: TranscodeOutput {
             records[track.output.folder] = .init(
                 order: index, codecs: codecs, width: track.encoding.width, height: track.encoding.height,
                 frameRate: [track.encoding.frameRate.num, track.encoding.frameRate.den],
-                timescale: track.output.timescale, offset: track.output.offset)
+                videoRange: track.encoding.colors.videoRange, timescale: track.output.timescale, offset: track.output.offset)
         }
         if let audio {
             records[audio.output.folder] = .init(
@@ -132,7 +132,8 @@ final class LadderWriter: TranscodeOutput {
             }
             videoTracks.append(LadderTrack(
                 folder: track.output.folder, codecs: codecs,
-                picture: .init(width: track.encoding.width, height: track.encoding.height, frameRate: track.encoding.frameRate),
+                picture: .init(width: track.encoding.width, height: track.encoding.height, frameRate: track.encoding.frameRate,
+                               videoRange: track.encoding.colors.videoRange),
                 sound: nil, timescale: track.output.timescale, offset: track.output.offset, segments: track.output.segments))
         }
         let audioTrack = audio.map { audio in

@@ -25,7 +25,13 @@ public enum Renditions: Sendable, Equatable, Codable {
                 guard let video = reader.value("video"), case .object = video else {
                     throw SettingsError(key: reader.key("video"), message: "expected an object of video settings")
                 }
-                list.append(try VideoSettings(video, path: reader.key("video"), base: base))
+                let rung = try VideoSettings(video, path: reader.key("video"), base: base)
+                if let hdr = rung.color?.hdr, rung.color?.toneMapsHDR != base.color?.toneMapsHDR ?? true {
+                    throw SettingsError(key: "\(path).video.color.hdr",
+                                        message: "the renditions share one decode, so an HDR source is tone-mapped for all "
+                                            + "or none; set \"\(hdr)\" in the document's video.color instead")
+                }
+                list.append(rung)
             }
             self = .list(list)
         default:

@@ -110,10 +110,18 @@ final class TranscodePlan {
     private func addVideo(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
                           base: VideoSettings, output: any TranscodeOutput, directory: String?, pass: Pass) throws(MediaError) {
         let crop = settings.filters?.video?.crop
+        let parameters = stream.pointee.codecpar.pointee
+        let sourceTags = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
+        // One decode feeds every output, so a ladder's renditions are tone-mapped alike (`Renditions` holds them to
+        // the document's `video.color.hdr`).
+        let toneMapping = ToneMapping(source: sourceTags, settings: base.color)
+        let sourceColors = toneMapping == nil ? sourceTags : ToneMapping.output
+        let toneMapped = toneMapping != nil
         var encodings: [VideoEncoding]
         var grid: KeyFrameGrid?
         if settings.container.isSegmented {
-            encodings = try Self.ladder(track: track, stream: stream, settings: settings, base: base, crop: crop)
+            encodings = try Self.ladder(track: track, stream: stream, settings: settings, base: base, crop: crop,
+                                        toneMapped: toneMapped)
             let interval = encodings[0].keyFrameSeconds
             for (index, encoding) in encodings.enumerated() where abs(encoding.keyFrameSeconds - interval) > 0.001 {
                 throw MediaError(code: "invalid_settings", message: String(
@@ -132,14 +140,13 @@ final class TranscodePlan {
                 encodings[index].threads = Int32(min(Double(FFmpeg.maxThreads), max(1, share.rounded())))
             }
         } else {
-            encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, crop: crop)]
+            encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, crop: crop, toneMapped: toneMapped)]
             if case .video(let segmentSeconds) = pass {
                 // Checkpoint segments start with an IDR on their grid; x264 places its other key frames as usual.
                 grid = KeyFrameGrid(interval: segmentSeconds, segmentDuration: segmentSeconds)
                 encodings[0].forcedKeyFramesAreIDR = true
             }
         }
-        let sourceColors = ColorTags(source: stream.pointee.codecpar.pointee, assumingHeight: Int(stream.pointee.codecpar.pointee.height))
         var names: [String] = []
         for encoding in encodings {
             var name = "\(encoding.height)p"
@@ -159,7 +166,8 @@ final class TranscodePlan {
         if let thumbnails = settings.thumbnails, let directory {
             var thumbnail = try VideoEncoding.resolve(
                 track: track, stream: stream,
-                settings: VideoSettings(width: thumbnails.width ?? ThumbnailSettings.defaultWidth, allowUpscaling: true), crop: crop)
+                settings: VideoSettings(width: thumbnails.width ?? ThumbnailSettings.defaultWidth, allowUpscaling: true), crop: crop,
+                toneMapped: toneMapped)
             thumbnail.colors = Self.jpegColors(thumbnail.colors)
             var poster = encodings[0]
             poster.colors = Self.jpegColors(poster.colors)
@@ -171,7 +179,7 @@ final class TranscodePlan {
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
         let queues = workers.map(\.queue)
         video = try VideoSource(track: track.index, stream: stream, filters: settings.filters,
-                                timeline: output.timeline) { (frame, timeBase) throws(MediaError) in
+                                timeline: output.timeline, toneMapping: toneMapping) { (frame, timeBase) throws(MediaError) in
             for queue in queues { try queue.push(frame, timeBase: timeBase) }
         }
     }
@@ -186,7 +194,7 @@ final class TranscodePlan {
 
     /// The encodings of a ladder's renditions, largest first as listed (or derived from the source for `auto`).
     private static func ladder(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
-                               base: VideoSettings, crop: FilterSettings.Crop?) throws(MediaError) -> [VideoEncoding] {
+                               base: VideoSettings, crop: FilterSettings.Crop?, toneMapped: Bool) throws(MediaError) -> [VideoEncoding] {
         var rungs: [VideoSettings]
         switch settings.renditions ?? .auto {
         case .list(let list):
@@ -208,7 +216,7 @@ final class TranscodePlan {
         }
         var encodings: [VideoEncoding] = []
         for rung in rungs {
-            encodings.append(try VideoEncoding.resolve(track: track, stream: stream, settings: rung, crop: crop))
+            encodings.append(try VideoEncoding.resolve(track: track, stream: stream, settings: rung, crop: crop, toneMapped: toneMapped))
         }
         return encodings
     }

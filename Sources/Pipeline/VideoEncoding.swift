@@ -40,8 +40,10 @@ struct VideoEncoding {
 
     /// Every default of `settings` filled in from the source stream: size from the (cropped) display size, frame
     /// rate and time base from the stream, bit rate from the size, key frames every two seconds.
+    /// - Parameter toneMapped: the pictures reach the encoder tone-mapped to SDR BT.709 (`ToneMapping`), so the
+    ///   settings' colours apply over BT.709 instead of the source's tags.
     static func resolve(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: VideoSettings,
-                        crop: FilterSettings.Crop?) throws(MediaError) -> VideoEncoding {
+                        crop: FilterSettings.Crop?, toneMapped: Bool = false) throws(MediaError) -> VideoEncoding {
         var sourceWidth = track.width ?? 0, sourceHeight = track.height ?? 0
         if let crop {
             guard crop.x + crop.width <= sourceWidth, crop.y + crop.height <= sourceHeight else {
@@ -87,7 +89,8 @@ struct VideoEncoding {
             level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
             preset: settings.preset ?? "veryfast",
             frameRate: frameRate, timeBase: timeBase,
-            colors: ColorTags(source: parameters, assumingHeight: geometry.height).overridden(by: settings.color))
+            colors: (toneMapped ? ColorTags.bt709 : ColorTags(source: parameters, assumingHeight: geometry.height))
+                .overridden(by: settings.color))
     }
 
     /// NTSC rates as their exact 1001 fractions; others as close fractions.
@@ -118,6 +121,29 @@ struct ColorTags {
     var transfer: AVColorTransferCharacteristic
     var matrix: AVColorSpace
     var range: AVColorRange
+
+    init(primaries: AVColorPrimaries, transfer: AVColorTransferCharacteristic, matrix: AVColorSpace, range: AVColorRange) {
+        self.primaries = primaries
+        self.transfer = transfer
+        self.matrix = matrix
+        self.range = range
+    }
+
+    /// SDR HD video: BT.709 throughout, limited range (what a tone-mapped HDR picture becomes).
+    static let bt709 = ColorTags(primaries: AVCOL_PRI_BT709, transfer: AVCOL_TRC_BT709, matrix: AVCOL_SPC_BT709,
+                                 range: AVCOL_RANGE_MPEG)
+
+    /// High dynamic range: the PQ (SMPTE ST 2084) or HLG (ARIB STD-B67) transfer.
+    var isHDR: Bool { transfer == AVCOL_TRC_SMPTE2084 || transfer == AVCOL_TRC_ARIB_STD_B67 }
+
+    /// The HLS `VIDEO-RANGE` of pictures so tagged: `PQ`, `HLG`, or nil for SDR (the attribute's absence).
+    var videoRange: String? {
+        switch transfer {
+        case AVCOL_TRC_SMPTE2084: "PQ"
+        case AVCOL_TRC_ARIB_STD_B67: "HLG"
+        default: nil
+        }
+    }
 
     /// The source's tags; where it says nothing, BT.709 for a picture `height` pixels high if that is HD, else BT.601.
     init(source parameters: AVCodecParameters, assumingHeight height: Int) {

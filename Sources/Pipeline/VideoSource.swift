@@ -1,7 +1,7 @@
 import CFFmpeg
 
-/// The decode side's video stage: decoded pictures → (deinterlace, user filters, watermark) → every output that
-/// wants them. Runs on the decoding thread; what it emits carries its `pts` in the time base given with it.
+/// The decode side's video stage: decoded pictures → (deinterlace, tone mapping, user filters, watermark) → every
+/// output that wants them. Runs on the decoding thread; what it emits carries its `pts` in the time base given with it.
 final class VideoSource {
     let track: Int
     private let sourceTimeBase: AVRational
@@ -19,12 +19,15 @@ final class VideoSource {
     /// Size and pixel format the current graph was built for.
     private var filterInput: (width: Int32, height: Int32, format: Int32)?
     private let watermark: Frame?
+    /// HDR → SDR, when the source is HDR and the settings ask for SDR.
+    private let toneMapping: ToneMapping?
     /// Where each picture goes, with the time base of its `pts`.
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
     init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?, timeline: Timeline,
-         emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
+         toneMapping: ToneMapping?, emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
+        self.toneMapping = toneMapping
         sourceTimeBase = stream.pointee.time_base
         origin = Timeline.rescale(timeline.start, from: FFmpeg.timeBaseQ, to: stream.pointee.time_base)
         self.filterSettings = filterSettings
@@ -54,7 +57,10 @@ final class VideoSource {
             filters = nil
             chainDecided = true
             deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
-            filterChain = (filterSettings ?? FilterSettings()).videoChain(deinterlace: deinterlacing, origin: origin)
+            // The tone curve's peak comes from the first picture's HDR metadata (HEVC carries it in SEI messages).
+            filterChain = (filterSettings ?? FilterSettings()).videoChain(
+                deinterlace: deinterlacing, origin: origin,
+                toneMapping: toneMapping.map { $0.filters(peak: ToneMapping.peakLuminance(of: frame)) })
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
         let picture = value.pointee

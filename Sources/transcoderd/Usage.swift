@@ -68,8 +68,10 @@ enum Usage {
               "preset": "veryfast",                                   x264 speed preset
               "allowUpscaling": true,                                 false: never larger than the source
               "color": {"primaries": "bt709", "transfer": "bt709",    tags written and matrix converted to;
-                        "matrix": "bt709" | "bt601", "range": "tv"}   default the source's (untagged: BT.601
-                                                                      for SD, BT.709 for HD)
+                        "matrix": "bt709" | "bt601", "range": "tv",   default the source's (untagged: BT.601
+                        "hdr": "tonemap" | "keep"}                    for SD, BT.709 for HD); an HDR source
+                                                                      (PQ, HLG) is tone-mapped to SDR BT.709
+                                                                      unless "hdr" is "keep"
             },
             "audio": {                                                or "copy", or null to drop the audio
               "codec": "aac", "bitRate": 128000, "sampleRate": 44100, "channels": 2

@@ -176,6 +176,33 @@ public enum Media {
         return path
     }
 
+    /// An HDR transfer a test source is made in.
+    public enum HDRTransfer: String, Sendable {
+        case pq = "smpte2084"
+        case hlg = "arib-std-b67"
+    }
+
+    /// 640×360, 30 fps, 2 s of white, mid-grey (0x808080) and red patches side by side (columns 0–213, 214–425,
+    /// 426–639) made HDR: BT.2020, `transfer` with SDR white at HDR's reference white (203 cd/m², BT.2408), 10-bit
+    /// HEVC stating a content light level of `maxCLL` cd/m², tagged in the stream and the MP4. Generated once per
+    /// process and variant.
+    public static func hdrPatches(_ transfer: HDRTransfer, maxCLL: Int = 1000) throws -> String {
+        let path = directory.appendingPathComponent("hdr-\(transfer.rawValue)-\(maxCLL).mp4").path
+        try generated.withLock { done in
+            guard !done.contains(path) else { return }
+            let t = transfer.rawValue
+            try ffmpeg(["-f", "lavfi", "-i", "color=white:s=214x360:r=30:d=2", "-f", "lavfi", "-i", "color=0x808080:s=212x360:r=30:d=2",
+                        "-f", "lavfi", "-i", "color=red:s=214x360:r=30:d=2",
+                        "-filter_complex", "[0][1][2]hstack=3,format=yuv420p,zscale=tin=bt709:min=bt709:pin=bt709:rin=tv"
+                            + ":t=\(t):m=bt2020nc:p=bt2020:r=tv:npl=203,format=yuv420p10le",
+                        "-c:v", "libx265", "-preset", "ultrafast",
+                        "-x265-params", "colorprim=bt2020:transfer=\(t):colormatrix=bt2020nc:max-cll=\(maxCLL),400:log-level=error",
+                        "-color_primaries", "bt2020", "-color_trc", t, "-colorspace", "bt2020nc", "-tag:v", "hvc1", path])
+            done.insert(path)
+        }
+        return path
+    }
+
     /// Names of the files in `folder`.
     public static func files(in folder: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()

@@ -116,13 +116,14 @@ public struct Probe: Decodable, Sendable {
         return value == "inf" ? 100 : Double(value) ?? .nan
     }
 
-    /// Mean value of each RGB channel over a region of the frame at `time` seconds (0...255).
-    public static func meanColor(_ path: String, at time: Double = 0.5, x: Int, y: Int, width: Int, height: Int) throws -> [Double] {
+    /// Mean value of each RGB channel over a region of the frame at `time` seconds (0...255); nil `time`: the
+    /// first frame (seeking in a JPEG can find none).
+    public static func meanColor(_ path: String, at time: Double? = 0.5, x: Int, y: Int, width: Int, height: Int) throws -> [Double] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let raw = directory.appendingPathComponent("frame.rgb").path
-        try Shell.check("ffmpeg", ["-v", "error", "-ss", String(time), "-i", path, "-frames:v", "1",
+        try Shell.check("ffmpeg", ["-v", "error"] + (time.map { ["-ss", String($0)] } ?? []) + ["-i", path, "-frames:v", "1",
                                    "-vf", "crop=\(width):\(height):\(x):\(y)", "-pix_fmt", "rgb24", "-f", "rawvideo", raw])
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw)))
         var sums = [0.0, 0.0, 0.0]

@@ -1,0 +1,103 @@
+import Foundation
+import Pipeline
+import Testing
+import TestSupport
+
+/// HDR sources (PQ, HLG) tone-mapped to SDR BT.709, or kept as they are (`video.color.hdr`), for a file and a
+/// ladder. The sources are white, mid-grey and red patches made HDR with SDR white at HDR's reference white, so a
+/// right mapping gives them back close to their SDR values.
+@Suite(.serialized) struct ToneMappingTests {
+    private func transcode(_ input: String, _ json: String) throws -> (path: String, probe: Probe) {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: try TranscodeSettings.parse(Data(json.utf8))).run()
+        return (output, try Probe.read(output))
+    }
+
+    /// Mean RGB of the white, grey and red patches of a picture made from `Media.hdrPatches`.
+    private func patches(_ path: String, width: Int = 640, height: Int = 360, at time: Double? = 0.5) throws
+        -> (white: [Double], grey: [Double], red: [Double]) {
+        let columns = [0.08, 0.41, 0.74].map { Int(Double(width) * $0) }
+        let size = width * 15 / 100, top = height * 30 / 100
+        let colors = try columns.map { try Probe.meanColor(path, at: time, x: $0, y: top, width: size, height: size) }
+        return (colors[0], colors[1], colors[2])
+    }
+
+    @Test(arguments: [Media.HDRTransfer.pq, .hlg])
+    func anHDRSourceComesOutAsSDR(_ transfer: Media.HDRTransfer) throws {
+        let result = try transcode(try Media.hdrPatches(transfer), "{}")
+        let video = try #require(result.probe.video)
+        #expect(video.color_primaries == "bt709" && video.color_transfer == "bt709" && video.color_space == "bt709",
+                "tagged as what it now is: \(video)")
+        #expect(video.color_range == "tv" && video.pix_fmt == "yuv420p")
+        let (white, grey, red) = try patches(result.path)
+        // Unmapped, these patches read about 147 (PQ) or 190 (HLG) for white and (141, 87, 59) for red.
+        #expect(white.allSatisfy { (215...245).contains($0) }, "reference white near SDR white: \(white)")
+        #expect(grey.allSatisfy { (116...140).contains($0) }, "mid-grey keeps its level: \(grey)")
+        #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "red stays saturated red: \(red)")
+    }
+
+    @Test func theStatedPeakSetsTheRollOff() throws {
+        // Nothing above reference white: no roll-off, white is SDR's full white. With 1000 cd/m² above it (the
+        // peak assumed when none is stated, so this also shows the stated one is read), white gives way.
+        let (dimWhite, dimGrey, _) = try patches(try transcode(try Media.hdrPatches(.pq, maxCLL: 203), "{}").path)
+        let (usualWhite, usualGrey, _) = try patches(try transcode(try Media.hdrPatches(.pq, maxCLL: 1000), "{}").path)
+        #expect(dimWhite[1] > 248, "MaxCLL 203: \(dimWhite)")
+        #expect(usualWhite[1] < dimWhite[1] - 15, "MaxCLL 1000: \(usualWhite) against \(dimWhite)")
+        #expect(abs(dimGrey[1] - usualGrey[1]) < 4, "mid-grey keeps its level whatever the peak: \(dimGrey), \(usualGrey)")
+    }
+
+    @Test func keepPassesHDRThrough() throws {
+        let result = try transcode(try Media.hdrPatches(.pq), #"{"video": {"color": {"hdr": "keep"}}}"#)
+        let video = try #require(result.probe.video)
+        #expect(video.color_primaries == "bt2020" && video.color_transfer == "smpte2084" && video.color_space == "bt2020nc")
+        let (white, _, _) = try patches(result.path)
+        #expect(white.allSatisfy { $0 < 170 }, "PQ's code values for 203 cd/m², read as if SDR: \(white)")
+    }
+
+    @Test func aLadderAndItsPictures() throws {
+        let source = try Media.hdrPatches(.pq)
+        func ladder(_ color: String) throws -> String {
+            let folder = try Media.scratch().appendingPathComponent("out").path
+            let settings = try TranscodeSettings.parse(Data("""
+                {"container": "hls", "segmentDuration": 2, "video": {"color": \(color)},
+                 "renditions": [{"video": {"height": 360}}, {"video": {"height": 180, "averageBitRate": 200000}}],
+                 "thumbnails": {"interval": 1, "width": 160, "poster": 0.5}}
+                """.utf8))
+            _ = try TranscodeSession(inputPath: source, outputDirectory: folder, settings: settings).run()
+            _ = try Ladder.check(folder)
+            return folder
+        }
+        let mapped = try ladder("{}")
+        let master = try String(contentsOfFile: mapped + "/master.m3u8", encoding: .utf8)
+        #expect(!master.contains("VIDEO-RANGE"), "SDR is said by leaving it out: \(master)")
+        let rung = try #require(try Probe.read(mapped + "/180p/init.mp4").video)
+        #expect(rung.color_transfer == "bt709" && rung.color_primaries == "bt709")
+        let (posterWhite, _, posterRed) = try patches(mapped + "/poster.jpg", at: nil)
+        #expect(posterWhite.allSatisfy { $0 > 215 } && posterRed[0] > 215 && posterRed[1] < 40, "\(posterWhite) \(posterRed)")
+        let (thumbWhite, _, _) = try patches(mapped + "/thumbnails/00001.jpg", width: 160, height: 90, at: nil)
+        #expect(thumbWhite.allSatisfy { $0 > 215 }, "\(thumbWhite)")
+
+        let kept = try ladder(#"{"hdr": "keep"}"#)
+        let keptMaster = try String(contentsOfFile: kept + "/master.m3u8", encoding: .utf8)
+        let variants = keptMaster.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-STREAM-INF") || $0.hasPrefix("#EXT-X-I-FRAME-STREAM-INF") }
+        #expect(variants.count == 4 && variants.allSatisfy { $0.contains(",VIDEO-RANGE=PQ") }, "\(keptMaster)")
+    }
+
+    @Test func settingsAreChecked() throws {
+        #expect { try TranscodeSettings.parse(Data(#"{"video": {"color": {"hdr": "sdr"}}}"#.utf8)) } throws: {
+            ($0 as? SettingsError)?.key == "video.color.hdr"
+        }
+        let mixed = #"""
+            {"container": "hls", "video": {"color": {"hdr": "keep"}},
+             "renditions": [{"video": {"height": 360, "color": {"hdr": "keep"}}}, {"video": {"height": 180, "color": {"hdr": "tonemap"}}}]}
+            """#
+        #expect { try TranscodeSettings.parse(Data(mixed.utf8)) } throws: {
+            ($0 as? SettingsError)?.key == "renditions[1].video.color.hdr"
+        }
+        // A rendition's own colours without `hdr` follow the document's.
+        _ = try TranscodeSettings.parse(Data(#"""
+            {"container": "hls", "video": {"color": {"hdr": "keep"}},
+             "renditions": [{"video": {"height": 360, "color": {"matrix": "bt601"}}}]}
+            """#.utf8))
+    }
+}
