@@ -170,6 +170,7 @@ final class CheckpointedTranscode {
         var text = "checkpoint \(CheckpointManifest.currentVersion)\n"
         text += "input \(input) \(size) \(modified)\n"
         text += "avcodec \(avcodec_version()) \(String(cString: avcodec_configuration()).count)\n"
+        text += "tone mapping \(ToneMapping.method)\n"
         text += String(decoding: (try? encoder.encode(settings)) ?? Data(), as: UTF8.self)
         let hasher = SHA256Hasher()
         Array(text.utf8).withUnsafeBytes { hasher.update($0) }

@@ -126,9 +126,10 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil) -> String? {
         var filters: [String] = []
         if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
-        if let crop = video?.crop { filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1") }
-        // After the crop (fewer pixels to map), before the picture adjustments (they are meant for what is seen).
+        // Before the crop (zimg misreads a picture cropped to an odd offset), and before the picture adjustments
+        // (they are meant for what is seen).
         if let toneMapping { filters.append(toneMapping) }
+        if let crop = video?.crop { filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1") }
         if video?.grayscale == true { filters.append("hue=s=0") }
         let brightness = video?.brightness ?? 0, contrast = video?.contrast ?? 1, saturation = video?.saturation ?? 1
         if brightness != 0 || contrast != 1 || saturation != 1 {

@@ -3,59 +3,116 @@ import CFFmpeg
 /// Maps HDR pictures (PQ or HLG, usually BT.2020 and 10-bit: a phone's HDR video, an HDR10 master) to SDR BT.709
 /// 8-bit 4:2:0, the only range 8-bit H.264 carries well, with FFmpeg's filters:
 ///
-/// 1. `zscale` to linear light in BT.709 primaries, from the source's tags as the plan read them (a stream whose
-///    tags are in the container only gives frames without them). 1.0 is HDR's reference white, 203 cd/m²
-///    (ITU-R BT.2408), SDR's white;
-/// 2. `tonemap` with the Möbius curve: values up to 0.5 pass as they are and the rest rolls off smoothly, so the
-///    source's peak becomes SDR white (reference white comes out at about 0.9). Mid-grey keeps its level; Hable's
-///    curve darkened it by a quarter here, and clipping flattens every highlight;
-/// 3. `zscale` to BT.709's transfer, matrix and limited range, dithered to 8 bits.
+/// 1. `zscale` to 16-bit RGB in BT.709 primaries, PQ-coded, from the source's tags as the plan read them (a stream
+///    whose tags are in the container only gives frames without them); an HLG source is put on PQ's absolute scale
+///    as zimg renders it, for a 1000 cd/m² display, whose reference white is about 203 cd/m². Sizes are made even
+///    first (by a line or column at most): zimg takes no odd-sized 4:2:0 picture;
+/// 2. `lutrgb`: a curve on each of R, G and B (as BT.2390's EETF is applied), from PQ to light relative to HDR's
+///    reference white, 203 cd/m² (ITU-R BT.2408), through the Möbius curve (values up to 0.5 pass as they are, the
+///    rest rolls off smoothly so the source's peak becomes SDR white, and reference white comes out at about 0.77 in
+///    light, 0.9 in code value), to BT.709's code values. Mid-grey keeps
+///    its level; Hable's curve darkened it by a quarter here, and clipping flattens every highlight. A table of
+///    65,536 entries per channel costs half as much as FFmpeg's `tonemap` filter on 32-bit float pictures, which
+///    gave the same patches (it maps by the brightest channel, so it shifts hues less in the highlights);
+/// 3. `zscale` to BT.709's matrix and limited range, dithered to 8 bits.
 ///
-/// The curve works on 32-bit float RGB, so a tone-mapped transcode is several times slower than a plain one.
+/// Tone mapping still makes an HDR transcode about twice as slow as one that keeps HDR.
 struct ToneMapping {
-    /// The source's colours (their transfer is PQ or HLG).
+    /// The source's colours (their transfer is PQ or HLG; primaries and matrix are ones zimg converts).
     let source: ColorTags
+    /// The peak the container states (MP4 `clli`/`mdcv`, Matroska's colour elements), cd/m²; frames' own come first.
+    let containerPeak: Double?
+
+    /// How the pictures are made, for checkpoint fingerprints: segments mapped another way must not be spliced.
+    static let method = "lutrgb mobius 0.5, reference white 203, even sizes"
 
     /// HDR's reference white (graphics white), cd/m²: linear 1.0 between the filters.
     static let referenceWhite = 203.0
     /// The peak assumed when a source states none, cd/m²: HLG's nominal display, and the usual HDR10 master.
     static let defaultPeak = 1000.0
 
-    /// Tone mapping for a source tagged `source`, or nil when it is SDR or `settings` keep HDR as it is.
-    init?(source: ColorTags, settings: ColorSettings?) {
+    /// Tone mapping for `stream`, tagged `source`, or nil when it is SDR or `settings` keep HDR as it is.
+    init?(source: ColorTags, stream: UnsafeMutablePointer<AVStream>, settings: ColorSettings?) {
         guard source.isHDR, settings?.toneMapsHDR ?? true else { return nil }
-        self.source = source
+        var tags = source
+        // What zimg cannot convert (reserved, FCC, SMPTE 240M, …) is taken for BT.2020, as HDR is mastered.
+        if ![AVCOL_PRI_BT709, AVCOL_PRI_BT470BG, AVCOL_PRI_SMPTE170M, AVCOL_PRI_BT2020, AVCOL_PRI_SMPTE431,
+             AVCOL_PRI_SMPTE432].contains(tags.primaries) {
+            tags.primaries = AVCOL_PRI_BT2020
+        }
+        if ![AVCOL_SPC_BT709, AVCOL_SPC_BT470BG, AVCOL_SPC_SMPTE170M, AVCOL_SPC_BT2020_NCL, AVCOL_SPC_BT2020_CL].contains(tags.matrix) {
+            tags.matrix = AVCOL_SPC_BT2020_NCL
+        }
+        self.source = tags
+        var size = 0
+        if let data = av_stream_get_side_data(stream, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, &size),
+           size >= MemoryLayout<AVContentLightMetadata>.size,
+           case let level = UnsafeRawPointer(data).loadUnaligned(as: AVContentLightMetadata.self), level.MaxCLL > 0 {
+            containerPeak = Double(level.MaxCLL)
+        } else if let data = av_stream_get_side_data(stream, AV_PKT_DATA_MASTERING_DISPLAY_METADATA, &size),
+                  size >= MemoryLayout<AVMasteringDisplayMetadata>.size {
+            containerPeak = Self.peak(UnsafeRawPointer(data).loadUnaligned(as: AVMasteringDisplayMetadata.self))
+        } else {
+            containerPeak = nil
+        }
+    }
+
+    /// A mastering display's peak, cd/m², if it states one.
+    private static func peak(_ display: AVMasteringDisplayMetadata) -> Double? {
+        guard display.has_luminance != 0, FFmpeg.isValid(display.max_luminance), av_q2d(display.max_luminance) > 0 else { return nil }
+        return av_q2d(display.max_luminance)
     }
 
     /// Colours of the pictures that come out.
     static let output = ColorTags.bt709
 
-    /// The brightest light `frame`'s HDR metadata states, cd/m²: its content light level (MaxCLL), else its
-    /// mastering display's peak, else `defaultPeak`.
-    static func peakLuminance(of frame: Frame) -> Double {
+    /// The brightest light the source states, cd/m²: `frame`'s content light level (MaxCLL, which HEVC carries in
+    /// SEI messages), else its mastering display's peak, else the container's, else `defaultPeak`.
+    func peakLuminance(of frame: Frame) -> Double {
         if let data = av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_CONTENT_LIGHT_LEVEL),
            Int(data.pointee.size) >= MemoryLayout<AVContentLightMetadata>.size {
-            let level = UnsafeRawPointer(data.pointee.data).load(as: AVContentLightMetadata.self)
+            let level = UnsafeRawPointer(data.pointee.data).loadUnaligned(as: AVContentLightMetadata.self)
             if level.MaxCLL > 0 { return Double(level.MaxCLL) }
         }
         if let data = av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_MASTERING_DISPLAY_METADATA),
-           Int(data.pointee.size) >= MemoryLayout<AVMasteringDisplayMetadata>.size {
-            let display = UnsafeRawPointer(data.pointee.data).load(as: AVMasteringDisplayMetadata.self)
-            if display.has_luminance != 0, FFmpeg.isValid(display.max_luminance), av_q2d(display.max_luminance) > 0 {
-                return av_q2d(display.max_luminance)
-            }
+           Int(data.pointee.size) >= MemoryLayout<AVMasteringDisplayMetadata>.size,
+           let peak = Self.peak(UnsafeRawPointer(data.pointee.data).loadUnaligned(as: AVMasteringDisplayMetadata.self)) {
+            return peak
         }
-        return defaultPeak
+        return containerPeak ?? Self.defaultPeak
     }
 
     /// The filter chain for a source whose brightest light is `peak` cd/m² (numbers are H.273 code points, which
     /// are zscale's and FFmpeg's alike).
     func filters(peak: Double) -> String {
         let range = source.range == AVCOL_RANGE_JPEG ? 1 : 0
-        let relativePeak = max(1, peak / Self.referenceWhite)
-        return "zscale=tin=\(source.transfer.rawValue):pin=\(source.primaries.rawValue):min=\(source.matrix.rawValue)"
-            + ":rin=\(range):t=linear:p=bt709:npl=\(Self.referenceWhite),format=gbrpf32le"
-            + ",tonemap=tonemap=mobius:param=0.5:desat=0:peak=\(String(format: "%.4f", relativePeak))"
-            + ",zscale=tin=linear:pin=bt709:t=bt709:m=bt709:r=tv:d=ordered,format=yuv420p"
+        let curve = Self.curve(relativePeak: peak / Self.referenceWhite)
+        return "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0,zscale=tin=\(source.transfer.rawValue):pin=\(source.primaries.rawValue):min=\(source.matrix.rawValue)"
+            + ":rin=\(range):t=smpte2084:p=bt709:npl=\(Self.referenceWhite),format=gbrp16le"
+            + ",lutrgb=r='\(curve)':g='\(curve)':b='\(curve)'"
+            + ",zscale=tin=bt709:pin=bt709:t=bt709:p=bt709:m=bt709:r=tv:d=ordered,format=yuv420p"
+    }
+
+    /// The `lutrgb` expression from a PQ code value (`val`, 0 to 65535) to a BT.709 one, for a source whose peak is
+    /// `relativePeak` times reference white.
+    static func curve(relativePeak: Double) -> String {
+        func number(_ value: Double) -> String { "(" + String(format: "%.9g", value) + ")" }
+        // ST 2084's EOTF: code value → cd/m², then relative to reference white (register 1).
+        let (m1, m2, c1, c2, c3) = (0.1593017578125, 78.84375, 0.8359375, 18.8515625, 18.6875)
+        var text = "st(0,pow(val/65535,1/\(m2)));"
+            + "st(1,10000*pow(max(ld(0)-\(c1),0)/(\(c2)-\(c3)*ld(0)),1/\(m1))/\(referenceWhite));"
+        // Möbius (mpv's, as FFmpeg's tonemap filter has it): linear up to j, then (x + a) / (x + b) scaled to meet
+        // the line at j with its slope and reach 1 at the peak. No peak above white: clipping only.
+        let j = 0.5, peak = relativePeak
+        if peak <= 1.0001 {
+            text += "st(2,min(1,ld(1)));"
+        } else {
+            let a = -j * j * (peak - 1) / (j * j - 2 * j + peak)
+            let b = (j * j - 2 * j * peak + peak) / (peak - 1)
+            let scale = (b * b + 2 * b * j + j * j) / (b - a)
+            text += "st(2,min(1,if(lte(ld(1),\(j)),ld(1),\(number(scale))*(ld(1)+\(number(a)))/(ld(1)+\(number(b))))));"
+        }
+        // BT.709 as zscale codes it (BT.1886's 2.4 gamma, the inverse of how step 1 reads an SDR picture).
+        return text + "65535*pow(max(ld(2),0),1/2.4)"
     }
 }

@@ -114,7 +114,7 @@ final class TranscodePlan {
         let sourceTags = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
         // One decode feeds every output, so a ladder's renditions are tone-mapped alike (`Renditions` holds them to
         // the document's `video.color.hdr`).
-        let toneMapping = ToneMapping(source: sourceTags, settings: base.color)
+        let toneMapping = ToneMapping(source: sourceTags, stream: stream, settings: base.color)
         let sourceColors = toneMapping == nil ? sourceTags : ToneMapping.output
         let toneMapped = toneMapping != nil
         var encodings: [VideoEncoding]

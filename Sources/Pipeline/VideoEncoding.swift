@@ -134,7 +134,7 @@ struct ColorTags {
                                  range: AVCOL_RANGE_MPEG)
 
     /// High dynamic range: the PQ (SMPTE ST 2084) or HLG (ARIB STD-B67) transfer.
-    var isHDR: Bool { transfer == AVCOL_TRC_SMPTE2084 || transfer == AVCOL_TRC_ARIB_STD_B67 }
+    var isHDR: Bool { videoRange != nil }
 
     /// The HLS `VIDEO-RANGE` of pictures so tagged: `PQ`, `HLG`, or nil for SDR (the attribute's absence).
     var videoRange: String? {
@@ -145,15 +145,17 @@ struct ColorTags {
         }
     }
 
-    /// The source's tags; where it says nothing, BT.709 for a picture `height` pixels high if that is HD, else BT.601.
+    /// The source's tags; where it says nothing, BT.709 for a picture `height` pixels high if that is HD, else BT.601,
+    /// and BT.2020 primaries and matrix with an HDR transfer (HDR is mastered in BT.2020).
     init(source parameters: AVCodecParameters, assumingHeight height: Int) {
         let hd = height >= 720
-        primaries = parameters.color_primaries != AVCOL_PRI_UNSPECIFIED
-            ? parameters.color_primaries : (hd ? AVCOL_PRI_BT709 : AVCOL_PRI_SMPTE170M)
         transfer = parameters.color_trc != AVCOL_TRC_UNSPECIFIED
             ? parameters.color_trc : (hd ? AVCOL_TRC_BT709 : AVCOL_TRC_SMPTE170M)
+        let hdr = transfer == AVCOL_TRC_SMPTE2084 || transfer == AVCOL_TRC_ARIB_STD_B67
+        primaries = parameters.color_primaries != AVCOL_PRI_UNSPECIFIED
+            ? parameters.color_primaries : (hdr ? AVCOL_PRI_BT2020 : hd ? AVCOL_PRI_BT709 : AVCOL_PRI_SMPTE170M)
         matrix = parameters.color_space != AVCOL_SPC_UNSPECIFIED
-            ? parameters.color_space : (hd ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M)
+            ? parameters.color_space : (hdr ? AVCOL_SPC_BT2020_NCL : hd ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M)
         range = parameters.color_range == AVCOL_RANGE_JPEG ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
     }
 

@@ -21,6 +21,8 @@ final class VideoSource {
     private let watermark: Frame?
     /// HDR → SDR, when the source is HDR and the settings ask for SDR.
     private let toneMapping: ToneMapping?
+    /// Its filters, made at the first picture (its metadata states the peak) and kept for every chain after.
+    private var toneMappingFilters: String?
     /// Where each picture goes, with the time base of its `pts`.
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
@@ -57,10 +59,11 @@ final class VideoSource {
             filters = nil
             chainDecided = true
             deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
-            // The tone curve's peak comes from the first picture's HDR metadata (HEVC carries it in SEI messages).
-            filterChain = (filterSettings ?? FilterSettings()).videoChain(
-                deinterlace: deinterlacing, origin: origin,
-                toneMapping: toneMapping.map { $0.filters(peak: ToneMapping.peakLuminance(of: frame)) })
+            if let toneMapping, toneMappingFilters == nil {
+                toneMappingFilters = toneMapping.filters(peak: toneMapping.peakLuminance(of: frame))
+            }
+            filterChain = (filterSettings ?? FilterSettings())
+                .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters)
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
         let picture = value.pointee

@@ -46,6 +46,30 @@ import TestSupport
         #expect(abs(dimGrey[1] - usualGrey[1]) < 4, "mid-grey keeps its level whatever the peak: \(dimGrey), \(usualGrey)")
     }
 
+    @Test func anHDRSourceTaggedWithItsTransferOnlyIsTakenForBT2020() throws {
+        let input = try Media.hdrPatches(.pq, transferOnly: true)
+        let source = try #require(try Probe.read(input).video)
+        #expect(source.color_transfer == "smpte2084" && source.color_space == nil && source.color_primaries == nil, "\(source)")
+        let (white, grey, red) = try patches(try transcode(input, "{}").path)
+        // Taken for BT.601 (the SD default), its red came out (211, 94, 51).
+        #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "\(red)")
+        #expect(abs(grey[0] - grey[1]) < 6 && abs(grey[1] - grey[2]) < 6 && white.allSatisfy { $0 > 215 }, "\(grey) \(white)")
+    }
+
+    @Test func anOddCropIsMapped() throws {
+        // zimg takes no odd-sized 4:2:0 picture, and misreads the colours of one cropped at an odd offset: the
+        // picture is mapped first, then cropped.
+        let result = try transcode(try Media.hdrPatches(.pq), #"""
+            {"filters": {"video": {"crop": {"x": 1, "y": 1, "width": 333, "height": 199}}}}
+            """#)
+        let video = try #require(result.probe.video)
+        #expect(video.color_transfer == "bt709" && (330...334).contains(video.width ?? 0) && (196...200).contains(video.height ?? 0),
+                "\(video)")
+        let white = try Probe.meanColor(result.path, x: 40, y: 60, width: 100, height: 80)
+        let grey = try Probe.meanColor(result.path, x: 240, y: 60, width: 60, height: 80)
+        #expect(white.allSatisfy { (215...245).contains($0) } && grey.allSatisfy { (116...140).contains($0) }, "\(white) \(grey)")
+    }
+
     @Test func keepPassesHDRThrough() throws {
         let result = try transcode(try Media.hdrPatches(.pq), #"{"video": {"color": {"hdr": "keep"}}}"#)
         let video = try #require(result.probe.video)

@@ -97,6 +97,12 @@ import TestSupport
             Case(name: "mono 8 kHz", file: "mono8k.wav", make: lavfi(nil, "sine=r=8000", ["-ac", "1"]), outcome: .succeeds(["a"])),
             Case(name: "HEVC", file: "hevc.mp4", make: lavfi("testsrc2=s=320x240", nil, ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error"]),
                  outcome: .succeeds(["v"])),
+            Case(name: "HDR10 (PQ, BT.2020, 10-bit HEVC), tone-mapped", file: "hdr10.mp4",
+                 make: lavfi("testsrc2=s=320x240", nil, [
+                    "-vf", "zscale=tin=bt709:min=bt709:pin=bt709:t=smpte2084:m=bt2020nc:p=bt2020:npl=203,format=yuv420p10le",
+                    "-c:v", "libx265", "-preset", "ultrafast",
+                    "-x265-params", "colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:log-level=error"]),
+                 outcome: .succeeds(["v"])),
             Case(name: "ProRes", file: "prores.mov", make: lavfi("testsrc2=s=320x240", nil, ["-c:v", "prores_ks"]), outcome: .succeeds(["v"])),
             Case(name: "MPEG-4 Part 2", file: "mpeg4.avi", make: lavfi("testsrc2=s=320x240", "sine", ["-c:v", "mpeg4", "-c:a", "mp3"]),
                  outcome: .succeeds(["v", "a"])),

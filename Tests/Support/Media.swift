@@ -184,20 +184,23 @@ public enum Media {
 
     /// 640×360, 30 fps, 2 s of white, mid-grey (0x808080) and red patches side by side (columns 0–213, 214–425,
     /// 426–639) made HDR: BT.2020, `transfer` with SDR white at HDR's reference white (203 cd/m², BT.2408), 10-bit
-    /// HEVC stating a content light level of `maxCLL` cd/m², tagged in the stream and the MP4. Generated once per
-    /// process and variant.
-    public static func hdrPatches(_ transfer: HDRTransfer, maxCLL: Int = 1000) throws -> String {
-        let path = directory.appendingPathComponent("hdr-\(transfer.rawValue)-\(maxCLL).mp4").path
+    /// HEVC stating a content light level of `maxCLL` cd/m², tagged in the stream and the MP4 (`transferOnly`: the
+    /// transfer alone, primaries and matrix left unspecified). Generated once per process and variant.
+    public static func hdrPatches(_ transfer: HDRTransfer, maxCLL: Int = 1000, transferOnly: Bool = false) throws -> String {
+        let path = directory.appendingPathComponent("hdr-\(transfer.rawValue)-\(maxCLL)\(transferOnly ? "-transfer-only" : "").mp4").path
         try generated.withLock { done in
             guard !done.contains(path) else { return }
             let t = transfer.rawValue
             try ffmpeg(["-f", "lavfi", "-i", "color=white:s=214x360:r=30:d=2", "-f", "lavfi", "-i", "color=0x808080:s=212x360:r=30:d=2",
                         "-f", "lavfi", "-i", "color=red:s=214x360:r=30:d=2",
                         "-filter_complex", "[0][1][2]hstack=3,format=yuv420p,zscale=tin=bt709:min=bt709:pin=bt709:rin=tv"
-                            + ":t=\(t):m=bt2020nc:p=bt2020:r=tv:npl=203,format=yuv420p10le",
+                            + ":t=\(t):m=bt2020nc:p=bt2020:r=tv:npl=203,format=yuv420p10le"
+                            + (transferOnly ? ",setparams=color_primaries=unknown:colorspace=unknown" : ""),
                         "-c:v", "libx265", "-preset", "ultrafast",
-                        "-x265-params", "colorprim=bt2020:transfer=\(t):colormatrix=bt2020nc:max-cll=\(maxCLL),400:log-level=error",
-                        "-color_primaries", "bt2020", "-color_trc", t, "-colorspace", "bt2020nc", "-tag:v", "hvc1", path])
+                        "-x265-params", (transferOnly ? "" : "colorprim=bt2020:colormatrix=bt2020nc:")
+                            + "transfer=\(t):max-cll=\(maxCLL),400:log-level=error",
+                        "-color_trc", t, "-tag:v", "hvc1"]
+                        + (transferOnly ? [] : ["-color_primaries", "bt2020", "-colorspace", "bt2020nc"]) + [path])
             done.insert(path)
         }
         return path
