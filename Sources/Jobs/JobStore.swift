@@ -74,9 +74,12 @@ public protocol JobStore: AnyObject, Sendable {
     func markFailed(_ lease: Lease, code: String, message: String) throws(StoreError) -> Job
     /// running → canceled: the worker stopped the job because it was asked to.
     func markCanceled(_ lease: Lease) throws(StoreError) -> Job
-    /// running → queued with one more attempt: the process running it crashed, and it runs again.
+    /// running → queued with one more attempt: the process running it crashed, and it runs again. A shared store
+    /// cancels a job whose cancel was requested instead (the job returned says so): the node that asked cannot
+    /// know whether the holder heard it. One process alone hears every request itself.
     func retry(_ lease: Lease) throws(StoreError) -> Job
-    /// running → queued without counting an attempt: the worker is shutting down and another start runs it.
+    /// running → queued without counting an attempt: the worker is shutting down and another start runs it (or
+    /// canceled, as `retry`).
     func requeue(_ lease: Lease) throws(StoreError) -> Job
 
     // MARK: Webhooks (the outbox: rows written with the state changes they announce)

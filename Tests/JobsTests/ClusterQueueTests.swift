@@ -102,6 +102,43 @@ struct PacedRunner: JobRunner {
         #expect(!FileManager.default.fileExists(atPath: fixture.directory.outputDirectory(for: running)), "its output went with it")
     }
 
+    /// A cancel asked for on one node while the job's holder records a retry (its child crashed) and has not heard
+    /// the request yet: the retry cancels the job, so a node that missed the notice cannot run it again.
+    @Test func aCancelAskedForWhileTheHolderRequeuesTheJobIsNotLost() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let api = try node(fixture, workers: 0)
+        defer { api.stop(grace: 5) }
+        let job = try api.store.createJob(input: upload.id, settings: TranscodeSettings())
+        // The holder: plain store calls, listening to nothing (the request's NOTIFY never reaches it in time).
+        let holder = try #require(try fixture.store.claimNext(worker: "holder", leaseSeconds: 20)?.currentLease)
+        #expect(try api.cancel(id: job.id).state == .running, "asked while running elsewhere")
+        let retried = try fixture.store.retry(holder)
+        #expect(retried.state == .canceled && retried.attempts == 1 && retried.errorCode == "canceled", "\(retried.state)")
+        // The same for a requeue at shutdown and for a lease that ran out.
+        var jobs = [job.id]
+        for requeue in [{ (lease: Lease) throws -> Void in _ = try fixture.store.requeue(lease) },
+                        { (_: Lease) throws -> Void in
+                            Thread.sleep(forTimeInterval: 1.2)
+                            _ = try fixture.store.recoverExpiredLeases(maxAttempts: 3)
+                        }] {
+            let next = try api.store.createJob(input: upload.id, settings: TranscodeSettings())
+            let lease = try #require(try fixture.store.claimNext(worker: "holder", leaseSeconds: 1)?.currentLease)
+            #expect(lease.jobID == next.id)
+            #expect(try api.cancel(id: next.id).state == .running)
+            try requeue(lease)
+            jobs.append(next.id)
+        }
+        // A node that missed the notices finds nothing to run.
+        let other = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.3)) { $0.pollInterval = 0.2 }
+        defer { other.stop(grace: 5) }
+        Thread.sleep(forTimeInterval: 1)
+        for id in jobs {
+            let final = try #require(try api.store.job(id: id))
+            #expect(final.state == .canceled && final.attempts == 1 && final.errorCode == "canceled", "\(final.state)")
+        }
+    }
+
     @Test func aJobWhoseNodeStoppedRenewingIsTakenOverAndTheOldHolderIsFencedOff() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))

@@ -296,8 +296,10 @@ public final class PostgresJobStore: JobStore, RowRunning {
         guard let current = try job(id: id) else { throw StoreError(code: "not_found", message: "No job has the id \(id).") }
         if let lease {
             // Already there under this lease: a write tried again after its answer was lost (the commit went through,
-            // the connection did not).
-            if current.state == state && current.leaseToken == lease.token { return current }
+            // the connection did not). A requeue may have been turned into a cancel (migration 5).
+            if current.leaseToken == lease.token && (current.state == state || (state == .queued && current.state == .canceled)) {
+                return current
+            }
             throw JobRows.leaseLost(lease, current: current)
         }
         throw StoreError(code: "invalid_transition", message: "The job is \(current.state.rawValue), not \(expected?.rawValue ?? "?").")

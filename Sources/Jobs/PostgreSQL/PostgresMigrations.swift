@@ -155,6 +155,30 @@ enum PostgresMigrations {
             RETURN NULL;
         END $$;
         """,
+        // 5: a running job sent back to the queue (a retry after a crash, a requeue at shutdown, a lease that ran
+        // out) while a cancel was asked for is canceled instead. The request lives in the row only until the next
+        // claim clears it, and the node that ran the job may record its end before it hears the request's NOTIFY:
+        // then only that notice carried the cancel, and a node that missed it ran the job again. Row locks order a
+        // request and a requeue: whichever commits second sees the other. Named to fire before the state machine's
+        // trigger (alphabetical order), which allows running → canceled.
+        """
+        CREATE FUNCTION transcoderd_requeue_honours_cancel() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF OLD.state = 'running' AND NEW.state = 'queued' AND OLD.cancel_requested THEN
+                NEW.state := 'canceled';
+                NEW.error_code := 'canceled';
+                NEW.error_message := 'The job was canceled.';
+                NEW.lease := NULL;
+                NEW.attempts := OLD.attempts;
+                NEW.started_at := OLD.started_at;
+                NEW.progress_time := OLD.progress_time;
+                NEW.finished_at := extract(epoch from clock_timestamp())::double precision;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER jobs_cancel_requested BEFORE UPDATE OF state ON jobs
+            FOR EACH ROW EXECUTE FUNCTION transcoderd_requeue_honours_cancel();
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction per step.
