@@ -23,6 +23,13 @@ enum DASHManifest {
             let tallest = video.compactMap(\.picture).map(\.height).max() ?? 0
             lines.append(#"    <AdaptationSet id="0" contentType="video" mimeType="video/mp4" segmentAlignment="true" "#
                          + #"startWithSAP="1" maxWidth="\#(widest)" maxHeight="\#(tallest)">"#)
+            // HDR kept as it is (`video.color.hdr: keep`; one decode, so every rendition alike), as DASH-IF's
+            // guidelines say it: PQ only for players that know it, HLG also plays as SDR.
+            switch video.compactMap(\.picture).first?.videoRange {
+            case "PQ": lines.append(#"      <EssentialProperty schemeIdUri="urn:mpeg:mpegB:cicp:TransferCharacteristics" value="16"/>"#)
+            case "HLG": lines.append(#"      <SupplementalProperty schemeIdUri="urn:mpeg:mpegB:cicp:TransferCharacteristics" value="18"/>"#)
+            default: break
+            }
             for track in video {
                 guard let picture = track.picture else { continue }
                 lines.append(#"      <Representation id="\#(escape(track.folder))" bandwidth="\#(track.peakBitRate)" "#

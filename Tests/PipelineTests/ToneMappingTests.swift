@@ -60,14 +60,16 @@ import TestSupport
         // zimg takes no odd-sized 4:2:0 picture, and misreads the colours of one cropped at an odd offset: the
         // picture is mapped first, then cropped.
         let result = try transcode(try Media.hdrPatches(.pq), #"""
-            {"filters": {"video": {"crop": {"x": 1, "y": 1, "width": 333, "height": 199}}}}
+            {"filters": {"video": {"crop": {"x": 1, "y": 1, "width": 601, "height": 199}}}}
             """#)
         let video = try #require(result.probe.video)
-        #expect(video.color_transfer == "bt709" && (330...334).contains(video.width ?? 0) && (196...200).contains(video.height ?? 0),
+        #expect(video.color_transfer == "bt709" && (598...602).contains(video.width ?? 0) && (196...200).contains(video.height ?? 0),
                 "\(video)")
         let white = try Probe.meanColor(result.path, x: 40, y: 60, width: 100, height: 80)
         let grey = try Probe.meanColor(result.path, x: 240, y: 60, width: 60, height: 80)
+        let red = try Probe.meanColor(result.path, x: 460, y: 60, width: 100, height: 80)
         #expect(white.allSatisfy { (215...245).contains($0) } && grey.allSatisfy { (116...140).contains($0) }, "\(white) \(grey)")
+        #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "\(red)")
     }
 
     @Test func keepPassesHDRThrough() throws {
@@ -75,7 +77,7 @@ import TestSupport
         let video = try #require(result.probe.video)
         #expect(video.color_primaries == "bt2020" && video.color_transfer == "smpte2084" && video.color_space == "bt2020nc")
         let (white, _, _) = try patches(result.path)
-        #expect(white.allSatisfy { $0 < 170 }, "PQ's code values for 203 cd/m², read as if SDR: \(white)")
+        #expect(white.allSatisfy { (130...165).contains($0) }, "PQ's code values for 203 cd/m², read as if SDR: \(white)")
     }
 
     @Test func aLadderAndItsPictures() throws {
@@ -105,6 +107,9 @@ import TestSupport
         let keptMaster = try String(contentsOfFile: kept + "/master.m3u8", encoding: .utf8)
         let variants = keptMaster.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-STREAM-INF") || $0.hasPrefix("#EXT-X-I-FRAME-STREAM-INF") }
         #expect(variants.count == 4 && variants.allSatisfy { $0.contains(",VIDEO-RANGE=PQ") }, "\(keptMaster)")
+        let manifest = try String(contentsOfFile: kept + "/manifest.mpd", encoding: .utf8)
+        #expect(manifest.contains(#"<EssentialProperty schemeIdUri="urn:mpeg:mpegB:cicp:TransferCharacteristics" value="16"/>"#))
+        #expect(!(try String(contentsOfFile: mapped + "/manifest.mpd", encoding: .utf8)).contains("TransferCharacteristics"))
     }
 
     @Test func settingsAreChecked() throws {

@@ -23,6 +23,8 @@ import TestSupport
         let make: (String) throws -> Void
         let outcome: Outcome
         var settings = "{}"
+        /// The output video's transfer (ffprobe's `color_transfer`), when the case is about it.
+        var transfer: String? = nil
     }
 
     private static func lavfi(_ video: String?, _ audio: String?, _ codec: [String], seconds: Double = 1) -> (String) throws -> Void {
@@ -102,7 +104,7 @@ import TestSupport
                     "-vf", "zscale=tin=bt709:min=bt709:pin=bt709:t=smpte2084:m=bt2020nc:p=bt2020:npl=203,format=yuv420p10le",
                     "-c:v", "libx265", "-preset", "ultrafast",
                     "-x265-params", "colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc:log-level=error"]),
-                 outcome: .succeeds(["v"])),
+                 outcome: .succeeds(["v"]), transfer: "bt709"),
             Case(name: "ProRes", file: "prores.mov", make: lavfi("testsrc2=s=320x240", nil, ["-c:v", "prores_ks"]), outcome: .succeeds(["v"])),
             Case(name: "MPEG-4 Part 2", file: "mpeg4.avi", make: lavfi("testsrc2=s=320x240", "sine", ["-c:v", "mpeg4", "-c:a", "mp3"]),
                  outcome: .succeeds(["v", "a"])),
@@ -188,7 +190,8 @@ import TestSupport
                     let expectedFrames = try frames ?? Self.videoFrames(source)
                     #expect(!types.contains("v") || expectedFrames != nil, "\(item.name): ffprobe counts the source's frames")
                     try checkOutput(server, id: id, types: types, name: item.name,
-                                    duration: try duration ?? Self.duration(source), frames: expectedFrames, ladder: container == "hls")
+                                    duration: try duration ?? Self.duration(source), frames: expectedFrames, ladder: container == "hls",
+                                    transfer: item.transfer)
                 }
             case .fails(let code):
                 #expect(state == "failed" && error?["code"] as? String == code, "\(item.name): \(state ?? "?") \(error ?? [:])")
@@ -211,7 +214,7 @@ import TestSupport
     /// frames as `frames` and a duration within 0.15 s of `duration` (when given), and it decodes without an error.
     /// A ladder is read over HTTP through its master playlist (its first variant and the audio).
     private func checkOutput(_ server: TestServer, id: String, types: [String], name: String, duration: Double?, frames: Int?,
-                             ladder: Bool) throws {
+                             ladder: Bool, transfer: String? = nil) throws {
         let path: String
         if ladder {
             path = server.base + "/v1/jobs/\(id)/output/master.m3u8"
@@ -226,6 +229,7 @@ import TestSupport
             #expect(probe.video?.codec_name == "h264" && probe.video?.pix_fmt == "yuv420p", "\(name): \(String(describing: probe.video))")
             #expect((probe.video?.width ?? 1) % 2 == 0 && (probe.video?.height ?? 1) % 2 == 0)
         }
+        if let transfer { #expect(probe.video?.color_transfer == transfer, "\(name): \(String(describing: probe.video))") }
         if types.contains("a") { #expect(probe.audio?.codec_name == "aac" && probe.audio?.channels == 2, "\(name)") }
         #expect(probe.video != nil || probe.audio != nil, "\(name): a playable stream")
         if let duration {

@@ -126,6 +126,9 @@ public struct Probe: Decodable, Sendable {
         try Shell.check("ffmpeg", ["-v", "error"] + (time.map { ["-ss", String($0)] } ?? []) + ["-i", path, "-frames:v", "1",
                                    "-vf", "crop=\(width):\(height):\(x):\(y)", "-pix_fmt", "rgb24", "-f", "rawvideo", raw])
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw)))
+        guard bytes.count == width * height * 3 else {
+            throw ShellError(message: "\(path): \(bytes.count) bytes of RGB for a \(width)×\(height) region (no picture at \(time.map { "\($0) s" } ?? "the start")?)")
+        }
         var sums = [0.0, 0.0, 0.0]
         for (offset, byte) in bytes.enumerated() { sums[offset % 3] += Double(byte) }
         let pixels = Double(max(1, bytes.count / 3))
