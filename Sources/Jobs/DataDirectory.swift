@@ -114,6 +114,27 @@ public struct DataDirectory: Sendable {
     /// Where an upload's content goes.
     public func uploadPath(id: String) -> String { uploads.appendingPathComponent(id).path }
 
+    /// Files in `uploads/` nobody writes any more, last written more than `age` seconds before `now`: request bodies
+    /// and fetched inputs of a process that died (`.upload-….partial`), and inputs an attempt of a job fetched under
+    /// a name of its own (`<upload id>.<lease token>`) but did not record. The latter with the upload's id, for the
+    /// caller to check that the upload does not point at them.
+    public func staleUploadFiles(olderThan age: Double, now: Double) -> (partial: [String], unrecorded: [(path: String, upload: String)]) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
+        var partial: [String] = [], unrecorded: [(String, String)] = []
+        for name in names {
+            let path = uploads.appendingPathComponent(name).path
+            var info = stat()
+            guard stat(path, &info) == 0, now - Double(info.st_mtim.tv_sec) > age else { continue }
+            if name.hasPrefix(".upload-") && name.hasSuffix(".partial") {
+                partial.append(path)
+            } else if let dot = name.lastIndex(of: "."), UUID(uuidString: String(name[..<dot])) != nil,
+                      Int(name[name.index(after: dot)...]) != nil {
+                unrecorded.append((path, String(name[..<dot])))
+            }
+        }
+        return (partial, unrecorded)
+    }
+
     /// Creates the folders if missing and checks that they are writable; the error says which one is not.
     public func prepare() throws(StoreError) {
         for folder in [root, uploads, outputs, tus, checkpoints] {

@@ -747,7 +747,10 @@ public final class JobQueue: Sendable {
                     published(try store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts))
                 }
                 chore("strays", every: configuration.straySweepInterval, last: &lastStraySweep, now: now,
-                      failing: "removing stray outputs failed") { () throws(StoreError) in try removeStrayOutputs() }
+                      failing: "removing stray outputs failed") { () throws(StoreError) in
+                    try removeStrayOutputs()
+                    try removeStrayUploads(now: now.timeIntervalSince1970)
+                }
             }
             chore("tus", every: min(60, configuration.tusExpiryHours * 900), last: &lastTusSweep, now: now,
                   failing: "the resumable upload sweep failed") { () throws(StoreError) in
@@ -880,6 +883,19 @@ public final class JobQueue: Sendable {
             // On a shared store, a queued or running job's folders are its workers' (a claim clears earlier ones).
             if store.isShared, let job, !job.state.isTerminal { continue }
             if job?.state != .succeeded || job?.outputRoot != path { removeFile(path, of: "job_id", id) }
+        }
+    }
+
+    /// On shared storage, removes what nodes that died left in `uploads/` (a lone process's server removes its
+    /// partial uploads at start): files last written over an hour ago, partial ones and fetched inputs their upload
+    /// does not point at. An hour: uploads and fetches in progress write far more often (idle ones are cut off).
+    private func removeStrayUploads(now: Double) throws(StoreError) {
+        let stale = directory.staleUploadFiles(olderThan: 3600, now: now)
+        for path in stale.partial { removeFile(path, of: "upload_id", URL(fileURLWithPath: path).lastPathComponent) }
+        for file in stale.unrecorded {
+            let name = URL(fileURLWithPath: file.path).lastPathComponent
+            if let recorded = try store.upload(id: file.upload), URL(fileURLWithPath: recorded.path).lastPathComponent == name { continue }
+            removeFile(file.path, of: "upload_id", file.upload)
         }
     }
 

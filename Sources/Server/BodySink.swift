@@ -89,13 +89,21 @@ final class FileSink: BodySink {
     private static let prefix = ".upload-", suffix = ".partial"
 
     /// Deletes the temporary files a previous process left in `directory` when it died mid-upload (a live one
-    /// deletes its own); returns how many. Call before serving: the data directory's lock makes this process the
-    /// only one writing there.
-    static func removeLeftovers(in directory: URL) -> Int {
+    /// deletes its own), and the inputs a worker was fetching (named alike); returns how many. Call before serving.
+    /// With `age` 0 all of them go (the data directory's lock makes this process the only one writing there);
+    /// else only those last written more than `age` seconds ago: on shared storage, the rest are other nodes'
+    /// uploads and fetches in progress.
+    static func removeLeftovers(in directory: URL, olderThan age: Double = 0) -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         var removed = 0
+        let now = Date().timeIntervalSince1970
         for name in names where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
-            if unlink(directory.appendingPathComponent(name).path) == 0 { removed += 1 }
+            let path = directory.appendingPathComponent(name).path
+            if age > 0 {
+                var info = stat()
+                guard stat(path, &info) == 0, now - Double(info.st_mtim.tv_sec) > age else { continue }
+            }
+            if unlink(path) == 0 { removed += 1 }
         }
         return removed
     }

@@ -119,11 +119,11 @@ struct PacedRunner: JobRunner {
         var jobs = [job.id]
         for requeue in [{ (lease: Lease) throws -> Void in _ = try fixture.store.requeue(lease) },
                         { (_: Lease) throws -> Void in
-                            Thread.sleep(forTimeInterval: 1.2)
+                            Thread.sleep(forTimeInterval: 3.2)
                             _ = try fixture.store.recoverExpiredLeases(maxAttempts: 3)
                         }] {
             let next = try api.store.createJob(input: upload.id, settings: TranscodeSettings())
-            let lease = try #require(try fixture.store.claimNext(worker: "holder", leaseSeconds: 1)?.currentLease)
+            let lease = try #require(try fixture.store.claimNext(worker: "holder", leaseSeconds: 3)?.currentLease)
             #expect(lease.jobID == next.id)
             #expect(try api.cancel(id: next.id).state == .running)
             try requeue(lease)
@@ -137,6 +137,37 @@ struct PacedRunner: JobRunner {
             let final = try #require(try api.store.job(id: id))
             #expect(final.state == .canceled && final.attempts == 1 && final.errorCode == "canceled", "\(final.state)")
         }
+    }
+
+    /// What nodes that died left in the shared uploads folder goes once an hour old: partial uploads and fetches,
+    /// and inputs an attempt fetched under its own name but never recorded. Never a file being written, nor an input
+    /// an upload points at.
+    @Test func staleUploadFilesOfNodesThatDiedAreSwept() throws {
+        let fixture = try StoreFixture(.postgres)
+        let source = try Media.path(.audioOnly)
+        func file(_ name: String, hoursAgo: Double) throws -> String {
+            let path = fixture.directory.uploads.appendingPathComponent(name).path
+            try FileManager.default.copyItem(atPath: source, toPath: path)
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-hoursAgo * 3600)], ofItemAtPath: path)
+            return path
+        }
+        func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+        let deadUpload = try file(".upload-0123-4567.partial", hoursAgo: 2)
+        let deadFetch = try file(".upload-fetch-\(UUID().uuidString.lowercased())-2.partial", hoursAgo: 2)
+        let recordedID = UUID().uuidString.lowercased()
+        // Fetched by an earlier attempt of the same upload, whose row points at a later attempt's file.
+        let unrecorded = try file(recordedID + ".2", hoursAgo: 2)
+        let liveUpload = try file(".upload-89ab-cdef.partial", hoursAgo: 0.5)
+        let recorded = try file(recordedID + ".3", hoursAgo: 2)
+        try fixture.store.insert(Upload(id: recordedID, filename: "a.wav", contentType: nil, size: 1, sha256: "0", path: recorded,
+                                        tracks: [], createdAt: Date().timeIntervalSince1970))
+        let plain = try fixture.upload(source).path
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: plain)
+        let sweeper = try node(fixture, workers: 0) { $0.straySweepInterval = 0.2 }
+        let swept = eventually(10) { !exists(deadUpload) && !exists(deadFetch) && !exists(unrecorded) }
+        sweeper.stop(grace: 5) // the sweep under way ends first: what it would remove wrongly is gone by the next look
+        #expect(swept, "\(Media.files(in: fixture.directory.uploads))")
+        #expect(exists(liveUpload) && exists(recorded) && exists(plain), "\(Media.files(in: fixture.directory.uploads))")
     }
 
     @Test func aJobWhoseNodeStoppedRenewingIsTakenOverAndTheOldHolderIsFencedOff() throws {

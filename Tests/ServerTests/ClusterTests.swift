@@ -181,6 +181,25 @@ import TestSupport
         #expect(paused.process.isRunning, "the resumed node keeps serving")
     }
 
+    /// An API node starting on the shared data directory leaves the uploads other nodes are receiving alone. It
+    /// removed every partial upload there, as a lone server does at start after a crash: the upload in progress on
+    /// the other node failed at its end.
+    @Test func anAPINodeStartingLeavesAnotherNodesUploadInProgressAlone() throws {
+        let cluster = try Cluster(workers: 0)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try Media.path(.standard)))
+        let client = try RawClient(port: cluster.api.port)
+        client.send("PUT /v1/uploads/clip.mp4 HTTP/1.1\r\nHost: cluster\r\nContent-Length: \(bytes.count)\r\nConnection: close\r\n\r\n")
+        client.send(bytes.prefix(bytes.count / 2))
+        let uploads = cluster.data.appendingPathComponent("uploads")
+        #expect(eventually(10) { Media.files(in: uploads).contains { $0.hasPrefix(".upload-") && $0.hasSuffix(".partial") } })
+        let second = try TestServer(["--workers", "0", "--store", cluster.uri], data: cluster.data)
+        defer { _ = second.stop() }
+        #expect(try second.curl("/healthz").status == 200)
+        client.send(bytes.suffix(from: bytes.count / 2))
+        let answer = client.read(until: "}", timeout: 30)
+        #expect(answer.hasPrefix("HTTP/1.1 201"), "\(answer.prefix(300))")
+    }
+
     /// Deleting a job deletes its input upload too, unless another job still uses it: PostgreSQL refuses that with a
     /// foreign key violation, which the API must take for "keep it", as SQLite's refusal, not for a store failure.
     @Test func deletingOneOfTwoJobsOnAnUploadKeepsTheUploadForTheOther() throws {

@@ -15,6 +15,25 @@ import TestSupport
         return (pool, release)
     }
 
+    /// Partial uploads a process that died left: all of them without an age (a lone server's start), only those
+    /// untouched for longer with one (shared storage, where other nodes' uploads and fetches in progress are).
+    @Test func leftoverPartialUploadsAreRemovedByAge() throws {
+        let folder = try Media.scratch()
+        func file(_ name: String, secondsAgo: Double) throws {
+            let path = folder.appendingPathComponent(name).path
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8)))
+            try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-secondsAgo)], ofItemAtPath: path)
+        }
+        try file(".upload-old.partial", secondsAgo: 7200)
+        try file(".upload-fetch-old-2.partial", secondsAgo: 7200)
+        try file(".upload-new.partial", secondsAgo: 60)
+        try file("an-upload", secondsAgo: 7200)
+        #expect(FileSink.removeLeftovers(in: folder, olderThan: 3600) == 2)
+        #expect(Media.files(in: folder) == [".upload-new.partial", "an-upload"])
+        #expect(FileSink.removeLeftovers(in: folder) == 1)
+        #expect(Media.files(in: folder) == ["an-upload"])
+    }
+
     @Test func readsStopWhenEveryBufferIsInFlightWhateverTheirSizes() throws {
         let (pool, release) = heldPool()
         let path = try Media.scratch().appendingPathComponent("upload").path
