@@ -162,8 +162,13 @@ extension InputContainer {
             let sar = av_guess_sample_aspect_ratio(context, stream, nil)
             track.sampleAspectRatio = FFmpeg.isValid(sar) ? "\(sar.num):\(sar.den)" : "1:1"
             track.rotation = Self.clockwiseRotation(stream)
-            let rate = av_guess_frame_rate(context, stream, nil)
-            if FFmpeg.isValid(rate) { track.frameRate = av_q2d(rate) }
+            if stream.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0 {
+                track.coverArt = true // one picture: its "frame rate" is the container's clock
+            } else {
+                let rate = av_guess_frame_rate(context, stream, nil)
+                if FFmpeg.isValid(rate) { track.frameRate = av_q2d(rate) }
+            }
+            track.hdr = ColorTags.videoRange(parameters.color_trc)
             if let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: parameters.format)) {
                 track.pixelFormat = String(cString: name)
             }

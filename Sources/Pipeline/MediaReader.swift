@@ -56,7 +56,7 @@ public final class MediaReader {
     /// The video track a transcode takes: a real picture sequence (cover art is skipped), the first marked default,
     /// else the first.
     public var mainVideoTrack: Track? {
-        mainTrack(of: .video) { container.stream($0.index).pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0 }
+        mainTrack(of: .video) { $0.coverArt != true }
     }
 
     /// The audio track a transcode takes: the first marked default, else the first (a commentary or a second

@@ -33,6 +33,11 @@ public struct Track: Sendable, Codable, Equatable {
     public var bitRate: Int?
     /// Pixel format name (video), e.g. `yuv420p`.
     public var pixelFormat: String?
+    /// `PQ` or `HLG` for an HDR video track (absent for SDR): its transfer, which decides tone mapping.
+    public var hdr: String?
+    /// True for a still picture attached to the file (an album's cover, a thumbnail), not video; absent otherwise.
+    /// It is never transcoded.
+    public var coverArt: Bool?
 
     /// Size as displayed: sample aspect ratio and rotation applied, in pixels (not rounded to even).
     public var displaySize: (width: Double, height: Double)? {

@@ -137,7 +137,10 @@ struct ColorTags {
     var isHDR: Bool { videoRange != nil }
 
     /// The HLS `VIDEO-RANGE` of pictures so tagged: `PQ`, `HLG`, or nil for SDR (the attribute's absence).
-    var videoRange: String? {
+    var videoRange: String? { Self.videoRange(transfer) }
+
+    /// `PQ` or `HLG` for an HDR transfer, nil for any other.
+    static func videoRange(_ transfer: AVColorTransferCharacteristic) -> String? {
         switch transfer {
         case AVCOL_TRC_SMPTE2084: "PQ"
         case AVCOL_TRC_ARIB_STD_B67: "HLG"

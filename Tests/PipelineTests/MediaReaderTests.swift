@@ -13,6 +13,28 @@ import TestSupport
         let audio = try #require(tracks.first { $0.mediaType == .audio })
         #expect(audio.codec == "aac" && audio.sampleRate == 48_000 && audio.channels == 2 && audio.channelLayout == "stereo")
         #expect(abs((audio.duration ?? 0) - 4) < 0.1)
+        #expect(video.hdr == nil && video.coverArt == nil)
+    }
+
+    /// An MP3's album cover is listed as what it is, not as a video at the container's 90 kHz clock, and an HDR
+    /// track says so.
+    @Test func coverArtAndHDRAreNamed() throws {
+        let folder = try Media.scratch()
+        let song = folder.appendingPathComponent("song.mp3").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "sine=d=2", "-f", "lavfi", "-i", "color=red:s=300x300:d=1", "-map", "0", "-map", "1",
+                          "-frames:v", "1", "-c:a", "libmp3lame", "-c:v", "mjpeg", "-disposition:v", "attached_pic", song])
+        let tracks = try TranscodeSession.probe(path: song)
+        let cover = try #require(tracks.first { $0.mediaType == .video })
+        #expect(cover.coverArt == true && cover.frameRate == nil && cover.width == 300, "\(cover)")
+        #expect(tracks.first { $0.mediaType == .audio }?.coverArt == nil)
+        // It is not transcoded: the result is the sound alone.
+        let output = folder.appendingPathComponent("song.mp4").path
+        let result = try TranscodeSession(inputPath: song, outputPath: output, settings: TranscodeSettings()).run()
+        #expect(result.tracks.map(\.mediaType) == [.audio])
+
+        let pq = try #require(try TranscodeSession.probe(path: try Media.hdrPatches(.pq)).first)
+        let hlg = try #require(try TranscodeSession.probe(path: try Media.hdrPatches(.hlg)).first)
+        #expect(pq.hdr == "PQ" && hlg.hdr == "HLG" && pq.coverArt == nil)
     }
 
     @Test func rotationAndSampleAspectAreRead() throws {

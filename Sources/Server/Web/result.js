@@ -24,8 +24,9 @@ export function parseStoryboard(text) {
 }
 
 function describeTrack(track) {
-  const parts = [track.mediaType, track.codec];
+  const parts = [track.coverArt ? "cover art" : track.mediaType, track.codec];
   if (track.profile) parts.push(track.profile);
+  if (track.hdr) parts.push(`HDR (${track.hdr})`);
   if (track.width && track.height) parts.push(`${track.width}×${track.height}`);
   if (track.frameRate) parts.push(`${Number(track.frameRate).toFixed(2)} fps`);
   if (track.sampleRate) parts.push(`${track.sampleRate} Hz`);
