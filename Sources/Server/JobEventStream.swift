@@ -87,7 +87,9 @@ final class JobEventStream: EventSource {
                 return true
             }
         case .state(let job):
-            let text = Self.event("state", render(job))
+            // The last event carries an id, which an EventSource sends back when it reconnects (it does, 3 s after
+            // any stream ends): the server then answers 204, which stops it, instead of the end over and over.
+            let text = Self.event("state", render(job), id: job.state.isTerminal ? Self.endID : nil)
             return state.withLock { state -> Bool in
                 guard !state.ended, job.state != state.lastState, !onlyFirst || state.lastState == nil else { return false }
                 state.lastState = job.state
@@ -105,8 +107,11 @@ final class JobEventStream: EventSource {
         if let send = state.send { send(text) } else { state.pending.append(text) }
     }
 
-    static func event(_ name: String, _ data: Data) -> String {
-        "event: \(name)\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
+    /// The id of a stream's last event (the job's terminal state).
+    static let endID = "end"
+
+    static func event(_ name: String, _ data: Data, id: String? = nil) -> String {
+        (id.map { "id: \($0)\n" } ?? "") + "event: \(name)\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
     }
 
     deinit { events.unsubscribe(jobID, key) }

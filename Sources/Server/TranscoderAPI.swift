@@ -663,6 +663,11 @@ public final class TranscoderAPI: Sendable {
 
     private func events(_ request: Request) throws(HTTPError) -> Response {
         let id = request.parameters["id"] ?? ""
+        if request.headers["Last-Event-ID"] == JobEventStream.endID {
+            // An EventSource coming back after the end it was sent: 204 tells it to stop (the job cannot change).
+            _ = try job(request)
+            return Response(.noContent)
+        }
         // Subscribe first, then read: a change between the two reaches the stream as an event.
         let stream = JobEventStream(jobID: id, queue: queue) { [self] job in JSON.encode(resource(job)) }
         let job = try job(request)

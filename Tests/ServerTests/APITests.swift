@@ -301,7 +301,7 @@ import TestSupport
         #expect(names.first == "state")
         #expect(names.last == "state")
         #expect(names.filter { $0 == "progress" }.count >= 3, "\(names)")
-        let states = events.filter { $0.hasPrefix("event: state") }.compactMap { event -> String? in
+        let states = events.filter { $0.contains("event: state\n") }.compactMap { event -> String? in
             let data = event.split(separator: "\n").first { $0.hasPrefix("data: ") }?.dropFirst(6) ?? ""
             return (try? JSONSerialization.jsonObject(with: Data(data.utf8)) as? [String: Any])?["state"] as? String
         }
@@ -321,9 +321,16 @@ import TestSupport
             let fps = event["framesPerSecond"] as? Double ?? 0, speed = event["speed"] as? Double ?? 0
             #expect(speed > 0 && abs(fps / speed - 30) < 30 * 0.25, "\(event)")
         }
+        #expect(events.last?.hasPrefix("id: end\nevent: state") == true && events.dropLast().allSatisfy { !$0.contains("id: ") },
+                "only the end has an id: \(events.last?.prefix(40) ?? "")")
         // A late watcher gets the final state at once and the stream ends.
         let late = try Shell.run("curl", ["-s", "-N", "--max-time", "10", try server.base + "/v1/jobs/\(id)/events"])
-        #expect(late.stdout.hasPrefix("event: state") && late.stdout.contains(#""state":"succeeded""#))
+        #expect(late.stdout.hasPrefix("id: end\nevent: state") && late.stdout.contains(#""state":"succeeded""#))
+        // An EventSource that saw the end comes back 3 s later with its id: 204 stops it (it would get the end again,
+        // and come back again, for ever).
+        let again = try server.curl("/v1/jobs/\(id)/events", ["-H", "Last-Event-ID: end", "--max-time", "10"])
+        #expect(again.status == 204 && again.body.isEmpty, "\(again)")
+        #expect(try server.curl("/v1/jobs/\(UUID().uuidString.lowercased())/events", ["-H", "Last-Event-ID: end"]).status == 404)
     }
 
     @Test func cancelAndDelete() throws {

@@ -28,7 +28,7 @@ import TestSupport
         }
 
         private static func state(_ text: String) -> String {
-            guard text.hasPrefix("event: state") else { return "progress" }
+            guard text.contains("event: state\n") else { return "progress" }
             return text.firstMatch(of: /"state":"(\w+)"/).map { String($0.output.1) } ?? "?"
         }
     }

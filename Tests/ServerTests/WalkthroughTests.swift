@@ -25,7 +25,7 @@ import TestSupport
         let run = try Shell.run("bash", [script], environment: ["BASE": server.base])
         #expect(run.status == 0, "\(run.stderr)\n\(run.stdout.suffix(2000))")
         // The event stream ends with the job's final state; the poll after it says the same, each on its own.
-        let events = run.stdout.components(separatedBy: "\n\n").filter { $0.hasPrefix("event: state") }
+        let events = run.stdout.components(separatedBy: "\n\n").filter { $0.contains("event: state\n") }
         #expect(events.last?.contains(#""state":"succeeded""#) == true, "the stream's last state: \(events.last ?? "none")")
         #expect(run.stdout.contains(#""state": "succeeded""#), "the poll (jq) shows the job succeeded")
         let probe = try Probe.read(folder.appendingPathComponent("out.mp4").path)
