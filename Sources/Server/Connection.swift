@@ -27,6 +27,9 @@ final class Connection {
     private var outboundOffset = 0
     private var file: (handle: OpenFile, offset: Int64, remaining: Int64)?
     private var closeAfterWrite = false
+    /// The event stream under way is sent in chunks (HTTP/1.1); an HTTP/1.0 client, which knows no chunks, gets the
+    /// events as they are and the end of the stream is the end of the connection.
+    private var streamChunked = true
     private var interest: UInt32 = tc_epoll_in | tc_epoll_rdhup
     private var requestStarted = ContinuousClock.now
     private var requestID = ""
@@ -427,8 +430,13 @@ final class Connection {
             response.headers.set("Content-Length", String(length))
             if !isHead { file = (handle, offset, length) }
         case .eventStream:
-            response.headers.set("Transfer-Encoding", "chunked")
-            closeAfterWrite = false
+            streamChunked = (head?.minorVersion ?? 1) >= 1
+            if streamChunked {
+                response.headers.set("Transfer-Encoding", "chunked")
+            } else {
+                response.headers.set("Connection", "close")
+                closeAfterWrite = true
+            }
         }
         // Head and a small body go out in one buffer, so one send (one TCP segment) carries the whole response.
         let body = isHead ? nil : bodyData
@@ -484,7 +492,7 @@ final class Connection {
             streamCancel = nil
             loop.metrics.streamClosed()
             state.streamEnded()
-            queue(Data("0\r\n\r\n".utf8))
+            if streamChunked { queue(Data("0\r\n\r\n".utf8)) }
             flush()
             return
         }
@@ -495,7 +503,7 @@ final class Connection {
             close()
             return
         }
-        queue(Data((String(payload.count, radix: 16) + "\r\n").utf8) + payload + Data("\r\n".utf8))
+        queue(streamChunked ? Data((String(payload.count, radix: 16) + "\r\n").utf8) + payload + Data("\r\n".utf8) : payload)
         responseBytes += Int64(payload.count)
         flush()
     }

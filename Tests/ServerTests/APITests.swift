@@ -331,6 +331,19 @@ import TestSupport
         let again = try server.curl("/v1/jobs/\(id)/events", ["-H", "Last-Event-ID: end", "--max-time", "10"])
         #expect(again.status == 204 && again.body.isEmpty, "\(again)")
         #expect(try server.curl("/v1/jobs/\(UUID().uuidString.lowercased())/events", ["-H", "Last-Event-ID: end"]).status == 404)
+        // HTTP/1.0 knows no chunks: the events as they are, and the stream's end is the connection's. An HTTP/1.1
+        // client that said Connection: close has the connection closed after the end too.
+        let old = try RawClient(port: try server.port)
+        old.send("GET /v1/jobs/\(id)/events HTTP/1.0\r\n\r\n")
+        let plain = old.read()
+        #expect(!plain.lowercased().contains("transfer-encoding") && plain.contains("\r\n\r\nid: end\nevent: state\ndata: {"),
+                "\(plain.prefix(400))")
+        #expect(plain.hasSuffix("}\n\n") && old.isClosedByPeer)
+        let closing = try RawClient(port: try server.port)
+        closing.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let chunked = closing.read()
+        #expect(chunked.contains("Transfer-Encoding: chunked") && chunked.hasSuffix("\r\n0\r\n\r\n") && closing.isClosedByPeer,
+                "\(chunked.suffix(200))")
     }
 
     @Test func cancelAndDelete() throws {
