@@ -1,3 +1,5 @@
+import Glibc
+
 /// Header fields in the order received; names compare case-insensitively.
 public struct HTTPHeaders: Sendable, Sequence {
     private var fields: [(name: String, value: String)] = []
@@ -36,6 +38,35 @@ public struct HTTPHeaders: Sendable, Sequence {
             let value = candidate.trimmingCharacters(in: .whitespaces)
             return value == "*" || value == strong || value == "W/" + strong
         }
+    }
+
+    /// Whether the validators answer 304 for a representation tagged `etag` and last modified at `lastModified`
+    /// (seconds since 1970): `If-None-Match` when there is one (RFC 9110 §13.1.3: `If-Modified-Since` is then
+    /// ignored), else an `If-Modified-Since` date no earlier than the modification, in whole seconds as dates are
+    /// sent. A date that does not parse counts as absent.
+    public func notModified(etag: String, lastModified: Double) -> Bool {
+        if self["If-None-Match"] != nil { return ifNoneMatch(etag) }
+        guard let text = self["If-Modified-Since"], let since = Self.date(text) else { return false }
+        return lastModified.rounded(.down) <= since
+    }
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, the form HTTP sends) in seconds since 1970.
+    static func date(_ text: String) -> Double? {
+        let words = text.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard words.count == 6, words[0].count == 4, words[0].hasSuffix(","), words[5] == "GMT",
+              let day = Int(words[1]), (1...31).contains(day), let month = months.firstIndex(of: String(words[2])),
+              let year = Int(words[3]), words[3].count == 4 else { return nil }
+        let clock = words[4].split(separator: ":").compactMap { Int($0) }
+        guard words[4].count == 8, clock.count == 3, clock[0] < 24, clock[1] < 60, clock[2] < 61 else { return nil }
+        var parts = tm()
+        parts.tm_year = Int32(year - 1900)
+        parts.tm_mon = Int32(month)
+        parts.tm_mday = Int32(day)
+        parts.tm_hour = Int32(clock[0])
+        parts.tm_min = Int32(clock[1])
+        parts.tm_sec = Int32(clock[2])
+        return Double(timegm(&parts))
     }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }

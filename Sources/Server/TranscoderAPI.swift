@@ -729,7 +729,8 @@ public final class TranscoderAPI: Sendable {
         return job
     }
 
-    /// A file of a job's output with its validators, honouring `If-None-Match`, `Range` and `If-Range`.
+    /// A file of a job's output with its validators, honouring `If-None-Match`, `If-Modified-Since`, `Range` and
+    /// `If-Range` (the ETag or the Last-Modified date, compared exactly).
     private func serve(path: String, of job: Job, _ request: Request, mimeType: String, disposition: String?) throws(HTTPError) -> Response {
         guard let file = OpenFile(path: path) else {
             throw HTTPError(.notFound, "output_missing", "The job's output file is gone from the data directory.")
@@ -741,10 +742,11 @@ public final class TranscoderAPI: Sendable {
         if let disposition { headers.set("Content-Disposition", disposition) }
         headers.set("ETag", etag)
         headers.set("Accept-Ranges", "bytes")
-        headers.set("Last-Modified", ServerLoop.httpDate(Date(timeIntervalSince1970: job.finishedAt ?? 0)))
-        if request.headers.ifNoneMatch(etag) { return Response(.notModified, headers: headers) }
+        let modified = ServerLoop.httpDate(Date(timeIntervalSince1970: job.finishedAt ?? 0))
+        headers.set("Last-Modified", modified)
+        if request.headers.notModified(etag: etag, lastModified: job.finishedAt ?? 0) { return Response(.notModified, headers: headers) }
         // A Range is honoured only when If-Range (if any) still names this file.
-        let rangeHeader = request.headers["If-Range"].map { $0 == etag } ?? true ? request.headers["Range"] : nil
+        let rangeHeader = request.headers["If-Range"].map { $0 == etag || $0 == modified } ?? true ? request.headers["Range"] : nil
         switch ByteRange.parse(rangeHeader, size: size) {
         case .full:
             return Response(.ok, headers: headers, body: .file(file, offset: 0, length: size))

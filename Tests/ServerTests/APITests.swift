@@ -288,6 +288,23 @@ import TestSupport
         #expect(try status(["Range: Bytes=0-9"]) == "206 10")
         #expect(try status(["Range: bytes=-99999999999999999999"]) == "206 \(size)")
         #expect(try status(["Range: bytes=10-99999999999999999999"]) == "206 \(size - 10)")
+        // Dates, for caches and clients that keep Last-Modified rather than the tag: If-Modified-Since (ignored when
+        // If-None-Match is there), and If-Range naming the date the file was sent with.
+        let modified = try #require(head.split(separator: "\r\n").first { $0.hasPrefix("Last-Modified: ") }?.dropFirst(15))
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let sent = try #require(formatter.date(from: String(modified)))
+        let hourBefore = formatter.string(from: sent.addingTimeInterval(-3600))
+        let hourAfter = formatter.string(from: sent.addingTimeInterval(3600))
+        #expect(try status(["If-Modified-Since: \(modified)"]) == "304 0")
+        #expect(try status(["If-Modified-Since: \(hourAfter)"]) == "304 0")
+        #expect(try status(["If-Modified-Since: \(hourBefore)"]) == "200 \(size)")
+        #expect(try status(["If-Modified-Since: yesterday"]) == "200 \(size)")
+        #expect(try status(["If-None-Match: \"other\"", "If-Modified-Since: \(modified)"]) == "200 \(size)")
+        #expect(try status(["If-Range: \(modified)", "Range: bytes=0-9"]) == "206 10")
+        #expect(try status(["If-Range: \(hourBefore)", "Range: bytes=0-9"]) == "200 \(size)")
     }
 
     @Test func eventsArriveInOrderAndEndWithTheJob() throws {
