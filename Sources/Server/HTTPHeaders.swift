@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// Header fields in the order received; names compare case-insensitively.
@@ -43,14 +44,16 @@ public struct HTTPHeaders: Sendable, Sequence {
     /// Whether the validators answer 304 for a representation tagged `etag` and last modified at `lastModified`
     /// (seconds since 1970): `If-None-Match` when there is one (RFC 9110 §13.1.3: `If-Modified-Since` is then
     /// ignored), else an `If-Modified-Since` date no earlier than the modification, in whole seconds as dates are
-    /// sent. A date that does not parse counts as absent.
-    public func notModified(etag: String, lastModified: Double) -> Bool {
+    /// sent. A date that does not parse counts as absent, as does the date check without a `lastModified`.
+    public func notModified(etag: String, lastModified: Double?) -> Bool {
         if self["If-None-Match"] != nil { return ifNoneMatch(etag) }
-        guard let text = self["If-Modified-Since"], let since = Self.date(text) else { return false }
+        guard let lastModified, let text = self["If-Modified-Since"], let since = Self.date(text) else { return false }
         return lastModified.rounded(.down) <= since
     }
 
-    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, the form HTTP sends) in seconds since 1970.
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, the form HTTP sends) in seconds since 1970; nil for any
+    /// other text, a wrong weekday or an impossible day included (the obsolete RFC 850 and asctime forms too: a
+    /// condition that cannot be read is not applied).
     static func date(_ text: String) -> Double? {
         let words = text.split(separator: " ")
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
@@ -66,7 +69,9 @@ public struct HTTPHeaders: Sendable, Sequence {
         parts.tm_hour = Int32(clock[0])
         parts.tm_min = Int32(clock[1])
         parts.tm_sec = Int32(clock[2])
-        return Double(timegm(&parts))
+        let seconds = Double(timegm(&parts))
+        // Written back, it must be the same text: signs, stray characters, 31 February and weekdays are caught.
+        return ServerLoop.httpDate(Date(timeIntervalSince1970: seconds)) == text ? seconds : nil
     }
 
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }

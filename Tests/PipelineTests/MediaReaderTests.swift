@@ -26,7 +26,7 @@ import TestSupport
         let tracks = try TranscodeSession.probe(path: song)
         let cover = try #require(tracks.first { $0.mediaType == .video })
         #expect(cover.coverArt == true && cover.frameRate == nil && cover.width == 300, "\(cover)")
-        #expect(tracks.first { $0.mediaType == .audio }?.coverArt == nil)
+        #expect(try #require(tracks.first { $0.mediaType == .audio }).coverArt == nil)
         // It is not transcoded: the result is the sound alone.
         let output = folder.appendingPathComponent("song.mp4").path
         let result = try TranscodeSession(inputPath: song, outputPath: output, settings: TranscodeSettings()).run()
