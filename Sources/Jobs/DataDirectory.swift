@@ -118,7 +118,8 @@ public struct DataDirectory: Sendable {
     /// and fetched inputs of a process that died (`.upload-….partial`), and inputs an attempt of a job fetched under
     /// a name of its own (`<upload id>.<lease token>`) but did not record. The latter with the upload's id, for the
     /// caller to check that the upload does not point at them.
-    public func staleUploadFiles(olderThan age: Double, now: Double) -> (partial: [String], unrecorded: [(path: String, upload: String)]) {
+    public func staleUploadFiles(olderThan age: Double, now: Double)
+        -> (partial: [String], unrecorded: [(path: String, upload: String)]) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
         var partial: [String] = [], unrecorded: [(String, String)] = []
         for name in names {

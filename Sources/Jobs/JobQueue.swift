@@ -894,7 +894,9 @@ public final class JobQueue: Sendable {
         for path in stale.partial { removeFile(path, of: "upload_id", URL(fileURLWithPath: path).lastPathComponent) }
         for file in stale.unrecorded {
             let name = URL(fileURLWithPath: file.path).lastPathComponent
-            if let recorded = try store.upload(id: file.upload), URL(fileURLWithPath: recorded.path).lastPathComponent == name { continue }
+            if let recorded = try store.upload(id: file.upload), URL(fileURLWithPath: recorded.path).lastPathComponent == name {
+                continue
+            }
             removeFile(file.path, of: "upload_id", file.upload)
         }
     }

@@ -25,9 +25,10 @@ enum DASHManifest {
                          + #"startWithSAP="1" maxWidth="\#(widest)" maxHeight="\#(tallest)">"#)
             // HDR kept as it is (`video.color.hdr: keep`; one decode, so every rendition alike), as DASH-IF's
             // guidelines say it: PQ only for players that know it, HLG also plays as SDR.
+            let transfer = #"schemeIdUri="urn:mpeg:mpegB:cicp:TransferCharacteristics""#
             switch video.compactMap(\.picture).first?.videoRange {
-            case "PQ": lines.append(#"      <EssentialProperty schemeIdUri="urn:mpeg:mpegB:cicp:TransferCharacteristics" value="16"/>"#)
-            case "HLG": lines.append(#"      <SupplementalProperty schemeIdUri="urn:mpeg:mpegB:cicp:TransferCharacteristics" value="18"/>"#)
+            case "PQ": lines.append(#"      <EssentialProperty \#(transfer) value="16"/>"#)
+            case "HLG": lines.append(#"      <SupplementalProperty \#(transfer) value="18"/>"#)
             default: break
             }
             for track in video {

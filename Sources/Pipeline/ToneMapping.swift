@@ -40,7 +40,8 @@ struct ToneMapping {
              AVCOL_PRI_SMPTE432].contains(tags.primaries) {
             tags.primaries = AVCOL_PRI_BT2020
         }
-        if ![AVCOL_SPC_BT709, AVCOL_SPC_BT470BG, AVCOL_SPC_SMPTE170M, AVCOL_SPC_BT2020_NCL, AVCOL_SPC_BT2020_CL].contains(tags.matrix) {
+        if ![AVCOL_SPC_BT709, AVCOL_SPC_BT470BG, AVCOL_SPC_SMPTE170M, AVCOL_SPC_BT2020_NCL,
+             AVCOL_SPC_BT2020_CL].contains(tags.matrix) {
             tags.matrix = AVCOL_SPC_BT2020_NCL
         }
         self.source = tags
@@ -87,7 +88,8 @@ struct ToneMapping {
     func filters(peak: Double) -> String {
         let range = source.range == AVCOL_RANGE_JPEG ? 1 : 0
         let curve = Self.curve(relativePeak: peak / Self.referenceWhite)
-        return "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0,zscale=tin=\(source.transfer.rawValue):pin=\(source.primaries.rawValue):min=\(source.matrix.rawValue)"
+        return "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0"
+            + ",zscale=tin=\(source.transfer.rawValue):pin=\(source.primaries.rawValue):min=\(source.matrix.rawValue)"
             + ":rin=\(range):t=smpte2084:p=bt709:npl=\(Self.referenceWhite),format=gbrp16le"
             + ",lutrgb=r='\(curve)':g='\(curve)':b='\(curve)'"
             + ",zscale=tin=bt709:pin=bt709:t=bt709:p=bt709:m=bt709:r=tv:d=ordered,format=yuv420p"
