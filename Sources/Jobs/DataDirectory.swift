@@ -121,19 +121,29 @@ public struct DataDirectory: Sendable {
     public func staleUploadFiles(olderThan age: Double, now: Double)
         -> (partial: [String], unrecorded: [(path: String, upload: String)]) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
-        var partial: [String] = [], unrecorded: [(String, String)] = []
+        var unrecorded: [(String, String)] = []
         for name in names {
             let path = uploads.appendingPathComponent(name).path
-            var info = stat()
-            guard stat(path, &info) == 0, now - Double(info.st_mtim.tv_sec) > age else { continue }
-            if name.hasPrefix(".upload-") && name.hasSuffix(".partial") {
-                partial.append(path)
-            } else if let dot = name.lastIndex(of: "."), UUID(uuidString: String(name[..<dot])) != nil,
-                      Int(name[name.index(after: dot)...]) != nil {
-                unrecorded.append((path, String(name[..<dot])))
-            }
+            guard let dot = name.lastIndex(of: "."), UUID(uuidString: String(name[..<dot])) != nil,
+                  Int(name[name.index(after: dot)...]) != nil, Self.written(path, before: now - age) else { continue }
+            unrecorded.append((path, String(name[..<dot])))
         }
-        return (partial, unrecorded)
+        return (Self.partialUploads(in: uploads, olderThan: age, now: now), unrecorded)
+    }
+
+    /// The temporary files in `folder` (an `uploads/`) of request bodies being received and inputs being fetched
+    /// (`.upload-….partial`), those last written more than `age` seconds before `now` (all of them for 0).
+    public static func partialUploads(in folder: URL, olderThan age: Double, now: Double) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasPrefix(".upload-") && $0.hasSuffix(".partial") }
+            .map { folder.appendingPathComponent($0).path }
+            .filter { age <= 0 || written($0, before: now - age) }
+    }
+
+    /// Whether `path` exists and was last written before `time` (seconds since 1970).
+    private static func written(_ path: String, before time: Double) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && Double(info.st_mtim.tv_sec) < time
     }
 
     /// Creates the folders if missing and checks that they are writable; the error says which one is not.

@@ -45,23 +45,28 @@ struct ToneMapping {
             tags.matrix = AVCOL_SPC_BT2020_NCL
         }
         self.source = tags
-        var size = 0
-        if let data = av_stream_get_side_data(stream, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, &size),
-           size >= MemoryLayout<AVContentLightMetadata>.size,
-           case let level = UnsafeRawPointer(data).loadUnaligned(as: AVContentLightMetadata.self), level.MaxCLL > 0 {
-            containerPeak = Double(level.MaxCLL)
-        } else if let data = av_stream_get_side_data(stream, AV_PKT_DATA_MASTERING_DISPLAY_METADATA, &size),
-                  size >= MemoryLayout<AVMasteringDisplayMetadata>.size {
-            containerPeak = Self.peak(UnsafeRawPointer(data).loadUnaligned(as: AVMasteringDisplayMetadata.self))
-        } else {
-            containerPeak = nil
-        }
+        var lightSize = 0, displaySize = 0
+        let light = av_stream_get_side_data(stream, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, &lightSize)
+        let display = av_stream_get_side_data(stream, AV_PKT_DATA_MASTERING_DISPLAY_METADATA, &displaySize)
+        containerPeak = Self.statedPeak(light: light.map { (UnsafeRawPointer($0), lightSize) },
+                                        display: display.map { (UnsafeRawPointer($0), displaySize) })
     }
 
-    /// A mastering display's peak, cd/m², if it states one.
-    private static func peak(_ display: AVMasteringDisplayMetadata) -> Double? {
-        guard display.has_luminance != 0, FFmpeg.isValid(display.max_luminance), av_q2d(display.max_luminance) > 0 else { return nil }
-        return av_q2d(display.max_luminance)
+    /// The peak HDR metadata states, cd/m²: the content light level (MaxCLL), else the mastering display's peak;
+    /// nil if neither is there (each given as its bytes and their count, from a frame or a stream).
+    private static func statedPeak(light: (bytes: UnsafeRawPointer, count: Int)?,
+                                   display: (bytes: UnsafeRawPointer, count: Int)?) -> Double? {
+        if let light, light.count >= MemoryLayout<AVContentLightMetadata>.size {
+            let level = light.bytes.loadUnaligned(as: AVContentLightMetadata.self)
+            if level.MaxCLL > 0 { return Double(level.MaxCLL) }
+        }
+        if let display, display.count >= MemoryLayout<AVMasteringDisplayMetadata>.size {
+            let mastering = display.bytes.loadUnaligned(as: AVMasteringDisplayMetadata.self)
+            if mastering.has_luminance != 0, FFmpeg.isValid(mastering.max_luminance), av_q2d(mastering.max_luminance) > 0 {
+                return av_q2d(mastering.max_luminance)
+            }
+        }
+        return nil
     }
 
     /// Colours of the pictures that come out.
@@ -70,17 +75,11 @@ struct ToneMapping {
     /// The brightest light the source states, cd/m²: `frame`'s content light level (MaxCLL, which HEVC carries in
     /// SEI messages), else its mastering display's peak, else the container's, else `defaultPeak`.
     func peakLuminance(of frame: Frame) -> Double {
-        if let data = av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_CONTENT_LIGHT_LEVEL),
-           Int(data.pointee.size) >= MemoryLayout<AVContentLightMetadata>.size {
-            let level = UnsafeRawPointer(data.pointee.data).loadUnaligned(as: AVContentLightMetadata.self)
-            if level.MaxCLL > 0 { return Double(level.MaxCLL) }
+        func side(_ type: AVFrameSideDataType) -> (bytes: UnsafeRawPointer, count: Int)? {
+            av_frame_get_side_data(frame.pointer, type).map { (UnsafeRawPointer($0.pointee.data), Int($0.pointee.size)) }
         }
-        if let data = av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_MASTERING_DISPLAY_METADATA),
-           Int(data.pointee.size) >= MemoryLayout<AVMasteringDisplayMetadata>.size,
-           let peak = Self.peak(UnsafeRawPointer(data.pointee.data).loadUnaligned(as: AVMasteringDisplayMetadata.self)) {
-            return peak
-        }
-        return containerPeak ?? Self.defaultPeak
+        return Self.statedPeak(light: side(AV_FRAME_DATA_CONTENT_LIGHT_LEVEL), display: side(AV_FRAME_DATA_MASTERING_DISPLAY_METADATA))
+            ?? containerPeak ?? Self.defaultPeak
     }
 
     /// The filter chain for a source whose brightest light is `peak` cd/m² (numbers are H.273 code points, which

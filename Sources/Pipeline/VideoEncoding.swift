@@ -154,7 +154,7 @@ struct ColorTags {
         let hd = height >= 720
         transfer = parameters.color_trc != AVCOL_TRC_UNSPECIFIED
             ? parameters.color_trc : (hd ? AVCOL_TRC_BT709 : AVCOL_TRC_SMPTE170M)
-        let hdr = transfer == AVCOL_TRC_SMPTE2084 || transfer == AVCOL_TRC_ARIB_STD_B67
+        let hdr = Self.videoRange(transfer) != nil
         primaries = parameters.color_primaries != AVCOL_PRI_UNSPECIFIED
             ? parameters.color_primaries : (hdr ? AVCOL_PRI_BT2020 : hd ? AVCOL_PRI_BT709 : AVCOL_PRI_SMPTE170M)
         matrix = parameters.color_space != AVCOL_SPC_UNSPECIFIED

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Jobs
 
 /// Where a request body goes while it arrives, in bounded pieces: memory for small JSON, a file for uploads.
 ///
@@ -94,18 +95,8 @@ final class FileSink: BodySink {
     /// else only those last written more than `age` seconds ago: on shared storage, the rest are other nodes'
     /// uploads and fetches in progress.
     static func removeLeftovers(in directory: URL, olderThan age: Double = 0) -> Int {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        var removed = 0
-        let now = Date().timeIntervalSince1970
-        for name in names where name.hasPrefix(prefix) && name.hasSuffix(suffix) {
-            let path = directory.appendingPathComponent(name).path
-            if age > 0 {
-                var info = stat()
-                guard stat(path, &info) == 0, now - Double(info.st_mtim.tv_sec) > age else { continue }
-            }
-            if unlink(path) == 0 { removed += 1 }
-        }
-        return removed
+        DataDirectory.partialUploads(in: directory, olderThan: age, now: Date().timeIntervalSince1970)
+            .filter { unlink($0) == 0 }.count
     }
 
     /// A sink for a new file in `directory` (created by the first write, on `pool`).

@@ -746,8 +746,7 @@ public final class TranscoderAPI: Sendable {
         if let modified { headers.set("Last-Modified", modified) }
         if request.headers.notModified(etag: etag, lastModified: job.finishedAt) { return Response(.notModified, headers: headers) }
         // A Range is honoured only when If-Range (if any) still names this file.
-        let rangeHeader = request.headers["If-Range"].map { $0 == etag || ($0 == modified && modified != nil) } ?? true
-            ? request.headers["Range"] : nil
+        let rangeHeader = request.headers["If-Range"].map { $0 == etag || $0 == modified } ?? true ? request.headers["Range"] : nil
         switch ByteRange.parse(rangeHeader, size: size) {
         case .full:
             return Response(.ok, headers: headers, body: .file(file, offset: 0, length: size))
