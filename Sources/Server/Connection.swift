@@ -276,17 +276,27 @@ final class Connection {
             self.route = route
             self.parameters = parameters
         }
-        if var error = loop.authenticate(head) {
+        // Every refusal of a route's request carries the route's refusal headers (tus clients need Tus-Resumable
+        // on a 413 as on a 401), from authentication to the body's limits and the expectation.
+        let refuseRouted = { [self] (error: HTTPError) -> HTTPError in
+            var error = error
             for (name, value) in route?.refusalHeaders?(head.headers) ?? [] { error.headers.set(name, value) }
-            throw refuse(error)
+            return refuse(error)
         }
-        let sink = try makeSink(for: route!.body, head: head, hasBody: hasBody)
+        if let error = loop.authenticate(head) { throw refuseRouted(error) }
+        let sink: BodySink
+        do throws(HTTPError) {
+            sink = try makeSink(for: route!.body, head: head, hasBody: hasBody)
+        } catch {
+            throw refuseRouted(error)
+        }
         if let expectation = head.headers["Expect"] {
             guard expectation.caseInsensitiveEquals("100-continue") else {
                 sink.abort()
-                throw refuse(HTTPError(.expectationFailed, "expectation_failed", "Only Expect: 100-continue is supported."))
+                throw refuseRouted(HTTPError(.expectationFailed, "expectation_failed", "Only Expect: 100-continue is supported."))
             }
-            if hasBody { queue(Data("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
+            // An HTTP/1.0 client knows no interim answers: its expectation is ignored (RFC 9110 §10.1.1).
+            if hasBody && head.minorVersion == 1 { queue(Data("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
         }
         self.sink = sink
         state.headComplete()

@@ -217,16 +217,21 @@ struct RequestParser {
             let hosts = headers.values("Host")
             guard hosts.count == 1 else { throw HTTPError.malformed("An HTTP/1.1 request needs exactly one Host header.") }
         }
-        try frameBody(headers)
+        try frameBody(headers, minorVersion: minor)
         let (segments, query) = try Self.splitTarget(target)
         return RequestHead(method: method, target: target, segments: segments, query: query, minorVersion: minor, headers: headers)
     }
 
     /// Decides how the body is delimited (RFC 9112 §6.3).
-    private mutating func frameBody(_ headers: HTTPHeaders) throws(HTTPError) {
+    private mutating func frameBody(_ headers: HTTPHeaders, minorVersion: Int) throws(HTTPError) {
         let encodings = headers.values("Transfer-Encoding")
         let lengths = headers.values("Content-Length")
         if !encodings.isEmpty {
+            // HTTP/1.0 has no transfer codings: such a message's framing is faulty (RFC 9112 §6.1), and a proxy in
+            // front may have framed it otherwise (request smuggling).
+            guard minorVersion == 1 else {
+                throw HTTPError.malformed("An HTTP/1.0 request cannot have Transfer-Encoding.")
+            }
             guard lengths.isEmpty else {
                 throw HTTPError.malformed("A request cannot have both Content-Length and Transfer-Encoding.")
             }

@@ -131,6 +131,17 @@ import TestSupport
         // curl prints the interim answer only when it got one (otherwise it waits 1 s and sends anyway); the time
         // bound only catches a hang, since it also covers fsync and probing the upload.
         #expect((Double(fields.last ?? "") ?? 99) < 10, "\(expect.stdout)")
+        // An HTTP/1.0 client knows no interim answers (RFC 9110 §10.1.1): no 100 Continue, one answer once the body
+        // is in.
+        let media = try Data(contentsOf: URL(fileURLWithPath: try Media.path(.standard)))
+        let old = try RawClient(port: try server.port)
+        old.send("PUT /v1/uploads/ HTTP/1.0\r\nContent-Length: \(media.count)\r\nExpect: 100-continue\r\n\r\n")
+        let interim = old.read(timeout: 1.5)
+        #expect(interim.isEmpty, "nothing before the body: \(interim)")
+        old.send(media)
+        let answer = old.read()
+        #expect(answer.hasPrefix("HTTP/1.1 201 ") && !answer.contains(" 100 Continue") && old.hasBeenClosedByPeer,
+                "\(answer.prefix(300))")
     }
 
     @Test func unreadableUploadsAreRefusedAndNothingIsKept() throws {

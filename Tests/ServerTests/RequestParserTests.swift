@@ -76,6 +76,7 @@ import Testing
         ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1e3\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400),
+        ("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
         ("GET / HTTP/1.1\r\nHost: x\r\n folded: value\r\n\r\n", 400),
         ("GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n", 400),

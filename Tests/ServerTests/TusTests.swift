@@ -206,6 +206,13 @@ import TestSupport
             .hexBytes).base64EncodedString()
         #expect(try patch(server, path, offset: 0, body: "abc", ["-H", "Upload-Checksum: sha256 \(sha)"]).status == 204)
         #expect(try patch(server, path, offset: 3, body: "0123456789").status == 413, "past the declared length")
+        // A body longer than any upload may be is refused before it is read, with the protocol's header as always.
+        let tooLong = try RawClient(port: server.port)
+        tooLong.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\n"
+                     + "Content-Type: application/offset+octet-stream\r\nUpload-Offset: 3\r\nContent-Length: 5000001\r\n\r\n")
+        let refused = tooLong.read()
+        #expect(refused.hasPrefix("HTTP/1.1 413 ") && refused.contains("\r\nTus-Resumable: 1.0.0\r\n") && refused.contains("body_too_large"),
+                "\(refused)")
         let info = try head(server, path)
         #expect(info.status == 200 && info.headers["upload-offset"] == "3" && info.headers["upload-length"] == "10")
         #expect(info.headers["cache-control"] == "no-store" && info.headers["tus-resumable"] == "1.0.0")
