@@ -131,11 +131,18 @@ public struct DataDirectory: Sendable {
         return (Self.partialUploads(in: uploads, olderThan: age, now: now), unrecorded)
     }
 
+    /// The name of a temporary file in `uploads/` for a request body being received or an input being fetched,
+    /// told apart by `name`: `.upload-<name>.partial`. Hidden, and found again by `partialUploads` (at start, and by
+    /// the stray sweep) if its writer dies.
+    public static func partialUploadName(_ name: String) -> String { partialPrefix + name + partialSuffix }
+
+    private static let partialPrefix = ".upload-", partialSuffix = ".partial"
+
     /// The temporary files in `folder` (an `uploads/`) of request bodies being received and inputs being fetched
-    /// (`.upload-….partial`), those last written more than `age` seconds before `now` (all of them for 0).
+    /// (`partialUploadName`), those last written more than `age` seconds before `now` (all of them for 0).
     public static func partialUploads(in folder: URL, olderThan age: Double, now: Double) -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.filter { $0.hasPrefix(".upload-") && $0.hasSuffix(".partial") }
+        return names.filter { $0.hasPrefix(partialPrefix) && $0.hasSuffix(partialSuffix) }
             .map { folder.appendingPathComponent($0).path }
             .filter { age <= 0 || written($0, before: now - age) }
     }

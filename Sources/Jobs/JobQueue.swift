@@ -638,7 +638,7 @@ public final class JobQueue: Sendable {
         guard let fetcher = configuration.fetcher, let url = waiting.sourceURL else {
             throw MediaError(code: "fetch_unavailable", message: "This node cannot fetch inputs given by URL.")
         }
-        let temporary = directory.uploads.appendingPathComponent(".upload-fetch-\(job.id)-\(job.leaseToken).partial").path
+        let temporary = directory.uploads.appendingPathComponent(DataDirectory.partialUploadName("fetch-\(job.id)-\(job.leaseToken)")).path
         unlink(temporary)
         defer { unlink(temporary) }
         let started = FetchProgress(bytes: 0, totalBytes: nil)

@@ -87,8 +87,6 @@ final class FileSink: BodySink {
     var filename: String?
     var contentType: String?
 
-    private static let prefix = ".upload-", suffix = ".partial"
-
     /// Deletes the temporary files a previous process left in `directory` when it died mid-upload (a live one
     /// deletes its own), and the inputs a worker was fetching (named alike); returns how many. Call before serving.
     /// With `age` 0 all of them go (the data directory's lock makes this process the only one writing there);
@@ -104,7 +102,7 @@ final class FileSink: BodySink {
         // A random name from getrandom(2): Foundation's UUID() opens /dev/urandom, file work the loop must not do.
         var generator = SystemRandomNumberGenerator()
         let name = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16) }.joined(separator: "-")
-        path = directory.appendingPathComponent(Self.prefix + name + Self.suffix).path
+        path = directory.appendingPathComponent(DataDirectory.partialUploadName(name)).path
         self.limit = limit
         writer = UploadWriter(path: path, pool: pool)
     }

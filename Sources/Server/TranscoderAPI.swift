@@ -219,7 +219,7 @@ public final class TranscoderAPI: Sendable {
     /// Downloads `url` into a temporary upload file (named like a request body's, so a crash leaves nothing the
     /// next start does not delete); refusals are 422 with the fetcher's code.
     private func fetch(_ url: String) throws(HTTPError) -> UploadedFile {
-        let path = directory.uploads.appendingPathComponent(".upload-fetch-\(UUID().uuidString.lowercased()).partial").path
+        let path = directory.uploads.appendingPathComponent(DataDirectory.partialUploadName("fetch-\(UUID().uuidString.lowercased())")).path
         let fetched: URLFetcher.Fetched
         do {
             fetched = try fetcher.fetch(url, to: path)
