@@ -7,6 +7,8 @@ final class ProgressReporter {
     private let started: ContinuousClock.Instant
     private var lastCall: ContinuousClock.Instant
     private var reported: Double
+    /// The latest time given to `update`, clamped, whether it was reported or throttled away.
+    private var latest: Double
     private let resumedFrom: Double?
     /// Steps of the finishing work so far (see `TranscodeProgress.finishing`); nil before it starts.
     private var finishingSteps: Int?
@@ -19,6 +21,7 @@ final class ProgressReporter {
         self.started = started
         self.resumedFrom = resumedFrom
         reported = resumedFrom ?? 0
+        latest = reported
         lastCall = started
     }
 
@@ -31,18 +34,21 @@ final class ProgressReporter {
     }
 
     func update(_ presentationTime: Double, frames: Int, call: (TranscodeProgress) -> Void) {
+        let bound = duration > 0 ? duration : presentationTime
+        latest = max(latest, min(presentationTime, bound))
         let now = ContinuousClock.now
         guard now - lastCall >= interval else { return }
         lastCall = now
-        let bound = duration > 0 ? duration : presentationTime
-        reported = max(reported, min(presentationTime, bound))
+        reported = latest
         call(TranscodeProgress(presentationTime: reported, duration: bound, framesEncoded: frames, elapsed: elapsed,
                                resumedFrom: resumedFrom))
     }
 
-    /// One more step of the work that completes the output after its last sample: the time stays where it is, the
-    /// step count goes up (throttled like `update`; the first step is reported at once).
+    /// One more step of the work that completes the output after its last sample: the time stays where the last
+    /// sample left it (the last `update`, reported or not: `frames` are all the frames by then), the step count goes
+    /// up (throttled like `update`; the first step is reported at once).
     func finishingStep(frames: Int, call: (TranscodeProgress) -> Void) {
+        reported = latest
         let steps = (finishingSteps ?? 0) + 1
         finishingSteps = steps
         let now = ContinuousClock.now

@@ -308,6 +308,8 @@ final class TranscodePlan {
             }
             if cancellation.isCanceled { throw MediaError.canceled }
             try finish()
+            // What the encoders' drain wrote: the time the finish starts from (throttled away, it is still kept).
+            reporter.update(output.writtenSeconds, frames: framesEncoded, call: progress)
         } catch {
             abandon()
             throw error

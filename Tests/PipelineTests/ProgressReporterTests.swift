@@ -1,0 +1,29 @@
+import Testing
+@testable import Pipeline
+
+/// The progress reporter as a value: times in, calls out, with an interval that keeps the clock out of it.
+@Suite struct ProgressReporterTests {
+    /// Once the last sample is in, the finish reports the time it reached, not the last one the throttle let
+    /// through: the frame count is complete by then, and a stale time made frames per media second read 38 for a
+    /// 30 fps clip.
+    @Test func theFinishStartsAtTheLastTimeGivenEvenIfItWasThrottled() {
+        let reporter = ProgressReporter(duration: 10, interval: 3600, started: .now)
+        var calls: [TranscodeProgress] = []
+        reporter.update(2, frames: 60) { calls.append($0) }
+        reporter.update(9.5, frames: 285) { calls.append($0) }
+        reporter.update(7, frames: 285) { calls.append($0) }
+        #expect(calls.isEmpty, "an hour's interval lets nothing through: \(calls)")
+        reporter.finishingStep(frames: 285) { calls.append($0) }
+        #expect(calls.map(\.presentationTime) == [9.5] && calls.first?.finishing == 1, "\(calls)")
+        reporter.finish(frames: 285) { calls.append($0) }
+        #expect(calls.last?.presentationTime == 10)
+    }
+
+    /// Reported times only grow and stay within the duration.
+    @Test func timesOnlyGrowWithinTheDuration() {
+        let reporter = ProgressReporter(duration: 10, interval: 0, started: .now)
+        var times: [Double] = []
+        for time in [1.0, 3, 2, 12] { reporter.update(time, frames: 0) { times.append($0.presentationTime) } }
+        #expect(times == [1, 3, 3, 10])
+    }
+}
