@@ -263,6 +263,12 @@ final class TranscodePlan {
         }
     }
 
+    /// Says the input is read from its start (a resumed pass whose reader was not moved): nothing can have been
+    /// skipped, so no encoder checks where its first frame comes. Before `run`.
+    func readsFromTheStart() {
+        for side in encodeSides { side.acceptAnyFirstFrame() }
+    }
+
     /// Drains the filters and the audio at the end of the input, lets every encode thread drain and finish, and
     /// rethrows the first error one of them met.
     func finish() throws(MediaError) {

@@ -35,6 +35,13 @@ final class VideoEncodeSide: FrameConsumer {
         firstFrameLimit = resumeAfter.map { $0 + ticks }
     }
 
+    /// For an input read from its start: its first frame comes where the video starts, which may be after the
+    /// warm-up's start (a checkpoint of the first seconds, a video that starts late) with nothing skipped. Before
+    /// the first frame.
+    func acceptAnyFirstFrame() {
+        firstFrameLimit = nil
+    }
+
     func consume(_ item: FrameQueue.Item) throws(MediaError) {
         let frame = item.frame
         let source = frame.pointer.pointee.pts

@@ -405,6 +405,30 @@ import TestSupport
         #expect(updates.prefix(checks.count).allSatisfy { $0.presentationTime == 0 })
     }
 
+    /// A transcode interrupted after its first checkpoint segment resumes even when its video starts after its
+    /// sound: the warm-up then begins before the first picture, which the resumed encoder took for a seek that
+    /// skipped frames, and so did the read from the start it fell back to (`resume_seek_missed`, at every attempt).
+    @Test func aVideoThatStartsLateResumesAfterItsFirstSegment() throws {
+        let folder = try Media.scratch()
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
+        let token = CancellationToken()
+        let first = TranscodeSession(inputPath: try Media.path(.lateVideo), outputDirectory: folder.appendingPathComponent("first").path,
+                                     settings: settings, cancellation: token)
+        first.checkpointDirectory = checkpoint
+        first.progressInterval = 0
+        _ = try? first.run { if $0.presentationTime > 2.1 { token.cancel() } }
+        let second = TranscodeSession(inputPath: try Media.path(.lateVideo), outputDirectory: folder.appendingPathComponent("second").path,
+                                      settings: settings)
+        second.checkpointDirectory = checkpoint
+        let result = try second.run()
+        let resumedFrom = try #require(result.resumedFrom, "the second attempt continued from the checkpoint")
+        #expect(abs(resumedFrom - 2) < 0.05, "after the first segment, 1 s of video: \(resumedFrom) s")
+        let video = try #require(try Probe.read(result.path).video)
+        #expect(abs(video.startTime - 1) < 0.05, "the video keeps its late start: \(video.startTime) s")
+        #expect(try SeamCheck.videoPackets(result.path).count == 75, "3 s at 25 fps, every frame once")
+    }
+
     /// A cancellation during the finish stops it and leaves no file.
     @Test func cancelingWhileTheFileIsCompletedStopsAndLeavesNothing() throws {
         let folder = try Media.scratch()
