@@ -18,6 +18,10 @@ public final class MediaReader {
     public let tracks: [Track]
     /// FFmpeg's name for the container, e.g. `mov,mp4,m4a,3gp,3g2,mj2`.
     public let formatName: String
+    /// The file, as opened.
+    let path: String
+    /// What stops the reader's blocking reads, if anything.
+    let cancellation: CancellationToken?
 
     let container: InputContainer
     private var decoders: [Int: StreamDecoder] = [:]
@@ -37,6 +41,8 @@ public final class MediaReader {
     /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed. With `cancellation`,
     /// blocking reads give up once it fires.
     public init(path: String, cancellation: CancellationToken? = nil) throws(MediaError) {
+        self.path = path
+        self.cancellation = cancellation
         container = try InputContainer(path: path, cancellation: cancellation)
         formatName = container.formatName
         tracks = (0..<container.streamCount).map(container.track)
@@ -207,15 +213,24 @@ extension MediaReader {
         guard let track = reader.mainVideoTrack else {
             throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the upload is not an image.")
         }
-        try reader.addDecodedOutput(track: track.index, maxPixels: 4096 * 4096)
-        while let sample = try reader.nextSample() {
+        guard let picture = try reader.firstPicture(track: track.index, maxPixels: 4096 * 4096) else {
+            throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the image has no picture.")
+        }
+        return picture
+    }
+
+    /// The first picture track `index` decodes to (a reference of its own), or nil if it gives none. Reads from
+    /// where the reader stands, which must have no outputs yet.
+    func firstPicture(track index: Int, maxPixels: Int) throws(MediaError) -> Frame? {
+        try addDecodedOutput(track: index, maxPixels: maxPixels)
+        while let sample = try nextSample() {
             if case .frame(let frame, _) = sample {
                 let copy = Frame()
-                try FFmpeg.check(av_frame_ref(copy.pointer, frame.pointer), "Reading the watermark")
+                try FFmpeg.check(av_frame_ref(copy.pointer, frame.pointer), "Keeping the first picture")
                 return copy
             }
         }
-        throw MediaError(code: "invalid_settings", message: "filters.video.watermark.upload: the image has no picture.")
+        return nil
     }
 }
 

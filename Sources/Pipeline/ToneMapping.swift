@@ -20,8 +20,12 @@ import CFFmpeg
 struct ToneMapping {
     /// The source's colours (their transfer is PQ or HLG; primaries and matrix are ones zimg converts).
     let source: ColorTags
-    /// The peak the container states (MP4 `clli`/`mdcv`, Matroska's colour elements), cd/m²; frames' own come first.
-    let containerPeak: Double?
+    /// The brightest light the source states, cd/m², which becomes SDR white: the content light level (MaxCLL,
+    /// which HEVC carries in SEI messages) of the stream's first picture, else its mastering display's peak, else
+    /// the container's (MP4 `clli`/`mdcv`, Matroska's colour elements), else `defaultPeak`. Always the first
+    /// picture of the file's, wherever the decode starts: a transcode resumed mid-way from its checkpoint maps its
+    /// pictures as the attempt before did, even when only the first one carries the metadata.
+    let peak: Double
 
     /// How the pictures are made, for checkpoint fingerprints: segments mapped another way must not be spliced.
     static let method = "lutrgb mobius 0.5, reference white 203, even sizes"
@@ -32,7 +36,8 @@ struct ToneMapping {
     static let defaultPeak = 1000.0
 
     /// Tone mapping for `stream`, tagged `source`, or nil when it is SDR or `settings` keep HDR as it is.
-    init?(source: ColorTags, stream: UnsafeMutablePointer<AVStream>, settings: ColorSettings?) {
+    /// `firstPicture` reads the stream's first picture (nil if it cannot), only when tone mapping applies.
+    init?(source: ColorTags, stream: UnsafeMutablePointer<AVStream>, settings: ColorSettings?, firstPicture: () -> Frame?) {
         guard source.isHDR, settings?.toneMapsHDR ?? true else { return nil }
         var tags = source
         // What zimg cannot convert (reserved, FCC, SMPTE 240M, …) is taken for BT.2020, as HDR is mastered.
@@ -48,8 +53,15 @@ struct ToneMapping {
         var lightSize = 0, displaySize = 0
         let light = av_stream_get_side_data(stream, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, &lightSize)
         let display = av_stream_get_side_data(stream, AV_PKT_DATA_MASTERING_DISPLAY_METADATA, &displaySize)
-        containerPeak = Self.statedPeak(light: light.map { (UnsafeRawPointer($0), lightSize) },
-                                        display: display.map { (UnsafeRawPointer($0), displaySize) })
+        let containerPeak = Self.statedPeak(light: light.map { (UnsafeRawPointer($0), lightSize) },
+                                            display: display.map { (UnsafeRawPointer($0), displaySize) })
+        let framePeak = firstPicture().flatMap { frame -> Double? in
+            func side(_ type: AVFrameSideDataType) -> (bytes: UnsafeRawPointer, count: Int)? {
+                av_frame_get_side_data(frame.pointer, type).map { (UnsafeRawPointer($0.pointee.data), Int($0.pointee.size)) }
+            }
+            return Self.statedPeak(light: side(AV_FRAME_DATA_CONTENT_LIGHT_LEVEL), display: side(AV_FRAME_DATA_MASTERING_DISPLAY_METADATA))
+        }
+        peak = framePeak ?? containerPeak ?? Self.defaultPeak
     }
 
     /// The peak HDR metadata states, cd/m²: the content light level (MaxCLL), else the mastering display's peak;
@@ -72,19 +84,8 @@ struct ToneMapping {
     /// Colours of the pictures that come out.
     static let output = ColorTags.bt709
 
-    /// The brightest light the source states, cd/m²: `frame`'s content light level (MaxCLL, which HEVC carries in
-    /// SEI messages), else its mastering display's peak, else the container's, else `defaultPeak`.
-    func peakLuminance(of frame: Frame) -> Double {
-        func side(_ type: AVFrameSideDataType) -> (bytes: UnsafeRawPointer, count: Int)? {
-            av_frame_get_side_data(frame.pointer, type).map { (UnsafeRawPointer($0.pointee.data), Int($0.pointee.size)) }
-        }
-        return Self.statedPeak(light: side(AV_FRAME_DATA_CONTENT_LIGHT_LEVEL), display: side(AV_FRAME_DATA_MASTERING_DISPLAY_METADATA))
-            ?? containerPeak ?? Self.defaultPeak
-    }
-
-    /// The filter chain for a source whose brightest light is `peak` cd/m² (numbers are H.273 code points, which
-    /// are zscale's and FFmpeg's alike).
-    func filters(peak: Double) -> String {
+    /// The filter chain (numbers are H.273 code points, which are zscale's and FFmpeg's alike).
+    var filters: String {
         let range = source.range == AVCOL_RANGE_JPEG ? 1 : 0
         let curve = Self.curve(relativePeak: peak / Self.referenceWhite)
         return "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0"

@@ -81,8 +81,9 @@ final class TranscodePlan {
         if let track = videoTrack, pass.includesVideo {
             switch settings.video {
             case .encode(let videoSettings):
-                try reader.addDecodedOutput(track: track.index, maxPixels: limits.maxDimension * limits.maxDimension)
-                try addVideo(track: track, stream: reader.stream(track.index), settings: settings, base: videoSettings,
+                let maxPixels = limits.maxDimension * limits.maxDimension
+                try reader.addDecodedOutput(track: track.index, maxPixels: maxPixels)
+                try addVideo(track: track, reader: reader, maxPixels: maxPixels, settings: settings, base: videoSettings,
                              output: output, directory: directory, pass: pass)
             case .copy:
                 reader.addPassthroughOutput(track: track.index)
@@ -107,14 +108,20 @@ final class TranscodePlan {
     }
 
     /// The video outputs (one, or a ladder's renditions), the thumbnail maker and the filters that feed them all.
-    private func addVideo(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
+    private func addVideo(track: Track, reader: MediaReader, maxPixels: Int, settings: TranscodeSettings,
                           base: VideoSettings, output: any TranscodeOutput, directory: String?, pass: Pass) throws(MediaError) {
+        let stream = reader.stream(track.index)
         let crop = settings.filters?.video?.crop
         let parameters = stream.pointee.codecpar.pointee
         let sourceTags = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
         // One decode feeds every output, so a ladder's renditions are tone-mapped alike (`Renditions` holds them to
         // the document's `video.color.hdr`).
-        let toneMapping = ToneMapping(source: sourceTags, stream: stream, settings: base.color)
+        let toneMapping = ToneMapping(source: sourceTags, stream: stream, settings: base.color) {
+            // From a reader of its own, from the file's start, whatever this one will read: a picture that cannot
+            // be had leaves the stated peaks to the container (the transcode meets the reason itself).
+            try? MediaReader(path: reader.path, cancellation: reader.cancellation)
+                .firstPicture(track: track.index, maxPixels: maxPixels)
+        }
         let sourceColors = toneMapping == nil ? sourceTags : ToneMapping.output
         let toneMapped = toneMapping != nil
         var encodings: [VideoEncoding]

@@ -19,17 +19,15 @@ final class VideoSource {
     /// Size and pixel format the current graph was built for.
     private var filterInput: (width: Int32, height: Int32, format: Int32)?
     private let watermark: Frame?
-    /// HDR → SDR, when the source is HDR and the settings ask for SDR.
-    private let toneMapping: ToneMapping?
-    /// Its filters, made at the first picture (its metadata states the peak) and kept for every chain after.
-    private var toneMappingFilters: String?
+    /// HDR → SDR filters, when the source is HDR and the settings ask for SDR.
+    private let toneMappingFilters: String?
     /// Where each picture goes, with the time base of its `pts`.
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
     init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?, timeline: Timeline,
          toneMapping: ToneMapping?, emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
-        self.toneMapping = toneMapping
+        toneMappingFilters = toneMapping?.filters
         sourceTimeBase = stream.pointee.time_base
         origin = Timeline.rescale(timeline.start, from: FFmpeg.timeBaseQ, to: stream.pointee.time_base)
         self.filterSettings = filterSettings
@@ -59,9 +57,6 @@ final class VideoSource {
             filters = nil
             chainDecided = true
             deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
-            if let toneMapping, toneMappingFilters == nil {
-                toneMappingFilters = toneMapping.filters(peak: toneMapping.peakLuminance(of: frame))
-            }
             filterChain = (filterSettings ?? FilterSettings())
                 .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters)
         }

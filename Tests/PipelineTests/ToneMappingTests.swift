@@ -46,6 +46,34 @@ import TestSupport
         #expect(abs(dimGrey[1] - usualGrey[1]) < 4, "mid-grey keeps its level whatever the peak: \(dimGrey), \(usualGrey)")
     }
 
+    /// The peak is the file's first picture's, wherever the decode starts: a transcode resumed from its checkpoint
+    /// past the pictures that state it maps the rest as the attempt before did. (It used the first picture it decoded
+    /// itself, stated nothing, and took 1000 cd/m²: white dimmed at the seam.)
+    @Test func aResumedTranscodeMapsWithThePeakOfTheFilesFirstPicture() throws {
+        let input = try Media.hdrPatchesStatingTheirPeakAtFirstOnly()
+        let folder = try Media.scratch()
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
+        let token = CancellationToken()
+        let first = TranscodeSession(inputPath: input, outputDirectory: folder.appendingPathComponent("first").path,
+                                     settings: settings, cancellation: token)
+        first.checkpointDirectory = checkpoint
+        first.progressInterval = 0
+        // Past 4 s, so the resumed reader starts at a key frame after the first second (2 s of warm-up before it).
+        _ = try? first.run { if $0.presentationTime > 4.3 { token.cancel() } }
+        let output = folder.appendingPathComponent("second").path
+        let second = TranscodeSession(inputPath: input, outputDirectory: output, settings: settings)
+        second.checkpointDirectory = checkpoint
+        let resumedFrom = try #require(try second.run().resumedFrom, "the second attempt continued from the checkpoint")
+        #expect(resumedFrom > 3.9 && resumedFrom < 6.1, "\(resumedFrom)")
+        let file = try #require(Media.files(in: URL(fileURLWithPath: output)).first { $0.hasSuffix(".mp4") })
+        // MaxCLL 203: nothing above reference white, which comes out as SDR's full white on both sides of the seam.
+        for time in [0.5, resumedFrom + 1] {
+            let (white, grey, _) = try patches(output + "/" + file, at: time)
+            #expect(white[1] > 248 && (116...140).contains(grey[1]), "at \(time) s: white \(white), grey \(grey)")
+        }
+    }
+
     @Test func anHDRSourceTaggedWithItsTransferOnlyIsTakenForBT2020() throws {
         let input = try Media.hdrPatches(.pq, transferOnly: true)
         let source = try #require(try Probe.read(input).video)

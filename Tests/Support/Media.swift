@@ -190,20 +190,50 @@ public enum Media {
         let path = directory.appendingPathComponent("hdr-\(transfer.rawValue)-\(maxCLL)\(transferOnly ? "-transfer-only" : "").mp4").path
         try generated.withLock { done in
             guard !done.contains(path) else { return }
-            let t = transfer.rawValue
-            try ffmpeg(["-f", "lavfi", "-i", "color=white:s=214x360:r=30:d=2", "-f", "lavfi", "-i", "color=0x808080:s=212x360:r=30:d=2",
-                        "-f", "lavfi", "-i", "color=red:s=214x360:r=30:d=2",
-                        "-filter_complex", "[0][1][2]hstack=3,format=yuv420p,zscale=tin=bt709:min=bt709:pin=bt709:rin=tv"
-                            + ":t=\(t):m=bt2020nc:p=bt2020:r=tv:npl=203,format=yuv420p10le"
-                            + (transferOnly ? ",setparams=color_primaries=unknown:colorspace=unknown" : ""),
-                        "-c:v", "libx265", "-preset", "ultrafast",
-                        "-x265-params", (transferOnly ? "" : "colorprim=bt2020:colormatrix=bt2020nc:")
-                            + "transfer=\(t):max-cll=\(maxCLL),400:log-level=error",
-                        "-color_trc", t, "-tag:v", "hvc1"]
-                        + (transferOnly ? [] : ["-color_primaries", "bt2020", "-colorspace", "bt2020nc"]) + [path])
+            try encodeHDRPatches(transfer, seconds: 2, x265: ":max-cll=\(maxCLL),400", transferOnly: transferOnly, into: path)
             done.insert(path)
         }
         return path
+    }
+
+    /// The PQ patches of `hdrPatches` for 8 s with a key frame every second, whose content light level (203 cd/m²)
+    /// only the first picture's SEI states, as in-band HEVC from a camera has it: the MP4 (its `hvcC` included) and
+    /// the pictures after the first second state none, so a decoder started after it sees no peak at all.
+    /// Generated once per process.
+    public static func hdrPatchesStatingTheirPeakAtFirstOnly() throws -> String {
+        let path = directory.appendingPathComponent("hdr-peak-at-first-only.mp4").path
+        try generated.withLock { done in
+            guard !done.contains(path) else { return }
+            // Raw HEVC with its headers in-band, without B-frames (a raw stream has no timestamps to reorder by),
+            // both parts one stream: the MP4 muxer takes the parameter sets into `hvcC`, but not the SEI.
+            let first = path + ".first.hevc", rest = path + ".rest.hevc", both = path + ".hevc"
+            try encodeHDRPatches(.pq, seconds: 1, x265: ":bframes=0:max-cll=203,400", transferOnly: false, format: ["-f", "hevc"], into: first)
+            try encodeHDRPatches(.pq, seconds: 7, x265: ":bframes=0", transferOnly: false, format: ["-f", "hevc"], into: rest)
+            var joined = try Data(contentsOf: URL(fileURLWithPath: first))
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: rest)))
+            try joined.write(to: URL(fileURLWithPath: both))
+            try ffmpeg(["-framerate", "30", "-i", both, "-c", "copy", "-tag:v", "hvc1", "-color_trc", HDRTransfer.pq.rawValue,
+                        "-color_primaries", "bt2020", "-colorspace", "bt2020nc", path])
+            for file in [first, rest, both] { unlink(file) }
+            done.insert(path)
+        }
+        return path
+    }
+
+    /// Encodes the patches of `hdrPatches` for `seconds` into `path` (an MP4 unless `format` says otherwise), with
+    /// `x265` added to the encoder's parameters.
+    private static func encodeHDRPatches(_ transfer: HDRTransfer, seconds: Int, x265 extra: String, transferOnly: Bool,
+                                         format: [String] = [], into path: String) throws {
+        let t = transfer.rawValue
+        let x265 = (transferOnly ? "" : "colorprim=bt2020:colormatrix=bt2020nc:") + "transfer=\(t):keyint=30:log-level=error" + extra
+        try ffmpeg(["-f", "lavfi", "-i", "color=white:s=214x360:r=30:d=\(seconds)",
+                    "-f", "lavfi", "-i", "color=0x808080:s=212x360:r=30:d=\(seconds)",
+                    "-f", "lavfi", "-i", "color=red:s=214x360:r=30:d=\(seconds)",
+                    "-filter_complex", "[0][1][2]hstack=3,format=yuv420p,zscale=tin=bt709:min=bt709:pin=bt709:rin=tv"
+                        + ":t=\(t):m=bt2020nc:p=bt2020:r=tv:npl=203,format=yuv420p10le"
+                        + (transferOnly ? ",setparams=color_primaries=unknown:colorspace=unknown" : ""),
+                    "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", x265, "-color_trc", t, "-tag:v", "hvc1"]
+                    + (transferOnly ? [] : ["-color_primaries", "bt2020", "-colorspace", "bt2020nc"]) + format + [path])
     }
 
     /// Names of the files in `folder`.
