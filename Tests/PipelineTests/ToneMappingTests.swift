@@ -50,26 +50,16 @@ import TestSupport
     /// past the pictures that state it maps the rest as the attempt before did. (It used the first picture it decoded
     /// itself, stated nothing, and took 1000 cd/m²: white dimmed at the seam.)
     @Test func aResumedTranscodeMapsWithThePeakOfTheFilesFirstPicture() throws {
-        let input = try Media.hdrPatchesStatingTheirPeakAtFirstOnly()
-        let folder = try Media.scratch()
-        let checkpoint = folder.appendingPathComponent("checkpoint").path
         let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
-        let token = CancellationToken()
-        let first = TranscodeSession(inputPath: input, outputDirectory: folder.appendingPathComponent("first").path,
-                                     settings: settings, cancellation: token)
-        first.checkpointDirectory = checkpoint
-        first.progressInterval = 0
         // Past 4 s, so the resumed reader starts at a key frame after the first second (2 s of warm-up before it).
-        _ = try? first.run { if $0.presentationTime > 4.3 { token.cancel() } }
-        let output = folder.appendingPathComponent("second").path
-        let second = TranscodeSession(inputPath: input, outputDirectory: output, settings: settings)
-        second.checkpointDirectory = checkpoint
-        let resumedFrom = try #require(try second.run().resumedFrom, "the second attempt continued from the checkpoint")
+        let second = Interrupted.transcode(try Media.hdrPatchesStatingTheirPeakAtFirstOnly(), settings: settings,
+                                           in: try Media.scratch()) { $0.presentationTime > 4.3 }
+        let result = try second.run()
+        let resumedFrom = try #require(result.resumedFrom, "the second attempt continued from the checkpoint")
         #expect(resumedFrom > 3.9 && resumedFrom < 6.1, "\(resumedFrom)")
-        let file = try #require(Media.files(in: URL(fileURLWithPath: output)).first { $0.hasSuffix(".mp4") })
         // MaxCLL 203: nothing above reference white, which comes out as SDR's full white on both sides of the seam.
         for time in [0.5, resumedFrom + 1] {
-            let (white, grey, _) = try patches(output + "/" + file, at: time)
+            let (white, grey, _) = try patches(result.path, at: time)
             #expect(white[1] > 248 && (116...140).contains(grey[1]), "at \(time) s: white \(white), grey \(grey)")
         }
     }

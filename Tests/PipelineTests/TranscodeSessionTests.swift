@@ -384,17 +384,8 @@ import TestSupport
 
     /// A resumed transcode first checks, file by file, what the earlier attempt left, and says so before it goes on.
     @Test func aResumedTranscodeReportsItsCheckpointCheckFirst() throws {
-        let folder = try Media.scratch()
-        let checkpoint = folder.appendingPathComponent("checkpoint").path
         let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
-        let token = CancellationToken()
-        let first = TranscodeSession(inputPath: try Media.path(.long), outputDirectory: folder.appendingPathComponent("first").path,
-                                     settings: settings, cancellation: token)
-        first.checkpointDirectory = checkpoint
-        _ = try? first.run { if $0.fraction > 0.7 { token.cancel() } }
-        let second = TranscodeSession(inputPath: try Media.path(.long), outputDirectory: folder.appendingPathComponent("second").path,
-                                      settings: settings)
-        second.checkpointDirectory = checkpoint
+        let second = Interrupted.transcode(try Media.path(.long), settings: settings, in: try Media.scratch()) { $0.fraction > 0.7 }
         second.progressInterval = 0
         var updates: [TranscodeProgress] = []
         let result = try second.run { updates.append($0) }
@@ -409,18 +400,8 @@ import TestSupport
     /// sound: the warm-up then begins before the first picture, which the resumed encoder took for a seek that
     /// skipped frames, and so did the read from the start it fell back to (`resume_seek_missed`, at every attempt).
     @Test func aVideoThatStartsLateResumesAfterItsFirstSegment() throws {
-        let folder = try Media.scratch()
-        let checkpoint = folder.appendingPathComponent("checkpoint").path
         let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
-        let token = CancellationToken()
-        let first = TranscodeSession(inputPath: try Media.path(.lateVideo), outputDirectory: folder.appendingPathComponent("first").path,
-                                     settings: settings, cancellation: token)
-        first.checkpointDirectory = checkpoint
-        first.progressInterval = 0
-        _ = try? first.run { if $0.presentationTime > 2.1 { token.cancel() } }
-        let second = TranscodeSession(inputPath: try Media.path(.lateVideo), outputDirectory: folder.appendingPathComponent("second").path,
-                                      settings: settings)
-        second.checkpointDirectory = checkpoint
+        let second = Interrupted.transcode(try Media.path(.lateVideo), settings: settings, in: try Media.scratch()) { $0.presentationTime > 2.1 }
         let result = try second.run()
         let resumedFrom = try #require(result.resumedFrom, "the second attempt continued from the checkpoint")
         #expect(abs(resumedFrom - 2) < 0.05, "after the first segment, 1 s of video: \(resumedFrom) s")
