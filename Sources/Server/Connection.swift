@@ -276,24 +276,18 @@ final class Connection {
             self.route = route
             self.parameters = parameters
         }
-        // Every refusal of a route's request carries the route's refusal headers (tus clients need Tus-Resumable
-        // on a 413 as on a 401), from authentication to the body's limits and the expectation.
-        let refuseRouted = { [self] (error: HTTPError) -> HTTPError in
-            var error = error
-            for (name, value) in route?.refusalHeaders?(head.headers) ?? [] { error.headers.set(name, value) }
-            return refuse(error)
-        }
-        if let error = loop.authenticate(head) { throw refuseRouted(error) }
+        // Refusals from here on carry the route's refusal headers (`fail`).
+        if let error = loop.authenticate(head) { throw refuse(error) }
         let sink: BodySink
         do throws(HTTPError) {
             sink = try makeSink(for: route!.body, head: head, hasBody: hasBody)
         } catch {
-            throw refuseRouted(error)
+            throw refuse(error)
         }
         if let expectation = head.headers["Expect"] {
             guard expectation.caseInsensitiveEquals("100-continue") else {
                 sink.abort()
-                throw refuseRouted(HTTPError(.expectationFailed, "expectation_failed", "Only Expect: 100-continue is supported."))
+                throw refuse(HTTPError(.expectationFailed, "expectation_failed", "Only Expect: 100-continue is supported."))
             }
             // An HTTP/1.0 client knows no interim answers: its expectation is ignored (RFC 9110 §10.1.1).
             if hasBody && head.minorVersion == 1 { queue(Data("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
@@ -412,6 +406,14 @@ final class Connection {
         var error = error
         if parser.inProgress || !parser.isDone { error.closeConnection = true }
         if requestID.isEmpty { requestID = loop.nextRequestID() }
+        // Every refusal of a matched route's request carries the route's refusal headers, before its body (a
+        // missing token, a body over the limit) or while it is read (a malformed chunk, a tus upload past its
+        // length): tus clients need Tus-Resumable, a page on another origin needs CORS to read the answer.
+        if let route, let head {
+            for (name, value) in route.refusalHeaders?(head.headers) ?? [] where error.headers[name] == nil {
+                error.headers.set(name, value)
+            }
+        }
         if head == nil {
             head = RequestHead(method: "-", target: "-", segments: [], query: [:], minorVersion: 1, headers: HTTPHeaders())
         }

@@ -230,6 +230,18 @@ import TestSupport
         #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
     }
 
+    /// A refusal while the body is read carries CORS and the protocol's header, as one before it does: a page on
+    /// another origin can read why (else it sees a network error, which tus clients retry for ever).
+    @Test func aRefusalWhileTheBodyIsReadCarriesCORSAndTheProtocolsHeader() throws {
+        let server = try TestServer(["--cors-origin", "http://player.test"])
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 10"]).location)
+        let answer = try Shell.run("curl", ["-s", "-i", "-X", "PATCH", "-H", "Origin: http://player.test", "-H", "Upload-Offset: 0",
+                                            "-H", "Transfer-Encoding: chunked", "--data-binary", "0123456789abcdef"]
+                                   + Self.version + Self.chunk + [server.base + path]).stdout
+        #expect(answer.hasPrefix("HTTP/1.1 413 ") && answer.contains("\r\nAccess-Control-Allow-Origin: http://player.test\r\n")
+                && answer.contains("\r\nTus-Resumable: 1.0.0\r\n"), "\(answer)")
+    }
+
     /// A server that died completing an upload (its bytes renamed aside, nothing recorded) leaves it resumable: the
     /// next request puts the bytes back, and a PATCH completes it.
     @Test func aCompletionCutShortByACrashIsDoneAgain() throws {
