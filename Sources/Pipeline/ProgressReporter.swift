@@ -59,7 +59,7 @@ final class ProgressReporter {
     }
 
     func finish(frames: Int, call: (TranscodeProgress) -> Void) {
-        let end = max(duration, reported)
+        let end = max(duration, latest)
         call(TranscodeProgress(presentationTime: end, duration: end, framesEncoded: frames, elapsed: elapsed,
                                resumedFrom: resumedFrom, finishing: finishingSteps))
     }

@@ -19,6 +19,15 @@ import Testing
         #expect(calls.last?.presentationTime == 10)
     }
 
+    /// Without a known duration, the end is the latest time given, throttled or not.
+    @Test func anEndWithoutADurationIsTheLatestTime() {
+        let reporter = ProgressReporter(duration: 0, interval: 3600, started: .now)
+        var calls: [TranscodeProgress] = []
+        reporter.update(4.5, frames: 135) { calls.append($0) }
+        reporter.finish(frames: 135) { calls.append($0) }
+        #expect(calls.map(\.presentationTime) == [4.5] && calls.first?.duration == 4.5, "\(calls)")
+    }
+
     /// Reported times only grow and stay within the duration.
     @Test func timesOnlyGrowWithinTheDuration() {
         let reporter = ProgressReporter(duration: 10, interval: 0, started: .now)
