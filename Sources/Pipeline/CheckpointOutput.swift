@@ -81,18 +81,21 @@ final class CheckpointOutput: TranscodeOutput {
     /// picture `thumbnailer` still has to take, if that is earlier. Not for a tempo filter (source time is then not
     /// output time plus the start) nor for inputs that do not seek reliably: those are read from the start, frames
     /// skipped by time.
-    /// Returns whether the reader was moved: not when the place is at the input's start or before (a checkpoint
-    /// of the first seconds), where the first picture may come after the warm-up's start without a frame missed.
-    @discardableResult
+    /// Returns whether no seek was tried, so the reader stands at the input's start: also when the place is at the
+    /// video's start or before (a checkpoint of its first seconds), where the first picture may come after the
+    /// warm-up's start without a frame missed. A seek tried and refused returns false: FFmpeg may have moved the
+    /// reader all the same.
     static func seekToWarmUp(_ reader: MediaReader, timeline: Timeline, resumeSeconds: Double, tempo: Double,
                              thumbnailer: Thumbnailer?) -> Bool {
-        guard tempo == 1, reader.seeksReliably, let track = reader.mainVideoTrack else { return false }
+        guard tempo == 1, reader.seeksReliably, let track = reader.mainVideoTrack else { return true }
         let needed = thumbnailer?.earliestNeeded
         let target = min(resumeSeconds - warmUpSeconds, needed ?? .infinity)
         let source = Double(timeline.start) / 1_000_000 + target - 0.5
-        guard source > reader.startTime, reader.seek(track: track.index, toSeconds: source) else { return false }
-        if let needed { thumbnailer?.expectFirstPicture(by: needed) }
-        return true
+        let stream = reader.stream(track.index).pointee
+        let videoStart = stream.start_time == FFmpeg.noPTS ? reader.startTime : FFmpeg.seconds(stream.start_time, stream.time_base)
+        guard source > videoStart else { return true }
+        if reader.seek(track: track.index, toSeconds: source), let needed { thumbnailer?.expectFirstPicture(by: needed) }
+        return false
     }
 
     /// Where the video encode starts again: `warmUpSeconds` before the checkpoint's end; the sink drops packets up

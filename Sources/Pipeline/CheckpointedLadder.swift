@@ -93,11 +93,11 @@ final class CheckpointedLadder {
             writer.journal = journal
             let plan = try TranscodePlan(reader: reader, output: writer, settings: settings, limits: session.limits,
                                          directory: stills?.path, pass: .video(segmentSeconds: segmentDuration))
-            let moved = seek && resumedFrom.map { seconds in
-                CheckpointOutput.seekToWarmUp(reader, timeline: writer.timeline, resumeSeconds: seconds,
-                                              tempo: settings.filters?.tempo ?? 1, thumbnailer: plan.thumbnailer)
-            } == true
-            if !moved { plan.readsFromTheStart() }
+            let fromTheStart = resumedFrom.map { seconds in
+                !seek || CheckpointOutput.seekToWarmUp(reader, timeline: writer.timeline, resumeSeconds: seconds,
+                                                       tempo: settings.filters?.tempo ?? 1, thumbnailer: plan.thumbnailer)
+            } ?? true
+            if fromTheStart { plan.readsFromTheStart() }
             return Pass(reader: reader, writer: writer, plan: plan)
         }
         var video: Pass?

@@ -198,11 +198,11 @@ private struct VideoPass {
         output = CheckpointOutput(checkpoint: checkpoint, globalHeader: settings.container.wantsGlobalHeader)
         plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
                                  directory: stills?.path, pass: .video(segmentSeconds: segmentSeconds))
-        let moved = seek && checkpoint.manifest.resumePoint.map { resume in
-            CheckpointOutput.seekToWarmUp(reader, timeline: output.timeline, resumeSeconds: resume.seconds,
-                                          tempo: settings.filters?.tempo ?? 1, thumbnailer: plan.thumbnailer)
-        } == true
-        if !moved { plan.readsFromTheStart() }
+        let fromTheStart = checkpoint.manifest.resumePoint.map { resume in
+            !seek || CheckpointOutput.seekToWarmUp(reader, timeline: output.timeline, resumeSeconds: resume.seconds,
+                                                   tempo: settings.filters?.tempo ?? 1, thumbnailer: plan.thumbnailer)
+        } ?? true
+        if fromTheStart { plan.readsFromTheStart() }
     }
 
     /// Reads, encodes and checkpoints the video (and takes the pictures) to its end; stops early if the audio pass
