@@ -4,7 +4,9 @@
 # the same filters and encoder settings, and against the usual recipe with FFmpeg's tonemap filter, in alternation.
 # Prints the wall-time ratios, peak RSS, PSNR of each against the SDR original (how close the round trip
 # SDR → HDR → SDR comes back) and what tone mapping costs: the same transcode of the SDR original, and of the PQ
-# source with `hdr: keep`.
+# source with `hdr: keep`. Then a phone's kind of source for a smaller output: 4K30 5 s HLG (10-bit HEVC) to 1080p,
+# where the pictures are mapped at 1080p (scaled down in the first zscale), against `hdr: keep` and against the
+# usual recipe (FFmpeg's tonemap filter at 4K, then scaled).
 # Usage: bench/hdr.sh [ROUNDS]   (default 3; the median of each side is compared)
 rounds=${1:-3}
 source "$(dirname "$0")/common.sh"
@@ -53,3 +55,26 @@ echo "peak RSS    transcoderd $(($(col 2 ours) / 1024)) MiB  ffmpeg $(($(col 2 f
 echo "CPU cores   transcoderd $(echo "scale=2; $(col 3 ours) / $ours" | bc -l)  ffmpeg $(echo "scale=2; $(col 3 ffmpeg) / $ffmpeg_time" | bc -l)  (of $(nproc))"
 echo "PSNR (dB) against the SDR original: transcoderd $(psnr "$work/hdr-ours.mp4")  ffmpeg $(psnr "$work/hdr-ffmpeg.mp4")  tonemap filter $(psnr "$work/hdr-float.mp4")  hdr keep $(psnr "$work/hdr-keep.mp4")  SDR original transcoded $(psnr "$work/hdr-sdr.mp4")"
 echo "cost        tone-mapped ${ours}s  against hdr keep ${keep_time}s (ratio $(echo "scale=2; $ours / $keep_time" | bc -l))  and the SDR original ${sdr_time}s (ratio $(echo "scale=2; $ours / $sdr_time" | bc -l))"
+
+hlg="$work/hdr-hlg-2160p30-5s.mp4"
+if [ ! -f "$hlg" ]; then
+  echo "generating $hlg" >&2
+  ffmpeg -v error -y -f lavfi -i "testsrc2=s=3840x2160:r=30:d=5" -vf "format=yuv420p,zscale=tin=bt709:min=bt709:pin=bt709:rin=tv:t=arib-std-b67:m=bt2020nc:p=bt2020:r=tv:npl=203,format=yuv420p10le" \
+    -c:v libx265 -preset ultrafast -x265-params "colorprim=bt2020:transfer=arib-std-b67:colormatrix=bt2020nc:log-level=error" \
+    -color_primaries bt2020 -color_trc arib-std-b67 -colorspace bt2020nc -tag:v hvc1 "$hlg"
+fi
+small="$video,\"height\":1080"
+float4k="zscale=tin=18:pin=9:min=9:rin=0:t=linear:p=bt709:npl=203.0,format=gbrpf32le,tonemap=tonemap=mobius:param=0.5:desat=0:peak=4.9261,zscale=tin=linear:pin=bt709:t=bt709:m=bt709:r=tv:d=ordered,format=yuv420p,scale=1920:1080"
+for name in ours4k keep4k float4k; do : >"$work/hdr-$name.runs"; done
+for round in $(seq "$rounds"); do
+  measure hdr-float4k "$work/hdr-float4k.mp4" ffmpeg -nostdin -y -i "$hlg" -vf "$float4k" "${x264[@]}" "$work/hdr-float4k.mp4" \
+    >>"$work/hdr-float4k.runs"
+  measure hdr-ours4k "$work/hdr-ours4k.mp4" "$bin" transcode "$hlg" "$work/hdr-ours4k.mp4" --settings "{\"video\":{$small}}" \
+    --progress none >>"$work/hdr-ours4k.runs"
+  measure hdr-keep4k "$work/hdr-keep4k.mp4" "$bin" transcode "$hlg" "$work/hdr-keep4k.mp4" \
+    --settings "{\"video\":{$small,\"color\":{\"hdr\":\"keep\"}}}" --progress none >>"$work/hdr-keep4k.runs"
+  echo "round $round, 4K HLG to 1080p: transcoderd $(tail -1 "$work/hdr-ours4k.runs")  keep $(tail -1 "$work/hdr-keep4k.runs")  ffmpeg tonemap filter $(tail -1 "$work/hdr-float4k.runs")  (s KiB cpu-s)" >&2
+done
+ours4k=$(col 1 ours4k); keep4k=$(col 1 keep4k); float4k_time=$(col 1 float4k)
+echo "4K HLG to 1080p  transcoderd ${ours4k}s  hdr keep ${keep4k}s (ratio $(echo "scale=2; $ours4k / $keep4k" | bc -l))  ffmpeg with its tonemap filter ${float4k_time}s (ratio $(echo "scale=3; $ours4k / $float4k_time" | bc -l))"
+echo "                 peak RSS transcoderd $(($(col 2 ours4k) / 1024)) MiB  hdr keep $(($(col 2 keep4k) / 1024)) MiB"

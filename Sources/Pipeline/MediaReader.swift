@@ -219,15 +219,44 @@ extension MediaReader {
         return picture
     }
 
-    /// The first picture track `index` decodes to (a reference of its own), or nil if it gives none. Reads from
-    /// where the reader stands, which must have no outputs yet.
-    func firstPicture(track index: Int, maxPixels: Int) throws(MediaError) -> Frame? {
-        try addDecodedOutput(track: index, maxPixels: maxPixels)
-        while let sample = try nextSample() {
-            if case .frame(let frame, _) = sample {
-                let copy = Frame()
-                try FFmpeg.check(av_frame_ref(copy.pointer, frame.pointer), "Keeping the first picture")
-                return copy
+    /// The first picture track `index` decodes to (a reference of its own), or nil if none comes out of its first
+    /// `packets` packets. Reads from where the reader stands, which must have no outputs, and reads nothing else
+    /// (the other streams are discarded): a hostile file costs at most that many packets.
+    func firstPicture(track index: Int, maxPixels: Int, withinPackets packets: Int = 600) throws(MediaError) -> Frame? {
+        precondition(decoders.isEmpty && passthrough.isEmpty, "a first picture is read by a reader of its own")
+        for other in tracks.indices where other != index { container.stream(other).pointee.discard = AVDISCARD_ALL }
+        let decoder = try StreamDecoder(container: container, streamIndex: index, maxPixels: maxPixels)
+        func picture() throws(MediaError) -> Frame {
+            let copy = Frame()
+            try FFmpeg.check(av_frame_ref(copy.pointer, frame.pointer), "Keeping the first picture")
+            return copy
+        }
+        var sent = 0
+        reading: while sent < packets {
+            packet.unref()
+            guard container.read(into: packet) else { break }
+            guard packet.streamIndex == index else { continue }
+            sent += 1
+            var accepted = try decoder.send(packet)
+            while true {
+                switch try decoder.receive(into: frame) {
+                case .frame: return try picture()
+                case .endOfStream: return nil
+                case .needsInput:
+                    if accepted { continue reading }
+                    // It was full and gave nothing after all: it takes the packet now (or passes over it).
+                    accepted = true
+                    _ = try decoder.send(packet)
+                }
+            }
+        }
+        packet.unref()
+        try decoder.sendEndOfStream()
+        for _ in 0...packets {
+            switch try decoder.receive(into: frame) {
+            case .frame: return try picture()
+            case .endOfStream: return nil
+            case .needsInput: continue
             }
         }
         return nil

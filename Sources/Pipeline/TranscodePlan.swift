@@ -116,11 +116,10 @@ final class TranscodePlan {
         let sourceTags = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
         // One decode feeds every output, so a ladder's renditions are tone-mapped alike (`Renditions` holds them to
         // the document's `video.color.hdr`).
-        let toneMapping = ToneMapping(source: sourceTags, stream: stream, settings: base.color) {
-            // From a reader of its own, from the file's start, whatever this one will read: a picture that cannot
-            // be had leaves the stated peaks to the container (the transcode meets the reason itself).
-            try? MediaReader(path: reader.path, cancellation: reader.cancellation)
-                .firstPicture(track: track.index, maxPixels: maxPixels)
+        var toneMapping = try ToneMapping(source: sourceTags, stream: stream, settings: base.color) { () throws(MediaError) in
+            // From a reader of its own, from the file's start, whatever this one will read (a resumed transcode's
+            // seeks): every attempt maps alike. A failure fails the transcode rather than map with another peak.
+            try MediaReader(path: reader.path, cancellation: reader.cancellation).firstPicture(track: track.index, maxPixels: maxPixels)
         }
         let sourceColors = toneMapping == nil ? sourceTags : ToneMapping.output
         let toneMapped = toneMapping != nil
@@ -170,6 +169,7 @@ final class TranscodePlan {
                                        timeline: output.timeline, keyFrames: grid, resumeAfter: resumeAfter)
             encodeSides.append(side)
         }
+        var pictures = encodings
         if let thumbnails = settings.thumbnails, let directory {
             var thumbnail = try VideoEncoding.resolve(
                 track: track, stream: stream,
@@ -181,6 +181,14 @@ final class TranscodePlan {
             thumbnailer = try Thumbnailer(settings: thumbnails, root: directory, timeline: output.timeline,
                                           sourceColors: sourceColors, thumbnail: thumbnail, poster: poster,
                                           expectedDuration: expectedDuration)
+            pictures.append(thumbnail)
+        }
+        // Tone mapping costs by the pixel: pictures every output scales down anyway are mapped at the largest size
+        // one needs (a 4K phone video for 1080p: a third of the time). Only when every output scales the whole
+        // picture: a crop (the user's, after the mapping, or a fill mode's) or a watermark counts source pixels.
+        if toneMapping != nil, crop == nil, settings.filters?.video?.watermark == nil, pictures.allSatisfy({ $0.cropWidth == 0 }) {
+            toneMapping?.prescale = ToneMapping.prescaledSize(source: (Int(parameters.width), Int(parameters.height)),
+                                                              outputs: pictures.map { ($0.scaledWidth, $0.scaledHeight) })
         }
         workers = encodeSides.indices.map { EncodeWorker(name: "encode-\(names[$0])") }
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }

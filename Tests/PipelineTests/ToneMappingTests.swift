@@ -1,5 +1,5 @@
 import Foundation
-import Pipeline
+@testable import Pipeline
 import Testing
 import TestSupport
 
@@ -62,6 +62,47 @@ import TestSupport
             let (white, grey, _) = try patches(result.path, at: time)
             #expect(white[1] > 248 && (116...140).contains(grey[1]), "at \(time) s: white \(white), grey \(grey)")
         }
+    }
+
+    /// Pictures every output scales down are mapped at the size the largest one needs, in the source's aspect.
+    @Test func theMappingSizeIsTheLargestOutputsNeed() {
+        let size = ToneMapping.prescaledSize
+        #expect(size((3840, 2160), [(1920, 1080), (1280, 720)]) ?? (0, 0) == (1920, 1080))
+        // Both directions are covered: an output narrower than the source's aspect takes its height from it.
+        #expect(size((3840, 2160), [(1080, 1080)]) ?? (0, 0) == (1920, 1080))
+        // Anamorphic (1440×1080 shown 16:9): its width decides. Odd: the even part (what is mapped) is scaled.
+        #expect(size((1440, 1080), [(960, 540)]) ?? (0, 0) == (960, 720))
+        #expect(size((1441, 1081), [(480, 270)]) ?? (0, 0) == (480, 360))
+        #expect(size((1001, 1001), [(301, 301)]) ?? (0, 0) == (302, 302))
+        // Outputs near the source's size, or larger, map at the source's own.
+        #expect(size((1920, 1080), [(1760, 990)]) == nil)
+        #expect(size((640, 360), [(1280, 720), (320, 180)]) == nil)
+    }
+
+    /// A smaller output than the source is mapped at its own size (`prescaledSize`), with the same colours.
+    @Test func aSmallerOutputIsMappedAtItsSize() throws {
+        let result = try transcode(try Media.hdrPatches(.pq), #"{"video": {"height": 180}}"#)
+        let video = try #require(result.probe.video)
+        #expect(video.width == 320 && video.height == 180 && video.color_transfer == "bt709", "\(video)")
+        let (white, grey, red) = try patches(result.path, width: 320, height: 180)
+        #expect(white.allSatisfy { (215...245).contains($0) } && grey.allSatisfy { (116...140).contains($0) }, "\(white) \(grey)")
+        #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "\(red)")
+        // The patches' edges stay where they were: the mapping's scaling keeps the whole picture.
+        let edge = try Probe.meanColor(result.path, at: 0.5, x: 103, y: 60, width: 4, height: 60)
+        #expect(edge.allSatisfy { $0 > 200 }, "white reaches column 106 of 320: \(edge)")
+    }
+
+    /// A fill mode crops in source pixels, so its pictures are mapped at the source's size: the square output
+    /// shows the middle of the 640×360 picture, columns 140 to 499 (white to 213, grey, red from 426).
+    @Test func aFilledOutputIsMappedWhole() throws {
+        let result = try transcode(try Media.hdrPatches(.pq), #"{"video": {"width": 180, "height": 180, "scalingMode": "fill"}}"#)
+        let video = try #require(result.probe.video)
+        #expect(video.width == 180 && video.height == 180, "\(video)")
+        let white = try Probe.meanColor(result.path, at: 0.5, x: 4, y: 60, width: 24, height: 60)
+        let grey = try Probe.meanColor(result.path, at: 0.5, x: 60, y: 60, width: 60, height: 60)
+        let red = try Probe.meanColor(result.path, at: 0.5, x: 152, y: 60, width: 24, height: 60)
+        #expect(white.allSatisfy { $0 > 215 } && grey.allSatisfy { (116...140).contains($0) }, "\(white) \(grey)")
+        #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "\(red)")
     }
 
     @Test func anHDRSourceTaggedWithItsTransferOnlyIsTakenForBT2020() throws {
