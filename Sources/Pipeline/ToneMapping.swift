@@ -39,6 +39,16 @@ struct ToneMapping {
     /// would throw away every checkpoint in progress, SDR ones too.
     static let method = "lutrgb mobius 0.5, reference white 203, even sizes"
 
+    /// The size to map a `source`-sized picture at for the encodings of `pictures` (the outputs, thumbnails and
+    /// poster), or nil for the source's own. Tone mapping costs by the pixel: pictures every output scales down
+    /// anyway are mapped at the largest size one needs (a 4K phone video for 1080p: half the time). Only when every
+    /// output scales the whole picture: a crop (the user's in `filters`, after the mapping, or a fill mode's) or a
+    /// watermark counts source pixels.
+    static func prescale(source: (width: Int, height: Int), pictures: [VideoEncoding], filters: FilterSettings?) -> (width: Int, height: Int)? {
+        guard filters?.video?.crop == nil, filters?.video?.watermark == nil, pictures.allSatisfy({ $0.cropWidth == 0 }) else { return nil }
+        return prescaledSize(source: source, outputs: pictures.map { ($0.scaledWidth, $0.scaledHeight) })
+    }
+
     /// The size to map a `source`-sized picture at for outputs that scale it whole to `outputs` (before any
     /// rotation): the aspect of the source's even part (what is mapped), just large enough for the largest output
     /// in both directions, even; nil when that is nearly the source's own size (a tenth smaller or less: not worth

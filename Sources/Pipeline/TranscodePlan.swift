@@ -183,13 +183,8 @@ final class TranscodePlan {
                                           expectedDuration: expectedDuration)
             pictures.append(thumbnail)
         }
-        // Tone mapping costs by the pixel: pictures every output scales down anyway are mapped at the largest size
-        // one needs (a 4K phone video for 1080p: a third of the time). Only when every output scales the whole
-        // picture: a crop (the user's, after the mapping, or a fill mode's) or a watermark counts source pixels.
-        if toneMapping != nil, crop == nil, settings.filters?.video?.watermark == nil, pictures.allSatisfy({ $0.cropWidth == 0 }) {
-            toneMapping?.prescale = ToneMapping.prescaledSize(source: (Int(parameters.width), Int(parameters.height)),
-                                                              outputs: pictures.map { ($0.scaledWidth, $0.scaledHeight) })
-        }
+        toneMapping?.prescale = ToneMapping.prescale(source: (Int(parameters.width), Int(parameters.height)), pictures: pictures,
+                                                     filters: settings.filters)
         workers = encodeSides.indices.map { EncodeWorker(name: "encode-\(names[$0])") }
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
         let queues = workers.map(\.queue)

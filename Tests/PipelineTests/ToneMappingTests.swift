@@ -50,10 +50,16 @@ import TestSupport
     /// past the pictures that state it maps the rest as the attempt before did. (It used the first picture it decoded
     /// itself, stated nothing, and took 1000 cd/m²: white dimmed at the seam.)
     @Test func aResumedTranscodeMapsWithThePeakOfTheFilesFirstPicture() throws {
+        let input = try Media.hdrPatchesStatingTheirPeakAtFirstOnly()
+        // What the source is said to be: a light level on the first second's pictures only, none in the container.
+        let frames = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries",
+                                                 "frame=best_effort_timestamp_time:frame_side_data=side_data_type", "-of", "csv=p=0", input])
+        let stating = frames.split(separator: "\n").filter { $0.contains("Content light level") }
+        #expect(stating.count == 30 && stating.allSatisfy { (Double($0.prefix { $0 != "," }) ?? 9) < 1 }, "\(stating.count) pictures state it")
+        #expect(try !Shell.check("ffprobe", ["-v", "error", "-show_streams", input]).contains("Content light level"))
         let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
         // Past 4 s, so the resumed reader starts at a key frame after the first second (2 s of warm-up before it).
-        let second = Interrupted.transcode(try Media.hdrPatchesStatingTheirPeakAtFirstOnly(), settings: settings,
-                                           in: try Media.scratch()) { $0.presentationTime > 4.3 }
+        let second = try Interrupted.transcode(input, settings: settings, in: try Media.scratch()) { $0.presentationTime > 4.3 }
         let result = try second.run()
         let resumedFrom = try #require(result.resumedFrom, "the second attempt continued from the checkpoint")
         #expect(resumedFrom > 3.9 && resumedFrom < 6.1, "\(resumedFrom)")
@@ -77,6 +83,33 @@ import TestSupport
         // Outputs near the source's size, or larger, map at the source's own.
         #expect(size((1920, 1080), [(1760, 990)]) == nil)
         #expect(size((640, 360), [(1280, 720), (320, 180)]) == nil)
+    }
+
+    /// Which transcodes map at a smaller size: those whose outputs all scale the whole picture, and need less.
+    @Test func onlyWholePicturesScaledDownAreMappedSmaller() throws {
+        let reader = try MediaReader(path: try Media.hdrPatches(.pq))
+        let track = try #require(reader.mainVideoTrack)
+        func size(_ json: String, thumbnailWidth: Int? = nil) throws -> (width: Int, height: Int)? {
+            let settings = try TranscodeSettings.parse(Data(json.utf8))
+            guard case .encode(let video) = settings.video else { return (-1, -1) }
+            let crop = settings.filters?.video?.crop
+            var pictures = [try VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: video, crop: crop,
+                                                      toneMapped: true)]
+            if let thumbnailWidth {
+                pictures.append(try VideoEncoding.resolve(track: track, stream: reader.stream(track.index),
+                                                          settings: VideoSettings(width: thumbnailWidth, allowUpscaling: true),
+                                                          crop: crop, toneMapped: true))
+            }
+            return ToneMapping.prescale(source: (640, 360), pictures: pictures, filters: settings.filters)
+        }
+        #expect(try size(#"{"video": {"height": 180}}"#) ?? (0, 0) == (320, 180))
+        #expect(try size(#"{"video": {"height": 180}}"#, thumbnailWidth: 160) ?? (0, 0) == (320, 180))
+        // A thumbnail wider than the output needs the source's size.
+        #expect(try size(#"{"video": {"height": 180}}"#, thumbnailWidth: 640) == nil)
+        // A fill mode's crop and the user's are in source pixels.
+        #expect(try size(#"{"video": {"width": 180, "height": 180, "scalingMode": "fill"}}"#) == nil)
+        #expect(try size(#"{"video": {"height": 90}, "filters": {"video": {"crop": {"x": 0, "y": 0, "width": 320, "height": 180}}}}"#) == nil)
+        #expect(try size("{}") == nil)
     }
 
     /// A smaller output than the source is mapped at its own size (`prescaledSize`), with the same colours.

@@ -235,10 +235,14 @@ import TestSupport
     @Test func aRefusalWhileTheBodyIsReadCarriesCORSAndTheProtocolsHeader() throws {
         let server = try TestServer(["--cors-origin", "http://player.test"])
         let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 10"]).location)
-        let answer = try Shell.run("curl", ["-s", "-i", "-X", "PATCH", "-H", "Origin: http://player.test", "-H", "Upload-Offset: 0",
-                                            "-H", "Transfer-Encoding: chunked", "--data-binary", "0123456789abcdef"]
-                                   + Self.version + Self.chunk + [server.base + path]).stdout
-        #expect(answer.hasPrefix("HTTP/1.1 413 ") && answer.contains("\r\nAccess-Control-Allow-Origin: http://player.test\r\n")
+        // A chunk size that is no number: refused by the parser, mid-body, after the route was found.
+        let client = try RawClient(port: server.port)
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nOrigin: http://player.test\r\nTus-Resumable: 1.0.0\r\n"
+                    + "Content-Type: application/offset+octet-stream\r\nUpload-Offset: 0\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + "3\r\nabc\r\nzz\r\n")
+        let answer = client.read()
+        #expect(answer.hasPrefix("HTTP/1.1 400 ") && answer.contains("malformed_request")
+                && answer.contains("\r\nAccess-Control-Allow-Origin: http://player.test\r\n")
                 && answer.contains("\r\nTus-Resumable: 1.0.0\r\n"), "\(answer)")
     }
 

@@ -177,7 +177,12 @@ public final class RawClient {
         var received = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
         let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        while true {
+            // Waits no longer than what is left of `timeout` (the socket's own receive timeout is 10 s).
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { break }
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, Int32((left * 1000).rounded(.up))) > 0 else { break }
             let count = recv(fd, &buffer, buffer.count, 0)
             if count <= 0 { break }
             received.append(contentsOf: buffer[0..<count])
