@@ -1,14 +1,21 @@
 import CFFmpeg
 
 /// Turns decoded pictures of any size and pixel format into what the encoder takes: 8-bit 4:2:0 at the output
-/// size, cropped (fill mode), scaled with swscale, colour matrix converted, and rotated upright.
+/// size, cropped (fill mode), scaled with swscale, colour matrix converted, and rotated upright. A picture whose
+/// shape changed mid-stream is laid out by `PictureLayout` (black bars in fit mode).
 final class VideoConverter {
     private let encoding: VideoEncoding
     private let sourceColors: ColorTags
     private var scaler: OpaquePointer?
-    private var scalerInput: (width: Int32, height: Int32, format: Int32) = (0, 0, -1)
+    /// What the scaler was made for: the input's size and format, and the size it scales to.
+    private var scalerShape: (width: Int32, height: Int32, format: Int32, toWidth: Int, toHeight: Int) = (0, 0, -1, 0, 0)
     private let scaled = Frame()
     private let rotated = Frame()
+    /// The first picture's display aspect: the shape the geometry was made for.
+    private var referenceAspect: Double?
+    /// The layout of the last picture's shape (size and sample aspect), kept while the shape lasts.
+    private var layoutShape: (width: Int32, height: Int32, aspect: AVRational) = (0, 0, AVRational(num: 0, den: 1))
+    private var layout = PictureLayout()
 
     init(encoding: VideoEncoding, sourceColors: ColorTags) {
         self.encoding = encoding
@@ -24,23 +31,24 @@ final class VideoConverter {
     /// caller's own reference: its cropping fields are set (its pixels are never written).
     func convert(_ frame: Frame) throws(MediaError) -> Frame {
         let source = frame.pointer
-        if encoding.cropWidth > 0 {
+        let layout = layout(of: source.pointee)
+        if let crop = layout.crop {
             let width = Int(source.pointee.width), height = Int(source.pointee.height)
-            source.pointee.crop_left += (min(encoding.cropX, width))
-            source.pointee.crop_top += (min(encoding.cropY, height))
-            source.pointee.crop_right += (max(0, width - encoding.cropX - encoding.cropWidth))
-            source.pointee.crop_bottom += (max(0, height - encoding.cropY - encoding.cropHeight))
+            source.pointee.crop_left += (min(crop.x, width))
+            source.pointee.crop_top += (min(crop.y, height))
+            source.pointee.crop_right += (max(0, width - crop.x - crop.width))
+            source.pointee.crop_bottom += (max(0, height - crop.y - crop.height))
         }
         try FFmpeg.check(av_frame_apply_cropping(source, Int32(AV_FRAME_CROP_UNALIGNED)), "Cropping the picture")
 
-        let fits = source.pointee.format == AV_PIX_FMT_YUV420P.rawValue
+        let fits = layout.destination == nil && source.pointee.format == AV_PIX_FMT_YUV420P.rawValue
             && Int(source.pointee.width) == encoding.scaledWidth && Int(source.pointee.height) == encoding.scaledHeight
             && !needsColorConversion
         let upright: Frame
         if fits {
             upright = frame
         } else {
-            try scale(frame)
+            try scale(frame, into: layout.destination)
             upright = scaled
         }
         guard encoding.rotation != 0 else { return upright }
@@ -48,19 +56,38 @@ final class VideoConverter {
         return rotated
     }
 
-    private func scale(_ frame: Frame) throws(MediaError) {
+    /// The layout of `picture`'s shape, made again only when its size or sample aspect changes.
+    private func layout(of picture: AVFrame) -> PictureLayout {
+        let shape = (picture.width, picture.height, picture.sample_aspect_ratio)
+        if shape.0 == layoutShape.width, shape.1 == layoutShape.height, av_cmp_q(shape.2, layoutShape.aspect) == 0,
+           referenceAspect != nil {
+            return layout
+        }
+        let sampleAspect = shape.2.num > 0 && shape.2.den > 0 ? av_q2d(shape.2) : 1
+        let aspect = Double(picture.width) * sampleAspect / Double(max(1, picture.height))
+        let reference = referenceAspect ?? aspect
+        referenceAspect = reference
+        layoutShape = (shape.0, shape.1, shape.2)
+        layout = PictureLayout(width: Int(picture.width), height: Int(picture.height), aspect: aspect, reference: reference,
+                               encoding: encoding)
+        return layout
+    }
+
+    /// Scales `frame` into `scaled`: into the whole box, or into `destination` with black around it.
+    private func scale(_ frame: Frame, into destination: PictureLayout.Rect?) throws(MediaError) {
         let source = frame.pointer.pointee
-        if scaler == nil || scalerInput != (source.width, source.height, source.format) {
+        let target = destination ?? PictureLayout.Rect(x: 0, y: 0, width: encoding.scaledWidth, height: encoding.scaledHeight)
+        if scaler == nil || scalerShape != (source.width, source.height, source.format, target.width, target.height) {
             sws_freeContext(scaler)
             scaler = sws_getContext(
                 source.width, source.height, AVPixelFormat(rawValue: source.format),
-                Int32(encoding.scaledWidth), Int32(encoding.scaledHeight), AV_PIX_FMT_YUV420P,
+                Int32(target.width), Int32(target.height), AV_PIX_FMT_YUV420P,
                 SWS_BICUBIC, nil, nil, nil)
             guard scaler != nil else {
                 throw MediaError(code: "unsupported_pixel_format",
                                  message: "The input's pixel format cannot be converted to 4:2:0 (\(source.width)x\(source.height)).")
             }
-            scalerInput = (source.width, source.height, source.format)
+            scalerShape = (source.width, source.height, source.format, target.width, target.height)
             let sourceFullRange: Int32 = sourceColors.range == AVCOL_RANGE_JPEG ? 1 : 0
             let outputFullRange: Int32 = encoding.colors.range == AVCOL_RANGE_JPEG ? 1 : 0
             sws_setColorspaceDetails(
@@ -68,7 +95,26 @@ final class VideoConverter {
                 sws_getCoefficients(Int32(encoding.colors.matrix.rawValue)), outputFullRange, 0, 1 << 16, 1 << 16)
         }
         try prepare(scaled, width: encoding.scaledWidth, height: encoding.scaledHeight)
-        try FFmpeg.check(sws_scale_frame(scaler, scaled.pointer, frame.pointer), "Scaling the picture")
+        guard let destination else {
+            try FFmpeg.check(sws_scale_frame(scaler, scaled.pointer, frame.pointer), "Scaling the picture")
+            return
+        }
+        // Black bars, then the picture in its rectangle (offsets even: chroma is half size).
+        let black: [UInt8] = [encoding.colors.range == AVCOL_RANGE_JPEG ? 0 : 16, 128, 128]
+        var planes: [UnsafeMutablePointer<UInt8>?] = []
+        var strides: [Int32] = []
+        for plane in 0..<3 {
+            let shift = plane == 0 ? 0 : 1
+            let stride = tc_frame_linesize(scaled.pointer, Int32(plane))
+            guard let data = tc_frame_data(scaled.pointer, Int32(plane)) else { continue }
+            data.update(repeating: black[plane], count: Int(stride) * (encoding.scaledHeight >> shift))
+            planes.append(data + (destination.y >> shift) * Int(stride) + (destination.x >> shift))
+            strides.append(stride)
+        }
+        let inputs = (0..<4).map { UnsafePointer(tc_frame_data(frame.pointer, Int32($0))) }
+        let inputStrides = (0..<4).map { tc_frame_linesize(frame.pointer, Int32($0)) }
+        let rows = sws_scale(scaler, inputs, inputStrides, 0, source.height, planes, strides)
+        try FFmpeg.check(rows, "Scaling the picture")
     }
 
     /// Makes `frame` a writable 4:2:0 picture of the given size, reusing its buffer when nobody else holds it.

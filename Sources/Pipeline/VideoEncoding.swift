@@ -15,6 +15,13 @@ struct VideoEncoding {
     var cropHeight: Int
     /// Clockwise rotation applied after scaling, in degrees.
     var rotation: Int
+    /// The picture the geometry was made for: its size in pixels (the user's crop taken), its display aspect
+    /// (width × sample aspect / height, before rotation), and the scaling mode (`fit` when the box followed the
+    /// picture's aspect). A picture of another shape mid-stream is laid out from these (`VideoConverter`).
+    var sourceWidth = 0
+    var sourceHeight = 0
+    var sourceAspect = 1.0
+    var scalingMode = VideoSettings.ScalingMode.fit
     /// Bits per second.
     var averageBitRate: Int
     /// Frames.
@@ -77,11 +84,15 @@ struct VideoEncoding {
                 timeBase = AVRational(num: 1, den: 90_000)
             }
         }
+        let sampleAspect = track.sampleAspectValue > 0 ? track.sampleAspectValue : 1
         return VideoEncoding(
             width: geometry.width, height: geometry.height,
             scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
             cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
             rotation: geometry.rotation,
+            sourceWidth: sourceWidth, sourceHeight: sourceHeight,
+            sourceAspect: Double(sourceWidth) * sampleAspect / Double(max(1, sourceHeight)),
+            scalingMode: settings.width != nil && settings.height != nil ? settings.scalingMode ?? .fit : .fit,
             // width × height × 4, but at least 64 kb/s: x264 counts in kb/s and refuses 0 (a 2×2 input gave 16 b/s).
             averageBitRate: settings.averageBitRate ?? max(geometry.width * geometry.height * 4, 64_000),
             maxKeyFrameInterval: settings.maxKeyFrameInterval ?? max(1, Int((2 * av_q2d(frameRate)).rounded())),

@@ -236,6 +236,28 @@ public enum Media {
                     + (transferOnly ? [] : ["-color_primaries", "bt2020", "-colorspace", "bt2020nc"]) + format + [path])
     }
 
+    /// An MPEG-TS broadcast whose picture changes shape mid-stream: 2 s of white 640×360 (16:9), then 2 s of red
+    /// 480×360 (4:3) with blue bands 40 lines high at its top and bottom, H.264 with its parameter sets in-band,
+    /// no sound. Generated once per process.
+    public static func shapeChange() throws -> String {
+        let path = directory.appendingPathComponent("shape-change.ts").path
+        try generated.withLock { done in
+            guard !done.contains(path) else { return }
+            let wide = path + ".wide.ts", narrow = path + ".narrow.ts"
+            let x264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-g", "30", "-an"]
+            try ffmpeg(["-f", "lavfi", "-i", "color=white:s=640x360:r=30:d=2"] + x264 + [wide])
+            try ffmpeg(["-f", "lavfi", "-i", "color=red:s=480x360:r=30:d=2",
+                        "-vf", "drawbox=y=0:h=40:c=blue:t=fill,drawbox=y=320:h=40:c=blue:t=fill"]
+                       + x264 + ["-output_ts_offset", "2", narrow])
+            var joined = try Data(contentsOf: URL(fileURLWithPath: wide))
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: narrow)))
+            try joined.write(to: URL(fileURLWithPath: path))
+            for file in [wide, narrow] { unlink(file) }
+            done.insert(path)
+        }
+        return path
+    }
+
     /// Names of the files in `folder`.
     public static func files(in folder: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()

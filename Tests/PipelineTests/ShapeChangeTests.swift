@@ -1,0 +1,75 @@
+import CFFmpeg
+import Foundation
+@testable import Pipeline
+import Testing
+import TestSupport
+
+/// Pictures that change shape mid-stream keep their aspect in the output the encoder was opened with.
+@Suite struct ShapeChangeTests {
+    /// An encoding made for a `source`-sized first picture shown at `aspect` (its size's ratio by default).
+    private func encoding(box: (Int, Int), source: (Int, Int), aspect: Double? = nil, mode: VideoSettings.ScalingMode,
+                          crop: (Int, Int) = (0, 0)) -> VideoEncoding {
+        VideoEncoding(width: box.0, height: box.1, scaledWidth: box.0, scaledHeight: box.1, cropX: (source.0 - crop.0) / 2,
+                      cropY: (source.1 - crop.1) / 2, cropWidth: crop.0, cropHeight: crop.1, rotation: 0,
+                      sourceWidth: source.0, sourceHeight: source.1, sourceAspect: aspect ?? Double(source.0) / Double(source.1),
+                      scalingMode: mode, averageBitRate: 1, maxKeyFrameInterval: 60, profile: "high", level: 40, preset: "ultrafast",
+                      frameRate: AVRational(num: 30, den: 1), timeBase: AVRational(num: 1, den: 30), colors: .bt709)
+    }
+
+    @Test func aPictureOfTheFirstShapeIsLaidOutAsTheGeometrySays() {
+        let fit = encoding(box: (640, 360), source: (1280, 720), mode: .fit)
+        #expect(PictureLayout(width: 1280, height: 720, aspect: 16.0 / 9, reference: 16.0 / 9, encoding: fit) == PictureLayout())
+        // The same shape at another resolution (an adaptive stream): a fill mode's crop follows it.
+        let fill = encoding(box: (360, 360), source: (1280, 720), mode: .fill, crop: (720, 720))
+        #expect(PictureLayout(width: 1280, height: 720, aspect: 16.0 / 9, reference: 16.0 / 9, encoding: fill).crop
+                == .init(x: 280, y: 0, width: 720, height: 720))
+        #expect(PictureLayout(width: 640, height: 360, aspect: 16.0 / 9, reference: 16.0 / 9, encoding: fill).crop
+                == .init(x: 140, y: 0, width: 360, height: 360))
+    }
+
+    @Test func anotherShapeKeepsItsAspect() {
+        // 4:3 in a 16:9 box: pillarboxed; 2.39:1 letterboxed.
+        let fit = encoding(box: (640, 360), source: (640, 360), mode: .fit)
+        #expect(PictureLayout(width: 480, height: 360, aspect: 4.0 / 3, reference: 16.0 / 9, encoding: fit).destination
+                == .init(x: 80, y: 0, width: 480, height: 360))
+        #expect(PictureLayout(width: 640, height: 268, aspect: 640.0 / 268, reference: 16.0 / 9, encoding: fit).destination
+                == .init(x: 0, y: 46, width: 640, height: 268))
+        // The same size with another sample aspect (DVB's 720×576 at 4:3 and at 16:9).
+        let dvb = encoding(box: (1024, 576), source: (720, 576), aspect: 16.0 / 9, mode: .fit)
+        let wide = 720.0 * (64.0 / 45) / 576, narrow = 720.0 * (16.0 / 15) / 576
+        #expect(PictureLayout(width: 720, height: 576, aspect: narrow, reference: wide, encoding: dvb).destination
+                == .init(x: 128, y: 0, width: 768, height: 576))
+        // Fill crops the new shape to the box; stretch stretches it.
+        let fill = encoding(box: (640, 360), source: (640, 360), mode: .fill)
+        let filled = PictureLayout(width: 480, height: 360, aspect: 4.0 / 3, reference: 16.0 / 9, encoding: fill)
+        #expect(filled.crop == .init(x: 0, y: 44, width: 480, height: 270) && filled.destination == nil)
+        let stretch = encoding(box: (640, 360), source: (640, 360), mode: .stretch)
+        #expect(PictureLayout(width: 480, height: 360, aspect: 4.0 / 3, reference: 16.0 / 9, encoding: stretch) == PictureLayout())
+    }
+
+    /// The broadcast's 4:3 part comes out pillarboxed in the 16:9 output, its bands where they were.
+    @Test func aBroadcastThatTurns4By3IsPillarboxed() throws {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        _ = try TranscodeSession(inputPath: try Media.shapeChange(), outputPath: output, settings: TranscodeSettings()).run()
+        let video = try #require(try Probe.read(output).video)
+        #expect(video.width == 640 && video.height == 360, "\(video)")
+        #expect(try Probe.meanColor(output, at: 1, x: 0, y: 0, width: 640, height: 360).allSatisfy { $0 > 240 }, "white first")
+        let bars = [try Probe.meanColor(output, at: 3, x: 0, y: 0, width: 76, height: 360),
+                    try Probe.meanColor(output, at: 3, x: 564, y: 0, width: 76, height: 360)]
+        #expect(bars.allSatisfy { $0.allSatisfy { $0 < 20 } }, "black bars at the sides: \(bars)")
+        let middle = try Probe.meanColor(output, at: 3, x: 100, y: 60, width: 440, height: 240)
+        #expect(middle[0] > 200 && middle[1] < 50 && middle[2] < 50, "red in the middle: \(middle)")
+        let band = try Probe.meanColor(output, at: 3, x: 100, y: 4, width: 440, height: 30)
+        #expect(band[2] > 200 && band[0] < 50, "the blue band at the top: \(band)")
+    }
+
+    /// In fill mode the 4:3 part is cropped to 16:9: its bands, in the lines cropped, are gone.
+    @Test func fillModeCropsTheNewShape() throws {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        let settings = try TranscodeSettings.parse(Data(#"{"video": {"width": 640, "height": 360, "scalingMode": "fill"}}"#.utf8))
+        _ = try TranscodeSession(inputPath: try Media.shapeChange(), outputPath: output, settings: settings).run()
+        let top = try Probe.meanColor(output, at: 3, x: 0, y: 0, width: 640, height: 20)
+        let sides = try Probe.meanColor(output, at: 3, x: 0, y: 40, width: 40, height: 280)
+        #expect(top[0] > 200 && top[2] < 50 && sides[0] > 200 && sides[2] < 50, "red to the edges: \(top) \(sides)")
+    }
+}
