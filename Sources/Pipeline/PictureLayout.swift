@@ -18,16 +18,20 @@ struct PictureLayout: Equatable {
     /// The whole picture into the whole box.
     init() {}
 
-    /// Display aspects closer than this (relative) count as the same shape: even sizes round them a little.
-    static let tolerance = 0.02
+    /// Display aspects closer than this (relative) count as the same shape: even sizes round them a little, and
+    /// SD's 704 and 720 widths, or its 12:11 and 16:15 sample aspects, differ by about 2 %.
+    static let tolerance = 0.03
 
-    /// The layout of a `width` × `height` picture whose display aspect (width × sample aspect / height) is `aspect`,
-    /// in a stream whose first picture's was `reference`.
-    init(width: Int, height: Int, aspect: Double, reference: Double, encoding: VideoEncoding) {
-        guard width > 0, height > 0, aspect > 0, reference > 0 else { return }
+    /// The layout of a `width` × `height` picture of `sampleAspect` (nil: unstated, taken for the stream's own).
+    /// The shape the geometry was made for is the stream's, with the codec's sample aspect (what decoded pictures
+    /// carry; a container's may differ, and the geometry's display aspect follows that one).
+    init(width: Int, height: Int, sampleAspect: Double?, encoding: VideoEncoding) {
+        guard width > 0, height > 0, encoding.sourceWidth > 0, encoding.sourceHeight > 0 else { return }
+        let reference = Double(encoding.sourceWidth) * encoding.codecSampleAspect / Double(encoding.sourceHeight)
+        let aspect = Double(width) * (sampleAspect ?? encoding.codecSampleAspect) / Double(height)
         let changed = abs(aspect / reference - 1) > Self.tolerance
-        // The aspect the geometry gives this picture: the first picture's as the geometry saw it (its container's
-        // sample aspect may differ from the codec's the frames carry), changed as this one differs from it.
+        // The aspect the geometry gives this picture: the stream's as the geometry saw it, changed as this
+        // picture's differs from the stream's.
         let display = encoding.sourceAspect * aspect / reference
         let boxWidth = encoding.scaledWidth, boxHeight = encoding.scaledHeight
         let box = Double(boxWidth) / Double(boxHeight)
@@ -35,11 +39,16 @@ struct PictureLayout: Equatable {
         case .stretch:
             return
         case .fill where !changed:
+            guard encoding.cropWidth > 0 else { return }
+            if width == encoding.sourceWidth, height == encoding.sourceHeight {
+                crop = Rect(x: encoding.cropX, y: encoding.cropY, width: encoding.cropWidth, height: encoding.cropHeight)
+                return
+            }
             // The geometry's crop, in this picture's pixels (the same shape at another resolution).
-            guard encoding.cropWidth > 0, encoding.sourceWidth > 0, encoding.sourceHeight > 0 else { return }
             let scaleX = Double(width) / Double(encoding.sourceWidth), scaleY = Double(height) / Double(encoding.sourceHeight)
-            crop = Self.centred(width: min(width, Self.even(Double(encoding.cropWidth) * scaleX)),
-                                height: min(height, Self.even(Double(encoding.cropHeight) * scaleY)), in: (width, height))
+            let size = (min(width, Self.even(Double(encoding.cropWidth) * scaleX)), min(height, Self.even(Double(encoding.cropHeight) * scaleY)))
+            crop = Rect(x: min(width - size.0, Int((Double(encoding.cropX) * scaleX).rounded())),
+                        y: min(height - size.1, Int((Double(encoding.cropY) * scaleY).rounded())), width: size.0, height: size.1)
         case .fill:
             let (keepX, keepY) = display > box ? (box / display, 1.0) : (1.0, display / box)
             crop = Self.centred(width: min(width, Self.even(Double(width) * keepX)),

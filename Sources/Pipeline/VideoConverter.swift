@@ -11,8 +11,8 @@ final class VideoConverter {
     private var scalerShape: (width: Int32, height: Int32, format: Int32, toWidth: Int, toHeight: Int) = (0, 0, -1, 0, 0)
     private let scaled = Frame()
     private let rotated = Frame()
-    /// The first picture's display aspect: the shape the geometry was made for.
-    private var referenceAspect: Double?
+    /// A picture of another shape, scaled to its place in the box before it is copied there.
+    private let fitted = Frame()
     /// The layout of the last picture's shape (size and sample aspect), kept while the shape lasts.
     private var layoutShape: (width: Int32, height: Int32, aspect: AVRational) = (0, 0, AVRational(num: 0, den: 1))
     private var layout = PictureLayout()
@@ -59,17 +59,12 @@ final class VideoConverter {
     /// The layout of `picture`'s shape, made again only when its size or sample aspect changes.
     private func layout(of picture: AVFrame) -> PictureLayout {
         let shape = (picture.width, picture.height, picture.sample_aspect_ratio)
-        if shape.0 == layoutShape.width, shape.1 == layoutShape.height, av_cmp_q(shape.2, layoutShape.aspect) == 0,
-           referenceAspect != nil {
+        if shape.0 == layoutShape.width, shape.1 == layoutShape.height, av_cmp_q(shape.2, layoutShape.aspect) == 0 {
             return layout
         }
-        let sampleAspect = shape.2.num > 0 && shape.2.den > 0 ? av_q2d(shape.2) : 1
-        let aspect = Double(picture.width) * sampleAspect / Double(max(1, picture.height))
-        let reference = referenceAspect ?? aspect
-        referenceAspect = reference
         layoutShape = (shape.0, shape.1, shape.2)
-        layout = PictureLayout(width: Int(picture.width), height: Int(picture.height), aspect: aspect, reference: reference,
-                               encoding: encoding)
+        layout = PictureLayout(width: Int(picture.width), height: Int(picture.height),
+                               sampleAspect: FFmpeg.isValid(shape.2) ? av_q2d(shape.2) : nil, encoding: encoding)
         return layout
     }
 
@@ -94,27 +89,31 @@ final class VideoConverter {
                 scaler, sws_getCoefficients(Int32(sourceColors.matrix.rawValue)), sourceFullRange,
                 sws_getCoefficients(Int32(encoding.colors.matrix.rawValue)), outputFullRange, 0, 1 << 16, 1 << 16)
         }
-        try prepare(scaled, width: encoding.scaledWidth, height: encoding.scaledHeight)
         guard let destination else {
+            try prepare(scaled, width: encoding.scaledWidth, height: encoding.scaledHeight)
             try FFmpeg.check(sws_scale_frame(scaler, scaled.pointer, frame.pointer), "Scaling the picture")
             return
         }
-        // Black bars, then the picture in its rectangle (offsets even: chroma is half size).
+        // Scaled on its own (swscale may write a little past a line's width), then copied into its rectangle of a
+        // black box (offsets even: chroma is half size).
+        try prepare(fitted, width: destination.width, height: destination.height)
+        try FFmpeg.check(sws_scale_frame(scaler, fitted.pointer, frame.pointer), "Scaling the picture")
+        try prepare(scaled, width: encoding.scaledWidth, height: encoding.scaledHeight)
         let black: [UInt8] = [encoding.colors.range == AVCOL_RANGE_JPEG ? 0 : 16, 128, 128]
-        var planes: [UnsafeMutablePointer<UInt8>?] = []
-        var strides: [Int32] = []
         for plane in 0..<3 {
             let shift = plane == 0 ? 0 : 1
-            let stride = tc_frame_linesize(scaled.pointer, Int32(plane))
-            guard let data = tc_frame_data(scaled.pointer, Int32(plane)) else { continue }
-            data.update(repeating: black[plane], count: Int(stride) * (encoding.scaledHeight >> shift))
-            planes.append(data + (destination.y >> shift) * Int(stride) + (destination.x >> shift))
-            strides.append(stride)
+            guard let box = tc_frame_data(scaled.pointer, Int32(plane)), let picture = tc_frame_data(fitted.pointer, Int32(plane)) else {
+                throw MediaError(code: "out_of_memory", message: "A 4:2:0 picture lacks plane \(plane).")
+            }
+            let boxStride = Int(tc_frame_linesize(scaled.pointer, Int32(plane)))
+            let pictureStride = Int(tc_frame_linesize(fitted.pointer, Int32(plane)))
+            box.update(repeating: black[plane], count: boxStride * (encoding.scaledHeight >> shift))
+            let width = destination.width >> shift
+            for row in 0..<(destination.height >> shift) {
+                (box + ((destination.y >> shift) + row) * boxStride + (destination.x >> shift))
+                    .update(from: picture + row * pictureStride, count: width)
+            }
         }
-        let inputs = (0..<4).map { UnsafePointer(tc_frame_data(frame.pointer, Int32($0))) }
-        let inputStrides = (0..<4).map { tc_frame_linesize(frame.pointer, Int32($0)) }
-        let rows = sws_scale(scaler, inputs, inputStrides, 0, source.height, planes, strides)
-        try FFmpeg.check(rows, "Scaling the picture")
     }
 
     /// Makes `frame` a writable 4:2:0 picture of the given size, reusing its buffer when nobody else holds it.

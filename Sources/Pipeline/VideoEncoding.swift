@@ -16,11 +16,13 @@ struct VideoEncoding {
     /// Clockwise rotation applied after scaling, in degrees.
     var rotation: Int
     /// The picture the geometry was made for: its size in pixels (the user's crop taken), its display aspect
-    /// (width × sample aspect / height, before rotation), and the scaling mode (`fit` when the box followed the
-    /// picture's aspect). A picture of another shape mid-stream is laid out from these (`VideoConverter`).
+    /// (width × sample aspect / height, before rotation), the sample aspect its codec states (what decoded pictures
+    /// carry; 1 when unstated), and the scaling mode (`fit` when the box followed the picture's aspect). A picture
+    /// of another shape mid-stream is laid out from these (`PictureLayout`).
     var sourceWidth = 0
     var sourceHeight = 0
     var sourceAspect = 1.0
+    var codecSampleAspect = 1.0
     var scalingMode = VideoSettings.ScalingMode.fit
     /// Bits per second.
     var averageBitRate: Int
@@ -92,6 +94,7 @@ struct VideoEncoding {
             rotation: geometry.rotation,
             sourceWidth: sourceWidth, sourceHeight: sourceHeight,
             sourceAspect: Double(sourceWidth) * sampleAspect / Double(max(1, sourceHeight)),
+            codecSampleAspect: FFmpeg.isValid(parameters.sample_aspect_ratio) ? av_q2d(parameters.sample_aspect_ratio) : 1,
             scalingMode: settings.width != nil && settings.height != nil ? settings.scalingMode ?? .fit : .fit,
             // width × height × 4, but at least 64 kb/s: x264 counts in kb/s and refuses 0 (a 2×2 input gave 16 b/s).
             averageBitRate: settings.averageBitRate ?? max(geometry.width * geometry.height * 4, 64_000),

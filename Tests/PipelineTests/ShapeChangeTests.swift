@@ -7,44 +7,49 @@ import TestSupport
 /// Pictures that change shape mid-stream keep their aspect in the output the encoder was opened with.
 @Suite struct ShapeChangeTests {
     /// An encoding made for a `source`-sized first picture shown at `aspect` (its size's ratio by default).
-    private func encoding(box: (Int, Int), source: (Int, Int), aspect: Double? = nil, mode: VideoSettings.ScalingMode,
-                          crop: (Int, Int) = (0, 0)) -> VideoEncoding {
+    private func encoding(box: (Int, Int), source: (Int, Int), aspect: Double? = nil, sampleAspect: Double = 1,
+                          mode: VideoSettings.ScalingMode, crop: (Int, Int) = (0, 0)) -> VideoEncoding {
         VideoEncoding(width: box.0, height: box.1, scaledWidth: box.0, scaledHeight: box.1, cropX: (source.0 - crop.0) / 2,
                       cropY: (source.1 - crop.1) / 2, cropWidth: crop.0, cropHeight: crop.1, rotation: 0,
                       sourceWidth: source.0, sourceHeight: source.1, sourceAspect: aspect ?? Double(source.0) / Double(source.1),
-                      scalingMode: mode, averageBitRate: 1, maxKeyFrameInterval: 60, profile: "high", level: 40, preset: "ultrafast",
+                      codecSampleAspect: sampleAspect, scalingMode: mode, averageBitRate: 1, maxKeyFrameInterval: 60, profile: "high", level: 40, preset: "ultrafast",
                       frameRate: AVRational(num: 30, den: 1), timeBase: AVRational(num: 1, den: 30), colors: .bt709)
     }
 
-    @Test func aPictureOfTheFirstShapeIsLaidOutAsTheGeometrySays() {
+    @Test func aPictureOfTheStreamsShapeIsLaidOutAsTheGeometrySays() {
         let fit = encoding(box: (640, 360), source: (1280, 720), mode: .fit)
-        #expect(PictureLayout(width: 1280, height: 720, aspect: 16.0 / 9, reference: 16.0 / 9, encoding: fit) == PictureLayout())
-        // The same shape at another resolution (an adaptive stream): a fill mode's crop follows it.
-        let fill = encoding(box: (360, 360), source: (1280, 720), mode: .fill, crop: (720, 720))
-        #expect(PictureLayout(width: 1280, height: 720, aspect: 16.0 / 9, reference: 16.0 / 9, encoding: fill).crop
-                == .init(x: 280, y: 0, width: 720, height: 720))
-        #expect(PictureLayout(width: 640, height: 360, aspect: 16.0 / 9, reference: 16.0 / 9, encoding: fill).crop
-                == .init(x: 140, y: 0, width: 360, height: 360))
+        #expect(PictureLayout(width: 1280, height: 720, sampleAspect: 1, encoding: fit) == PictureLayout())
+        // Pictures that state no sample aspect have the stream's.
+        let dvb = encoding(box: (1024, 576), source: (720, 576), aspect: 16.0 / 9, sampleAspect: 64.0 / 45, mode: .fit)
+        #expect(PictureLayout(width: 720, height: 576, sampleAspect: nil, encoding: dvb) == PictureLayout())
+        // A container's sample aspect over the codec's (an MP4's pasp on square-pixel H.264): the pictures carry the
+        // codec's, which is the stream's shape.
+        let container = encoding(box: (1920, 1080), source: (1440, 1080), aspect: 16.0 / 9, sampleAspect: 1, mode: .fit)
+        #expect(PictureLayout(width: 1440, height: 1080, sampleAspect: 1, encoding: container) == PictureLayout())
+        // A fill mode's crop, exactly the geometry's (odd offset included), and at another resolution scaled.
+        let fill = encoding(box: (406, 720), source: (1280, 720), mode: .fill, crop: (406, 720))
+        #expect(PictureLayout(width: 1280, height: 720, sampleAspect: 1, encoding: fill).crop == .init(x: 437, y: 0, width: 406, height: 720))
+        let square = encoding(box: (360, 360), source: (1280, 720), mode: .fill, crop: (720, 720))
+        #expect(PictureLayout(width: 640, height: 360, sampleAspect: 1, encoding: square).crop == .init(x: 140, y: 0, width: 360, height: 360))
     }
 
     @Test func anotherShapeKeepsItsAspect() {
         // 4:3 in a 16:9 box: pillarboxed; 2.39:1 letterboxed.
         let fit = encoding(box: (640, 360), source: (640, 360), mode: .fit)
-        #expect(PictureLayout(width: 480, height: 360, aspect: 4.0 / 3, reference: 16.0 / 9, encoding: fit).destination
+        #expect(PictureLayout(width: 480, height: 360, sampleAspect: 1, encoding: fit).destination
                 == .init(x: 80, y: 0, width: 480, height: 360))
-        #expect(PictureLayout(width: 640, height: 268, aspect: 640.0 / 268, reference: 16.0 / 9, encoding: fit).destination
+        #expect(PictureLayout(width: 640, height: 268, sampleAspect: 1, encoding: fit).destination
                 == .init(x: 0, y: 46, width: 640, height: 268))
-        // The same size with another sample aspect (DVB's 720×576 at 4:3 and at 16:9).
-        let dvb = encoding(box: (1024, 576), source: (720, 576), aspect: 16.0 / 9, mode: .fit)
-        let wide = 720.0 * (64.0 / 45) / 576, narrow = 720.0 * (16.0 / 15) / 576
-        #expect(PictureLayout(width: 720, height: 576, aspect: narrow, reference: wide, encoding: dvb).destination
+        // The same size with the other sample aspect (DVB's 720×576 at 16:9, then at 4:3).
+        let dvb = encoding(box: (1024, 576), source: (720, 576), aspect: 16.0 / 9, sampleAspect: 64.0 / 45, mode: .fit)
+        #expect(PictureLayout(width: 720, height: 576, sampleAspect: 16.0 / 15, encoding: dvb).destination
                 == .init(x: 128, y: 0, width: 768, height: 576))
         // Fill crops the new shape to the box; stretch stretches it.
         let fill = encoding(box: (640, 360), source: (640, 360), mode: .fill)
-        let filled = PictureLayout(width: 480, height: 360, aspect: 4.0 / 3, reference: 16.0 / 9, encoding: fill)
+        let filled = PictureLayout(width: 480, height: 360, sampleAspect: 1, encoding: fill)
         #expect(filled.crop == .init(x: 0, y: 44, width: 480, height: 270) && filled.destination == nil)
         let stretch = encoding(box: (640, 360), source: (640, 360), mode: .stretch)
-        #expect(PictureLayout(width: 480, height: 360, aspect: 4.0 / 3, reference: 16.0 / 9, encoding: stretch) == PictureLayout())
+        #expect(PictureLayout(width: 480, height: 360, sampleAspect: 1, encoding: stretch) == PictureLayout())
     }
 
     /// The broadcast's 4:3 part comes out pillarboxed in the 16:9 output, its bands where they were.
