@@ -2,7 +2,8 @@
 public struct VideoSettings: Sendable, Equatable, Codable {
     /// How a picture is put into a `width` × `height` box when both are given.
     public enum ScalingMode: String, Sendable, Codable, CaseIterable {
-        /// Fit inside the box keeping the aspect ratio; the output shrinks to the picture (no bars).
+        /// Fit inside the box keeping the aspect ratio; the output shrinks to the picture (no bars). A picture that
+        /// changes shape mid-stream is fitted into the output's size with black bars (`PictureLayout`).
         case fit
         /// Fill the box keeping the aspect ratio, cropping the overflow evenly from both sides.
         case fill

@@ -59,7 +59,8 @@ enum Usage {
               "width": 1280, "height": 720,                           even, ≤ 8192; default the display size;
                                                                       one of them alone keeps the aspect ratio
               "scalingMode": "fit" | "fill" | "stretch",              with both: fit inside (the output shrinks
-                                                                      to the picture, no bars), crop to fill, or stretch
+                                                                      to the picture, no bars), crop to fill, or stretch;
+                                                                      a shape change mid-stream: bars (fit), cropped (fill)
               "averageBitRate": 2000000,                              bits/s; default width × height × 4 (min 64000)
               "maxKeyFrameInterval": 60,                              frames; default 2 s of frames
               "profile": "baseline" | "main" | "high",                default high
