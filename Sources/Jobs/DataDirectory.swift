@@ -128,8 +128,12 @@ public struct DataDirectory: Sendable {
                   Int(name[name.index(after: dot)...]) != nil, Self.written(path, before: now - age) else { continue }
             unrecorded.append((path, String(name[..<dot])))
         }
-        return (Self.partialUploads(in: uploads, olderThan: age, now: now), unrecorded)
+        return (Self.partialUploads(named: names, in: uploads, olderThan: age, now: now), unrecorded)
     }
+
+    /// Seconds after its last write when a partial upload or fetched input on storage nodes share counts as a dead
+    /// node's: uploads and fetches in progress write far more often (idle connections are closed sooner).
+    public static let abandonedUploadAge: Double = 3600
 
     /// The name of a temporary file in `uploads/` for a request body being received or an input being fetched,
     /// told apart by `name`: `.upload-<name>.partial`. Hidden, and found again by `partialUploads` (at start, and by
@@ -141,8 +145,13 @@ public struct DataDirectory: Sendable {
     /// The temporary files in `folder` (an `uploads/`) of request bodies being received and inputs being fetched
     /// (`partialUploadName`), those last written more than `age` seconds before `now` (all of them for 0).
     public static func partialUploads(in folder: URL, olderThan age: Double, now: Double) -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        return names.filter { $0.hasPrefix(partialPrefix) && $0.hasSuffix(partialSuffix) }
+        partialUploads(named: (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [], in: folder,
+                       olderThan: age, now: now)
+    }
+
+    /// `partialUploads` among `names`, the files of `folder` already listed.
+    private static func partialUploads(named names: [String], in folder: URL, olderThan age: Double, now: Double) -> [String] {
+        names.filter { $0.hasPrefix(partialPrefix) && $0.hasSuffix(partialSuffix) }
             .map { folder.appendingPathComponent($0).path }
             .filter { age <= 0 || written($0, before: now - age) }
     }

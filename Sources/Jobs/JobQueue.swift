@@ -887,10 +887,10 @@ public final class JobQueue: Sendable {
     }
 
     /// On shared storage, removes what nodes that died left in `uploads/` (a lone process's server removes its
-    /// partial uploads at start): files last written over an hour ago, partial ones and fetched inputs their upload
-    /// does not point at. An hour: uploads and fetches in progress write far more often (idle ones are cut off).
+    /// partial uploads at start): files last written `DataDirectory.abandonedUploadAge` (an hour) ago or more,
+    /// partial ones and fetched inputs their upload does not point at.
     private func removeStrayUploads(now: Double) throws(StoreError) {
-        let stale = directory.staleUploadFiles(olderThan: 3600, now: now)
+        let stale = directory.staleUploadFiles(olderThan: DataDirectory.abandonedUploadAge, now: now)
         for path in stale.partial { removeFile(path, of: "upload_id", URL(fileURLWithPath: path).lastPathComponent) }
         for file in stale.unrecorded {
             let name = URL(fileURLWithPath: file.path).lastPathComponent

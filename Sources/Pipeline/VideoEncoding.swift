@@ -86,14 +86,13 @@ struct VideoEncoding {
                 timeBase = AVRational(num: 1, den: 90_000)
             }
         }
-        let sampleAspect = track.sampleAspectValue > 0 ? track.sampleAspectValue : 1
         return VideoEncoding(
             width: geometry.width, height: geometry.height,
             scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
             cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
             rotation: geometry.rotation,
             sourceWidth: sourceWidth, sourceHeight: sourceHeight,
-            sourceAspect: Double(sourceWidth) * sampleAspect / Double(max(1, sourceHeight)),
+            sourceAspect: Double(sourceWidth) * track.sampleAspectValue / Double(max(1, sourceHeight)),
             codecSampleAspect: FFmpeg.isValid(parameters.sample_aspect_ratio) ? av_q2d(parameters.sample_aspect_ratio) : 1,
             scalingMode: settings.width != nil && settings.height != nil ? settings.scalingMode ?? .fit : .fit,
             // width × height × 4, but at least 64 kb/s: x264 counts in kb/s and refuses 0 (a 2×2 input gave 16 b/s).

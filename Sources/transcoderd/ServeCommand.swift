@@ -56,9 +56,9 @@ enum ServeCommand {
             serverConfig.handlerThreads = config.handlerThreads
             serverConfig.probeThreads = config.probeThreads
             serverConfig.fetchThreads = config.fetchThreads
-            // Shared storage: partial uploads of a node that died are the ones left alone for an hour (an upload in
-            // progress writes every few seconds at most: idle connections are closed sooner).
-            if config.store != nil { serverConfig.leftoverUploadAge = 3600 }
+            // Shared storage: partial uploads of a node that died are the ones left alone for an hour, as the stray
+            // sweep takes them.
+            if config.store != nil { serverConfig.leftoverUploadAge = DataDirectory.abandonedUploadAge }
             let metricsBox = LockedValue<ServerMetrics?>(nil)
             let dispatcherBox = LockedValue<WebhookDispatcher?>(nil)
             let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin),
