@@ -6,7 +6,7 @@ import CFFmpeg
 /// 1. `zscale` to 16-bit RGB in BT.709 primaries, PQ-coded, from the source's tags as the plan read them (a stream
 ///    whose tags are in the container only gives frames without them); an HLG source is put on PQ's absolute scale
 ///    as zimg renders it, for a 1000 cd/m² display, whose reference white is about 203 cd/m². Sizes are made even
-///    first (by a line or column at most): zimg takes no odd-sized 4:2:0 picture;
+///    first (by a line or column at most, `padsToEven`): zimg takes no odd-sized 4:2:0 picture;
 /// 2. `lutrgb`: a curve on each of R, G and B (as BT.2390's EETF is applied), from PQ to light relative to HDR's
 ///    reference white, 203 cd/m² (ITU-R BT.2408), through the Möbius curve (values up to 0.5 pass as they are, the
 ///    rest rolls off smoothly so the source's peak becomes SDR white, and reference white comes out at about 0.77 in
@@ -32,6 +32,11 @@ struct ToneMapping {
     /// The size the pictures are mapped at, when smaller than the source's: the first `zscale` scales them down
     /// (bicubic) to it. nil: the source's own size.
     var prescale: (width: Int, height: Int)?
+
+    /// Whether an odd-sized picture is made even by a black column or line added (for a user's crop, which may take
+    /// the source's last one and leaves the added one out) rather than by its last one dropped (the whole picture
+    /// is shown: no black edge). Cropping at an odd offset, before the mapping, would misread the colours.
+    var padsToEven = false
 
     /// How the pictures are made, for checkpoint fingerprints: segments mapped another way must not be spliced.
     /// Left as it was when pictures began to be mapped at a smaller size (`prescale`): pictures mapped either way
@@ -121,7 +126,7 @@ struct ToneMapping {
     var filters: String {
         let range = source.range == AVCOL_RANGE_JPEG ? 1 : 0
         let curve = Self.curve(relativePeak: peak / Self.referenceWhite)
-        return "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0"
+        return (padsToEven ? "pad=ceil(iw/2)*2:ceil(ih/2)*2:0:0" : "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0")
             + ",zscale=" + (prescale.map { "w=\($0.width):h=\($0.height):f=bicubic:" } ?? "") + "tin=\(source.transfer.rawValue):pin=\(source.primaries.rawValue):min=\(source.matrix.rawValue)"
             + ":rin=\(range):t=smpte2084:p=bt709:npl=\(Self.referenceWhite),format=gbrp16le"
             + ",lutrgb=r='\(curve)':g='\(curve)':b='\(curve)'"

@@ -164,6 +164,28 @@ import TestSupport
         #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "\(red)")
     }
 
+    /// An odd-sized source is made even before the mapping. With a user's crop reaching its last column and line,
+    /// that is done by adding a column and a line (left out by the crop), not by dropping the last ones: FFmpeg's
+    /// crop moved the rectangle a pixel left and up to fit, and the source's black first column and line showed.
+    @Test func aCropTakingTheLastColumnOfAnOddSizedSourceKeepsItsPlace() throws {
+        let input = try Media.scratch().appendingPathComponent("odd.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=white:s=642x362:r=30:d=1",
+                          "-vf", "format=yuv444p,crop=641:361:0:0,drawbox=x=0:y=0:w=1:h=ih:c=black:t=fill,drawbox=x=0:y=0:w=iw:h=1:c=black:t=fill,format=yuv420p10le",
+                          "-c:v", "ffv1", "-color_trc", "smpte2084", "-color_primaries", "bt2020", "-colorspace", "bt2020nc", input])
+        let source = try #require(try Probe.read(input).video)
+        #expect(source.width == 641 && source.height == 361 && source.color_transfer == "smpte2084", "\(source)")
+        let result = try transcode(input, #"""
+            {"video": {"preset": "ultrafast", "averageBitRate": 4000000},
+             "filters": {"video": {"crop": {"x": 1, "y": 1, "width": 640, "height": 360}}}}
+            """#)
+        let video = try #require(result.probe.video)
+        #expect(video.width == 640 && video.height == 360, "\(video)")
+        // Two columns and lines (a 4:2:0 crop takes no single one): one of them black reads about half white.
+        let left = try Probe.meanColor(result.path, x: 0, y: 100, width: 2, height: 100)
+        let top = try Probe.meanColor(result.path, x: 100, y: 0, width: 100, height: 2)
+        #expect(left.allSatisfy { $0 > 200 } && top.allSatisfy { $0 > 200 }, "the black edges are cropped away: \(left) \(top)")
+    }
+
     @Test func keepPassesHDRThrough() throws {
         let result = try transcode(try Media.hdrPatches(.pq), #"{"video": {"color": {"hdr": "keep"}}}"#)
         let video = try #require(result.probe.video)
