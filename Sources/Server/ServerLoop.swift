@@ -2,6 +2,7 @@ import Logging
 import CSystem
 import Dispatch
 import Foundation
+import Outbound
 import Glibc
 
 /// The event loop's side of the server: listening sockets and connections, touched only on the loop's thread.
@@ -160,18 +161,8 @@ final class ServerLoop {
         stopped = true
     }
 
-    /// IMF-fixdate, as HTTP's Date header uses: `Sun, 06 Nov 1994 08:49:37 GMT`.
-    static func httpDate(_ date: Date) -> String {
-        var time = time_t(date.timeIntervalSince1970)
-        var parts = tm()
-        gmtime_r(&time, &parts)
-        var buffer = [CChar](repeating: 0, count: 64)
-        let count = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
-        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
     private func updateDate() {
-        dateHeader = Self.httpDate(Date())
+        dateHeader = HTTPDate.format(Date().timeIntervalSince1970)
     }
 }
 

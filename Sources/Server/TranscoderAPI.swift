@@ -742,7 +742,7 @@ public final class TranscoderAPI: Sendable {
         if let disposition { headers.set("Content-Disposition", disposition) }
         headers.set("ETag", etag)
         headers.set("Accept-Ranges", "bytes")
-        let modified = job.finishedAt.map { ServerLoop.httpDate(Date(timeIntervalSince1970: $0)) }
+        let modified = job.finishedAt.map { HTTPDate.format($0) }
         if let modified { headers.set("Last-Modified", modified) }
         if request.headers.notModified(etag: etag, lastModified: job.finishedAt) { return Response(.notModified, headers: headers) }
         // A Range is honoured only when If-Range (if any) still names this file.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Outbound
 import Glibc
 import Jobs
 
@@ -251,7 +252,7 @@ public final class TusEndpoint: Sendable {
         var headers = HTTPHeaders([("Upload-Offset", String(uploads.offset(of: upload))), ("Cache-Control", "no-store")])
         if let length = upload.length { headers.set("Upload-Length", String(length)) } else { headers.set("Upload-Defer-Length", "1") }
         if !upload.metadata.isEmpty { headers.set("Upload-Metadata", upload.metadata) }
-        if upload.completedAt == nil { headers.set("Upload-Expires", Self.httpDate(uploads.expiresAt(upload))) }
+        if upload.completedAt == nil { headers.set("Upload-Expires", HTTPDate.format(uploads.expiresAt(upload))) }
         if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
         return Response(.ok, headers: headers)
     }
@@ -305,7 +306,7 @@ public final class TusEndpoint: Sendable {
             try complete(&upload)
             if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
         } else if upload.completedAt == nil {
-            headers.set("Upload-Expires", Self.httpDate(uploads.expiresAt(upload)))
+            headers.set("Upload-Expires", HTTPDate.format(uploads.expiresAt(upload)))
         }
     }
 
@@ -398,16 +399,5 @@ public final class TusEndpoint: Sendable {
             digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
         }
         return digest.finish()
-    }
-
-    /// An RFC 9110 date (`Sun, 06 Nov 1994 08:49:37 GMT`).
-    static func httpDate(_ time: Double) -> String {
-        var seconds = time_t(time)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"], months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Outbound
 
 /// When a failed webhook attempt is tried again: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 24 h after attempts 1 to 7
 /// (each ±10 % so receivers coming back are not hit by every sender at once), then never; `scale` multiplies it all
@@ -19,11 +20,7 @@ public struct RetrySchedule: Sendable, Equatable {
     public static func retryAfter(_ value: String?, now: Double) -> Double? {
         guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
         if let seconds = Double(value), seconds >= 0 { return min(seconds, 86_400) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return min(max(0, date.timeIntervalSince1970 - now), 86_400)
+        guard let date = HTTPDate.parse(value, now: now) else { return nil }
+        return min(max(0, date - now), 86_400)
     }
 }

@@ -35,6 +35,9 @@ import Webhooks
         #expect(RetrySchedule.retryAfter("999999", now: 0) == 86_400)
         #expect(RetrySchedule.retryAfter("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_767) == 10)
         #expect(RetrySchedule.retryAfter("Sun, 06 Nov 1994 08:49:37 GMT", now: 784_111_800) == 0)
+        // The obsolete forms a recipient must read too (RFC 9110 §5.6.7).
+        #expect(RetrySchedule.retryAfter("Sunday, 06-Nov-94 08:49:37 GMT", now: 784_111_767) == 10)
+        #expect(RetrySchedule.retryAfter("Sun Nov  6 08:49:37 1994", now: 784_111_767) == 10)
         #expect(RetrySchedule.retryAfter("soon", now: 0) == nil && RetrySchedule.retryAfter(nil, now: 0) == nil)
     }
 }

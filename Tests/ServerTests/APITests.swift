@@ -313,6 +313,15 @@ import TestSupport
         #expect(try status(["If-Modified-Since: \(hourAfter)"]) == "304 0")
         #expect(try status(["If-Modified-Since: \(hourBefore)"]) == "200 \(size)")
         #expect(try status(["If-Modified-Since: yesterday"]) == "200 \(size)")
+        // The obsolete forms a recipient must read too (RFC 9110 §5.6.7): the file was sent in full for either.
+        let obsolete = DateFormatter()
+        obsolete.locale = formatter.locale
+        obsolete.timeZone = formatter.timeZone
+        obsolete.dateFormat = "EEEE, dd-MMM-yy HH:mm:ss 'GMT'"
+        #expect(try status(["If-Modified-Since: \(obsolete.string(from: sent))"]) == "304 0")
+        obsolete.dateFormat = "EEE MMM d HH:mm:ss yyyy"
+        let asctime = obsolete.string(from: sent).replacingOccurrences(of: #" (\d) "#, with: "  $1 ", options: .regularExpression)
+        #expect(try status(["If-Modified-Since: \(asctime)"]) == "304 0", "\(asctime)")
         // A date that does not read right is no condition (the weekday off by one; a signed hour), though read
         // loosely either would be after the file's.
         let wrongDay = String(modified.prefix(3) == "Mon" ? "Tue" : "Mon") + modified.dropFirst(3)
