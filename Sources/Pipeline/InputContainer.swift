@@ -169,6 +169,7 @@ extension InputContainer {
                 if FFmpeg.isValid(rate) { track.frameRate = av_q2d(rate) }
             }
             track.hdr = ColorTags.videoRange(parameters.color_trc)
+            track.dolbyVisionProfile = DolbyVision(stream: stream)?.profile
             if let name = av_get_pix_fmt_name(AVPixelFormat(rawValue: parameters.format)) {
                 track.pixelFormat = String(cString: name)
             }

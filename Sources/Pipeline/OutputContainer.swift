@@ -85,10 +85,17 @@ final class OutputContainer {
         stream.pointee.time_base = source.pointee.time_base
         stream.pointee.sample_aspect_ratio = source.pointee.sample_aspect_ratio
         stream.pointee.avg_frame_rate = source.pointee.avg_frame_rate
-        var size = 0
-        if let matrix = av_stream_get_side_data(source, AV_PKT_DATA_DISPLAYMATRIX, &size), size > 0,
-           let copy = av_stream_new_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, size) {
-            copy.update(from: matrix, count: size)
+        // What the picture's display needs besides its parameters: the rotation, HDR's light levels (MP4's `clli`,
+        // `mdcv`) and a Dolby Vision configuration (`dvcC`, which FFmpeg writes only when told unofficial boxes
+        // are welcome; without it a Dolby Vision profile 5 stream is shown in the wrong colours).
+        for type in [AV_PKT_DATA_DISPLAYMATRIX, AV_PKT_DATA_CONTENT_LIGHT_LEVEL, AV_PKT_DATA_MASTERING_DISPLAY_METADATA,
+                     AV_PKT_DATA_DOVI_CONF] {
+            var size = 0
+            if let data = av_stream_get_side_data(source, type, &size), size > 0,
+               let copy = av_stream_new_side_data(stream, type, size) {
+                copy.update(from: data, count: size)
+                if type == AV_PKT_DATA_DOVI_CONF { context?.pointee.strict_std_compliance = FF_COMPLIANCE_UNOFFICIAL }
+            }
         }
         return Int(stream.pointee.index)
     }

@@ -35,6 +35,9 @@ public struct Track: Sendable, Codable, Equatable {
     public var pixelFormat: String?
     /// `PQ` or `HLG` for an HDR video track (absent for SDR): its transfer, which decides tone mapping.
     public var hdr: String?
+    /// The Dolby Vision profile a video track states (5, 7, 8, …; absent without one). Profile 5 cannot be
+    /// re-encoded here (`DolbyVision`); the others are transcoded from their HDR10, HLG or SDR base layer.
+    public var dolbyVisionProfile: Int?
     /// True for a still picture attached to the file (an album's cover, a thumbnail), not video; absent otherwise.
     /// It is never transcoded.
     public var coverArt: Bool?

@@ -81,6 +81,9 @@ final class TranscodePlan {
         if let track = videoTrack, pass.includesVideo {
             switch settings.video {
             case .encode(let videoSettings):
+                if let vision = DolbyVision(stream: reader.stream(track.index)), !vision.decodesToViewablePictures {
+                    throw vision.refusal
+                }
                 let maxPixels = limits.maxDimension * limits.maxDimension
                 try reader.addDecodedOutput(track: track.index, maxPixels: maxPixels)
                 try addVideo(track: track, reader: reader, maxPixels: maxPixels, settings: settings, base: videoSettings,

@@ -39,7 +39,13 @@ public struct Probe: Decodable, Sendable {
     }
 
     public struct SideData: Decodable, Sendable {
+        public let side_data_type: String?
         public let rotation: Int?
+        /// A Dolby Vision configuration's profile and base-layer compatibility.
+        public let dv_profile: Int?
+        public let dv_bl_signal_compatibility_id: Int?
+        /// A content light level's MaxCLL.
+        public let max_content: Int?
     }
 
     public struct Format: Decodable, Sendable {
