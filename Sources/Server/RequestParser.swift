@@ -116,6 +116,11 @@ struct RequestParser {
                   let size = Int64(String(decoding: digits, as: UTF8.self), radix: 16) else {
                 throw HTTPError.malformed("A chunk size is not a hexadecimal number.")
             }
+            // Extensions are ignored, but only well-formed ones: a bare LF or other bytes there would end the line
+            // for a proxy in front that reads more leniently, and the two would frame the body differently.
+            guard Self.isChunkExtensions(bytes[sizeEnd..<lineEnd]) else {
+                throw HTTPError.malformed("A chunk-size line has something else than chunk extensions after the size.")
+            }
             state = size == 0 ? .trailers(scanned: 0) : .chunkData(remaining: size)
             return (.needMore, lineEnd + 2)
         case .chunkData(let remaining):
@@ -139,6 +144,7 @@ struct RequestParser {
                 state = .done
                 return (.end, 2)
             }
+            _ = try Self.fieldLine(bytes[0..<lineEnd]) // checked as a header line is, then dropped
             return (.needMore, lineEnd + 2)
         case .done:
             return (.needMore, 0)
@@ -196,22 +202,8 @@ struct RequestParser {
         }
         var headers = HTTPHeaders()
         for line in lines.dropFirst() {
-            guard let first = line.first else { throw HTTPError.malformed("An empty line inside the header section.") }
-            if first == 0x20 || first == 0x09 { throw HTTPError.malformed("Folded header lines (obs-fold) are not accepted.") }
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
-                throw HTTPError.malformed("A header line has no colon.")
-            }
-            let name = line[line.startIndex..<colon]
-            guard !name.isEmpty, name.allSatisfy(Self.isToken) else {
-                throw HTTPError.malformed("A header name has characters a token cannot have.")
-            }
-            var value = line[(colon + 1)...]
-            while let byte = value.first, byte == 0x20 || byte == 0x09 { value = value.dropFirst() }
-            while let byte = value.last, byte == 0x20 || byte == 0x09 { value = value.dropLast() }
-            guard value.allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) else {
-                throw HTTPError.malformed("A header value has a control character (NUL, CR, LF or other).")
-            }
-            headers.add(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+            let (name, value) = try Self.fieldLine(line)
+            headers.add(name, value)
         }
         if minor == 1 {
             let hosts = headers.values("Host")
@@ -311,6 +303,69 @@ struct RequestParser {
     }
 
     private static func isHex(_ byte: UInt8) -> Bool { hexValue(byte) != nil }
+
+    /// A header or trailer field line's name and value (RFC 9112 §5): a token, a colon, and a value without
+    /// control characters, its surrounding spaces and tabs dropped. No folding (obs-fold).
+    private static func fieldLine(_ line: Slice<UnsafeRawBufferPointer>) throws(HTTPError) -> (name: String, value: String) {
+        guard let first = line.first else { throw HTTPError.malformed("An empty line inside the header section.") }
+        if first == 0x20 || first == 0x09 { throw HTTPError.malformed("Folded header lines (obs-fold) are not accepted.") }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
+            throw HTTPError.malformed("A header line has no colon.")
+        }
+        let name = line[line.startIndex..<colon]
+        guard !name.isEmpty, name.allSatisfy(Self.isToken) else {
+            throw HTTPError.malformed("A header name has characters a token cannot have.")
+        }
+        var value = line[(colon + 1)...]
+        while let byte = value.first, byte == 0x20 || byte == 0x09 { value = value.dropFirst() }
+        while let byte = value.last, byte == 0x20 || byte == 0x09 { value = value.dropLast() }
+        guard value.allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) else {
+            throw HTTPError.malformed("A header value has a control character (NUL, CR, LF or other).")
+        }
+        return (String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+    }
+
+    /// Whether `bytes` (what follows a chunk's size on its line) is chunk extensions, RFC 9112 §7.1.1:
+    /// `*( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] )`.
+    static func isChunkExtensions(_ bytes: Slice<UnsafeRawBufferPointer>) -> Bool {
+        var index = bytes.startIndex
+        let end = bytes.endIndex
+        func spaces() { while index < end, bytes[index] == 0x20 || bytes[index] == 0x09 { index += 1 } }
+        func token() -> Bool {
+            let start = index
+            while index < end, isToken(bytes[index]) { index += 1 }
+            return index > start
+        }
+        /// A quoted string: qdtext (tab, space, visible ASCII but `"` and `\`, obs-text) and quoted pairs.
+        func quoted() -> Bool {
+            index += 1
+            while index < end {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    index += 1
+                    return true
+                }
+                if byte == UInt8(ascii: "\\") { index += 1 }
+                guard index < end, bytes[index] == 0x09 || (bytes[index] >= 0x20 && bytes[index] != 0x7F) else { return false }
+                index += 1
+            }
+            return false
+        }
+        while true {
+            spaces()
+            if index == end { return true }
+            guard bytes[index] == UInt8(ascii: ";") else { return false }
+            index += 1
+            spaces()
+            guard token() else { return false }
+            spaces()
+            if index < end, bytes[index] == UInt8(ascii: "=") {
+                index += 1
+                spaces()
+                guard index < end, bytes[index] == UInt8(ascii: "\"") ? quoted() : token() else { return false }
+            }
+        }
+    }
 
     /// RFC 9110 tchar.
     static func isToken(_ byte: UInt8) -> Bool {

@@ -65,6 +65,24 @@ import Testing
         #expect(result.ended && result.body == "hello world")
     }
 
+    /// Chunk extensions are ignored only when well-formed (RFC 9112 §7.1.1), and trailer lines are checked as header
+    /// lines: a bare LF in either ended the line for a lenient proxy in front but not here, and the two framed the
+    /// body differently (a request smuggled inside a chunk).
+    @Test func chunkExtensionsAndTrailersMustBeWellFormed() throws {
+        func chunked(_ body: String) -> String { "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body }
+        for size in ["5;a=1", "5 ; a = 1", "5;a;b=c", "5;a=\"q \\\" ;x\"", "5\t;a", "5;a=\"\""] {
+            let result = try parse(chunked(size + "\r\nhello\r\n0\r\nT: 1\r\n\r\n"))
+            #expect(result.ended && result.body == "hello", "\(size.debugDescription)")
+        }
+        for size in ["5 garbage", "5;", "5;=1", "5;a=", "5;a=\"open", "5;a b", "5;a=1;", "5;a\n", "5;\nxx", "5;a=\u{1}"] {
+            #expect(error(chunked(size + "\r\nhello\r\n0\r\n\r\n"))?.status.code == 400, "\(size.debugDescription)")
+        }
+        #expect(error(chunked("2;\nxx\r\n45\r\n0\r\n\r\n"))?.status.code == 400, "the smuggling pattern")
+        for trailer in ["\nGET /x HTTP/1.1", "No colon", " folded: x", "T: a\u{0}b", "T: a\nb"] {
+            #expect(error(chunked("0\r\n" + trailer + "\r\n\r\n"))?.status.code == 400, "\(trailer.debugDescription)")
+        }
+    }
+
     @Test func percentEncodedSegmentsStayInside() throws {
         let head = try #require(try parse("GET /v1/jobs/..%2F..%2Fetc%2Fpasswd HTTP/1.1\r\nHost: x\r\n\r\n").heads.first)
         #expect(head.segments == ["v1", "jobs", "../../etc/passwd"])
