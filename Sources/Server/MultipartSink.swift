@@ -29,6 +29,8 @@ final class MultipartSink: BodySink {
     private let reservation: BodyMemory.Reservation
     private var state: State = .preamble
     private var pending: [UInt8] = []
+    /// Spaces and tabs allowed between a boundary and its CRLF (RFC 2046's transport padding, which nobody sends).
+    static let maxPadding = 1024
     private var fileSink: FileSink?
     private var fileFinished: UploadBody?
     private var partCount = 0
@@ -114,9 +116,14 @@ final class MultipartSink: BodySink {
                     index = pending.count
                     return
                 }
-                // Transport padding (spaces, tabs) may follow a delimiter before its CRLF.
+                // Transport padding (spaces, tabs) may follow a delimiter before its CRLF; a little of it (kept in
+                // `pending` until the CRLF comes, and scanned again with each write).
                 var cursor = index
                 while cursor < pending.count, pending[cursor] == 0x20 || pending[cursor] == 0x09 { cursor += 1 }
+                if cursor - index > Self.maxPadding {
+                    throw HTTPError(.badRequest, "invalid_multipart", "A multipart boundary is followed by more than \(Self.maxPadding) bytes of padding.",
+                                    closeConnection: true)
+                }
                 guard pending.count - cursor >= 2 else { return }
                 guard pending[cursor] == 13 && pending[cursor + 1] == 10 else {
                     throw HTTPError(.badRequest, "invalid_multipart", "A multipart boundary is not followed by CRLF.", closeConnection: true)

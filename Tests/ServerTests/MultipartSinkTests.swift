@@ -73,6 +73,20 @@ import TestSupport
         #expect(error.code == "parts_too_large")
     }
 
+    /// Transport padding after a boundary is allowed, a little of it: endless spaces grew the parser's buffer, and
+    /// its scans, without bound (nothing else counts them).
+    @Test func paddingAfterABoundaryIsBounded() throws {
+        let padded = try sink(fields: ["a"])
+        try write(Data("--\(Self.boundary) \t \r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n--\(Self.boundary)--\r\n".utf8), to: padded)
+        let endless = try sink(fields: ["a"])
+        try write(Data("--\(Self.boundary)".utf8), to: endless)
+        var refused: HTTPError?
+        for _ in 0..<100 where refused == nil {
+            do throws(HTTPError) { try write(Data(repeating: 0x20, count: 100), to: endless) } catch { refused = error }
+        }
+        #expect(refused?.code == "invalid_multipart" && refused?.status.code == 400, "\(String(describing: refused))")
+    }
+
     @Test func anUnknownPartIsRefusedBeforeItsBody() throws {
         let sink = try sink(fields: ["settings"])
         let headers = Data("--\(Self.boundary)\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\n".utf8)
