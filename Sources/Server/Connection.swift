@@ -248,9 +248,11 @@ final class Connection {
 
     private func begin(_ head: RequestHead) throws(HTTPError) {
         var head = head
-        // tus clients behind proxies that allow only GET and POST send PATCH and DELETE this way.
-        if head.method == "POST", let method = head.headers["X-HTTP-Method-Override"], head.path.hasPrefix("/v1/tus") {
-            head.method = method.uppercased()
+        // tus clients behind proxies that allow only GET and POST send PATCH and DELETE this way. Only those two: a
+        // POST made a HEAD would be answered without the body its Content-Length announces.
+        if head.method == "POST", let method = head.headers["X-HTTP-Method-Override"]?.uppercased(), head.path.hasPrefix("/v1/tus"),
+           method == "PATCH" || method == "DELETE" {
+            head.method = method
         }
         self.head = head
         requestStarted = ContinuousClock.now
@@ -430,7 +432,12 @@ final class Connection {
         responseBytes = 0
         let keepAlive = (head?.keepAlive ?? false) && response.headers["Connection"]?.caseInsensitiveEquals("close") != true
         closeAfterWrite = !keepAlive || !parser.isDone
-        if closeAfterWrite { response.headers.set("Connection", "close") }
+        if closeAfterWrite {
+            response.headers.set("Connection", "close")
+        } else if head?.minorVersion == 0 {
+            // HTTP/1.0 closes unless told otherwise (RFC 9112 §9.3): a client that asked to keep the connection is told it is kept.
+            response.headers.set("Connection", "keep-alive")
+        }
         var bodyData: Data?
         switch response.body {
         case .empty:

@@ -142,6 +142,15 @@ import TestSupport
         let answer = old.read()
         #expect(answer.hasPrefix("HTTP/1.1 201 ") && !answer.contains(" 100 Continue") && old.hasBeenClosedByPeer,
                 "\(answer.prefix(300))")
+        // One that asks to keep the connection is told it is kept (HTTP/1.0 closes unless the answer says so; a
+        // client waited for the close), and its next request is answered on it.
+        let kept = try RawClient(port: try server.port)
+        kept.send("GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        let first = kept.read(until: "\"ok\"")
+        #expect(first.contains("\r\nConnection: keep-alive\r\n") && !kept.hasBeenClosedByPeer, "\(first)")
+        kept.send("GET /healthz HTTP/1.0\r\n\r\n")
+        let second = kept.read()
+        #expect(second.hasPrefix("HTTP/1.1 200 ") && second.contains("\r\nConnection: close\r\n") && kept.hasBeenClosedByPeer, "\(second)")
     }
 
     @Test func unreadableUploadsAreRefusedAndNothingIsKept() throws {
