@@ -56,11 +56,6 @@ struct WebhookRows<Store: RowRunning> {
             UPDATE webhook_deliveries SET \((assignments + ["claimed_until = NULL", "payload = COALESCE(payload, ?)"]).joined(separator: ", "))
             WHERE seq = ? AND attempts = ? AND state = 'pending' RETURNING seq
             """, arguments + [.text(String(decoding: payload, as: UTF8.self)), .integer(delivery.sequence), .integer(Int64(delivery.attempts))])
-        // A deleted job's deliveries stay until they are sent, then go.
-        _ = try store.rows("""
-            DELETE FROM webhook_deliveries WHERE seq = ? AND state <> 'pending'
-                AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = webhook_deliveries.job_id)
-            """, [.integer(delivery.sequence)])
         if case .disabled = outcome, !done.isEmpty {
             _ = try store.rows("UPDATE jobs SET webhook_disabled = true WHERE id = ?", [.text(delivery.jobID)])
             _ = try store.rows("""
@@ -68,6 +63,12 @@ struct WebhookRows<Store: RowRunning> {
                 WHERE job_id = ? AND url = ? AND scope = 'job' AND state = 'pending'
                 """, [.text(delivery.jobID), .text(delivery.url)])
         }
+        // A deleted job's deliveries stay until they are sent, then go: this one, and those a 410 just turned off
+        // (nothing would take them again, and no job row is left for retention to find).
+        _ = try store.rows("""
+            DELETE FROM webhook_deliveries WHERE job_id = ? AND state <> 'pending'
+                AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = webhook_deliveries.job_id)
+            """, [.text(delivery.jobID)])
     }
 
     /// The job's deliveries, oldest first.

@@ -402,6 +402,19 @@ import TestSupport
         let running = try #require(try store.claimDeliveries(limit: 10, claimSeconds: 60).first { $0.jobID == twice.id })
         try store.finishDelivery(running, .disabled(status: 410), payload: Data("{}".utf8))
         #expect(try store.deliveries(jobID: twice.id).map(\.state) == [.disabled, .disabled], "the later job.failed is off too")
+
+        // A deleted job's 410: the deliveries it turns off go with the one answered (they stayed for ever: nothing
+        // takes them again, and no job row is left for retention to find).
+        let gone = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 300,
+                                       webhooks: JobWebhooks(target: WebhookTarget(url: own, events: [.running, .failed])))
+        let goneLease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        #expect(goneLease.jobID == gone.id)
+        _ = try store.markFailed(goneLease, code: "x", message: "x")
+        try store.deleteJob(id: gone.id)
+        #expect(try store.deliveries(jobID: gone.id).map(\.state) == [.pending, .pending])
+        let answered = try #require(try store.claimDeliveries(limit: 10, claimSeconds: 60).first { $0.jobID == gone.id })
+        try store.finishDelivery(answered, .disabled(status: 410), payload: Data("{}".utf8))
+        #expect(try store.deliveries(jobID: gone.id).isEmpty)
     }
 }
 
