@@ -326,11 +326,13 @@ public final class PostgresJobStore: JobStore, RowRunning {
                         lease = NULL, finished_at = \(Self.now), updated_at = \(Self.now)
                     WHERE \(condition) AND attempts >= ? RETURNING id
                     """), [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
-                let requeued = try connection.query("""
+                // The limit again: the clock moves between the statements, and a lease that ran out just after the
+                // first one would be requeued past it.
+                let requeued = try connection.query(Self.numbered("""
                     UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL,
                         progress_time = 0, updated_at = \(Self.now)
-                    WHERE \(condition) RETURNING id
-                    """).compactMap { $0["id"].string }
+                    WHERE \(condition) AND attempts < ? RETURNING id
+                    """), [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
                 return (requeued, failed)
             }
         }

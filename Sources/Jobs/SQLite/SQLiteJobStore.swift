@@ -385,8 +385,8 @@ public final class SQLiteJobStore: JobStore, RowRunning {
                 let requeued = try database.query("""
                     UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL,
                         progress_time = 0, updated_at = ?
-                    WHERE \(condition) RETURNING id
-                    """, [.real(now)] + arguments).compactMap { $0["id"].string }
+                    WHERE \(condition) AND attempts < ? RETURNING id
+                    """, [.real(now)] + arguments + [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
                 return (requeued, failed)
             }
         }
