@@ -445,7 +445,12 @@ public final class JobQueue: Sendable {
         case .stored(let job): final = job
         case .leaseLost, .notRecorded: final = nil
         }
-        if case .success = outcome, final?.state != .succeeded { removeFile(directory.outputDirectory(for: claimed), of: "job_id", id) }
+        // A success not stored goes, unless a shared store may have stored it after all (its answer lost, the store
+        // gone until the lease ran out): the stray sweep removes it once the store shows it is not the job's output.
+        let maybeStored = if case .notRecorded = recorded, store.isShared { true } else { false }
+        if case .success = outcome, final?.state != .succeeded, !maybeStored {
+            removeFile(directory.outputDirectory(for: claimed), of: "job_id", id)
+        }
         // Checkpoints serve the job's next attempt; once it has ended (or is gone) they have served.
         if let final, final.state.isTerminal { removeCheckpoints(of: id) }
         if case .leaseLost = recorded {
