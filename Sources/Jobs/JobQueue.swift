@@ -389,6 +389,10 @@ public final class JobQueue: Sendable {
         // write them now, and an old holder that still does finds its folder gone and fails, its writes refused.
         for path in directory.leftovers(of: claimed) { removeFile(path, of: "job_id", id) }
         state.withLock { state in
+            // An earlier attempt here whose lease ran out while it ran (a renewal held up by the store) and that the
+            // store gave to this one: it is not the job's any more. It stops, and its entry is this one's now: what it
+            // still does (progress, its end) leaves this attempt alone (`ownEntry`).
+            if let earlier = state.running[id], earlier.lease.token != lease.token { earlier.token.cancel() }
             var running = Running(lease: lease, renewedAt: Date(), token: token, lastAdvance: Date(), lastTime: -1)
             if state.pendingCancels.remove(id) != nil || state.heardCancels.removeValue(forKey: id) != nil {
                 running.reason = .canceled
@@ -411,10 +415,11 @@ public final class JobQueue: Sendable {
         } else {
             outcome = execute(claimed, lease: lease, token: token)
         }
-        let reason = state.withLock { state -> StopReason? in
-            state.running[id]?.ending = true
-            return state.running[id]?.reason
-        }
+        // A later attempt here took the job over: this one's end is not to be written.
+        let reason = ownEntry(id, token: lease.token) { running -> StopReason? in
+            running.ending = true
+            return running.reason
+        } ?? .leaseLost
         if case .failure = outcome {
             // Before the end is recorded: a job sent back to the queue may be claimed again at once, and the files
             // of its next attempt must not be mistaken for this one's. Only this attempt's own folders: another
@@ -433,9 +438,10 @@ public final class JobQueue: Sendable {
             lateCanceled = true
         }
         let (stopping, late) = state.withLock { state -> (Bool, Bool) in
-            let late = state.running[id]?.lateCancel == true
             // Only this attempt's entry: the job, back in the queue, may be another worker's attempt by now.
-            if state.running[id]?.lease.token == lease.token { state.running.removeValue(forKey: id) }
+            guard state.running[id]?.lease.token == lease.token else { return (state.stopping, false) }
+            let late = state.running[id]?.lateCancel == true
+            state.running.removeValue(forKey: id)
             return (state.stopping, late)
         }
         state.notifyAll()
@@ -601,8 +607,7 @@ public final class JobQueue: Sendable {
                     resumeLogged = true
                     logger.info("job resumed from its checkpoint", ["job_id": .string(job.id), "seconds": .double(seconds)])
                 }
-                state.withLock { state in
-                    guard var running = state.running[job.id] else { return }
+                let own: Void? = ownEntry(job.id, token: lease.token) { running in
                     if progress.presentationTime > running.lastTime {
                         running.lastTime = progress.presentationTime
                         running.lastAdvance = now
@@ -616,8 +621,8 @@ public final class JobQueue: Sendable {
                         running.lastAdvance = now
                     }
                     running.progress = progress
-                    state.running[job.id] = running
                 }
+                guard own != nil else { return } // a later attempt here has the job
                 events.publish(job.id, .progress(progress))
                 // While a checkpoint is checked the time is 0: the store keeps what the earlier attempt saved.
                 if progress.verifying == nil && now.timeIntervalSince(lastSaved) >= configuration.progressSaveInterval {
@@ -647,21 +652,20 @@ public final class JobQueue: Sendable {
         unlink(temporary)
         defer { unlink(temporary) }
         let started = FetchProgress(bytes: 0, totalBytes: nil)
-        state.withLock { $0.running[job.id]?.fetch = started }
+        ownEntry(job.id, token: job.leaseToken) { $0.fetch = started }
         events.publish(job.id, .fetching(started))
-        defer { state.withLock { $0.running[job.id]?.fetch = nil } }
+        defer { ownEntry(job.id, token: job.leaseToken) { $0.fetch = nil } }
         logger.info("fetching the input", ["job_id": .string(job.id), "url": .string(RedactedURL.text(url))])
         let fetched: URLFetcher.Fetched
         do {
             fetched = try fetcher.fetch(url, to: temporary) { [self] bytes, total in
                 let progress = FetchProgress(bytes: bytes, totalBytes: total)
-                let advanced = state.withLock { state -> Bool in
-                    guard var running = state.running[job.id], running.fetch != progress else { return false }
+                let advanced = ownEntry(job.id, token: job.leaseToken) { running -> Bool in
+                    guard running.fetch != progress else { return false }
                     if bytes > running.fetch?.bytes ?? 0 { running.lastAdvance = Date() }
                     running.fetch = progress
-                    state.running[job.id] = running
                     return true
-                }
+                } ?? false
                 if advanced { events.publish(job.id, .fetching(progress)) }
                 return !token.isCanceled
             }
@@ -815,6 +819,18 @@ public final class JobQueue: Sendable {
                     }
                 }
             }
+        }
+    }
+
+    /// Runs `body` on the entry of job `id`'s attempt with lease `token`, if it is still the one registered here (a
+    /// later attempt here may have replaced it, see `process`); nil when it is not.
+    @discardableResult
+    private func ownEntry<T>(_ id: String, token: Int, _ body: (inout Running) -> T) -> T? {
+        state.withLock { state in
+            guard var running = state.running[id], running.lease.token == token else { return nil }
+            let result = body(&running)
+            state.running[id] = running
+            return result
         }
     }
 

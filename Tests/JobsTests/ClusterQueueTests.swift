@@ -199,6 +199,47 @@ struct PacedRunner: JobRunner {
         #expect(try fixture.store.job(id: job.id) == done)
     }
 
+    /// A job whose lease ran out while its worker here still ran it (a renewal held up behind a slow query) and that
+    /// another worker here then claimed: the first attempt stops, and nothing it does touches the second one. Its
+    /// end marked the second attempt's entry as ending, and a cancel of the job then waited a minute at a time
+    /// for an end that never came.
+    @Test func anAttemptOvertakenOnItsOwnNodeLeavesTheNextOneAlone() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        /// The first attempt runs 3 s, the next ones 20 s.
+        struct ByAttempt: JobRunner {
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                try PacedRunner(seconds: job.attempts == 1 ? 3 : 20).run(job, input: input, outputDirectory: outputDirectory,
+                                                                          cancellation: cancellation, progress: progress)
+            }
+        }
+        // No renewal in the test's time: the lease runs out when the database says so.
+        let queue = try node(fixture, workers: 2, runner: ByAttempt()) {
+            $0.pollInterval = 0.2
+            $0.heartbeatInterval = 60
+        }
+        defer { queue.stop(grace: 5) }
+        let job = try queue.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
+        let started = Date()
+        let database = try #require(fixture.uri?.split(separator: "?").first?.split(separator: "/").last)
+        try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c",
+                                 "UPDATE jobs SET lease_expires_at = extract(epoch from clock_timestamp()) - 1 WHERE id = '\(job.id)'"])
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.leaseToken == 2 }, "the other worker here took it")
+        // Past the first attempt's own end: it either stopped at the takeover or ran out its 3 s.
+        Thread.sleep(forTimeInterval: max(0, 3.5 - Date().timeIntervalSince(started)))
+        let canceled = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            _ = try? queue.cancel(id: job.id)
+            canceled.signal()
+        }
+        #expect(canceled.wait(timeout: .now() + 8) == .success, "the cancel came back")
+        #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        let final = try #require(try fixture.store.job(id: job.id))
+        #expect(final.state == .canceled && final.attempts == 2, "\(final.state) after \(final.attempts) attempts")
+    }
+
     /// A claim clears what earlier claims of the job left, never what a later one made: a worker paused before its
     /// clean-up must not remove the result of the worker that took the job over meanwhile.
     @Test func onlyEarlierAttemptsFoldersCountAsLeftovers() throws {
