@@ -506,23 +506,27 @@ public final class JobQueue: Sendable {
     /// Records how the job ended, trying again while the store refuses. A success that cannot be recorded is recorded
     /// as a failure (`store_error`), so the job never stays `running` with nobody running it. On a shared store that
     /// cannot be reached, the end is tried again until the lease would have run out (a database restart loses
-    /// nothing), and after that the job is left to the lease: another node runs it again.
+    /// nothing), and after that the job is left to the lease: another node runs it again. With a store of its own,
+    /// nobody else will record the end: the last write is tried until it goes through or the queue stops (the next
+    /// start's recovery then sends the job back to the queue).
     private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, lease: Lease, reason: StopReason?) -> Recorded {
         let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, lease: lease, reason: reason) }
         let renewedAt = state.withLock { $0.running[job.id]?.renewedAt } ?? Date()
         let leaseEnd = store.isShared ? renewedAt.addingTimeInterval(configuration.leaseSeconds) : nil
-        switch retrying(job.id, what: "recording the end of the job", until: leaseEnd, attempt) {
+        // A plain failure has no fallback: it is the last write.
+        let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
+        switch retrying(job.id, what: "recording the end of the job", until: leaseEnd, persistent: writesFailure && !store.isShared,
+                        attempt) {
         case .success(let final):
             return .stored(final)
         case .failure(let error) where error.code == "lease_lost":
             return .leaseLost
         case .failure(let error):
-            let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
             guard reason != .shuttingDown, !writesFailure, !Self.isPermanent(error),
                   !(store.isShared && error.code == "store_unavailable") else { break }
             let message = "The transcode ended but the job store could not record it (\(error.message)); the output was discarded. "
                 + "Submit the job again."
-            let fallback = retrying(job.id, what: "recording the job as failed") { () throws(StoreError) -> Job in
+            let fallback = retrying(job.id, what: "recording the job as failed", persistent: !store.isShared) { () throws(StoreError) -> Job in
                 try self.store.markFailed(lease, code: "store_error", message: message)
             }
             switch fallback {
@@ -542,9 +546,10 @@ public final class JobQueue: Sendable {
     }
 
     /// Runs `body` until it succeeds or `recordRetryDelays` are used up (or, with `deadline`, until then, once a
-    /// second after the delays), logging each failure. A refusal that cannot change (the job is gone, the state
-    /// machine refuses the move, the job is another worker's) is not tried again.
-    private func retrying(_ id: String, what: String, until deadline: Date? = nil,
+    /// second after the delays; `persistent`, until the queue stops, at the last delay), logging each failure. A
+    /// refusal that cannot change (the job is gone, the state machine refuses the move, the job is another
+    /// worker's) is not tried again.
+    private func retrying(_ id: String, what: String, until deadline: Date? = nil, persistent: Bool = false,
                           _ body: () throws(StoreError) -> Job) -> Result<Job, StoreError> {
         var delays = configuration.recordRetryDelays[...]
         while true {
@@ -554,6 +559,7 @@ public final class JobQueue: Sendable {
                 let permanent = Self.isPermanent(error)
                 var delay = delays.popFirst()
                 if delay == nil, let deadline, Date() < deadline { delay = min(1, deadline.timeIntervalSinceNow) }
+                if delay == nil, persistent, !stopping { delay = configuration.recordRetryDelays.last ?? 1 }
                 logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
                                                   "retrying": .string(delay == nil || permanent ? "no" : "yes")])
                 guard !permanent, let delay else { return .failure(error) }
@@ -720,11 +726,13 @@ public final class JobQueue: Sendable {
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
         case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?):
             return try store.requeue(lease)
-        case (.failure(let error), nil) where error.code == "worker_crashed":
-            // A crash may not happen again (a one-off signal, a memory spike): the job runs again, up to its limit.
+        case (.failure(let error), nil) where error.code == "worker_crashed" || Self.passingStoreErrors.contains(error.code):
+            // A crash may not happen again (a one-off signal, a memory spike), nor a store that failed the attempt's
+            // own reads (its upload, its fetched input) while it restarted: the job runs again, up to its limit.
             guard job.attempts >= configuration.maxAttempts else {
-                logger.error("the job's process crashed; it runs again",
-                             ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])
+                logger.error("the job's attempt failed in a way that may pass; it runs again",
+                             ["job_id": .string(job.id), "attempt": .int(job.attempts), "code": .string(error.code),
+                              "error": .string(error.message)])
                 return try store.retry(lease)
             }
             return try store.markFailed(lease, code: error.code,
@@ -733,6 +741,9 @@ public final class JobQueue: Sendable {
             return try store.markFailed(lease, code: error.code, message: error.message)
         }
     }
+
+    /// Store errors that a moment later may not recur (a database restarting, busy or unreachable).
+    private static let passingStoreErrors: Set<String> = ["store_unavailable", "sqlite_error", "postgres_error"]
 
     private func watch() {
         var lastSweep = Date.distantPast

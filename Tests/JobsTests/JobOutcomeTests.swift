@@ -72,6 +72,47 @@ import TestSupport
         #expect(fixture.outputFiles == [job.id])
     }
 
+    /// With a store of its own, nobody else records a job's end: its last write is tried until the store takes it.
+    /// The job stayed `running`, with nobody running it, until the process started again.
+    @Test func theLastWriteOfAnEndIsTriedUntilTheStoreTakesIt() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, Self.refuseSuccess + """
+            CREATE TRIGGER refuse_failure BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'failed'
+            BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
+            """)
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines)
+        try queue.start()
+        defer { queue.stop(grace: 5) }
+        // The success's tries (a first and three retries), then the fallback's, more than its delays allow.
+        #expect(eventually(30) { lines.all.filter { $0.contains("recording the job as failed failed") && $0.contains(job.id) }.count >= 6 })
+        #expect(try fixture.store.job(id: job.id)?.state == .running)
+        try sql(fixture, "DROP TRIGGER refuse_success; DROP TRIGGER refuse_failure;")
+        #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state == .failed })
+        #expect(try fixture.store.job(id: job.id)?.errorCode == "store_error")
+    }
+
+    /// A store that fails an attempt's own reads (its upload) fails the job only once its attempts are spent, as a
+    /// crash does: a database restarting or busy for a moment failed the job for good.
+    @Test func aStoreThatFailsAnAttemptsReadsFailsTheJobAfterItsAttempts() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines)
+        try queue.start()
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 5)
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.state == .failed && failed.errorCode == "sqlite_error" && failed.attempts == 3,
+                "\(failed.state) \(failed.errorCode ?? "") after \(failed.attempts) attempts")
+        #expect(failed.errorMessage?.contains("(attempt 3 of 3)") == true, "\(failed.errorMessage ?? "")")
+        #expect(lines.all.filter { $0.contains("may pass; it runs again") && $0.contains(job.id) }.count == 2)
+    }
+
     @Test func claimErrorsAreLogged() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
