@@ -241,6 +241,9 @@ public final class JobQueue: Sendable {
         while true {
             switch signalCancel(id) {
             case .signaled:
+                // Stored too on a shared store: if this attempt's end cannot be written (the database away until the
+                // lease runs out), the node that recovers the job cancels it rather than run it again.
+                if store.isShared { _ = try store.requestCancel(id: id) }
                 guard let job = try store.job(id: id) else { throw Self.notFound(id) }
                 return job
             case .ending(let token):

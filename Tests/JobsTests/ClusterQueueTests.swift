@@ -240,6 +240,30 @@ struct PacedRunner: JobRunner {
         #expect(final.state == .canceled && final.attempts == 2, "\(final.state) after \(final.attempts) attempts")
     }
 
+    /// A cancel of a job running on this node is stored as well as signaled: if the attempt's end cannot be written
+    /// (the database away until the lease runs out), the node that recovers the job cancels it. It was kept in
+    /// memory only, and the recovered job ran again.
+    @Test func aCancelOfAJobRunningHereIsStored() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        /// Takes 2 s to notice a cancel, as a transcode busy in a long step does.
+        struct SlowToStop: JobRunner {
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                Thread.sleep(forTimeInterval: 2)
+                throw cancellation.isCanceled ? MediaError.canceled : MediaError(code: "unexpected", message: "not canceled")
+            }
+        }
+        let queue = try node(fixture, workers: 1, runner: SlowToStop()) { $0.pollInterval = 0.2 }
+        defer { queue.stop(grace: 5) }
+        let job = try queue.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
+        let lease = try #require(try fixture.store.job(id: job.id)?.currentLease)
+        #expect(try queue.cancel(id: job.id).state == .running, "signaled; the attempt records it")
+        #expect(try fixture.store.renew(lease, leaseSeconds: 20) == .held(cancelRequested: true))
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .canceled })
+    }
+
     /// A claim clears what earlier claims of the job left, never what a later one made: a worker paused before its
     /// clean-up must not remove the result of the worker that took the job over meanwhile.
     @Test func onlyEarlierAttemptsFoldersCountAsLeftovers() throws {
