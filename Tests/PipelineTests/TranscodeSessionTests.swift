@@ -217,6 +217,29 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("limited.mp4").path))
     }
 
+    /// The same with a clock that leaps a minute ahead at the splice: FFmpeg declares the minute (its duration
+    /// runs from the first timestamps to the last), and the file read on the closed-up clock seemed a minute short:
+    /// it was refused as cut short.
+    @Test func aTransportStreamWhoseClockLeapsAheadComesOutWhole() throws {
+        let folder = try Media.scratch()
+        var joined = Data()
+        for (part, offset) in [(1, 0), (2, 60)] {
+            let path = folder.appendingPathComponent("part\(part).ts").path
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=d=2",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                              "-output_ts_offset", String(offset), "-f", "mpegts", path])
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: path)))
+        }
+        let input = folder.appendingPathComponent("joined.ts").path
+        try joined.write(to: URL(fileURLWithPath: input))
+        #expect(try Probe.read(input).format.durationSeconds > 60, "what FFmpeg declares")
+        let run = try transcode(input)
+        #expect(run.result.framesEncoded == 100)
+        let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
+        #expect(abs(video.durationSeconds - 4) < 0.1 && abs(audio.durationSeconds - 4) < 0.15,
+                "video \(video.durationSeconds) s, audio \(audio.durationSeconds) s")
+    }
+
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
     private static func fieldDetection(_ path: String, from start: Double = 0) throws -> (interlaced: Int, progressive: Int) {
         let run = try Shell.run("ffmpeg", ["-nostdin", "-ss", String(start), "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
