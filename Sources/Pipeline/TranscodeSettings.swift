@@ -92,6 +92,7 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
                 throw SettingsError(key: "audio", message: "a ladder's audio is encoded once for every rendition; \"copy\" is not available with hls")
             }
         }
+        if let filters { try Self.checkCopies(video: video, audio: audio, filters: filters) }
         // Raw and audio-only files hold one kind of track: asking for the other one explicitly is an error here;
         // left to its default, it is refused only if the input has such a track.
         if !container.holdsAudio, reader.has("audio"), audio != .drop {
@@ -99,6 +100,23 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
         }
         if !container.holdsVideo, reader.has("video"), video != .drop {
             throw SettingsError(key: "video", message: "a \(container.rawValue) file holds audio only; use null")
+        }
+    }
+
+    /// Filters work on decoded pictures and sound; a copied track's packets pass as they are. Its filters would be
+    /// ignored, and a tempo, which both tracks must follow to stay together, would put it out of step.
+    private static func checkCopies(video: TrackChoice<VideoSettings>, audio: TrackChoice<AudioSettings>, filters: FilterSettings) throws(SettingsError) {
+        if video == .copy, FilterSettings(video: filters.video).videoChain() != nil {
+            throw SettingsError(key: "filters.video", message: "the video is copied (\"video\": \"copy\"), packets as they are: no filter applies to it")
+        }
+        var sound = filters.audio
+        sound?.tempo = nil
+        if audio == .copy, FilterSettings(audio: sound).audioChain(sampleRate: 48_000) != nil {
+            throw SettingsError(key: "filters.audio", message: "the audio is copied (\"audio\": \"copy\"), packets as they are: no filter applies to it")
+        }
+        if filters.tempo != 1, video == .copy || audio == .copy {
+            throw SettingsError(key: "filters.audio.tempo", message: "a tempo retimes both tracks, and a copied one keeps its timing: "
+                + "the two would drift apart. Encode both, or leave one out (null)")
         }
     }
 

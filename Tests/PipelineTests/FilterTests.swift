@@ -128,4 +128,21 @@ import TestSupport
             #expect { try TranscodeSettings.parse(Data(json.utf8)) } throws: { ($0 as? SettingsError)?.key == key }
         }
     }
+
+    /// A copied track's packets pass as they are: its filters were silently ignored, and a tempo sped up the
+    /// encoded track only, so picture and sound drifted apart from the first second.
+    @Test func filtersOfACopiedTrackAreRefused() throws {
+        for (json, key) in [(#"{"video": "copy", "filters": {"video": {"grayscale": true}}}"#, "filters.video"),
+                            (#"{"audio": "copy", "filters": {"audio": {"volume": 2}}}"#, "filters.audio"),
+                            (#"{"audio": "copy", "filters": {"audio": {"tempo": 2}}}"#, "filters.audio.tempo"),
+                            (#"{"video": "copy", "filters": {"audio": {"tempo": 1.5}}}"#, "filters.audio.tempo")] {
+            #expect { try TranscodeSettings.parse(Data(json.utf8)) } throws: { ($0 as? SettingsError)?.key == key }
+        }
+        // The encoded track's filters beside a copied one, neutral values, and a tempo with the other track left out.
+        for json in [#"{"video": "copy", "filters": {"audio": {"volume": 2}}}"#, #"{"audio": "copy", "filters": {"video": {"grayscale": true}}}"#,
+                     #"{"audio": "copy", "filters": {"audio": {"volume": 1, "tempo": 1}}}"#,
+                     #"{"video": null, "filters": {"audio": {"tempo": 2}}}"#] {
+            _ = try TranscodeSettings.parse(Data(json.utf8))
+        }
+    }
 }
