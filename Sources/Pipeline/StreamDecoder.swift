@@ -7,6 +7,13 @@ final class StreamDecoder {
     let streamIndex: Int
     let timeBase: AVRational
     private var flushed = false
+    /// Pictures (or blocks of sound) in a row the decoder failed on with an error other than invalid data.
+    private var failuresInARow = 0
+
+    /// Failures in a row, other than invalid data, after which the stream counts as undecodable (not a broken
+    /// picture or two, which are skipped as players skip them: a zlib error in one PNG frame of a screen capture).
+    /// A memory limit's refusals, which libraries report as generic errors, fail on every picture and reach it.
+    static let maxFailuresInARow = 16
 
     init(container: InputContainer, streamIndex: Int, maxPixels: Int) throws(MediaError) {
         self.container = container
@@ -32,30 +39,47 @@ final class StreamDecoder {
         let result = avcodec_send_packet(context, packet.pointer)
         if result == FFmpeg.again { return false }
         // A packet the decoder refuses as invalid is skipped; decoding goes on past it, as players do.
-        if result == FFmpeg.invalidData { return true }
-        try FFmpeg.check(result, "Decoding the input", code: "decode_failed")
+        try skipOrThrow(result)
         return true
+    }
+
+    /// Passes over a failure to decode one packet or picture (`result`, when it is one): invalid data always, other
+    /// errors up to `maxFailuresInARow` in a row. Running out of memory, or more failures, throws `decode_failed`.
+    private func skipOrThrow(_ result: Int32) throws(MediaError) {
+        guard result < 0, result != FFmpeg.invalidData else { return }
+        failuresInARow += 1
+        guard result == FFmpeg.noMemory || failuresInARow > Self.maxFailuresInARow else { return }
+        try FFmpeg.check(result, "Decoding the input", code: "decode_failed")
     }
 
     /// Tells the decoder the input has ended, so it hands out the frames it still holds.
     func sendEndOfStream() throws(MediaError) {
         guard !flushed else { return }
         flushed = true
+        // With frame threads, a picture still being decoded may report its failure here: the decoder is draining
+        // all the same, and the pictures after it are received as usual.
         let result = avcodec_send_packet(context, nil)
-        if result < 0 && result != FFmpeg.eof { try FFmpeg.check(result, "Flushing the decoder", code: "decode_failed") }
+        if result != FFmpeg.eof { try skipOrThrow(result) }
     }
 
     enum Output { case frame, needsInput, endOfStream }
 
-    /// Receives the next decoded frame into `frame`.
+    /// Receives the next decoded frame into `frame`. A picture that failed is passed over (`skipOrThrow`); while
+    /// the decoder is drained at the end, the ones it still holds after it are received (with frame threads, a
+    /// failure shows up there, and the last pictures were lost).
     func receive(into frame: Frame) throws(MediaError) -> Output {
-        frame.unref()
-        let result = avcodec_receive_frame(context, frame.pointer)
-        if result == FFmpeg.again { return .needsInput }
-        if result == FFmpeg.eof { return .endOfStream }
-        if result == FFmpeg.invalidData { return .needsInput }
-        try FFmpeg.check(result, "Decoding the input", code: "decode_failed")
-        return .frame
+        while true {
+            frame.unref()
+            let result = avcodec_receive_frame(context, frame.pointer)
+            if result == FFmpeg.again { return .needsInput }
+            if result == FFmpeg.eof { return .endOfStream }
+            if result >= 0 {
+                failuresInARow = 0
+                return .frame
+            }
+            try skipOrThrow(result)
+            if !flushed { return .needsInput }
+        }
     }
 
     deinit { avcodec_free_context(&context) }
