@@ -182,21 +182,28 @@ import TestSupport
         #expect(after.progressive >= 40 && after.interlaced <= 6, "\(after)")
     }
 
+    /// MPEG-TS files of 2 s each (320×240 at 25 fps, a tone of `tone` Hz, the clock starting `clock` s later than
+    /// FFmpeg's default) joined with `cat`, as a capture spliced at an ad break is.
+    private func joinedTransportStream(in folder: URL, parts: [(tone: Int, clock: Int)]) throws -> String {
+        var joined = Data()
+        for (index, part) in parts.enumerated() {
+            let path = folder.appendingPathComponent("part\(index).ts").path
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=f=\(part.tone):d=2",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                              "-output_ts_offset", String(part.clock), "-f", "mpegts", path])
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: path)))
+        }
+        let input = folder.appendingPathComponent("joined.ts").path
+        try joined.write(to: URL(fileURLWithPath: input))
+        return input
+    }
+
     /// Two MPEG-TS files joined with `cat` (the clock starts again halfway, as at a broadcast splice) come out
     /// whole: 4 s of video and audio. Before, the second half's pictures landed on the first's timestamps and were
     /// dropped, so the job succeeded with 2 s of video under 4 s of audio.
     @Test func aTransportStreamWhoseClockRestartsComesOutWhole() throws {
         let folder = try Media.scratch()
-        var joined = Data()
-        for (part, tone) in [(1, 300), (2, 600)] {
-            let path = folder.appendingPathComponent("part\(part).ts").path
-            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=f=\(tone):d=2",
-                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
-                              "-f", "mpegts", path])
-            joined.append(try Data(contentsOf: URL(fileURLWithPath: path)))
-        }
-        let input = folder.appendingPathComponent("joined.ts").path
-        try joined.write(to: URL(fileURLWithPath: input))
+        let input = try joinedTransportStream(in: folder, parts: [(tone: 300, clock: 0), (tone: 600, clock: 0)])
 
         let run = try transcode(input)
         #expect(run.result.framesEncoded == 100)
@@ -221,17 +228,7 @@ import TestSupport
     /// runs from the first timestamps to the last), and the file read on the closed-up clock seemed a minute short:
     /// it was refused as cut short.
     @Test func aTransportStreamWhoseClockLeapsAheadComesOutWhole() throws {
-        let folder = try Media.scratch()
-        var joined = Data()
-        for (part, offset) in [(1, 0), (2, 60)] {
-            let path = folder.appendingPathComponent("part\(part).ts").path
-            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=d=2",
-                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac",
-                              "-output_ts_offset", String(offset), "-f", "mpegts", path])
-            joined.append(try Data(contentsOf: URL(fileURLWithPath: path)))
-        }
-        let input = folder.appendingPathComponent("joined.ts").path
-        try joined.write(to: URL(fileURLWithPath: input))
+        let input = try joinedTransportStream(in: try Media.scratch(), parts: [(tone: 440, clock: 0), (tone: 440, clock: 60)])
         #expect(try Probe.read(input).format.durationSeconds > 60, "what FFmpeg declares")
         let run = try transcode(input)
         #expect(run.result.framesEncoded == 100)
