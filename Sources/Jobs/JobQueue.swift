@@ -733,7 +733,8 @@ public final class JobQueue: Sendable {
             // A crash may not happen again (a one-off signal, a memory spike), nor a store that failed the attempt's
             // own reads (its upload, its fetched input) while it restarted: the job runs again, up to its limit.
             guard job.attempts >= configuration.maxAttempts else {
-                logger.error("the job's attempt failed in a way that may pass; it runs again",
+                logger.error(error.code == "worker_crashed" ? "the job's process crashed; it runs again"
+                                : "the job store failed the attempt's own reads; it runs again",
                              ["job_id": .string(job.id), "attempt": .int(job.attempts), "code": .string(error.code),
                               "error": .string(error.message)])
                 return try store.retry(lease)

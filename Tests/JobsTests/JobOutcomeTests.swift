@@ -110,7 +110,7 @@ import TestSupport
         #expect(failed.state == .failed && failed.errorCode == "sqlite_error" && failed.attempts == 3,
                 "\(failed.state) \(failed.errorCode ?? "") after \(failed.attempts) attempts")
         #expect(failed.errorMessage?.contains("(attempt 3 of 3)") == true, "\(failed.errorMessage ?? "")")
-        #expect(lines.all.filter { $0.contains("may pass; it runs again") && $0.contains(job.id) }.count == 2)
+        #expect(lines.all.filter { $0.contains("the job store failed the attempt's own reads; it runs again") && $0.contains(job.id) }.count == 2)
     }
 
     @Test func claimErrorsAreLogged() throws {
