@@ -238,34 +238,43 @@ import TestSupport
     }
 
     /// A picture the decoder fails on with another error than invalid data (zlib's, in a PNG-coded screen capture)
-    /// is passed over, as players and FFmpeg's CLI pass it: the job failed with `decode_failed`. Near the end, where
-    /// frame threads report it while the decoder is drained, the pictures after it are still received. A stream
-    /// whose every picture is broken still fails.
+    /// is passed over, as players and FFmpeg's CLI pass it: the job failed with `decode_failed`. Up to 16 in a row: a
+    /// stream whose every picture fails so still fails (a memory limit's refusals show up so), and one whose every
+    /// picture is invalid data has nothing to encode.
     @Test func aBrokenPictureIsPassedOverButABrokenStreamFails() throws {
         let folder = try Media.scratch()
         let source = folder.appendingPathComponent("png.mov").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=160x120:r=30:d=1", "-c:v", "png", source])
-        let packets = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pos,size", "-of", "csv=p=0", source])
-            .split(separator: "\n").map { $0.split(separator: ",").compactMap { Int($0) } }
-        #expect(packets.count == 30)
-        /// The source with the compressed data of the pictures at `indices` zeroed (their signatures kept).
-        func broken(_ indices: [Int], _ name: String) throws -> String {
+        let listing = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pos,size", "-of", "json", source])
+        let packets = try #require((try JSONSerialization.jsonObject(with: Data(listing.utf8)) as? [String: Any])?["packets"] as? [[String: Any]])
+            .compactMap { packet -> Range<Int>? in
+                guard let pos = Int(packet["pos"] as? String ?? ""), let size = Int(packet["size"] as? String ?? "") else { return nil }
+                return pos..<pos + size
+            }
+        try #require(packets.count == 30)
+        /// The source with the compressed data of the pictures at `indices` damaged: the start of their zlib stream
+        /// (in the PNG's IDAT chunk) zeroed.
+        func broken(_ indices: some Sequence<Int>, _ name: String) throws -> String {
             var bytes = try Data(contentsOf: URL(fileURLWithPath: source))
-            for index in indices { bytes.replaceSubrange(packets[index][0] + 8..<packets[index][0] + 40, with: Data(count: 32)) }
+            for index in indices {
+                let chunk = try #require(bytes[packets[index]].firstRange(of: Data("IDAT".utf8)), "picture \(index)")
+                bytes.replaceSubrange(chunk.upperBound..<chunk.upperBound + 8, with: Data(count: 8))
+            }
             let path = folder.appendingPathComponent(name).path
             try bytes.write(to: URL(fileURLWithPath: path))
             return path
         }
         let nearTheEnd = try broken([28], "near-end.mov")
-        #expect(try Shell.run("ffmpeg", ["-v", "error", "-i", nearTheEnd, "-f", "null", "-"]).stderr.contains("inflate returned error"),
-                "zlib refuses the picture")
-        let run = try transcode(nearTheEnd)
-        #expect(run.result.framesEncoded == 29 && abs((run.probe.video?.durationSeconds ?? 0) - 1) < 0.1,
-                "\(run.result.framesEncoded) pictures, \(run.probe.video?.durationSeconds ?? 0) s")
-        // Every picture broken (FFmpeg's noise filter on the packets): no picture, a failure that says so.
-        let everyPicture = folder.appendingPathComponent("all-broken.mov").path
-        try Media.ffmpeg(["-i", source, "-c", "copy", "-bsf:v", "noise=amount=20", everyPicture])
-        #expect { try self.transcode(everyPicture) } throws: { ($0 as? MediaError)?.code == "no_decodable_video" }
+        try #require(try Shell.run("ffmpeg", ["-v", "error", "-i", nearTheEnd, "-f", "null", "-"]).stderr.contains("inflate returned error"),
+                     "zlib refuses the picture")
+        #expect(try transcode(nearTheEnd).result.framesEncoded == 29)
+        #expect(try transcode(try broken(0..<16, "sixteen.mov")).result.framesEncoded == 14)
+        #expect { try self.transcode(try broken(0..<30, "all.mov")) } throws: { ($0 as? MediaError)?.code == "decode_failed" }
+        // Every picture invalid data (FFmpeg's noise filter on the packets), one failure reported by the flush: no
+        // picture, a failure that says so (the flush's failed the job as decode_failed).
+        let noise = folder.appendingPathComponent("noise.mov").path
+        try Media.ffmpeg(["-i", source, "-c", "copy", "-bsf:v", "noise=amount=20", noise])
+        #expect { try self.transcode(noise) } throws: { ($0 as? MediaError)?.code == "no_decodable_video" }
     }
 
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
