@@ -21,23 +21,24 @@ public enum HTTPDate {
     }
 
     /// The date `text` states, in seconds since 1970; nil for anything else than one of the three forms, a wrong
-    /// weekday or an impossible day (31 February) included. An RFC 850 date's two-digit year is the one that is at
-    /// most 50 years after `now` (RFC 9110's rule).
+    /// weekday or an impossible day (31 February) included. An RFC 850 date's two-digit year is taken in `now`'s
+    /// century, or the one before when that puts the date more than 50 years after `now` (RFC 9110's rule).
     public static func parse(_ text: String, now: Double = Date().timeIntervalSince1970) -> Double? {
         let words = text.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
         let weekday: Int?, day: Int?, month: Int?, year: Int?, clock: String
+        var twoDigitYear = false
         if words.count == 6, words[0].hasSuffix(","), words[5] == "GMT" {
             // IMF-fixdate
             weekday = weekdays.firstIndex(of: String(words[0].dropLast()))
             (day, month, year, clock) = (number(words[1], 2...2), months.firstIndex(of: words[2]), number(words[3], 4...4), words[4])
         } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT" {
-            // RFC 850: the year's century is the one that puts it at most 50 years ahead.
+            // RFC 850, whose two-digit year is taken in this century for now, the last one below if that is more
+            // than 50 years ahead (below, once the date is known).
             let date = words[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
             guard date.count == 3, let short = number(date[2], 2...2) else { return nil }
-            let current = calendarYear(of: now)
-            let full = current / 100 * 100 + short
             weekday = longWeekdays.firstIndex(of: String(words[0].dropLast()))
-            (day, month, year, clock) = (number(date[0], 2...2), months.firstIndex(of: date[1]), full > current + 50 ? full - 100 : full, words[2])
+            twoDigitYear = true
+            (day, month, year, clock) = (number(date[0], 2...2), months.firstIndex(of: date[1]), calendarYear(of: now) / 100 * 100 + short, words[2])
         } else if words.count == 5 || words.count == 6 {
             // asctime: the day is padded with a space to two characters.
             let padded = words.count == 6 && words[2].isEmpty
@@ -48,23 +49,31 @@ public enum HTTPDate {
         } else {
             return nil
         }
-        let time = clock.split(separator: ":", omittingEmptySubsequences: false).map { number(String($0), 2...2) }
-        guard let weekday, let day, let month, let year, year >= 1900, time.count == 3,
-              let hour = time[0], let minute = time[1], let second = time[2],
+        let hms = clock.split(separator: ":", omittingEmptySubsequences: false).map { number(String($0), 2...2) }
+        guard let weekday, let day, var year, let month, year >= 1900, hms.count == 3,
+              let hour = hms[0], let minute = hms[1], let second = hms[2],
               (1...31).contains(day), hour < 24, minute < 60, second < 60 else { return nil }
-        var parts = tm()
-        parts.tm_year = Int32(year - 1900)
-        parts.tm_mon = Int32(month)
-        parts.tm_mday = Int32(day)
-        parts.tm_hour = Int32(hour)
-        parts.tm_min = Int32(minute)
-        parts.tm_sec = Int32(second)
-        var seconds = timegm(&parts)
+        func seconds(inYear year: Int) -> time_t {
+            var parts = tm()
+            parts.tm_year = Int32(year - 1900)
+            parts.tm_mon = Int32(month)
+            parts.tm_mday = Int32(day)
+            parts.tm_hour = Int32(hour)
+            parts.tm_min = Int32(minute)
+            parts.tm_sec = Int32(second)
+            return timegm(&parts)
+        }
+        var time = seconds(inYear: year)
+        // RFC 9110: a two-digit year that would put the date more than 50 years ahead is the century before's.
+        if twoDigitYear, Double(time) > now + 50 * 365.2425 * 86_400 {
+            year -= 100
+            time = seconds(inYear: year)
+        }
         // timegm moves 31 February on to March, and sets the weekday: read back, both must be what was written.
         var back = tm()
-        gmtime_r(&seconds, &back)
+        gmtime_r(&time, &back)
         guard back.tm_mday == Int32(day), back.tm_mon == Int32(month), back.tm_wday == Int32(weekday) else { return nil }
-        return Double(seconds)
+        return Double(time)
     }
 
     /// `text` as a number if it is only ASCII digits, as many as `length` allows.

@@ -31,6 +31,8 @@ import Testing
         #expect(HTTPDate.parse("Thursday, 01-Jan-76 00:00:00 GMT", now: now) == nil, "2076 begins on a Wednesday (1976 on a Thursday)")
         #expect(HTTPDate.parse("Saturday, 01-Jan-77 00:00:00 GMT", now: now) == HTTPDate.parse("Sat, 01 Jan 1977 00:00:00 GMT"))
         #expect(HTTPDate.parse("Saturday, 05-Dec-26 00:00:00 GMT", now: now) == now)
+        // By the date, not the year: the last day of 2076 is more than 50 years ahead, so 76 is 1976 there.
+        #expect(HTTPDate.parse("Friday, 31-Dec-76 00:00:00 GMT", now: now) == HTTPDate.parse("Fri, 31 Dec 1976 00:00:00 GMT"))
     }
 
     @Test func refusesWhatIsNotADate() {
@@ -51,6 +53,7 @@ import Testing
             "Sunday, 06-Nov-1994 08:49:37 GMT",
             "Sun Nov 6 08:49:37 1994",          // asctime pads the day with a space
             "Sun Nov  6 08:49:37 1994 GMT",
+            "Mon Nov  6 08:49:37 1994",          // asctime's weekday is checked too
             "Sun, 06 Nov 1994 08:49:37 GMT ",
         ] {
             #expect(HTTPDate.parse(text, now: example) == nil, "\(text)")

@@ -38,6 +38,8 @@ import Webhooks
         // The obsolete forms a recipient must read too (RFC 9110 §5.6.7).
         #expect(RetrySchedule.retryAfter("Sunday, 06-Nov-94 08:49:37 GMT", now: 784_111_767) == 10)
         #expect(RetrySchedule.retryAfter("Sun Nov  6 08:49:37 1994", now: 784_111_767) == 10)
+        // The two-digit year is read against the time given: in 1994, 50 is 1950 (a Sunday), in the past.
+        #expect(RetrySchedule.retryAfter("Sunday, 01-Jan-50 00:00:00 GMT", now: 784_111_767) == 0)
         #expect(RetrySchedule.retryAfter("soon", now: 0) == nil && RetrySchedule.retryAfter(nil, now: 0) == nil)
     }
 }
