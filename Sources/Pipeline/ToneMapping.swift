@@ -35,7 +35,8 @@ struct ToneMapping {
 
     /// Whether an odd-sized picture is made even by a black column or line added (for a user's crop, which may take
     /// the source's last one and leaves the added one out) rather than by its last one dropped (the whole picture
-    /// is shown: no black edge). Cropping at an odd offset, before the mapping, would misread the colours.
+    /// is shown: no black edge). Cropping at an odd offset, before the mapping, would misread the colours. The
+    /// picture is made 4:4:4 first: FFmpeg's `pad` drops an odd 4:2:0 picture's last column, as its crop would.
     var padsToEven = false
 
     /// How the pictures are made, for checkpoint fingerprints: segments mapped another way must not be spliced.
@@ -126,7 +127,7 @@ struct ToneMapping {
     var filters: String {
         let range = source.range == AVCOL_RANGE_JPEG ? 1 : 0
         let curve = Self.curve(relativePeak: peak / Self.referenceWhite)
-        return (padsToEven ? "pad=ceil(iw/2)*2:ceil(ih/2)*2:0:0" : "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0")
+        return (padsToEven ? "format=yuv444p16le,pad=ceil(iw/2)*2:ceil(ih/2)*2:0:0" : "crop=trunc(iw/2)*2:trunc(ih/2)*2:0:0")
             + ",zscale=" + (prescale.map { "w=\($0.width):h=\($0.height):f=bicubic:" } ?? "") + "tin=\(source.transfer.rawValue):pin=\(source.primaries.rawValue):min=\(source.matrix.rawValue)"
             + ":rin=\(range):t=smpte2084:p=bt709:npl=\(Self.referenceWhite),format=gbrp16le"
             + ",lutrgb=r='\(curve)':g='\(curve)':b='\(curve)'"

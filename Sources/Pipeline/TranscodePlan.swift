@@ -188,7 +188,7 @@ final class TranscodePlan {
         }
         toneMapping?.prescale = ToneMapping.prescale(source: (Int(parameters.width), Int(parameters.height)), pictures: pictures,
                                                      filters: settings.filters)
-        toneMapping?.padsToEven = crop != nil
+        toneMapping?.padsToEven = crop != nil && (parameters.width % 2 == 1 || parameters.height % 2 == 1)
         workers = encodeSides.indices.map { EncodeWorker(name: "encode-\(names[$0])") }
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
         let queues = workers.map(\.queue)

@@ -184,6 +184,10 @@ import TestSupport
         let left = try Probe.meanColor(result.path, x: 0, y: 100, width: 2, height: 100)
         let top = try Probe.meanColor(result.path, x: 100, y: 0, width: 100, height: 2)
         #expect(left.allSatisfy { $0 > 200 } && top.allSatisfy { $0 > 200 }, "the black edges are cropped away: \(left) \(top)")
+        // And no added black column or line at the other edges.
+        let right = try Probe.meanColor(result.path, x: 638, y: 100, width: 2, height: 100)
+        let bottom = try Probe.meanColor(result.path, x: 100, y: 358, width: 100, height: 2)
+        #expect(right.allSatisfy { $0 > 200 } && bottom.allSatisfy { $0 > 200 }, "\(right) \(bottom)")
     }
 
     @Test func keepPassesHDRThrough() throws {
