@@ -200,35 +200,36 @@ struct PacedRunner: JobRunner {
     }
 
     /// A job whose lease ran out while its worker here still ran it (a renewal held up behind a slow query) and that
-    /// another worker here then claimed: the first attempt stops, and nothing it does touches the second one. Its
-    /// end marked the second attempt's entry as ending, and a cancel of the job then waited a minute at a time
-    /// for an end that never came.
-    @Test func anAttemptOvertakenOnItsOwnNodeLeavesTheNextOneAlone() throws {
+    /// another worker here then claimed: the first attempt stops, and nothing it does touches the second one. It
+    /// could not be stopped (its stop looked for its own entry, replaced), and its end marked the second attempt's
+    /// entry as ending: a cancel of the job then waited a minute at a time for an end that never came.
+    @Test func anAttemptOvertakenOnItsOwnNodeStopsAndLeavesTheNextOneAlone() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        /// The first attempt runs 3 s, the next ones 20 s.
+        /// The first attempt runs until it is canceled (at most 15 s), noting when it returned; the next ones 20 s.
         struct ByAttempt: JobRunner {
+            let firstReturned = LockedValue<Date?>(nil)
             func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                      progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-                try PacedRunner(seconds: job.attempts == 1 ? 3 : 20).run(job, input: input, outputDirectory: outputDirectory,
-                                                                          cancellation: cancellation, progress: progress)
+                defer { if job.attempts == 1 { firstReturned.withLock { $0 = Date() } } }
+                return try PacedRunner(seconds: job.attempts == 1 ? 15 : 20).run(job, input: input, outputDirectory: outputDirectory,
+                                                                                  cancellation: cancellation, progress: progress)
             }
         }
+        let runner = ByAttempt()
         // No renewal in the test's time: the lease runs out when the database says so.
-        let queue = try node(fixture, workers: 2, runner: ByAttempt()) {
+        let queue = try node(fixture, workers: 2, runner: runner) {
             $0.pollInterval = 0.2
             $0.heartbeatInterval = 60
         }
         defer { queue.stop(grace: 5) }
         let job = try queue.store.createJob(input: upload.id, settings: TranscodeSettings())
         #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
-        let started = Date()
         let database = try #require(fixture.uri?.split(separator: "?").first?.split(separator: "/").last)
         try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c",
                                  "UPDATE jobs SET lease_expires_at = extract(epoch from clock_timestamp()) - 1 WHERE id = '\(job.id)'"])
-        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.leaseToken == 2 }, "the other worker here took it")
-        // Past the first attempt's own end: it either stopped at the takeover or ran out its 3 s.
-        Thread.sleep(forTimeInterval: max(0, 3.5 - Date().timeIntervalSince(started)))
+        try #require(try eventually(10) { try fixture.store.job(id: job.id)?.leaseToken == 2 }, "the other worker here took it")
+        #expect(eventually(5) { runner.firstReturned.withLock { $0 } != nil }, "the overtaken attempt stopped")
         let canceled = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             _ = try? queue.cancel(id: job.id)
@@ -246,11 +247,11 @@ struct PacedRunner: JobRunner {
     @Test func aCancelOfAJobRunningHereIsStored() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        /// Takes 2 s to notice a cancel, as a transcode busy in a long step does.
+        /// Takes 5 s to notice a cancel, as a transcode busy in a long step does.
         struct SlowToStop: JobRunner {
             func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                      progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-                Thread.sleep(forTimeInterval: 2)
+                Thread.sleep(forTimeInterval: 5)
                 throw cancellation.isCanceled ? MediaError.canceled : MediaError(code: "unexpected", message: "not canceled")
             }
         }

@@ -94,6 +94,27 @@ import TestSupport
         #expect(try fixture.store.job(id: job.id)?.errorCode == "store_error")
     }
 
+    /// A failure whose write is refused is tried until the store takes it, but a stop is not held up by it: the job
+    /// stays `running`, for the next start's recovery.
+    @Test func aRefusedEndDoesNotHoldUpAStop() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, """
+            CREATE TRIGGER refuse_failure BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'failed'
+            BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
+            """)
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines, runner: FailingRunner())
+        try queue.start()
+        // A first try and three retries, then more than the delays allow.
+        #expect(eventually(30) { lines.all.filter { $0.contains("recording the end of the job failed") && $0.contains(job.id) }.count >= 6 })
+        let stopping = Date()
+        queue.stop(grace: 2)
+        #expect(Date().timeIntervalSince(stopping) < 8, "the stop waited \(Date().timeIntervalSince(stopping)) s")
+        #expect(try fixture.store.job(id: job.id)?.state == .running)
+    }
+
     /// A store that fails an attempt's own reads (its upload) fails the job only once its attempts are spent, as a
     /// crash does: a database restarting or busy for a moment failed the job for good.
     @Test func aStoreThatFailsAnAttemptsReadsFailsTheJobAfterItsAttempts() throws {

@@ -331,6 +331,8 @@ import TestSupport
         obsolete.dateFormat = "EEE MMM d HH:mm:ss yyyy"
         let asctime = obsolete.string(from: sent).replacingOccurrences(of: #" (\d) "#, with: "  $1 ", options: .regularExpression)
         #expect(try status(["If-Modified-Since: \(asctime)"]) == "304 0", "\(asctime)")
+        obsolete.dateFormat = "EEEE, dd-MMM-yy HH:mm:ss 'GMT'"
+        #expect(try status(["If-Modified-Since: \(obsolete.string(from: sent.addingTimeInterval(-3600)))"]) == "200 \(size)", "read as the date it is")
         // A date that does not read right is no condition (the weekday off by one; a signed hour), though read
         // loosely either would be after the file's.
         let wrongDay = String(modified.prefix(3) == "Mon" ? "Tue" : "Mon") + modified.dropFirst(3)
