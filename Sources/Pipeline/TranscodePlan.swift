@@ -41,6 +41,11 @@ final class TranscodePlan {
         let videoTrack = settings.video == .drop ? nil : reader.mainVideoTrack
         let audioTrack = settings.audio == .drop ? nil : reader.mainAudioTrack
         let container = settings.container
+        do throws(SettingsError) {
+            try settings.checkCopiedTrackFilters()
+        } catch {
+            throw MediaError(code: "invalid_settings", message: error.description)
+        }
         if videoTrack != nil && !container.holdsVideo {
             throw MediaError(code: "invalid_settings",
                              message: "video: a \(container.rawValue) file holds audio only; set \"video\": null to drop the input's video.")

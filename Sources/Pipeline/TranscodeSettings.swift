@@ -92,7 +92,6 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
                 throw SettingsError(key: "audio", message: "a ladder's audio is encoded once for every rendition; \"copy\" is not available with hls")
             }
         }
-        if let filters { try Self.checkCopies(video: video, audio: audio, filters: filters) }
         // Raw and audio-only files hold one kind of track: asking for the other one explicitly is an error here;
         // left to its default, it is refused only if the input has such a track.
         if !container.holdsAudio, reader.has("audio"), audio != .drop {
@@ -103,9 +102,13 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
         }
     }
 
-    /// Filters work on decoded pictures and sound; a copied track's packets pass as they are. Its filters would be
-    /// ignored, and a tempo, which both tracks must follow to stay together, would put it out of step.
-    private static func checkCopies(video: TrackChoice<VideoSettings>, audio: TrackChoice<AudioSettings>, filters: FilterSettings) throws(SettingsError) {
+    /// Refuses filters of a copied track, and a tempo beside one. Filters work on decoded pictures and sound; a
+    /// copied track's packets pass as they are: its filters would be ignored, and a tempo, which both tracks must
+    /// follow to stay together, would put it out of step. Checked where settings come in (the API, the command
+    /// line) and when a job runs, not when stored settings are read: a job stored before the rule still reads, and
+    /// fails with this reason when it runs.
+    public func checkCopiedTrackFilters() throws(SettingsError) {
+        guard let filters else { return }
         if video == .copy, FilterSettings(video: filters.video).videoChain() != nil {
             throw SettingsError(key: "filters.video", message: "the video is copied (\"video\": \"copy\"), packets as they are: no filter applies to it")
         }

@@ -554,7 +554,9 @@ public final class TranscoderAPI: Sendable {
 
     private static func settings(_ value: JSONValue) throws(HTTPError) -> TranscodeSettings {
         do {
-            return try TranscodeSettings(json: value)
+            let settings = try TranscodeSettings(json: value)
+            try settings.checkCopiedTrackFilters()
+            return settings
         } catch {
             let key = error.key.isEmpty ? "settings" : "settings.\(error.key)"
             throw HTTPError(.badRequest, "invalid_settings", "\(key): \(error.message)")

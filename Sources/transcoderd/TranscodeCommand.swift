@@ -123,7 +123,9 @@ enum TranscodeCommand {
             }
         }
         do {
-            return try TranscodeSettings(json: json)
+            let settings = try TranscodeSettings(json: json)
+            try settings.checkCopiedTrackFilters()
+            return settings
         } catch {
             throw UsageError(message: "invalid settings: \(error.description)")
         }

@@ -136,13 +136,20 @@ import TestSupport
                             (#"{"audio": "copy", "filters": {"audio": {"volume": 2}}}"#, "filters.audio"),
                             (#"{"audio": "copy", "filters": {"audio": {"tempo": 2}}}"#, "filters.audio.tempo"),
                             (#"{"video": "copy", "filters": {"audio": {"tempo": 1.5}}}"#, "filters.audio.tempo")] {
-            #expect { try TranscodeSettings.parse(Data(json.utf8)) } throws: { ($0 as? SettingsError)?.key == key }
+            // Read as stored settings are (a job stored before the rule still reads), refused where settings come in
+            // and when the job runs.
+            let settings = try TranscodeSettings.parse(Data(json.utf8))
+            #expect { try settings.checkCopiedTrackFilters() } throws: { ($0 as? SettingsError)?.key == key }
+            let output = try Media.scratch().appendingPathComponent("out.mp4").path
+            #expect { try TranscodeSession(inputPath: try Media.path(.standard), outputPath: output, settings: settings).run() } throws: {
+                ($0 as? MediaError)?.code == "invalid_settings" && ($0 as? MediaError)?.message.hasPrefix(key + ":") == true
+            }
         }
         // The encoded track's filters beside a copied one, neutral values, and a tempo with the other track left out.
         for json in [#"{"video": "copy", "filters": {"audio": {"volume": 2}}}"#, #"{"audio": "copy", "filters": {"video": {"grayscale": true}}}"#,
                      #"{"audio": "copy", "filters": {"audio": {"volume": 1, "tempo": 1}}}"#,
                      #"{"video": null, "filters": {"audio": {"tempo": 2}}}"#] {
-            _ = try TranscodeSettings.parse(Data(json.utf8))
+            try TranscodeSettings.parse(Data(json.utf8)).checkCopiedTrackFilters()
         }
     }
 }

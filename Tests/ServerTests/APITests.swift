@@ -108,6 +108,13 @@ import TestSupport
         #expect(refused.status == 422 && (refused.object["error"] as? [String: Any])?["code"] as? String == "invalid_settings",
                 "\(refused.object)")
         #expect(eventually(5) { (try? uploadFolderEntries) == before }, "left: \((try? uploadFolderEntries) ?? [])")
+        // A tempo beside a copied track is refused where it comes in, naming the key.
+        let tempo = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)),
+                                                 "-F", #"settings={"audio": "copy", "filters": {"audio": {"tempo": 2}}}"#])
+        let error = tempo.object["error"] as? [String: Any]
+        #expect(tempo.status == 400 && error?["code"] as? String == "invalid_settings"
+                    && (error?["message"] as? String)?.hasPrefix("settings.filters.audio.tempo:") == true, "\(tempo.object)")
+        #expect(eventually(5) { (try? uploadFolderEntries) == before }, "left: \((try? uploadFolderEntries) ?? [])")
     }
 
     @Test func chunkedAndExpectContinueUploads() throws {
