@@ -242,15 +242,24 @@ public final class JobQueue: Sendable {
             switch signalCancel(id) {
             case .signaled:
                 // Stored too on a shared store: if this attempt's end cannot be written (the database away until the
-                // lease runs out), the node that recovers the job cancels it rather than run it again.
-                if store.isShared { _ = try store.requestCancel(id: id) }
+                // lease runs out), the node that recovers the job cancels it rather than run it again. The attempt
+                // here was told either way: a store that refuses does not fail the cancel.
+                if store.isShared {
+                    do throws(StoreError) {
+                        // Not running in the store any more (sent back to the queue meanwhile): as its state says, below.
+                        if try !store.requestCancel(id: id) { break }
+                    } catch {
+                        logger.warning("storing a cancel request failed", ["job_id": .string(id), "error": .string(error.description)])
+                    }
+                }
                 guard let job = try store.job(id: id) else { throw Self.notFound(id) }
                 return job
             case .ending(let token):
-                // The end this attempt records decides: wait for it; a job it sent back to the queue it cancels.
-                _ = state.wait(timeout: 60) { $0.running[id]?.lease.token != token }
+                // The end this attempt records decides: wait for it; a job it sent back to the queue it cancels. An end
+                // the store keeps refusing is not waited for again: the cancel stays noted, for that end.
+                let ended = state.wait(timeout: 60) { $0.running[id]?.lease.token != token }
                 guard let job = try store.job(id: id) else { throw Self.notFound(id) }
-                if job.state == .canceled { return job }
+                if job.state == .canceled || !ended { return job }
                 continue
             case .notRunning:
                 break
@@ -729,14 +738,11 @@ public final class JobQueue: Sendable {
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
         case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?):
             return try store.requeue(lease)
-        case (.failure(let error), nil) where error.code == "worker_crashed" || Self.passingStoreErrors.contains(error.code):
-            // A crash may not happen again (a one-off signal, a memory spike), nor a store that failed the attempt's
-            // own reads (its upload, its fetched input) while it restarted: the job runs again, up to its limit.
+        case (.failure(let error), nil) where error.code == "worker_crashed":
+            // A crash may not happen again (a one-off signal, a memory spike): the job runs again, up to its limit.
             guard job.attempts >= configuration.maxAttempts else {
-                logger.error(error.code == "worker_crashed" ? "the job's process crashed; it runs again"
-                                : "the job store failed the attempt's own reads; it runs again",
-                             ["job_id": .string(job.id), "attempt": .int(job.attempts), "code": .string(error.code),
-                              "error": .string(error.message)])
+                logger.error("the job's process crashed; it runs again",
+                             ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])
                 return try store.retry(lease)
             }
             return try store.markFailed(lease, code: error.code,
@@ -745,9 +751,6 @@ public final class JobQueue: Sendable {
             return try store.markFailed(lease, code: error.code, message: error.message)
         }
     }
-
-    /// Store errors that a moment later may not recur (a database restarting, busy or unreachable).
-    private static let passingStoreErrors: Set<String> = ["store_unavailable", "sqlite_error", "postgres_error"]
 
     private func watch() {
         var lastSweep = Date.distantPast

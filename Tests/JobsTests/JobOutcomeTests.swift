@@ -115,25 +115,6 @@ import TestSupport
         #expect(try fixture.store.job(id: job.id)?.state == .running)
     }
 
-    /// A store that fails an attempt's own reads (its upload) fails the job only once its attempts are spent, as a
-    /// crash does: a database restarting or busy for a moment failed the job for good.
-    @Test func aStoreThatFailsAnAttemptsReadsFailsTheJobAfterItsAttempts() throws {
-        let fixture = try StoreFixture()
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
-        let lines = Lines()
-        let queue = queue(fixture, lines: lines)
-        try queue.start()
-        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
-        queue.stop(grace: 5)
-        let failed = try #require(try fixture.store.job(id: job.id))
-        #expect(failed.state == .failed && failed.errorCode == "sqlite_error" && failed.attempts == 3,
-                "\(failed.state) \(failed.errorCode ?? "") after \(failed.attempts) attempts")
-        #expect(failed.errorMessage?.contains("(attempt 3 of 3)") == true, "\(failed.errorMessage ?? "")")
-        #expect(lines.all.filter { $0.contains("the job store failed the attempt's own reads; it runs again") && $0.contains(job.id) }.count == 2)
-    }
-
     @Test func claimErrorsAreLogged() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
