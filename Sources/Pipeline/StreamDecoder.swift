@@ -9,6 +9,8 @@ final class StreamDecoder {
     private var flushed = false
     /// Pictures (or blocks of sound) in a row the decoder failed on with an error other than invalid data.
     private var failuresInARow = 0
+    /// Failures of any kind while the decoder is drained.
+    private var drainFailures = 0
 
     /// Failures in a row, other than invalid data, after which the stream counts as undecodable (not a broken
     /// picture or two, which are skipped as players skip them: a zlib error in one PNG frame of a screen capture).
@@ -79,6 +81,10 @@ final class StreamDecoder {
             }
             try skipOrThrow(result)
             if !flushed { return .needsInput }
+            // FFmpeg stops a drain that keeps failing (after about 20 failures) for its own decoders, not for every
+            // library's: a drain is given up after as many failures as a stream may have in a row.
+            drainFailures += 1
+            if drainFailures > Self.maxFailuresInARow { return .endOfStream }
         }
     }
 
