@@ -146,14 +146,15 @@ public final class MediaReader {
                 continue
             }
             let index = packet.streamIndex
-            // On the file's own clock, before a splice is closed up (`continuity`): the clock its declared end is
-            // on. (A transport stream whose clock leapt a minute ahead declares the minute; read on the closed-up
-            // clock, it fell that far short and was refused as cut short.) A stream not read counts too: a file is
-            // complete when its longest stream is.
+            // On the file's own clock, before a splice is closed up (`continuity`), and after: a transport stream's
+            // declared end is on its own clock (one whose clock leapt a minute ahead declares the minute, and read on
+            // the closed-up clock only, it was refused as cut short), an FLV header's on the clock that runs on.
+            // A stream not read counts too: a file is complete when its longest stream is.
             noteEnd(of: packet)
             if decoders[index] == nil && !passthrough.contains(index) { continue }
             try continuity.apply(to: packet.pointer, timeBase: timeBase(of: index),
                                  stream: "\(tracks[index].mediaType.rawValue) track (stream \(index))", origin: container.startTime)
+            noteEnd(of: packet)
             if passthrough.contains(index) { return .packet(packet, track: index) }
             let decoder = decoders[index]!
             mustResend = try !decoder.send(packet)
