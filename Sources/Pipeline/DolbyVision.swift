@@ -37,6 +37,6 @@ struct DolbyVision: Equatable {
     var refusal: MediaError {
         MediaError(code: "unsupported_video", message: "The input's video is Dolby Vision profile \(profile) without a base layer "
             + "that HDR10, HLG or SDR players show (its colours need Dolby's reshaping, which FFmpeg here does not apply): "
-            + "it cannot be re-encoded. \"video\": \"copy\" keeps it as it is, for Dolby Vision players.")
+            + "it cannot be re-encoded. \"video\": \"copy\" into MP4 keeps the stream and its Dolby Vision configuration as they are.")
     }
 }
