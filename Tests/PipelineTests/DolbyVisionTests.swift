@@ -38,8 +38,9 @@ import TestSupport
         #expect(vision.dv_profile == 5 && vision.dv_bl_signal_compatibility_id == 0)
     }
 
-    @Test func profileEightIsTranscodedFromItsHDR10BaseAndCopiedWithItsLightLevel() throws {
-        let input = try source([MP4Boxes.dolbyVision(profile: 8, compatibility: 1), MP4Boxes.contentLightLevel(maxCLL: 700, maxFALL: 300)])
+    @Test func profileEightIsTranscodedFromItsHDR10BaseAndCopiedWithItsLightLevels() throws {
+        let input = try source([MP4Boxes.dolbyVision(profile: 8, compatibility: 1), MP4Boxes.contentLightLevel(maxCLL: 700, maxFALL: 300),
+                                MP4Boxes.masteringDisplay(maxLuminance: 1000)])
         let track = try #require(try TranscodeSession.probe(path: input).first)
         #expect(track.dolbyVisionProfile == 8 && track.hdr == "PQ")
         let mapped = try #require(try Probe.read(try run(input, "{}")).video)
@@ -48,5 +49,6 @@ import TestSupport
         let sideData = copy.side_data_list ?? []
         #expect(sideData.contains { $0.dv_profile == 8 && $0.dv_bl_signal_compatibility_id == 1 }, "\(sideData)")
         #expect(sideData.contains { $0.max_content == 700 }, "\(sideData)")
+        #expect(sideData.contains { $0.max_luminance == "10000000/10000" }, "\(sideData)")
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Boxes added to an MP4's video sample entry, for sources whose container states what FFmpeg's muxer will not
-/// write from the command line: a Dolby Vision configuration (`dvcC`), a content light level (`clli`).
+/// write from the command line: a Dolby Vision configuration (`dvcC`), a content light level (`clli`), a mastering
+/// display (`mdcv`).
 public enum MP4Boxes {
     /// A `dvcC` box: Dolby Vision version 1.0, `profile` at level 4, an RPU and a base layer, no enhancement layer,
     /// and the base layer's `compatibility` id (0 none, 1 HDR10, 2 SDR, 4 HLG).
@@ -13,6 +14,18 @@ public enum MP4Boxes {
     /// A `clli` box: MaxCLL and MaxFALL in cd/m².
     public static func contentLightLevel(maxCLL: Int, maxFALL: Int) -> Data {
         box("clli", [UInt8(maxCLL >> 8), UInt8(maxCLL & 0xFF), UInt8(maxFALL >> 8), UInt8(maxFALL & 0xFF)])
+    }
+
+    /// An `mdcv` box: a mastering display with BT.2020's primaries, D65 white, and `maxLuminance` (cd/m²) down to
+    /// 0.005 cd/m².
+    public static func masteringDisplay(maxLuminance: Int) -> Data {
+        // Primaries and white in 0.00002 units (G, B, R as the box orders them), luminance in 0.0001 cd/m².
+        let chromaticities: [UInt16] = [8500, 39850, 6550, 2300, 35400, 14600, 15635, 16450]
+        var payload = chromaticities.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
+        for luminance in [UInt32(maxLuminance * 10_000), 50] {
+            payload += [UInt8(luminance >> 24), UInt8(luminance >> 16 & 0xFF), UInt8(luminance >> 8 & 0xFF), UInt8(luminance & 0xFF)]
+        }
+        return box("mdcv", payload)
     }
 
     /// `source` with `boxes` appended to its first track's `hvc1` sample entry, written to `destination`. The

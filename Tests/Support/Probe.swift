@@ -46,6 +46,8 @@ public struct Probe: Decodable, Sendable {
         public let dv_bl_signal_compatibility_id: Int?
         /// A content light level's MaxCLL.
         public let max_content: Int?
+        /// A mastering display's peak, cd/m² as a fraction (`10000000/10000`).
+        public let max_luminance: String?
     }
 
     public struct Format: Decodable, Sendable {
