@@ -405,16 +405,18 @@ import TestSupport
 
         // A deleted job's 410: the deliveries it turns off go with the one answered (they stayed for ever: nothing
         // takes them again, and no job row is left for retention to find).
+        // The server's own deliveries of the job, still to be sent, stay.
         let gone = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 300,
-                                       webhooks: JobWebhooks(target: WebhookTarget(url: own, events: [.running, .failed])))
+                                       webhooks: JobWebhooks(target: WebhookTarget(url: own, events: [.running, .failed]), serverURL: server))
         let goneLease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
         #expect(goneLease.jobID == gone.id)
         _ = try store.markFailed(goneLease, code: "x", message: "x")
         try store.deleteJob(id: gone.id)
-        #expect(try store.deliveries(jobID: gone.id).map(\.state) == [.pending, .pending])
-        let answered = try #require(try store.claimDeliveries(limit: 10, claimSeconds: 60).first { $0.jobID == gone.id })
+        #expect(try store.deliveries(jobID: gone.id).map(\.state) == [.pending, .pending, .pending, .pending])
+        let answered = try #require(try store.claimDeliveries(limit: 10, claimSeconds: 60).first { $0.jobID == gone.id && $0.scope == .job })
         try store.finishDelivery(answered, .disabled(status: 410), payload: Data("{}".utf8))
-        #expect(try store.deliveries(jobID: gone.id).isEmpty)
+        let left = try store.deliveries(jobID: gone.id)
+        #expect(left.map { "\($0.scope.rawValue) \($0.state.rawValue)" } == ["server pending", "server pending"], "\(left)")
     }
 }
 
