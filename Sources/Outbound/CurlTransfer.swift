@@ -27,7 +27,11 @@ public final class CurlTransfer {
         let stallTimeout: Double?
         let sink: ((UnsafeRawBufferPointer) -> OutboundError?)?
         let progress: ((Int64, Int64?) -> Bool)?
+        /// The last address the policy refused, and how many it allowed, since the latest answer: a failure counts
+        /// as a refusal only when nothing was allowed to connect (a name with a refused IPv6 address and an allowed
+        /// IPv4 one that is down is a connection failure, retried as one).
         var refused: (address: IPAddress, kind: String)?
+        var allowed = 0
         var status = 0
         var headers: [(String, String)] = []
         var bytes: Int64 = 0
@@ -108,7 +112,7 @@ public final class CurlTransfer {
             code = CURLE_GOT_NOTHING
         }
         if let failure = state.failure { throw failure }
-        if let refused = state.refused, code != CURLE_OK {
+        if let refused = state.refused, state.allowed == 0, code != CURLE_OK {
             throw OutboundError(code: "url_not_allowed", message: "The URL leads to \(refused.address), a \(refused.kind) address, "
                                 + "which this server does not connect to (--allow-private-urls can allow it).")
         }
@@ -150,6 +154,7 @@ public final class CurlTransfer {
             state.refused = (ip, kind)
             return CURL_SOCKET_BAD
         }
+        state.allowed += 1
         // Close-on-exec: a job's child process started meanwhile must not inherit the connection.
         return socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
     }
@@ -166,6 +171,8 @@ public final class CurlTransfer {
             let parts = line.split(separator: " ")
             state.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             state.headers = []
+            // A redirect's next hop is judged on its own addresses.
+            (state.refused, state.allowed) = (nil, 0)
         } else if let colon = line.firstIndex(of: ":") {
             state.headers.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
