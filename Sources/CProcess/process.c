@@ -13,9 +13,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-extern char **environ;
-
-pid_t tc_spawn(const char *path, char *const argv[], int stdin_fd, int stdout_fd, int *error_out) {
+pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd, int *error_out) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
     sigset_t all, none;
@@ -39,7 +37,7 @@ pid_t tc_spawn(const char *path, char *const argv[], int stdin_fd, int stdout_fd
     if ((error = posix_spawnattr_setsigmask(&attributes, &none)) != 0) goto cleanup;
     short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSID;
     if ((error = posix_spawnattr_setflags(&attributes, flags)) != 0) goto cleanup;
-    error = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
+    error = posix_spawn(&pid, path, &actions, &attributes, argv, envp);
     if (error != 0) pid = -1;
 cleanup:
     posix_spawnattr_destroy(&attributes);

@@ -90,7 +90,17 @@ public final class ChildProcess: Sendable {
         _ = tc_set_dumpable(0)
     }()
 
-    /// Starts `executable` with `arguments` (not counting the program name).
+    /// Variables of this process's environment a child gets (`NAME=value`): what a program needs to run (the
+    /// search path, locale, time zone, temporary folder) and FFmpeg's log switch, nothing else. A server's
+    /// environment holds its secrets (`TRANSCODER_TOKEN`, the store's URL with its password, the webhook secret):
+    /// a child taken over by a hostile file could write them into its output.
+    static func environment(_ variables: [String: String]) -> [String] {
+        let kept: Set = ["PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TRANSCODER_FFMPEG_LOG"]
+        return variables.filter { kept.contains($0.key) }.map { "\($0.key)=\($0.value)" }.sorted()
+    }
+
+    /// Starts `executable` with `arguments` (not counting the program name) and a filtered environment
+    /// (`environment`), as the leader of a process group of its own.
     public init(executable: String, arguments: [String]) throws(ProcessError) {
         _ = Self.prepareParent
         var toChild: [Int32] = [-1, -1], fromChild: [Int32] = [-1, -1]
@@ -102,9 +112,10 @@ public final class ChildProcess: Sendable {
             throw ProcessError(errnoCode: error, reason: "creating a pipe")
         }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
+        let envp = Self.environment(ProcessInfo.processInfo.environment).map { strdup($0) } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
         var error: Int32 = 0
-        let pid = tc_spawn(executable, argv, toChild[0], fromChild[1], &error)
+        let pid = tc_spawn(executable, argv, envp, toChild[0], fromChild[1], &error)
         Glibc.close(toChild[0])
         Glibc.close(fromChild[1])
         guard pid > 0 else {
@@ -173,10 +184,11 @@ public final class ChildProcess: Sendable {
         return info._sifields._sigchld.si_pid == 0 // nothing to report: the child is still there
     }
 
-    /// Sends `signal` to the child, unless it has already been reaped.
+    /// Sends `signal` to the child and its process group (whatever it started, which would otherwise keep its
+    /// output pipe open and outlive it), unless it has already been reaped.
     public func signal(_ signal: Int32) {
         state.withLock { state in
-            if state.termination == nil { kill(pid, signal) }
+            if state.termination == nil { kill(-pid, signal) }
         }
     }
 

@@ -9,11 +9,12 @@ import Glibc
 public enum Sandbox {
     /// The calls the filter refuses with EPERM. `socket` only for families other than AF_UNIX; the signal calls only
     /// for a target other than this process (its own threads are signalled through its own pid); io_uring because
-    /// its operations (sockets among them) never pass through the filter.
+    /// its operations (sockets among them) never pass through the filter; `setsid` and `setpgid` because the server
+    /// stops a child by its process group, which a process it started must not leave.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
                           "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
-                          "pidfd_send_signal", "pidfd_open"]
+                          "pidfd_send_signal", "pidfd_open", "setsid", "setpgid"]
 
     /// The first argument a refused call may still have: AF_UNIX for `socket`, this process's pid for the signals.
     private static func allowedFirstArgument(of name: String) -> UInt64? {
@@ -82,7 +83,7 @@ public enum Sandbox {
 
     /// Tries calls the sandbox should refuse, and one it should let through, and says what happened to each:
     /// `socket(AF_INET)`, `socket(AF_INET6)`, `execve` of a path that does not exist (so without the filter it
-    /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, reading
+    /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, `setsid`, reading
     /// `/etc/hostname` (outside any job's files, once `confineFiles` is in force), and `socket(AF_UNIX)`.
     public static func tryRefusedCalls() -> [String: String] {
         func outcome(_ result: Int32) -> String {
@@ -100,11 +101,13 @@ public enum Sandbox {
         defer { free(argv[0]) }
         let exec = outcome(execv(path, argv))
         let signal = outcome(kill(getppid(), 0))
+        let session = outcome(setsid())
         let file = open("/etc/hostname", O_RDONLY | O_CLOEXEC)
         let read = file >= 0 ? "allowed" : (errno == EACCES ? "EACCES" : String(cString: strerror(errno)))
         if file >= 0 { close(file) }
         return ["socket(AF_INET)": socketOutcome(AF_INET), "socket(AF_INET6)": socketOutcome(AF_INET6),
-                "execve": exec, "kill(parent)": signal, "open(/etc/hostname)": read, "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
+                "execve": exec, "kill(parent)": signal, "setsid": session, "open(/etc/hostname)": read,
+                "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
     }
 
     /// Reads this process's data size (heap and anonymous mappings: what RLIMIT_DATA limits) from

@@ -41,4 +41,39 @@ import Testing
         #expect(read[50001] == "after")
         #expect(termination == .signaled(SIGKILL), "the child is killed at the overlong line: \(termination)")
     }
+
+    /// A child gets what a program needs of the environment and nothing else: a server's holds its secrets (the
+    /// token, the store's password, the webhook secret), which a child taken over by a hostile file could write into
+    /// its output. It had the whole environment.
+    @Test func aChildGetsNoneOfTheServersSecrets() throws {
+        setenv("TRANSCODER_TEST_SECRET", "s3cret", 1)
+        let child = try ChildProcess(executable: "/usr/bin/env", arguments: [])
+        var lines: [String] = []
+        while let line = child.readLine() { lines.append(line) }
+        #expect(child.wait() == .exited(0))
+        #expect(!lines.contains { $0.contains("s3cret") } && lines.contains { $0.hasPrefix("PATH=") }, "\(lines)")
+    }
+
+    /// A signal to a child reaches what it started (its process group): a process it forked kept the output pipe
+    /// open and outlived it, and the parent's read of the child's lines never ended.
+    @Test func aSignalReachesWhatTheChildStarted() throws {
+        let script = """
+        import os, sys, time
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        print("started", flush=True)
+        time.sleep(30)
+        """
+        let child = try ChildProcess(executable: "/usr/bin/python3", arguments: ["-c", script])
+        #expect(child.readLine() == "started")
+        child.signal(SIGKILL)
+        let ended = DispatchSemaphore(value: 0)
+        NamedThread.start("reader") {
+            while child.readLine() != nil {}
+            ended.signal()
+        }
+        #expect(ended.wait(timeout: .now() + 10) == .success, "the output ended: the forked process went with the child")
+        #expect(child.wait() == .signaled(SIGKILL))
+    }
 }

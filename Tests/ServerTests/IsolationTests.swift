@@ -165,7 +165,7 @@ import TestSupport
         #expect(report.dataBytes == 512 * 1024 * 1024 && report.coreBytes == 0 && report.nice == 7)
         // Tried for real by the child under the filter; AF_UNIX shows the filter picks what it refuses.
         #expect(report.tried == ["socket(AF_INET)": "EPERM", "socket(AF_INET6)": "EPERM", "execve": "EPERM",
-                                 "kill(parent)": "EPERM", "open(/etc/hostname)": "EACCES", "socket(AF_UNIX)": "allowed"],
+                                 "kill(parent)": "EPERM", "setsid": "EPERM", "open(/etc/hostname)": "EACCES", "socket(AF_UNIX)": "allowed"],
                 "\(report.tried ?? [:])")
         #expect(report.landlock == true, "\(report.landlockError ?? "")")
         let server = try TestServer(["--job-memory-mib", "1024"])
