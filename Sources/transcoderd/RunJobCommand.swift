@@ -79,9 +79,12 @@ enum RunJobCommand {
                                                cancellation: cancellation, limits: request.limits ?? MediaLimits())
                 session.onFailure = { _ in memory.failed() }
                 session.checkpointDirectory = request.checkpoint
-                let result = try session.run { progress in
+                var result = try session.run { progress in
                     send(JobMessage(progress: progress, dataBytes: memory.sample()))
                 }
+                // The server lists the folder's files itself; a long ladder's list (a line per segment per rendition)
+                // would pass the line limit, and the child be killed after its work was done.
+                result.files = nil
                 if !send(JobMessage(result: result)) {
                     send(JobMessage(error: .init(code: "output_failed", message: "The transcode's result could not be written out.")))
                 }

@@ -225,6 +225,25 @@ import TestSupport
     }
 
     /// A process's state letter from /proc (S: sleeping, R: running, T: stopped, Z: zombie).
+    /// A child's result leaves out the folder's file list, which the server makes itself: a long ladder's list (a
+    /// line per segment per rendition) passed the line limit, and a child was killed after its work was done.
+    @Test func aChildsResultLeavesTheFileListToTheServer() throws {
+        let folder = try Media.scratch()
+        let output = folder.appendingPathComponent("ladder").path
+        let child = try ChildProcess(executable: Binary.path, arguments: ["run-job"])
+        let settings = try TranscodeSettings.parse(Data(#"{"container": "hls", "segmentDuration": 1, "renditions": [{"video": {"height": 180}}]}"#.utf8))
+        let request = JobRequest(kind: .transcode, input: try Media.path(.standard), output: output, settings: settings)
+        try child.send(try JSONEncoder().encode(request) + Data("\n".utf8))
+        child.closeInput()
+        var last: String?
+        while let line = child.readLine() { last = line }
+        #expect(child.wait() == .exited(0))
+        let answer = try JSONSerialization.jsonObject(with: Data(try #require(last).utf8)) as? [String: Any]
+        let result = try #require(answer?["result"] as? [String: Any], "\(last ?? "")")
+        #expect(result["files"] == nil && (result["tracks"] as? [Any])?.isEmpty == false, "\(result.keys.sorted())")
+        #expect(Media.files(in: URL(fileURLWithPath: output)).contains("master.m3u8"))
+    }
+
     private static func state(of pid: pid_t) -> String {
         let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
         return stat.split(separator: ")").last?.split(separator: " ").first.map(String.init) ?? "?"
