@@ -44,6 +44,22 @@ import TestSupport
         }
     }
 
+    /// The health check asks the server where it listens: a server on `::` (IPv6 only, as this server binds it) was
+    /// asked on 127.0.0.1, and a container's check failed for ever.
+    @Test func theHealthCheckAsksWhereTheServerListens() throws {
+        func check(_ arguments: [String], environment: [String: String] = [:]) throws -> Int32 {
+            try Shell.run(Binary.path, ["healthcheck"] + arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }).status
+        }
+        let v4 = try TestServer()
+        #expect(try check(["--port", String(v4.port)]) == 0)
+        let v6 = try TestServer(["--host", "::"])
+        #expect(try check(["--host", "::", "--port", String(v6.port)]) == 0)
+        #expect(try check([], environment: ["TRANSCODER_HOST": "::", "TRANSCODER_PORT": String(v6.port)]) == 0)
+        #expect(try check(["--host", "[::1]", "--port", String(v6.port)]) == 0)
+        #expect(try check(["--port", String(v6.port)], environment: ["TRANSCODER_HOST": "127.0.0.1"]) == 1, "nothing on 127.0.0.1")
+        #expect(try check(["--port", "http"]) == 1)
+    }
+
     @Test func presetsAreListed() throws {
         let output = try Shell.run(Binary.path, ["presets"])
         #expect(output.status == 0)
