@@ -45,12 +45,20 @@ final class CheckpointedLadder {
         let stills = settings.thumbnails == nil ? nil : try CheckpointStills(checkpoint: checkpoint)
         let directory = try OutputDirectory(path: session.outputDirectory!)
 
-        // What an earlier attempt left: the segments every rendition finished (renditions ahead are cut back).
+        // What an earlier attempt left: the segments every rendition finished (renditions ahead are cut back), as
+        // far as they are all in place. A segment's file is written and synced before it is recorded, but a power
+        // cut may still lose its new name; one missing or of another size, and everything from it is made again.
         let stored = checkpoint.manifest.ladder
+        func inPlace(_ record: CheckpointManifest.LadderTrackRecord) -> Int {
+            record.segments.prefix { segment in
+                (try? FileManager.default.attributesOfItem(atPath: root + "/" + segment.path))?[.size] as? Int == segment.bytes
+            }.count
+        }
         let renditions = stored.filter { $0.value.isVideo }
-        var kept = renditions.isEmpty ? 0 : renditions.values.map(\.segments.count).min()!
+        let whole = renditions.mapValues(inPlace)
+        var kept = renditions.isEmpty ? 0 : whole.values.min()!
         var videoComplete = !renditions.isEmpty && renditions.values.allSatisfy(\.complete)
-            && Set(renditions.values.map(\.segments.count)).count == 1
+            && Set(renditions.values.map(\.segments.count)).count == 1 && renditions.allSatisfy { whole[$0.key] == $0.value.segments.count }
         if videoComplete, let stills, !stills.holds(checkpoint.manifest.stills) {
             // The pictures are taken with the video: without them, it is made again.
             videoComplete = false
@@ -60,7 +68,7 @@ final class CheckpointedLadder {
         if !videoComplete && kept > 0 {
             for (folder, record) in renditions { resume[folder] = (Array(record.segments.prefix(kept)), record.lastPresentation[kept - 1]) }
         }
-        let audioComplete = stored["audio"]?.complete == true
+        let audioComplete = stored["audio"].map { $0.complete && inPlace($0) == $0.segments.count } == true
         try checkpoint.update { manifest in
             for folder in renditions.keys where !videoComplete {
                 manifest.ladder[folder]?.segments = Array(stored[folder]!.segments.prefix(kept))

@@ -238,6 +238,28 @@ import TestSupport
         }
     }
 
+    /// A recorded segment the checkpoint lost (a power cut may lose a new name whose folder was not synced) is made
+    /// again: the resume starts before it. It was passed over when the ladder was put together, and the playlists
+    /// named a file the output did not have.
+    @Test func aLadderSegmentTheCheckpointLostIsMadeAgain() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 640, height: 360, seconds: 10, into: folder)
+        let settings = #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 360, "preset": "veryfast"}}]}"#
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.7, settings: settings)
+        let recorded = try #require(try CheckpointRecords.ladderSegments(checkpoint)["360p"])
+        try #require(recorded.count >= 3, "\(recorded.count) segments recorded")
+        let lost = try #require(recorded[1]["path"] as? String)
+        try FileManager.default.removeItem(atPath: checkpoint + "/ladder/" + lost)
+        let resumed = folder.appendingPathComponent("resumed").path
+        let result = try complete(source, output: resumed + "/", checkpoint: checkpoint, settings: settings)
+        let resumedFrom = try #require(result["resumedFrom"] as? Double, "\(result)")
+        #expect(abs(resumedFrom - 2) < 0.05, "resumed after the one segment before the lost one: \(resumedFrom)")
+        #expect(FileManager.default.fileExists(atPath: resumed + "/" + lost))
+        _ = try Ladder.check(resumed)
+        #expect(try Ladder.decodesCleanly(resumed + "/master.m3u8").status == 0)
+    }
+
     /// A ladder (two renditions and the audio, 4 s segments, thumbnails) killed at 70 % and resumed: the renditions
     /// continue after the segments every one of them finished, and the ladder follows the HLS rules, has the key
     /// frames and frames of the same ladder made straight through, the very same audio segments and pictures, and no
