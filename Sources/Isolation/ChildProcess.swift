@@ -91,12 +91,13 @@ public final class ChildProcess: Sendable {
     }()
 
     /// Variables of this process's environment a child gets (`NAME=value`): what a program needs to run (the
-    /// search path, locale, time zone, temporary folder) and FFmpeg's log switch, nothing else. A server's
-    /// environment holds its secrets (`TRANSCODER_TOKEN`, the store's URL with its password, the webhook secret):
-    /// a child taken over by a hostile file could write them into its output.
-    static func environment(_ variables: [String: String]) -> [String] {
-        let kept: Set = ["PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TRANSCODER_FFMPEG_LOG"]
-        return variables.filter { kept.contains($0.key) }.map { "\($0.key)=\($0.value)" }.sorted()
+    /// search paths, locale, time zone, temporary folder, the C library's and sanitizers' settings) and FFmpeg's
+    /// log switch, nothing else. A server's environment holds its secrets (`TRANSCODER_TOKEN`, the store's URL with
+    /// its password, the webhook secret): a child taken over by a hostile file could write them into its output.
+    public static func environment(_ variables: [String: String]) -> [String] {
+        let kept: Set = ["PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "MALLOC_ARENA_MAX",
+                         "GLIBC_TUNABLES", "TRANSCODER_FFMPEG_LOG"]
+        return variables.filter { kept.contains($0.key) || $0.key.hasSuffix("SAN_OPTIONS") }.map { "\($0.key)=\($0.value)" }.sorted()
     }
 
     /// Starts `executable` with `arguments` (not counting the program name) and a filtered environment
@@ -213,7 +214,7 @@ public final class ChildProcess: Sendable {
     deinit {
         closeInput()
         if state.withLock({ $0.termination }) == nil {
-            kill(pid, SIGKILL)
+            kill(-pid, SIGKILL)
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }

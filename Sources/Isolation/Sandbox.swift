@@ -83,7 +83,8 @@ public enum Sandbox {
 
     /// Tries calls the sandbox should refuse, and one it should let through, and says what happened to each:
     /// `socket(AF_INET)`, `socket(AF_INET6)`, `execve` of a path that does not exist (so without the filter it
-    /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, `setsid`, reading
+    /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, `setsid` and
+    /// `setpgid` (from a forked process), reading
     /// `/etc/hostname` (outside any job's files, once `confineFiles` is in force), and `socket(AF_UNIX)`.
     public static func tryRefusedCalls() -> [String: String] {
         func outcome(_ result: Int32) -> String {
@@ -101,12 +102,26 @@ public enum Sandbox {
         defer { free(argv[0]) }
         let exec = outcome(execv(path, argv))
         let signal = outcome(kill(getppid(), 0))
-        let session = outcome(setsid())
+        // From a process this one forks (this one leads its group, where both calls fail whatever the filter says).
+        func forked(_ call: @escaping () -> Int32) -> String {
+            let child = fork()
+            if child == 0 { _exit(call() >= 0 ? 0 : (errno == EPERM ? 1 : 2)) }
+            guard child > 0 else { return String(cString: strerror(errno)) }
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            switch (status >> 8) & 0xFF {
+            case 0: return "allowed"
+            case 1: return "EPERM"
+            default: return "failed"
+            }
+        }
+        let session = forked { setsid() }
+        let group = forked { setpgid(0, 0) }
         let file = open("/etc/hostname", O_RDONLY | O_CLOEXEC)
         let read = file >= 0 ? "allowed" : (errno == EACCES ? "EACCES" : String(cString: strerror(errno)))
         if file >= 0 { close(file) }
         return ["socket(AF_INET)": socketOutcome(AF_INET), "socket(AF_INET6)": socketOutcome(AF_INET6),
-                "execve": exec, "kill(parent)": signal, "setsid": session, "open(/etc/hostname)": read,
+                "execve": exec, "kill(parent)": signal, "setsid": session, "setpgid": group, "open(/etc/hostname)": read,
                 "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
     }
 

@@ -165,7 +165,8 @@ import TestSupport
         #expect(report.dataBytes == 512 * 1024 * 1024 && report.coreBytes == 0 && report.nice == 7)
         // Tried for real by the child under the filter; AF_UNIX shows the filter picks what it refuses.
         #expect(report.tried == ["socket(AF_INET)": "EPERM", "socket(AF_INET6)": "EPERM", "execve": "EPERM",
-                                 "kill(parent)": "EPERM", "setsid": "EPERM", "open(/etc/hostname)": "EACCES", "socket(AF_UNIX)": "allowed"],
+                                 "kill(parent)": "EPERM", "setsid": "EPERM", "setpgid": "EPERM", "open(/etc/hostname)": "EACCES",
+                                 "socket(AF_UNIX)": "allowed"],
                 "\(report.tried ?? [:])")
         #expect(report.landlock == true, "\(report.landlockError ?? "")")
         let server = try TestServer(["--job-memory-mib", "1024"])
@@ -224,7 +225,6 @@ import TestSupport
         #expect(Media.files(in: folder) == ["input.ts"], "no partial output: \(Media.files(in: folder))")
     }
 
-    /// A process's state letter from /proc (S: sleeping, R: running, T: stopped, Z: zombie).
     /// A child's result leaves out the folder's file list, which the server makes itself: a long ladder's list (a
     /// line per segment per rendition) passed the line limit, and a child was killed after its work was done.
     @Test func aChildsResultLeavesTheFileListToTheServer() throws {
@@ -244,6 +244,7 @@ import TestSupport
         #expect(Media.files(in: URL(fileURLWithPath: output)).contains("master.m3u8"))
     }
 
+    /// A process's state letter from /proc (S: sleeping, R: running, T: stopped, Z: zombie).
     private static func state(of pid: pid_t) -> String {
         let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
         return stat.split(separator: ")").last?.split(separator: " ").first.map(String.init) ?? "?"
