@@ -523,7 +523,7 @@ public final class JobQueue: Sendable {
     /// start's recovery then sends the job back to the queue).
     private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, lease: Lease, reason: StopReason?) -> Recorded {
         let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, lease: lease, reason: reason) }
-        let renewedAt = state.withLock { $0.running[job.id]?.renewedAt } ?? Date()
+        let renewedAt = ownEntry(job.id, token: lease.token) { $0.renewedAt } ?? Date()
         let leaseEnd = store.isShared ? renewedAt.addingTimeInterval(configuration.leaseSeconds) : nil
         // A plain failure has no fallback: it is the last write.
         let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
@@ -821,9 +821,7 @@ public final class JobQueue: Sendable {
                 do throws(StoreError) {
                     switch try store.renew(lease, leaseSeconds: configuration.leaseSeconds) {
                     case .held(let cancelRequested):
-                        state.withLock { state in
-                            if state.running[lease.jobID]?.lease == lease { state.running[lease.jobID]?.renewedAt = Date() }
-                        }
+                        ownEntry(lease.jobID, token: lease.token) { $0.renewedAt = Date() }
                         if cancelRequested { _ = signalCancel(lease.jobID) }
                     case .lost:
                         stop(lease, .leaseLost, because: "its lease (token \(lease.token)) is another worker's now")
@@ -855,14 +853,12 @@ public final class JobQueue: Sendable {
     /// Stops the run of `lease` here (not a later claim of the same job here) because it lost or may have lost the
     /// job: another worker has it, or will once the lease is out.
     private func stop(_ lease: Lease, _ reason: StopReason, because why: String) {
-        let stopped = state.withLock { state -> Bool in
-            guard var running = state.running[lease.jobID], running.lease == lease, !running.ending,
-                  running.reason != .leaseLost else { return false }
+        let stopped = ownEntry(lease.jobID, token: lease.token) { running -> Bool in
+            guard !running.ending, running.reason != .leaseLost else { return false }
             running.reason = reason
-            state.running[lease.jobID] = running
             running.token.cancel()
             return true
-        }
+        } ?? false
         if stopped {
             logger.error("stopping a job this node no longer holds", ["job_id": .string(lease.jobID), "reason": .string(why)])
         }
