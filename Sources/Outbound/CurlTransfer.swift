@@ -25,6 +25,7 @@ public final class CurlTransfer {
         let policy: AddressPolicy
         let maxBytes: Int64?
         let stallTimeout: Double?
+        let minimumRate: Int64?
         let sink: ((UnsafeRawBufferPointer) -> OutboundError?)?
         let progress: ((Int64, Int64?) -> Bool)?
         /// The last address the policy refused, and how many it allowed, since the latest answer: a failure counts
@@ -38,6 +39,8 @@ public final class CurlTransfer {
         var body = Data()
         var failure: OutboundError?
         var lastArrival = Date().timeIntervalSince1970
+        /// The current window of the pace check: when it began (nil until the first body byte) and the bytes then.
+        var window: (start: Double, bytes: Int64)?
         var errorText = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
 
         init(request: OutboundRequest, policy: AddressPolicy, sink: ((UnsafeRawBufferPointer) -> OutboundError?)?,
@@ -45,6 +48,7 @@ public final class CurlTransfer {
             self.policy = policy
             maxBytes = request.maxBytes
             stallTimeout = request.stallTimeout
+            minimumRate = request.minimumRate
             self.sink = sink
             self.progress = progress
         }
@@ -186,6 +190,7 @@ public final class CurlTransfer {
         let bytes = UnsafeRawBufferPointer(start: data, count: length)
         state.bytes += Int64(length)
         state.lastArrival = Date().timeIntervalSince1970
+        if state.window == nil { state.window = (state.lastArrival, 0) }
         if let maxBytes = state.maxBytes, state.bytes > maxBytes {
             state.failure = OutboundError(code: "too_large", message: "The answer is larger than the \(maxBytes) bytes allowed.")
             return 0
@@ -201,13 +206,24 @@ public final class CurlTransfer {
         return length
     }
 
-    /// Stops a transfer that stalled or that its caller gave up on.
+    /// Stops a transfer that stalled (no byte for `stallTimeout`, or fewer than `minimumRate` a second over one) or
+    /// that its caller gave up on.
     private static let reportProgress: @convention(c) (UnsafeMutableRawPointer?, curl_off_t, curl_off_t, curl_off_t, curl_off_t)
         -> Int32 = { context, total, received, _, _ in
         let state = State.from(context)
-        if let stall = state.stallTimeout, Date().timeIntervalSince1970 - state.lastArrival > stall {
+        let now = Date().timeIntervalSince1970
+        if let stall = state.stallTimeout, now - state.lastArrival > stall {
             state.failure = OutboundError(code: "stalled", message: "No bytes arrived for \(Int(stall)) s; the transfer was stopped.")
             return 1
+        }
+        if let stall = state.stallTimeout, let rate = state.minimumRate, let window = state.window, now - window.start >= stall {
+            let arrived = state.bytes - window.bytes
+            if Double(arrived) < Double(rate) * (now - window.start) {
+                state.failure = OutboundError(code: "stalled", message: "Only \(arrived) bytes arrived in \(Int(now - window.start)) s, "
+                                              + "less than \(rate) a second; the transfer was stopped.")
+                return 1
+            }
+            state.window = (now, state.bytes)
         }
         if let progress = state.progress, !progress(Int64(received), total > 0 ? Int64(total) : nil) {
             state.failure = OutboundError(code: "canceled", message: "The transfer was canceled.")

@@ -13,11 +13,14 @@ public struct OutboundRequest: Sendable {
     public var timeout: Double
     /// Seconds without a byte arriving after which the transfer stops (nil: only `timeout`).
     public var stallTimeout: Double?
+    /// Bytes a second that must arrive on average over every `stallTimeout` seconds once the body has begun (nil:
+    /// any pace): a server that trickles a byte now and then is as stuck as one that sends none.
+    public var minimumRate: Int64?
     /// Bytes of body accepted at most (nil: any).
     public var maxBytes: Int64?
 
     public init(url: String, method: String = "GET", headers: [(String, String)] = [], body: Data? = nil,
-                maxRedirects: Int = 0, timeout: Double = 15, stallTimeout: Double? = nil, maxBytes: Int64? = nil) {
+                maxRedirects: Int = 0, timeout: Double = 15, stallTimeout: Double? = nil, minimumRate: Int64? = nil, maxBytes: Int64? = nil) {
         self.url = url
         self.method = method
         self.headers = headers
@@ -25,6 +28,7 @@ public struct OutboundRequest: Sendable {
         self.maxRedirects = maxRedirects
         self.timeout = timeout
         self.stallTimeout = stallTimeout
+        self.minimumRate = minimumRate
         self.maxBytes = maxBytes
     }
 }

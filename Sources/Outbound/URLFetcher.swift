@@ -4,7 +4,8 @@ import Glibc
 
 /// Downloads a URL into a new file, hashing it (SHA-256) on the way: an input given by URL instead of uploaded.
 /// Follows at most 5 redirects, holds every connection to the address policy, and stops at the size limit, the
-/// total timeout and a stall. On any failure the file is removed: nothing is left behind. Blocks the calling thread.
+/// total timeout and a stall (no byte, or under 1 KiB a second, for the stall timeout). On any failure the file is
+/// removed: nothing is left behind. Blocks the calling thread.
 public struct URLFetcher: Sendable {
     public let policy: AddressPolicy
     /// Bytes accepted at most.
@@ -13,12 +14,16 @@ public struct URLFetcher: Sendable {
     public let timeout: Double
     /// Seconds without a byte after which it stops.
     public let stallTimeout: Double
+    /// Bytes a second it needs on average over every `stallTimeout` once the body has begun, else it stops as
+    /// stalled: a server trickling a byte now and then would otherwise hold a fetch for the whole `timeout`.
+    public let minimumRate: Int64
 
-    public init(policy: AddressPolicy, maxBytes: Int64, timeout: Double = 3600, stallTimeout: Double = 30) {
+    public init(policy: AddressPolicy, maxBytes: Int64, timeout: Double = 3600, stallTimeout: Double = 30, minimumRate: Int64 = 1024) {
         self.policy = policy
         self.maxBytes = maxBytes
         self.timeout = timeout
         self.stallTimeout = stallTimeout
+        self.minimumRate = minimumRate
     }
 
     /// What was downloaded.
@@ -41,7 +46,8 @@ public struct URLFetcher: Sendable {
         var closed = false
         defer { if !closed { close(descriptor) } }
         let digest = Digest()
-        let request = OutboundRequest(url: url, maxRedirects: 5, timeout: timeout, stallTimeout: stallTimeout, maxBytes: maxBytes)
+        let request = OutboundRequest(url: url, maxRedirects: 5, timeout: timeout, stallTimeout: stallTimeout,
+                                      minimumRate: minimumRate, maxBytes: maxBytes)
         do throws(OutboundError) {
             let response = try CurlTransfer().perform(request, policy: policy, sink: { bytes in
                 var offset = 0

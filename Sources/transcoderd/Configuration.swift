@@ -209,7 +209,7 @@ struct Configuration: Sendable {
             config.fetchTimeout = Double(try integer(value, flag: "--fetch-timeout", range: 1...86_400))
         },
         Option(flag: "--fetch-stall-timeout", environment: "TRANSCODER_FETCH_STALL_TIMEOUT",
-               help: "seconds a download of an input by URL may go without a byte; default 30") { config, value throws(UsageError) in
+               help: "seconds a download of an input by URL may go without a byte (or under 1 KiB/s); default 30") { config, value throws(UsageError) in
             config.fetchStallTimeout = Double(try integer(value, flag: "--fetch-stall-timeout", range: 1...3600))
         },
         Option(flag: "--fetch-threads", environment: "TRANSCODER_FETCH_THREADS",

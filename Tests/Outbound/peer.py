@@ -11,6 +11,8 @@ GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
+GET /trickle?bytes=N&every=S  a 1 MB body sent N bytes every S seconds; when the fetcher hangs up, a record
+                    with path /trickle-closed says so
 Every request is appended to RECORDS as one JSON object per line.
 """
 import json
@@ -109,6 +111,19 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"\0" * 1000)
             self.wfile.flush()
             time.sleep(60)
+        elif url.path == "/trickle":
+            query = parse_qs(url.query)
+            size, every = int(query["bytes"][0]), float(query["every"][0])
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            try:
+                for _ in range(1_000_000 // size):
+                    self.wfile.write(b"\0" * size)
+                    self.wfile.flush()
+                    time.sleep(every)
+            except OSError:
+                record({"path": "/trickle-closed", "received": time.time()})
         elif url.path == "/big":
             self.answer(200, b"\0" * 3_000_000)
         elif url.path == "/big-chunked":
