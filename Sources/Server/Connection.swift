@@ -37,6 +37,8 @@ final class Connection {
     private var responseBytes: Int64 = 0
     private var uploadedBytes: Int64 = 0
     private var isHead = false
+    /// The client of the request whose handler is running, told when the connection closes.
+    private var waitingClient: ClientPresence?
 
     init(token: UInt64, fd: Int32, loop: ServerLoop) {
         self.token = token
@@ -354,6 +356,7 @@ final class Connection {
         self.sink = nil
         state.bodyComplete()
         let request = Request(head: head, parameters: parameters, body: body, id: requestID)
+        waitingClient = request.client
         if let quick = route.quickAnswer, let response = quick(request) {
             respond(response)
             return
@@ -427,6 +430,7 @@ final class Connection {
     func respond(_ response: Response) {
         // One response per request: a late one (the connection failed or timed out meanwhile) is dropped.
         guard state.canStartResponse else { return }
+        waitingClient = nil
         var response = response
         responseStatus = response.status.code
         responseBytes = 0
@@ -643,6 +647,8 @@ final class Connection {
         sink = nil
         streamCancel = nil
         file = nil
+        waitingClient?.leave()
+        waitingClient = nil
         state.close()
         loop.remove(self)
         Posix.close(fd)

@@ -19,6 +19,8 @@ public struct Request: Sendable {
     public var body: Body
     /// Request id for logs.
     public var id: String
+    /// Whether the client is still there to hear the answer.
+    public var client = ClientPresence()
     public var method: String { head.method }
     public var headers: HTTPHeaders { head.headers }
 }

@@ -187,7 +187,7 @@ public final class TranscoderAPI: Sendable {
         case .multipart(nil, _):
             throw HTTPError(.badRequest, "missing_file", "The multipart body needs a part named file (curl -F file=@in.mov).")
         case .data(let data):
-            file = try fetch(try Self.urlField(data))
+            file = try fetch(try Self.urlField(data), for: request.client)
         default:
             throw HTTPError(.badRequest, "missing_file", "Send the media as the request body or as a multipart part named file.")
         }
@@ -217,12 +217,18 @@ public final class TranscoderAPI: Sendable {
     }
 
     /// Downloads `url` into a temporary upload file (named like a request body's, so a crash leaves nothing the
-    /// next start does not delete); refusals are 422 with the fetcher's code.
-    private func fetch(_ url: String) throws(HTTPError) -> UploadedFile {
+    /// next start does not delete); refusals are 422 with the fetcher's code. A client that leaves stops it: a
+    /// download nobody awaits would hold a fetch thread (for up to `--fetch-timeout`) and store an upload whose id
+    /// nobody learns.
+    private func fetch(_ url: String, for client: ClientPresence) throws(HTTPError) -> UploadedFile {
         let path = directory.uploads.appendingPathComponent(DataDirectory.partialUploadName("fetch-\(UUID().uuidString.lowercased())")).path
         let fetched: URLFetcher.Fetched
-        do {
-            fetched = try fetcher.fetch(url, to: path)
+        do throws(OutboundError) {
+            guard !client.hasLeft else { throw OutboundError(code: "canceled", message: "The client left before the download began.") }
+            fetched = try fetcher.fetch(url, to: path) { _, _ in !client.hasLeft }
+        } catch where error.code == "canceled" {
+            logger.info("fetching an upload stopped: the client left", ["url": .string(RedactedURL.text(url))])
+            throw HTTPError(.unprocessableContent, error.code, error.message)
         } catch where error.code == "storage_error" {
             throw HTTPError(.internalServerError, error.code, error.message)
         } catch {

@@ -106,6 +106,23 @@ import TestSupport
         hanging.wait()
     }
 
+    /// A client that gives up on its request stops the download: it would otherwise hold a fetch thread until the
+    /// other server finished (here a steady 10 KB/s, 100 s for the whole body) and store an upload nobody knows of.
+    @Test func aFetchStopsWhenItsClientLeaves() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--fetch-threads", "1"])
+        let answer = try server.curl("/v1/uploads", ["-m", "2", "-H", "Content-Type: application/json",
+                                                     "-d", #"{"url": "\#(peer.base)/trickle?bytes=1000&every=0.1"}"#])
+        #expect(answer.status == 0, "curl gave up before an answer: \(answer)")
+        #expect(eventually(10) { peer.requests().contains { $0["path"] as? String == "/trickle-closed" } },
+                "the server hung up on the other server")
+        #expect(try eventually(10) { try uploadsFolder(server).isEmpty }, "the partial download is removed")
+        #expect(server.log.contains("the client left"))
+        // The only fetch thread is free again.
+        try FileManager.default.copyItem(atPath: try Media.path(.audioOnly), toPath: peer.media.appendingPathComponent("a.m4a").path)
+        #expect(try fetch(server, peer.base + "/media/a.m4a").status == 201)
+    }
+
     @Test func credentialsInURLsAreNeverLogged() throws {
         let server = try TestServer()
         let url = "http://user:hunter2@10.1.2.3/v.mp4?X-Amz-Signature=deadbeefcafe&X-Amz-Credential=AKIAEXAMPLE&part=1"
