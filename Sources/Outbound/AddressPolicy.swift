@@ -24,6 +24,11 @@ public struct AddressPolicy: Sendable, Equatable {
         public let entry: String
     }
 
+    /// "a private address", "an unspecified address": a kind of `refusal(of:)` in a sentence.
+    public static func phrase(_ kind: String) -> String {
+        ("aeiou".contains(kind.prefix(1).lowercased()) ? "an " : "a ") + kind + " address"
+    }
+
     /// The kind of non-public address `address` is, when the policy refuses it; nil when it may be connected to.
     /// The metadata address stays refused unless it is allowed by itself (a /32 or /128 entry), not by a block
     /// that happens to hold it (`169.254.0.0/16`, `0.0.0.0/0`). An IPv6 address carrying an IPv4 one (mapped,

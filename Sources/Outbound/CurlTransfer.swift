@@ -117,7 +117,9 @@ public final class CurlTransfer {
         }
         if let failure = state.failure { throw failure }
         if let refused = state.refused, state.allowed == 0, code != CURLE_OK {
-            throw OutboundError(code: "url_not_allowed", message: "The URL leads to \(refused.address), a \(refused.kind) address, "
+            // The kind, not the address: a name's internal address is no business of whoever sent the URL (it
+            // would map the network behind this server, one name at a time).
+            throw OutboundError(code: "url_not_allowed", message: "The URL leads to \(AddressPolicy.phrase(refused.kind)), "
                                 + "which this server does not connect to (--allow-private-urls can allow it).")
         }
         guard code == CURLE_OK else { throw Self.failure(code, detail: String(decoding: state.errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) }

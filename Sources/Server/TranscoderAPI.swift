@@ -465,7 +465,7 @@ public final class TranscoderAPI: Sendable {
     private func checkAddress(_ url: String, key: String) throws(HTTPError) {
         if let (address, kind) = fetcher.policy.refusal(ofURL: url) {
             throw HTTPError(.unprocessableContent, "url_not_allowed",
-                            "\(key): \(address) is a \(kind) address, which this server does not connect to (--allow-private-urls can allow it).")
+                            "\(key): \(address) is \(AddressPolicy.phrase(kind)), which this server does not connect to (--allow-private-urls can allow it).")
         }
     }
 

@@ -23,6 +23,12 @@ import Testing
         #expect(AddressPolicy().refusal(of: try #require(IPAddress(address))) == nil)
     }
 
+    @Test func kindsReadAsPhrases() {
+        #expect(AddressPolicy.phrase("private") == "a private address")
+        #expect(AddressPolicy.phrase("unspecified") == "an unspecified address")
+        #expect(AddressPolicy.phrase("CGNAT") == "a CGNAT address")
+    }
+
     @Test func allowedBlocksOpenOnlyThemselves() throws {
         let policy = try AddressPolicy.parse("127.0.0.0/8, fd00::/8,192.168.5.7").get()
         #expect(policy.refusal(of: try #require(IPAddress("127.0.0.1"))) == nil)
