@@ -49,11 +49,14 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
 
     public func run(_ job: Job, input: Upload, outputDirectory: String, checkpointDirectory: String?, cancellation: CancellationToken,
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-        var request = JobRequest(kind: .transcode, input: input.path, output: outputDirectory, settings: job.settings,
+        // The child may write in a stage of this job's own, not in `outputs/` where every job's folder is.
+        let stage = try OutputStage(finalPath: outputDirectory)
+        var request = JobRequest(kind: .transcode, input: input.path, output: stage.childOutput, settings: job.settings,
                                  watermark: job.settings.filters?.video?.watermark?.imagePath, limits: limits)
         request.checkpoint = checkpointDirectory
         let answer = try exchange(request, cancellation: cancellation, progress: progress)
         guard var result = answer.result else { throw Self.unexpected }
+        try stage.commit()
         // The output is where this process said, whatever the child claims; its files are listed here too.
         let mainType = job.settings.container.mimeType(hasVideo: result.tracks.contains { $0.mediaType == .video })
         let files = OutputFile.list(directory: outputDirectory, mainType: mainType)

@@ -57,7 +57,8 @@ enum RunJobCommand {
             send(JobMessage(error: .init(code: "bad_request", message: "The job request could not be read.")))
             return 0
         }
-        // The job's own files, and nothing else, from here on (its output folder is made beside its final place).
+        // The job's own files, and nothing else, from here on: the input, and the stage the server made for its output
+        // (the output folder is made beside its final place, inside the stage).
         let output = request.output.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
         if let problem = Sandbox.confineFiles(read: [request.input] + (request.watermark.map { [$0] } ?? []),
                                               write: (output.map { [$0] } ?? []) + (request.checkpoint.map { [$0] } ?? [])) {

@@ -184,6 +184,28 @@ import TestSupport
         _ = try server.json("/v1/jobs/\(job)/cancel", ["-X", "POST"])
     }
 
+    /// The child writes only in a folder the server made for its job (Landlock lets it write in its output's parent
+    /// folder, and nowhere else in `outputs/`, where other jobs' folders are); the server moves the result into place.
+    @Test func aChildWritesItsOutputInAStageOfItsJobsOwn() throws {
+        let server = try TestServer()
+        let outputs = server.data.appendingPathComponent("outputs")
+        let slow = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard)), "-F", Self.slowSettings])
+            .object["id"] as? String)
+        _ = try #require(try Self.runningChild(server, job: slow, attempt: 1))
+        let stages = Media.files(in: outputs)
+        #expect(stages.count == 1 && stages.allSatisfy { $0.hasPrefix(slow + ".") && $0.hasSuffix(".partial") }, "\(stages)")
+        let inside = stages.first.map { Media.files(in: outputs.appendingPathComponent($0)) } ?? []
+        #expect(inside.count == 1 && inside.allSatisfy { $0.hasPrefix("out.") && $0.hasSuffix(".partial") },
+                "the child's own partial folder, alone in the stage: \(inside)")
+        _ = try server.json("/v1/jobs/\(slow)/cancel", ["-X", "POST"])
+        #expect(eventually(10) { Media.files(in: outputs).isEmpty }, "a cancel leaves no stage: \(Media.files(in: outputs))")
+
+        let job = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))]).object["id"] as? String)
+        #expect(try eventually(60) { try server.json("/v1/jobs/\(job)").object["state"] as? String == "succeeded" })
+        #expect(Media.files(in: outputs) == [job], "the output in place, the stage gone")
+        #expect(try server.curl("/v1/jobs/\(job)/output", ["-o", "/dev/null"]).status == 200)
+    }
+
     /// A job reading an input that never comes (a named pipe that stays open and silent) stops within a second of
     /// SIGTERM: the signal interrupts the read, and FFmpeg's interrupt callback sees the cancellation.
     @Test func aChildBlockedInAReadStopsWithinASecondOfSIGTERM() throws {

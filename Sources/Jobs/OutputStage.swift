@@ -1,0 +1,44 @@
+import Foundation
+import Glibc
+import Pipeline
+
+/// A folder of one job's own in which its child process writes the output, so the child's sandbox may write there
+/// and nowhere else in `outputs/` (other jobs' folders, finished or being written, stay out of its reach).
+///
+/// The stage is named as a partial output of the job (`<final>.<random>.partial`), so whatever finds what a killed
+/// attempt left finds it too. The child writes `<stage>/out` (under a temporary name of its own inside the stage, as
+/// every output is written) and flushes it; `commit` renames it into place beside the stage and removes the stage.
+final class OutputStage {
+    let finalPath: String
+    let path: String
+    private var committed = false
+
+    /// Where the child writes the output folder.
+    var childOutput: String { path + "/out" }
+
+    init(finalPath: String) throws(MediaError) {
+        self.finalPath = finalPath
+        path = finalPath + ".\(String(UInt32.random(in: 0...UInt32.max), radix: 16)).partial"
+        guard mkdir(path, 0o755) == 0 else {
+            throw MediaError(code: "output_failed",
+                             message: "Creating the output folder \(path) failed: \(String(cString: strerror(errno))).")
+        }
+    }
+
+    /// Moves the child's finished (and flushed) folder into place and flushes the folder that holds it: once this
+    /// returns, the output survives a power cut under `finalPath`.
+    func commit() throws(MediaError) {
+        guard rename(childOutput, finalPath) == 0 else {
+            throw MediaError(code: "output_failed",
+                             message: "Moving the output into place at \(finalPath) failed: \(String(cString: strerror(errno))).")
+        }
+        committed = true
+        try FileDurability.syncDirectory(containing: finalPath)
+        rmdir(path)
+    }
+
+    /// Removes the stage and whatever the child left in it (the output itself too when it was not committed).
+    func discard() { _ = OutputRemoval.remove(path) }
+
+    deinit { discard() }
+}
