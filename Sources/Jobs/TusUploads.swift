@@ -83,7 +83,9 @@ public struct TusUploads: Sendable {
     /// as its last step. The lock goes with the descriptor, so a process that died completing holds nothing. Returns
     /// the descriptor to close, or nil when the upload is gone or (unless `waiting`) another request holds it.
     public func lockCompletion(_ id: String, waiting: Bool = false) -> Int32? {
-        let descriptor = open(infoPath(id), O_RDONLY | O_CLOEXEC)
+        // Open for writing though only locked: on NFS, flock is a byte-range lock, and an exclusive one needs a
+        // descriptor open for writing (EBADF otherwise: no upload could complete on shared storage).
+        let descriptor = open(infoPath(id), O_RDWR | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         var result: Int32
         repeat { result = flock(descriptor, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
@@ -131,7 +133,7 @@ public struct TusUploads: Sendable {
             guard completion != nil else { return false }
         }
         defer { if let completion { close(completion) } }
-        let descriptor = open(dataPath(id), O_RDONLY | O_CLOEXEC)
+        let descriptor = open(dataPath(id), O_RDWR | O_CLOEXEC) // for writing: see lockCompletion
         if descriptor >= 0 {
             defer { close(descriptor) }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return false }
