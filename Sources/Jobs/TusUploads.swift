@@ -107,10 +107,12 @@ public struct TusUploads: Sendable {
         rename(completingPath(upload.id), dataPath(upload.id))
     }
 
-    /// When bytes last arrived (its creation if none did yet).
+    /// When bytes last arrived (its creation if none did yet), wherever they are: in `.bin`, or renamed aside by a
+    /// completion (under way, or that died with its process and waits for the client's next request to put them
+    /// back): an upload whose last bytes came minutes ago is not old, whenever it was created.
     public func lastWrite(of upload: TusUpload) -> Double {
         var status = stat()
-        guard stat(dataPath(upload.id), &status) == 0 else { return upload.createdAt }
+        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0 else { return upload.createdAt }
         return max(upload.createdAt, Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)
     }
 
@@ -141,6 +143,11 @@ public struct TusUploads: Sendable {
         }
         unlink(completingPath(id)) // a completion that died with its process
         unlink(infoPath(id))
+        // A description's new version that a crash left half-saved (`save` writes it aside, then renames it).
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names where name.hasPrefix(id + ".json.") && name.hasSuffix(".tmp") {
+            unlink(folder.appendingPathComponent(name).path)
+        }
         return true
     }
 

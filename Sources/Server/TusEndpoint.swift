@@ -287,8 +287,9 @@ public final class TusEndpoint: Sendable {
         let id = request.parameters["id"] ?? ""
         guard let upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
         uploads.recoverCompletion(of: upload)
-        guard !uploads.isExpired(upload, at: Date().timeIntervalSince1970) else {
-            uploads.delete(id)
+        // Expired, unless a PATCH or a completion holds it now (then it is not deleted, and the request goes on:
+        // a client told 404 would start the whole upload again).
+        if uploads.isExpired(upload, at: Date().timeIntervalSince1970), uploads.delete(id) {
             digests.remove(id)
             throw refusal(.notFound, "upload_not_found", "The upload \(id) expired and was deleted.")
         }

@@ -417,6 +417,40 @@ import TestSupport
         #expect(eventually(10) { Media.files(in: folder).filter { !$0.hasPrefix(emptyID) }.isEmpty }, "\(Media.files(in: folder))")
     }
 
+    /// Expiry neither deletes an upload a PATCH holds (the request goes on; a client told 404 starts over) nor one
+    /// whose last bytes are recent but renamed aside by a completion that died with its process (the sweep at start
+    /// would otherwise delete them before the client's next request puts them back).
+    @Test func expiryLeavesAHeldUploadAndRecentBytesAside() throws {
+        let data = try Media.scratch().appendingPathComponent("data")
+        var server = try TestServer(["--tus-expire-hours", "0.002"], data: data) // 7.2 s
+        let folder = data.appendingPathComponent("tus")
+        let held = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000"]).location)
+        let heldID = String(held.split(separator: "/").last ?? "")
+        let aside = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000"]).location)
+        let asideID = String(aside.split(separator: "/").last ?? "")
+        #expect(try patch(server, held, offset: 0, body: String(repeating: "a", count: 900)).status == 204)
+        // As a PATCH in progress holds it.
+        let lock = open(folder.appendingPathComponent("\(heldID).bin").path, O_RDWR)
+        try #require(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
+        Thread.sleep(forTimeInterval: 4)
+        #expect(try patch(server, aside, offset: 0, body: String(repeating: "b", count: 900)).status == 204)
+        try FileManager.default.moveItem(at: folder.appendingPathComponent("\(asideID).bin"), to: folder.appendingPathComponent("\(asideID).completing"))
+        Thread.sleep(forTimeInterval: 4.5) // both created over 7.2 s ago; the bytes aside arrived 4.5 s ago
+        // The server that was completing dies; the next one sweeps at once, before any client comes back.
+        server.stop()
+        server = try TestServer(["--tus-expire-hours", "0.002"], data: data)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(Media.files(in: folder).contains("\(asideID).completing"), "the sweep left the bytes aside: \(Media.files(in: folder))")
+        let recovered = try head(server, aside)
+        #expect(recovered.status == 200 && recovered.headers["upload-offset"] == "900", "\(recovered)")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(asideID).bin").path), "the bytes are back")
+        let during = try head(server, held)
+        #expect(during.status == 200 && during.headers["upload-offset"] == "900", "held by a PATCH: \(during)")
+        #expect(Media.files(in: folder).contains("\(heldID).bin"))
+        close(lock)
+        #expect(try head(server, held).status == 404, "expired, and free to go")
+    }
+
     @Test func twoGigabytesIn64MiBPatchesKeepMemoryFlat() throws {
         let server = try TestServer()
         defer { try? FileManager.default.removeItem(at: server.data) }
