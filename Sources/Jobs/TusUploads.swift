@@ -23,6 +23,8 @@ public struct TusUploads: Sendable {
     /// Where the bytes are while they become an upload: renamed here first, so one request completes it.
     public func completingPath(_ id: String) -> String { folder.appendingPathComponent(id + ".completing").path }
     func infoPath(_ id: String) -> String { folder.appendingPathComponent(id + ".json").path }
+    /// Says a chunk with a checksum is being appended, and the offset before it: its bytes count once checked.
+    func chunkPath(_ id: String) -> String { folder.appendingPathComponent(id + ".chunk").path }
 
     /// Whether `id` can name a tus upload (a lowercase UUID): anything else is never a path.
     public static func isValidID(_ id: String) -> Bool {
@@ -67,15 +69,60 @@ public struct TusUploads: Sendable {
         return try? JSONDecoder().decode(TusUpload.self, from: bytes)
     }
 
-    /// Bytes received so far: the `.bin` file's size (its length once the bytes became an upload).
+    /// Bytes received so far: the `.bin` file's size (its length once the bytes became an upload), without a chunk
+    /// whose checksum is not checked yet (being appended, or cut short by a crash: see `markChunk`).
     public func offset(of upload: TusUpload) -> Int64 {
         if upload.completedAt != nil { return upload.length ?? 0 }
+        if let checked = uncheckedChunkStart(upload.id) { return checked }
         var status = stat()
         guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0 else {
             // In neither place: a completion moved them into the upload and has not yet recorded it.
             return upload.length ?? 0
         }
         return Int64(status.st_size)
+    }
+
+    /// Before a chunk with a checksum is appended at `offset` (holding the `.bin` lock): notes where it starts, so
+    /// that if the process dies before the check, the chunk's bytes are taken back (`takeBackUncheckedChunk`) and not
+    /// counted meanwhile. Throws when the note cannot be written.
+    public func markChunk(_ id: String, at offset: Int64) throws(MediaError) {
+        let path = chunkPath(id)
+        guard FileManager.default.createFile(atPath: path, contents: Data(String(offset).utf8)) else {
+            throw MediaError(code: "storage_error", message: "Writing \(path) failed.")
+        }
+    }
+
+    /// The chunk was checked (and kept, or taken back): its note goes, before the lock.
+    public func clearChunk(_ id: String) { unlink(chunkPath(id)) }
+
+    /// Where an unchecked chunk began, when one is noted.
+    func uncheckedChunkStart(_ id: String) -> Int64? {
+        FileManager.default.contents(atPath: chunkPath(id)).flatMap { Int64(String(decoding: $0, as: UTF8.self)) }
+    }
+
+    /// Holding the `.bin` lock (`descriptor`): cuts the file back to where a noted chunk began, whose request died
+    /// with its process before its checksum was checked, and removes the note. False when it cannot.
+    @discardableResult
+    public func takeBackUncheckedChunk(_ id: String, descriptor: Int32) -> Bool {
+        guard access(chunkPath(id), F_OK) == 0 else { return true }
+        if let start = uncheckedChunkStart(id) {
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else { return false }
+            if Int64(status.st_size) > start, ftruncate(descriptor, off_t(start)) != 0 { return false }
+        }
+        clearChunk(id)
+        return true
+    }
+
+    /// A HEAD's look: takes back a noted chunk nobody is appending any more (its lock is free). Nothing happens
+    /// while a PATCH holds the upload.
+    public func recoverChunk(of upload: TusUpload) {
+        guard upload.completedAt == nil, access(chunkPath(upload.id), F_OK) == 0 else { return }
+        let descriptor = open(dataPath(upload.id), O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return }
+        takeBackUncheckedChunk(upload.id, descriptor: descriptor)
     }
 
     /// Takes the lock that says a request is completing `id`, before its bytes are renamed to `completingPath` and
@@ -142,6 +189,7 @@ public struct TusUploads: Sendable {
             unlink(dataPath(id))
         }
         unlink(completingPath(id)) // a completion that died with its process
+        unlink(chunkPath(id))
         unlink(infoPath(id))
         // A description's new version that a crash left half-saved (`save` writes it aside, then renames it).
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []

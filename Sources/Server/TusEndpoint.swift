@@ -287,6 +287,7 @@ public final class TusEndpoint: Sendable {
         let id = request.parameters["id"] ?? ""
         guard let upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
         uploads.recoverCompletion(of: upload)
+        uploads.recoverChunk(of: upload)
         // Expired, unless a PATCH or a completion holds it now (then it is not deleted, and the request goes on:
         // a client told 404 would start the whole upload again).
         if uploads.isExpired(upload, at: Date().timeIntervalSince1970), uploads.delete(id) {

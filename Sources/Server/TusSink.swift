@@ -36,15 +36,26 @@ final class TusSink: BodySink {
         self.id = id
         hasChecksum = checksum != nil
         let hashing: UploadWriter.Hashing = offset == 0 ? .continuing(Digest()) : (digests.take(id, at: offset).map { .continuing($0) } ?? .none)
-        writer = UploadWriter(path: uploads.dataPath(id), pool: pool, opening: .append({ path throws(IOError) in
-            try Self.open(path, mode: mode, uploads: uploads, maxBytes: maxBytes)
-        }), hashing: hashing, checksum: checksum.map { (digest: $0.0, expected: $0.1) })
+        let checked = checksum != nil
+        let opening = UploadWriter.Opening.append({ path throws(IOError) in
+            try Self.open(path, mode: mode, uploads: uploads, maxBytes: maxBytes, noteChunk: checked)
+        })
+        var settled: (@Sendable () -> Void)?
+        if checked {
+            let upload = id
+            settled = { @Sendable in uploads.clearChunk(upload) }
+        }
+        writer = UploadWriter(path: uploads.dataPath(id), pool: pool, opening: opening, hashing: hashing,
+                              checksum: checksum.map { (digest: $0.0, expected: $0.1) }, settled: settled)
         writer.openEarly()
     }
 
     /// On a file thread: the checks, then the locked descriptor and the size the file may reach. Refusals come back
     /// as errno values `TusEndpoint.answer` turns into responses.
-    private static func open(_ path: String, mode: Mode, uploads: TusUploads, maxBytes: Int64) throws(IOError) -> (descriptor: Int32, limit: Int64?) {
+    /// With `noteChunk` (the chunk carries a checksum) its start is noted once the upload is held
+    /// (`TusUploads.markChunk`), so a crash before the check takes its bytes back.
+    private static func open(_ path: String, mode: Mode, uploads: TusUploads, maxBytes: Int64,
+                             noteChunk: Bool) throws(IOError) -> (descriptor: Int32, limit: Int64?) {
         var upload: TusUpload
         var offset: Int64 = 0
         switch mode {
@@ -77,6 +88,11 @@ final class TusSink: BodySink {
             throw IOError(errnoCode: code == EWOULDBLOCK ? EWOULDBLOCK : code,
                           reason: "Another PATCH of this upload is still running; try again once it ends.")
         }
+        // A chunk whose request died with its process before its checksum was checked does not count.
+        guard uploads.takeBackUncheckedChunk(upload.id, descriptor: descriptor) else {
+            close(descriptor)
+            throw IOError(errnoCode: EIO, reason: "Taking back an unchecked chunk of the upload failed.")
+        }
         var status = stat()
         guard fstat(descriptor, &status) == 0, Int64(status.st_size) == offset else {
             close(descriptor)
@@ -102,6 +118,14 @@ final class TusSink: BodySink {
             } catch {
                 close(descriptor)
                 throw error
+            }
+        }
+        if noteChunk {
+            do {
+                try uploads.markChunk(upload.id, at: offset)
+            } catch {
+                close(descriptor)
+                throw IOError(errnoCode: EIO, reason: error.message)
             }
         }
         return (descriptor, upload.length ?? maxBytes)

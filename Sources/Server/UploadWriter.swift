@@ -91,12 +91,15 @@ final class UploadWriter: @unchecked Sendable {
     private var current: Buffer?
     private var filled = 0
     private var isFinished = false
+    /// Run on the file thread once an appended chunk is settled (kept, or taken back), before the file is closed.
+    private let settled: (@Sendable () -> Void)?
 
     /// A writer for the file at `path` (by default a new one, created exclusively by the first write), whose work
     /// runs on `pool`; `checksum` is a digest of the bytes written here alone (a tus chunk's).
     init(path: String, pool: BlockingPool, opening: Opening = .create, hashing: Hashing = .fresh,
-         checksum: (digest: Digest, expected: Data)? = nil) {
+         checksum: (digest: Digest, expected: Data)? = nil, settled: (@Sendable () -> Void)? = nil) {
         self.path = path
+        self.settled = settled
         executor = SerialExecutor(pool: pool)
         self.opening = opening
         self.checksum = checksum?.digest
@@ -196,14 +199,17 @@ final class UploadWriter: @unchecked Sendable {
             let sum = checksum?.finishBytes()
             var takeBack = discardingChunk || failure?.errnoCode == EFBIG
             if let expectedChecksum, let sum, sum != expectedChecksum { takeBack = true }
+            var settles = descriptor >= 0
             if case .append = opening, takeBack, descriptor >= 0 {
                 if ftruncate(descriptor, off_t(startSize)) != 0 {
                     let error = IOError(errnoCode: errno, reason: "taking a chunk back")
                     shared.withLock { $0.failure = $0.failure ?? error }
+                    settles = false // still to be taken back, by whoever holds the file next
                 }
             } else {
                 takeBack = false
             }
+            if settles { settled?() }
             let opened = descriptor >= 0
             closeFile()
             let digest = finishesHash ? (hasher ?? Digest()).finish() : ""

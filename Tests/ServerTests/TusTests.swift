@@ -141,6 +141,40 @@ import TestSupport
         #expect(try server.json("/v1/uploads/\(id)").object["sha256"] as? String == (try sha256(source)))
     }
 
+    /// A chunk with a checksum whose PATCH dies with the server is never checked: after the restart none of it
+    /// counts, though its bytes reached the disk, and the client resumes from before it.
+    @Test func aServerKilledDuringAChecksummedPatchTakesTheChunkBack() throws {
+        let data = try Media.scratch().appendingPathComponent("data")
+        var server = try TestServer([], data: data)
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000000"]).location)
+        let id = String(path.split(separator: "/").last ?? "")
+        #expect(try patch(server, path, offset: 0, body: String(repeating: "a", count: 1000)).status == 204)
+        let chunk = Data(repeating: 7, count: 600_000)
+        let file = try Media.scratch().appendingPathComponent("chunk.bin")
+        try chunk.write(to: file)
+        let hex = Array(try Shell.check("sha1sum", [file.path]).prefix(40))
+        let checksum = Data(stride(from: 0, to: 40, by: 2).map { UInt8(String(hex[$0..<($0 + 2)]), radix: 16)! }).base64EncodedString()
+        let client = try RawClient(port: server.port)
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                    + "Upload-Offset: 1000\r\nUpload-Checksum: sha1 \(checksum)\r\nContent-Length: 600000\r\n\r\n")
+        client.send(chunk.prefix(400_000))
+        let bin = data.appendingPathComponent("tus/\(id).bin").path
+        let onDisk = { ((try? FileManager.default.attributesOfItem(atPath: bin))?[.size] as? Int) ?? 0 }
+        #expect(eventually(5) { onDisk() > 1000 }, "bytes of the chunk reached the disk")
+        kill(server.process.processIdentifier, SIGKILL)
+        server.process.waitUntilExit()
+        client.hangUp()
+        server = try TestServer([], data: data)
+        #expect(try head(server, path).headers["upload-offset"] == "1000", "none of the unchecked chunk counts")
+        #expect(onDisk() == 1000, "and its bytes are gone")
+        // The client sends the chunk again, whole, from there.
+        let again = try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: 1000", "-H", "Upload-Checksum: sha1 \(checksum)"]
+                                    + Self.version + Self.chunk)
+        #expect(again.status == 204, "\(again)")
+        #expect(try head(server, path).headers["upload-offset"] == "601000")
+        #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("tus/\(id).chunk").path), "no note left")
+    }
+
     @Test func aClientThatHangsUpMidChunkKeepsWhatArrived() throws {
         let server = try TestServer()
         let created = try create(server, Self.version + ["-H", "Upload-Length: 2000000"])
@@ -159,7 +193,10 @@ import TestSupport
                     + "Upload-Offset: 300000\r\nUpload-Checksum: sha1 \(Data(repeating: 1, count: 20).base64EncodedString())\r\n"
                     + "Content-Length: 600000\r\n\r\n")
         second.send(Data(repeating: 7, count: 400_000))
-        #expect(try eventually(5) { Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0 > 300_000 }, "bytes reached the disk")
+        let bin = server.data.appendingPathComponent("tus/\(path.split(separator: "/").last ?? "").bin").path
+        let onDisk = { ((try? FileManager.default.attributesOfItem(atPath: bin))?[.size] as? Int) ?? 0 }
+        #expect(eventually(5) { onDisk() > 300_000 }, "bytes reached the disk")
+        #expect(try head(server, path).headers["upload-offset"] == "300000", "HEAD meanwhile counts only checked bytes")
         second.hangUp()
         #expect(try eventually(5) { try head(server, path).headers["upload-offset"] == "300000" }, "and were taken back")
         #expect(try patch(server, path, offset: 300_000, body: "next").status == 204, "the lock went with the cut-short PATCH")
