@@ -103,8 +103,9 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         do {
             return try pool.take()
         } catch {
-            // Out of processes or memory for a moment: like a crash, the job runs again.
-            throw MediaError(code: "worker_crashed", message: "Starting the job process failed: \(error).")
+            // Out of processes or memory for a moment: nothing to do with the file. A job runs again, as after a
+            // crash; an upload's probe is answered 503, its bytes kept.
+            throw MediaError(code: "worker_unavailable", message: "Starting the job process failed: \(error).")
         }
     }
 

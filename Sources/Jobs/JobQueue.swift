@@ -738,8 +738,9 @@ public final class JobQueue: Sendable {
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
         case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?):
             return try store.requeue(lease)
-        case (.failure(let error), nil) where error.code == "worker_crashed":
-            // A crash may not happen again (a one-off signal, a memory spike): the job runs again, up to its limit.
+        case (.failure(let error), nil) where error.code == "worker_crashed" || error.code == "worker_unavailable":
+            // A crash may not happen again (a one-off signal, a memory spike), nor a child that could not start:
+            // the job runs again, up to its limit.
             guard job.attempts >= configuration.maxAttempts else {
                 logger.error("the job's process crashed; it runs again",
                              ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])

@@ -274,6 +274,13 @@ public final class TranscoderAPI: Sendable {
         let tracks: [Track]
         do {
             tracks = try prober.probe(path: file.path)
+        } catch where error.code == "worker_unavailable" || error.code == "worker_failed" {
+            // Not the file's fault (no process to probe it in, or one that answered nonsense): 503, and a tus
+            // upload's bytes are kept for the client's next try; a 422 would have them deleted as not media.
+            var headers = HTTPHeaders()
+            headers.set("Retry-After", "5")
+            throw HTTPError(.serviceUnavailable, "probe_unavailable", "The file could not be examined now: \(error.message) Try again.",
+                            headers: headers)
         } catch {
             throw HTTPError(.unprocessableContent, error.code, error.message)
         }

@@ -112,6 +112,31 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         return JobQueue(store: fixture.store, directory: fixture.directory, runner: runner, configuration: configuration)
     }
 
+    /// A job process that cannot be started (here: its binary is missing, as with no processes or memory left) is
+    /// not the file's fault: the probe says `worker_unavailable` (the API answers 503 and a tus upload keeps its
+    /// bytes), and a job runs again, as after a crash, before it fails.
+    @Test func aJobProcessThatCannotStartIsRetriedNotBlamedOnTheFile() throws {
+        let fixture = try StoreFixture()
+        let runner = ChildProcessRunner(executable: "/nonexistent/transcoderd")
+        let source = try Media.path(.audioOnly)
+        #expect(throws: MediaError.self) { try runner.probe(path: source) }
+        do {
+            _ = try runner.probe(path: source)
+        } catch {
+            #expect(error.code == "worker_unavailable" && error.message.contains("Starting the job process failed"), "\(error)")
+        }
+        let upload = try fixture.upload(source)
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture, runner: runner)
+        try queue.start()
+        queue.jobQueued()
+        #expect(try eventually(20) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 5)
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.state == .failed && failed.errorCode == "worker_unavailable" && failed.attempts == 3,
+                "\(failed.state) \(failed.errorCode ?? "") after \(failed.attempts)")
+    }
+
     @Test func aQueuedJobRunsToSuccessWithEventsInOrder() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.standard))
