@@ -235,6 +235,12 @@ public final class TranscoderAPI: Sendable {
             logger.info("fetching an upload failed", ["url": .string(RedactedURL.text(url)), "code": .string(error.code)])
             throw HTTPError(.unprocessableContent, error.code, error.message)
         }
+        guard !client.hasLeft else {
+            // Left as the last bytes came: nobody would learn the upload's id.
+            unlink(path)
+            logger.info("fetching an upload stopped: the client left", ["url": .string(RedactedURL.text(url))])
+            throw HTTPError(.unprocessableContent, "canceled", "The client left.")
+        }
         logger.info("upload fetched", ["url": .string(RedactedURL.text(url)), "bytes": .int(Int(fetched.size))])
         return UploadedFile(path: path, size: fetched.size, sha256: fetched.sha256, filename: fetched.filename,
                             contentType: fetched.contentType)

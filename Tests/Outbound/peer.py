@@ -11,6 +11,7 @@ GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
+GET /silent         a 1 MB body's head, then nothing
 GET /trickle?bytes=N&every=S  a 1 MB body sent N bytes every S seconds; when the fetcher hangs up, a record
                     with path /trickle-closed says so
 Every request is appended to RECORDS as one JSON object per line.
@@ -109,6 +110,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "1000000")
             self.end_headers()
             self.wfile.write(b"\0" * 1000)
+            self.wfile.flush()
+            time.sleep(60)
+        elif url.path == "/silent":
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
             self.wfile.flush()
             time.sleep(60)
         elif url.path == "/trickle":
