@@ -51,6 +51,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
         // The child may write in a stage of this job's own, not in `outputs/` where every job's folder is.
         let stage = try OutputStage(finalPath: outputDirectory)
+        defer { stage.discard() }
         var request = JobRequest(kind: .transcode, input: input.path, output: stage.childOutput, settings: job.settings,
                                  watermark: job.settings.filters?.video?.watermark?.imagePath, limits: limits)
         request.checkpoint = checkpointDirectory

@@ -8,10 +8,9 @@ import Pipeline
 /// The stage is named as a partial output of the job (`<final>.<random>.partial`), so whatever finds what a killed
 /// attempt left finds it too. The child writes `<stage>/out` (under a temporary name of its own inside the stage, as
 /// every output is written) and flushes it; `commit` renames it into place beside the stage and removes the stage.
-final class OutputStage {
+struct OutputStage {
     let finalPath: String
     let path: String
-    private var committed = false
 
     /// Where the child writes the output folder.
     var childOutput: String { path + "/out" }
@@ -28,17 +27,20 @@ final class OutputStage {
     /// Moves the child's finished (and flushed) folder into place and flushes the folder that holds it: once this
     /// returns, the output survives a power cut under `finalPath`.
     func commit() throws(MediaError) {
+        // A folder, not a link the child made to somewhere else (Landlock refuses it links; without Landlock this
+        // is the check).
+        var status = stat()
+        guard lstat(childOutput, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw MediaError(code: "output_failed", message: "The job's process left no output folder in \(path).")
+        }
         guard rename(childOutput, finalPath) == 0 else {
             throw MediaError(code: "output_failed",
                              message: "Moving the output into place at \(finalPath) failed: \(String(cString: strerror(errno))).")
         }
-        committed = true
         try FileDurability.syncDirectory(containing: finalPath)
         rmdir(path)
     }
 
     /// Removes the stage and whatever the child left in it (the output itself too when it was not committed).
     func discard() { _ = OutputRemoval.remove(path) }
-
-    deinit { discard() }
 }
