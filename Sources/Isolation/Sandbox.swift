@@ -65,6 +65,43 @@ public enum Sandbox {
         return result == 0 ? nil : "Landlock: \(String(cString: strerror(errno)))"
     }
 
+    /// Tries the rule a job's files get from `confineFiles`, from processes this one forks: a folder made for the
+    /// check (as a job's output stage) may be written in, the folder that holds it (as `outputs/`, where every job's
+    /// folder is) not. Call before this process confines itself; the scratch folders go afterwards.
+    public static func tryConfinedWrites() -> [String: String] {
+        let keys = (inside: "write(in its folder)", beside: "write(beside its folder)")
+        var template = Array(((ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/transcoderd-check-XXXXXX").utf8CString)
+        guard mkdtemp(&template) != nil else {
+            let reason = "no scratch folder: \(String(cString: strerror(errno)))"
+            return [keys.inside: reason, keys.beside: reason]
+        }
+        let base = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let folder = base + "/stage"
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        guard mkdir(folder, 0o700) == 0 else {
+            let reason = "no scratch folder: \(String(cString: strerror(errno)))"
+            return [keys.inside: reason, keys.beside: reason]
+        }
+        func forked(creating path: String) -> String {
+            let child = fork()
+            if child == 0 {
+                if confineFiles(read: [], write: [folder]) != nil { _exit(3) }
+                let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                _exit(descriptor >= 0 ? 0 : (errno == EACCES ? 1 : 2))
+            }
+            guard child > 0 else { return String(cString: strerror(errno)) }
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            switch (status >> 8) & 0xFF {
+            case 0: return "allowed"
+            case 1: return "EACCES"
+            case 3: return "Landlock unavailable"
+            default: return "failed"
+            }
+        }
+        return [keys.inside: forked(creating: folder + "/file"), keys.beside: forked(creating: base + "/file")]
+    }
+
     /// What is in force now, read back from the kernel.
     public static func report(seccompError: String? = nil) -> SandboxReport {
         let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""

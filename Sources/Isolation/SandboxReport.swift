@@ -32,8 +32,8 @@ public struct SandboxReport: Sendable, Codable, Equatable {
     public var complete: Bool {
         let refusedAsTried = (tried ?? [:]).allSatisfy { call, outcome in
             switch call {
-            case "socket(AF_UNIX)": outcome == "allowed"
-            case "open(/etc/hostname)": outcome == "EACCES"
+            case "socket(AF_UNIX)", "write(in its folder)": outcome == "allowed"
+            case "open(/etc/hostname)", "write(beside its folder)": outcome == "EACCES"
             default: outcome == "EPERM"
             }
         }

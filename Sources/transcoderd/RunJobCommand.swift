@@ -45,10 +45,12 @@ enum RunJobCommand {
         var report = Sandbox.enter(policy, parent: parent)
         let memory = MemoryWatch(limit: policy.dataBytes)
         if check {
-            // No job: no file at all.
+            // Forked processes try a job's write rule on scratch folders; then this one confines itself to no
+            // file at all.
+            let writes = Sandbox.tryConfinedWrites()
             report.landlockError = Sandbox.confineFiles(read: [], write: [])
             report.landlock = report.landlockError == nil
-            report.tried = Sandbox.tryRefusedCalls()
+            report.tried = Sandbox.tryRefusedCalls().merging(writes) { first, _ in first }
             Console.printJSON(report)
             return 0
         }
