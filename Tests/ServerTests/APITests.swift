@@ -45,7 +45,7 @@ import TestSupport
     @Test func uploadsByRawBodyMultipartAndPut() throws {
         let input = try Media.path(.standard)
         let sha = String(try Shell.check("sha256sum", [input]).prefix(64))
-        let raw = try server.json("/v1/uploads", ["--data-binary", "@" + input, "-H", "Content-Type: video/mp4"])
+        let raw = try server.json("/v1/uploads", ["-X", "POST", "-T", input, "-H", "Content-Type: video/mp4"])
         let multipart = try server.json("/v1/uploads", ["-F", "file=@" + input])
         let put = try server.json("/v1/uploads/", ["-T", input])
         for (status, object) in [raw, multipart, put] {
@@ -119,7 +119,7 @@ import TestSupport
 
     @Test func chunkedAndExpectContinueUploads() throws {
         let input = try Media.path(.tenSeconds)
-        let chunked = try Shell.run("curl", ["-s", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + input,
+        let chunked = try Shell.run("curl", ["-s", "-X", "POST", "-H", "Transfer-Encoding: chunked", "-T", input,
                                              "-w", "\n%{http_code}", try server.base + "/v1/uploads"])
         #expect(chunked.stdout.hasSuffix("\n201"), "\(chunked.stdout.suffix(300))")
         // Both bodies span several of the upload writer's buffers; the digest proves every byte landed in order.
@@ -193,7 +193,7 @@ import TestSupport
 
     @Test func filenamesNeverBecomePaths() throws {
         for name in ["..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fshadow", "%2E%2E", "a%00b.mp4", "%5C..%5Cwin.ini"] {
-            let (status, object) = try server.json("/v1/uploads/\(name)", ["-X", "PUT", "--data-binary", "@" + (try Media.path(.audioOnly))])
+            let (status, object) = try server.json("/v1/uploads/\(name)", ["-X", "PUT", "-T", try Media.path(.audioOnly)])
             #expect(status == 201, "\(name): \(status) \(object)")
             if status == 201 {
                 let filename = object["filename"] as? String ?? ""

@@ -23,7 +23,7 @@ import TestSupport
         let (status, body) = try server.curl("/v1/uploads/", ["-T", try Media.path(.standard)])
         #expect(status == 413, "\(body)")
         #expect(body.contains("\"code\""))
-        let chunked = try server.curl("/v1/uploads", ["-H", "Transfer-Encoding: chunked", "--data-binary", "@" + (try Media.path(.standard))])
+        let chunked = try server.curl("/v1/uploads", ["-X", "POST", "-H", "Transfer-Encoding: chunked", "-T", try Media.path(.standard)])
         #expect(chunked.status == 413)
         #expect(Media.files(in: server.data.appendingPathComponent("uploads")).isEmpty)
     }
