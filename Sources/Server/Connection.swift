@@ -521,8 +521,10 @@ final class Connection {
         }
         let payload = Data(text.utf8)
         let waiting = outbound.reduce(0) { $0 + $1.count } - outboundOffset
-        if waiting + payload.count > loop.configuration.maxStreamBacklogBytes {
-            // The client stopped reading: holding every event for it would grow without bound.
+        if waiting > loop.configuration.maxStreamBacklogBytes {
+            // The client stopped reading: holding every event for it would grow without bound. What is waiting is
+            // the measure, not the new event: a single event over the bound (a finished ladder's job, its list of
+            // thousands of files) goes to a client that reads.
             close()
             return
         }

@@ -351,6 +351,21 @@ import TestSupport
         #expect(try status(["If-Range: \(hourAfter)", "Range: bytes=0-9"]) == "200 \(size)")
     }
 
+    /// A job whose JSON is over the 1 MiB a stream may hold unsent (its output: 9,500 thumbnails, as a long ladder's
+    /// thousands of segments) still reaches a client that reads: the bound is for clients that stop reading.
+    @Test func aLastStateOverTheStreamBacklogBoundStillArrives() throws {
+        let server = try TestServer()
+        let source = try Media.scratch().appendingPathComponent("long-tiny.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=32x18:r=10:d=950", "-c:v", "libx264", "-preset", "ultrafast",
+                          "-pix_fmt", "yuv420p", source])
+        let created = try server.json("/v1/jobs", ["-F", "file=@" + source, "-F", #"settings={"thumbnails": {"interval": 0.1, "width": 16}}"#])
+        let id = try #require(created.object["id"] as? String, "\(created.object)")
+        #expect(try eventually(120) { try server.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded" })
+        let stream = try Shell.run("curl", ["-s", "-N", "--max-time", "30", server.base + "/v1/jobs/\(id)/events"])
+        #expect(stream.stdout.utf8.count > 1024 * 1024, "\(stream.stdout.utf8.count) bytes")
+        #expect(stream.stdout.hasPrefix("id: end\nevent: state") && stream.stdout.contains("thumbnails/09500.jpg"), "\(stream.stdout.prefix(200))")
+    }
+
     @Test func eventsArriveInOrderAndEndWithTheJob() throws {
         let uploadID = try #require(try upload(try Media.path(.long))["id"] as? String)
         let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
