@@ -10,6 +10,8 @@ public enum JobEvent: Sendable {
     case state(Job)
     /// The job's input is being downloaded from its URL (before the transcode starts).
     case fetching(FetchProgress)
+    /// The job was deleted (by another node: this one saw no last state): nothing more will come.
+    case gone
 }
 
 /// How far the download of an input given by URL is.

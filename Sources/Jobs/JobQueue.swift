@@ -199,8 +199,21 @@ public final class JobQueue: Sendable {
 
     /// Tells this node's subscribers of a job that runs on another node what changed: its state, or its progress.
     private func relay(_ id: String) {
-        guard events.hasSubscribers(id), state.withLock({ $0.running[id] == nil }), let job = try? store.job(id: id) else {
+        guard events.hasSubscribers(id), state.withLock({ $0.running[id] == nil }) else {
             if !events.hasSubscribers(id) { remoteStates.withLock { _ = $0.removeValue(forKey: id) } }
+            return
+        }
+        let found: Job?
+        do {
+            found = try store.job(id: id)
+        } catch {
+            return // the store is away: the next change, or the listener's return, relays again
+        }
+        guard let job = found else {
+            // Deleted on another node, which deletes a queued job's row as it cancels it: no state follows, and the
+            // streams here would wait for one for ever.
+            remoteStates.withLock { _ = $0.removeValue(forKey: id) }
+            events.publish(id, .gone)
             return
         }
         let changed = remoteStates.withLock { states -> Bool in

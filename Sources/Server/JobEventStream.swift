@@ -74,16 +74,25 @@ final class JobEventStream: EventSource {
                 !state.ended && state.lastState == .running && Date().timeIntervalSince(state.lastProgress) >= Self.progressInterval
             }
             guard state.withLock({ due($0) }) else { return false }
-            let report = switch event {
-            case .fetching(let fetch): ProgressReport(fetch: fetch)
-            case .progress(let progress): ProgressReport(progress)
-            case .state(let job): ProgressReport(job: job)
+            let report: ProgressReport
+            switch event {
+            case .fetching(let fetch): report = ProgressReport(fetch: fetch)
+            case .progress(let progress): report = ProgressReport(progress)
+            default: return false
             }
             let text = Self.event("progress", JSON.encode(report))
             return state.withLock { state -> Bool in
                 guard due(state) else { return false }
                 state.lastProgress = Date()
                 emit(text, into: &state)
+                return true
+            }
+        case .gone:
+            // The stream ends without a last state: an EventSource reconnects and is told 404, which stops it.
+            return state.withLock { state -> Bool in
+                guard !state.ended else { return false }
+                state.ended = true
+                emit(nil, into: &state)
                 return true
             }
         case .state(let job):

@@ -73,6 +73,7 @@ struct PacedRunner: JobRunner {
             case .state(let job): seen.withLock { $0.append(job.state.rawValue) }
             case .progress(let progress): seen.withLock { $0.append(progress.presentationTime > 0 ? "progress" : "zero") }
             case .fetching: seen.withLock { $0.append("fetching") }
+            case .gone: seen.withLock { $0.append("gone") }
             }
         }
         defer { api.events.unsubscribe(job.id, key) }

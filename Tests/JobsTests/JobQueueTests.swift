@@ -148,6 +148,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             case .progress: events.withLock { if $0.last != "progress" { $0.append("progress") } }
             case .state(let job): events.withLock { $0.append(job.state.rawValue) }
             case .fetching: events.withLock { $0.append("fetching") }
+            case .gone: events.withLock { $0.append("gone") }
             }
         }
         try queue.start()

@@ -219,6 +219,28 @@ import TestSupport
         #expect(try cluster.store.upload(id: input) == nil)
     }
 
+    /// A job deleted by another node (which deletes a queued job's row as it cancels it: this node may never read
+    /// its last state) ends this node's event streams for it: they waited for a state that never came, on
+    /// heartbeats, for ever. Here the row goes and the change is announced as another node would, with psql.
+    @Test func anEventStreamEndsWhenAnotherNodeDeletesItsJob() throws {
+        let cluster = try Cluster(workers: 0)
+        let id = try cluster.submit(try cluster.upload(try Media.path(.standard)), settings: Self.smallSettings)
+        let output = try Media.scratch().appendingPathComponent("events.txt")
+        let stream = Process()
+        stream.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        stream.arguments = ["-s", "-N", "-m", "40", "-o", output.path, cluster.api.base + "/v1/jobs/\(id)/events"]
+        try stream.run()
+        #expect(eventually(10) { ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains("event: state") }, "the snapshot came")
+        let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
+        try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c",
+                                 "DELETE FROM jobs WHERE id = '\(id)'; SELECT pg_notify('transcoderd_changed', '\(id)')"])
+        #expect(eventually(10) { !stream.isRunning }, "the stream ended")
+        if stream.isRunning { kill(stream.processIdentifier, SIGKILL) }
+        stream.waitUntilExit()
+        #expect(stream.terminationStatus == 0, "ended by the server, not by curl's timeout")
+        #expect(try cluster.api.curl("/v1/jobs/\(id)/events").status == 404, "and a reconnecting EventSource is told it is gone")
+    }
+
     @Test func deletingAJobOnTheAPINodeStopsItOnItsWorkerAtOnce() throws {
         let cluster = try Cluster(workers: 1)
         let input = try cluster.upload(try Media.path(.long))
