@@ -12,6 +12,11 @@ public struct CORSPolicy: Sendable, Equatable {
 
     public var isEnabled: Bool { !origins.isEmpty }
 
+    /// Whether `origin` (a request's `Origin`) is one allowed.
+    func allows(origin: String?) -> Bool {
+        origins.contains("*") || origin.map { origins.contains($0) } ?? false
+    }
+
     /// Response headers that let the requesting origin read the answer (none when it is not allowed).
     func headers(for request: HTTPHeaders,
                  exposing exposed: String = "Content-Length, Content-Range, Accept-Ranges, ETag, Location") -> [(String, String)] {

@@ -13,6 +13,7 @@ public struct HTTPStatus: Sendable, Equatable {
     public static let temporaryRedirect = HTTPStatus(code: 307, reason: "Temporary Redirect")
     public static let badRequest = HTTPStatus(code: 400, reason: "Bad Request")
     public static let unauthorized = HTTPStatus(code: 401, reason: "Unauthorized")
+    public static let forbidden = HTTPStatus(code: 403, reason: "Forbidden")
     public static let notFound = HTTPStatus(code: 404, reason: "Not Found")
     public static let methodNotAllowed = HTTPStatus(code: 405, reason: "Method Not Allowed")
     public static let requestTimeout = HTTPStatus(code: 408, reason: "Request Timeout")

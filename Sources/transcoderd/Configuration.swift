@@ -24,6 +24,8 @@ struct Configuration: Sendable {
     var port = 8080
     var token: String?
     var corsOrigin: String?
+    /// Host names answered on a loopback address without a token, besides localhost's (`BrowserGuard`).
+    var allowedHosts: [String] = []
     var maxUploadBytes: Int64 = 20 * 1024 * 1024 * 1024
     var maxConnections = 4096
     var handlerThreads = 8
@@ -131,6 +133,11 @@ struct Configuration: Sendable {
                 }
             }
             config.corsOrigin = value.isEmpty ? nil : value
+        },
+        Option(flag: "--allowed-hosts", environment: "TRANSCODER_ALLOWED_HOSTS",
+               help: "host names (comma-separated) answered besides localhost when listening on a loopback address without a token: a proxy's") {
+            config, value throws(UsageError) in
+            config.allowedHosts = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
         },
         Option(flag: "--max-upload-bytes", environment: "TRANSCODER_MAX_UPLOAD_BYTES", help: "largest upload in bytes; default 21474836480 (20 GiB)") {
             config, value throws(UsageError) in

@@ -77,8 +77,12 @@ enum ServeCommand {
             defer { dispatcher.stop() }
             let server: HTTPServer
             do {
+                let browsers = BrowserGuard(cors: CORSPolicy(config.corsOrigin),
+                                            checksHost: config.token == nil && BrowserGuard.isLoopback(config.host.lowercased()),
+                                            allowedHosts: config.allowedHosts)
+                let authentication = api.authentication
                 server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
-                                        authenticate: api.authentication.check)
+                                        authenticate: { head in browsers.check(head) ?? authentication.check(head) })
                 metricsBox.withLock { $0 = server.metrics }
                 try server.start()
             } catch {
