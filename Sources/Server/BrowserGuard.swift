@@ -19,7 +19,9 @@ public struct BrowserGuard: Sendable {
     }
 
     public func check(_ head: RequestHead) -> HTTPError? {
-        if checksHost, let host = head.headers["Host"].map(Self.hostName), !Self.isLoopback(host), !allowedHosts.contains(host) {
+        // Health checks say nothing worth rebinding a name for, and monitors may name the server as they like.
+        let health = head.segments == ["healthz"] || head.segments == ["readyz"]
+        if checksHost, !health, let host = head.headers["Host"].map(Self.hostName), !Self.isLoopback(host), !allowedHosts.contains(host) {
             return HTTPError(.forbidden, "host_not_allowed",
                              "This server listens on a loopback address and answers only to localhost; "
                                  + "add \(host.prefix(100)) with --allowed-hosts (or set a token).")

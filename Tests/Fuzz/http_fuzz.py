@@ -63,7 +63,7 @@ def exchange(data: bytes) -> bytes:
 
 
 def healthy() -> bool:
-    answer = exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer = exchange(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     return answer.startswith(b"HTTP/1.1 200")
 
 

@@ -218,7 +218,7 @@ import TestSupport
             client.waitUntilExit()
         }
         let events = try RawClient(port: try server.port)
-        events.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        events.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         _ = events.read(until: "event: state", timeout: 5)
         #expect(try server.json("/healthz").status == 200)
         #expect(try server.curl("/v1/jobs/\(id)/output", ["-o", "/dev/null"]).status == 200)
@@ -420,7 +420,7 @@ import TestSupport
                 && plain.contains("Connection: close\r\n"), "\(plain.prefix(400))")
         #expect(plain.hasSuffix("}\n\n") && old.hasBeenClosedByPeer)
         let closing = try RawClient(port: try server.port)
-        closing.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        closing.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         let chunked = closing.read()
         #expect(chunked.contains("Transfer-Encoding: chunked") && chunked.hasSuffix("\r\n0\r\n\r\n") && closing.hasBeenClosedByPeer,
                 "\(chunked.suffix(200))")
@@ -446,16 +446,16 @@ import TestSupport
 
     @Test func keepAlivePipeliningAndFramingErrors() throws {
         let client = try RawClient(port: try server.port)
-        client.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/presets HTTP/1.1\r\nHost: x\r\n\r\n")
+        client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/presets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         let both = client.read(until: "\"audio\"")
         #expect(both.components(separatedBy: "HTTP/1.1 200 OK").count == 3, "two responses on one connection")
 
         // Refusals of requests without a body keep the connection (a browser's 404 or 405 costs no new one), and a
         // malformed request after a HEAD still gets its JSON body.
         let refusals = try RawClient(port: try server.port)
-        refusals.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\nDELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                      + "HEAD /v1/jobs/missing HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                      + "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nNOT A REQUEST\r\n\r\n")
+        refusals.send("GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nDELETE /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      + "HEAD /v1/jobs/missing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      + "HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nNOT A REQUEST\r\n\r\n")
         let answers = refusals.read() // until the server closes, after the malformed one
         let statuses = answers.matches(of: #/HTTP\/1\.1 [0-9]{3}/#).map { String(answers[$0.range]) }
         #expect(statuses == ["HTTP/1.1 404", "HTTP/1.1 405", "HTTP/1.1 404", "HTTP/1.1 200", "HTTP/1.1 200", "HTTP/1.1 400"], "\(answers)")
@@ -463,17 +463,17 @@ import TestSupport
         #expect(answers.hasSuffix("}"), "the 400 after a HEAD has its body: \(answers.suffix(200))")
 
         let smuggle = try RawClient(port: try server.port)
-        smuggle.send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        smuggle.send("POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         let refused = smuggle.read()
         #expect(refused.hasPrefix("HTTP/1.1 400") && refused.contains("Connection: close"))
         #expect(smuggle.isClosedByPeer)
 
         let huge = try RawClient(port: try server.port)
-        huge.send("GET /healthz HTTP/1.1\r\nHost: x\r\n" + String(repeating: "X-A: " + String(repeating: "b", count: 1000) + "\r\n", count: 20) + "\r\n")
+        huge.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + String(repeating: "X-A: " + String(repeating: "b", count: 1000) + "\r\n", count: 20) + "\r\n")
         #expect(huge.read().hasPrefix("HTTP/1.1 431"))
 
         let long = try RawClient(port: try server.port)
-        long.send("GET /" + String(repeating: "a", count: 65536) + " HTTP/1.1\r\nHost: x\r\n\r\n")
+        long.send("GET /" + String(repeating: "a", count: 65536) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(long.read().hasPrefix("HTTP/1.1 414"))
         #expect(try server.json("/healthz").status == 200)
     }
@@ -490,7 +490,7 @@ import TestSupport
         var clients: [RawClient] = []
         for _ in 0..<1000 {
             let client = try RawClient(port: try server.port)
-            client.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: x\r\n\r\n")
+            client.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             clients.append(client)
         }
         let opened = clients.map { $0.read(until: "event: state", timeout: 10) }

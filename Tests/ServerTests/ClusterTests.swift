@@ -190,7 +190,7 @@ import TestSupport
         let cluster = try Cluster(workers: 0)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: try Media.path(.standard)))
         let client = try RawClient(port: cluster.api.port)
-        client.send("PUT /v1/uploads/clip.mp4 HTTP/1.1\r\nHost: cluster\r\nContent-Length: \(bytes.count)\r\nConnection: close\r\n\r\n")
+        client.send("PUT /v1/uploads/clip.mp4 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(bytes.count)\r\nConnection: close\r\n\r\n")
         client.send(bytes.prefix(bytes.count / 2))
         let uploads = cluster.data.appendingPathComponent("uploads")
         #expect(eventually(10) { Media.files(in: uploads).contains { $0.hasPrefix(".upload-") && $0.hasSuffix(".partial") } })

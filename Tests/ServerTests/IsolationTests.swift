@@ -65,7 +65,7 @@ import TestSupport
                 for path in ["/healthz", "/v1/jobs/\(job)"] {
                     let started = Date()
                     let answer = (try? RawClient(port: port)).map { client in
-                        client.send("GET \(path) HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+                        client.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
                         return client.read(timeout: 5)
                     } ?? "no connection"
                     let seconds = Date().timeIntervalSince(started)

@@ -32,7 +32,7 @@ import TestSupport
         #expect(try server.curl("/v1/jobs/\(jobID)/output", ["-o", folder.appendingPathComponent("out.mp4").path]).status == 200)
         // An upload dropped half-way: its partial file is removed.
         let client = try RawClient(port: server.port)
-        client.send("PUT /v1/uploads/big.bin HTTP/1.1\r\nHost: test\r\nContent-Length: 100000000\r\n\r\n")
+        client.send("PUT /v1/uploads/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\n")
         client.send(Data(repeating: 7, count: 8 * 1024 * 1024))
         Thread.sleep(forTimeInterval: 0.3)
         client.hangUp()

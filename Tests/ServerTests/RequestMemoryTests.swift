@@ -19,7 +19,7 @@ import TestSupport
         let closing = Data("--\(boundary)--\r\n".utf8)
         let total = names.count * part("", size: size).count + names.reduce(0) { $0 + $1.utf8.count } + closing.count
         let framing = chunked ? "Transfer-Encoding: chunked" : "Content-Length: \(total)"
-        let head = "POST /v1/jobs HTTP/1.1\r\nHost: test\r\nConnection: close\r\n"
+        let head = "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
             + "Content-Type: multipart/form-data; boundary=\(boundary)\r\n\(framing)\r\n\r\n"
         let parts = names.lazy.map { part($0, size: size) } + [closing]
         let body = parts.lazy.map { piece in

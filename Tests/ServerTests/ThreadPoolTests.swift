@@ -24,10 +24,10 @@ import TestSupport
                 let head: String
                 let body: [Data]
                 if index % 2 == 0 {
-                    head = "PUT /v1/uploads/a.wav HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: \(media.count)\r\n\r\n"
+                    head = "PUT /v1/uploads/a.wav HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(media.count)\r\n\r\n"
                     body = [media]
                 } else {
-                    head = "GET /v1/jobs?limit=200 HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+                    head = "GET /v1/jobs?limit=200 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
                     body = []
                 }
                 let (answer, _) = client.exchange(head: head, body: body)
