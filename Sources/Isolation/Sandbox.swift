@@ -92,6 +92,7 @@ public enum Sandbox {
             guard child > 0 else { return String(cString: strerror(errno)) }
             var status: Int32 = 0
             while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            if status & 0x7F != 0 { return "signal \(status & 0x7F)" } // killed, not an answer
             switch (status >> 8) & 0xFF {
             case 0: return "allowed"
             case 1: return "EACCES"
@@ -146,6 +147,7 @@ public enum Sandbox {
             guard child > 0 else { return String(cString: strerror(errno)) }
             var status: Int32 = 0
             while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            if status & 0x7F != 0 { return "signal \(status & 0x7F)" } // killed, not an answer
             switch (status >> 8) & 0xFF {
             case 0: return "allowed"
             case 1: return "EPERM"

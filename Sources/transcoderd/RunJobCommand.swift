@@ -61,9 +61,8 @@ enum RunJobCommand {
         }
         // The job's own files, and nothing else, from here on: the input, and the stage the server made for its output
         // (the output folder is made beside its final place, inside the stage).
-        let output = request.output.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
-        if let problem = Sandbox.confineFiles(read: [request.input] + (request.watermark.map { [$0] } ?? []),
-                                              write: (output.map { [$0] } ?? []) + (request.checkpoint.map { [$0] } ?? [])) {
+        let files = confinement(of: request)
+        if let problem = Sandbox.confineFiles(read: files.read, write: files.write) {
             FileHandle.standardError.write(Data("run-job: \(problem)\n".utf8))
         }
         let cancellation = CancellationToken(external: { tc_terminate_requested() != 0 })
@@ -97,6 +96,15 @@ enum RunJobCommand {
             send(JobMessage(error: .init(code: failure.code, message: failure.message)))
         }
         return 0
+    }
+
+    /// The files a job's child may touch: read its input (and watermark); write in the folder that holds its output
+    /// (the stage the server made for the job: the output folder is made beside its final place, inside it) and in
+    /// its checkpoint folder.
+    static func confinement(of request: JobRequest) -> (read: [String], write: [String]) {
+        let output = request.output.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
+        return ([request.input] + (request.watermark.map { [$0] } ?? []),
+                (output.map { [$0] } ?? []) + (request.checkpoint.map { [$0] } ?? []))
     }
 
     /// Writes one message line on stdout; false when it cannot be encoded (a value JSON cannot hold).

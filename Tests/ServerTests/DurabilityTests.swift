@@ -43,9 +43,11 @@ import TestSupport
             guard case .rename(var temporary, _) = calls[renamed] else { continue }
             // A job's child writes its output under a name of its own inside a stage folder and renames it there;
             // the server then moves it into place: its files were flushed under the child's name.
-            while let earlier = calls[..<renamed].lastIndex(where: { if case .rename(_, temporary) = $0 { true } else { false } }),
+            var limit = renamed
+            while let earlier = calls[..<limit].lastIndex(where: { if case .rename(_, temporary) = $0 { true } else { false } }),
                   case .rename(let source, _) = calls[earlier] {
                 temporary = source
+                limit = earlier
             }
             #expect(calls[..<renamed].contains(.fsync(temporary)), "\(temporary) is flushed before its rename")
             if name == jobID {

@@ -122,7 +122,7 @@ import TestSupport
         let path = try #require(created.location)
         // A PATCH whose body is half sent when the server dies.
         let client = try RawClient(port: server.port)
-        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
                     + "Upload-Offset: 0\r\nContent-Length: \(bytes.count)\r\n\r\n")
         let sent = bytes.count / 2
         client.send(bytes.prefix(sent))
@@ -155,7 +155,7 @@ import TestSupport
         let hex = Array(try Shell.check("sha1sum", [file.path]).prefix(40))
         let checksum = Data(stride(from: 0, to: 40, by: 2).map { UInt8(String(hex[$0..<($0 + 2)]), radix: 16)! }).base64EncodedString()
         let client = try RawClient(port: server.port)
-        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
                     + "Upload-Offset: 1000\r\nUpload-Checksum: sha1 \(checksum)\r\nContent-Length: 600000\r\n\r\n")
         client.send(chunk.prefix(400_000))
         let bin = data.appendingPathComponent("tus/\(id).bin").path
@@ -180,7 +180,7 @@ import TestSupport
         let created = try create(server, Self.version + ["-H", "Upload-Length: 2000000"])
         let path = try #require(created.location)
         let client = try RawClient(port: server.port)
-        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
                     + "Upload-Offset: 0\r\nContent-Length: 1000000\r\n\r\n")
         let sent = Data((0..<300_000).map { UInt8($0 % 251) })
         client.send(sent)
@@ -189,7 +189,7 @@ import TestSupport
         #expect(try eventually(5) { try head(server, path).headers["upload-offset"] == "300000" })
         // A chunk with a checksum that is cut short cannot be checked: none of it is kept, even what reached the disk.
         let second = try RawClient(port: server.port)
-        second.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+        second.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
                     + "Upload-Offset: 300000\r\nUpload-Checksum: sha1 \(Data(repeating: 1, count: 20).base64EncodedString())\r\n"
                     + "Content-Length: 600000\r\n\r\n")
         second.send(Data(repeating: 7, count: 400_000))
@@ -198,8 +198,11 @@ import TestSupport
         #expect(eventually(5) { onDisk() > 300_000 }, "bytes reached the disk")
         #expect(try head(server, path).headers["upload-offset"] == "300000", "HEAD meanwhile counts only checked bytes")
         second.hangUp()
-        #expect(try eventually(5) { try head(server, path).headers["upload-offset"] == "300000" }, "and were taken back")
+        let note = server.data.appendingPathComponent("tus/\(path.split(separator: "/").last ?? "").chunk").path
+        #expect(eventually(5) { onDisk() == 300_000 && !FileManager.default.fileExists(atPath: note) },
+                "and were taken back by the PATCH that brought them: \(onDisk())")
         #expect(try patch(server, path, offset: 300_000, body: "next").status == 204, "the lock went with the cut-short PATCH")
+        #expect(try head(server, path).headers["upload-offset"] == "300004")
     }
 
     @Test func refusalsAnswerAsTheProtocolSays() throws {
@@ -245,7 +248,7 @@ import TestSupport
         #expect(try patch(server, path, offset: 3, body: "0123456789").status == 413, "past the declared length")
         // A body longer than any upload may be is refused before it is read, with the protocol's header as always.
         let tooLong = try RawClient(port: server.port)
-        tooLong.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\n"
+        tooLong.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\n"
                      + "Content-Type: application/offset+octet-stream\r\nUpload-Offset: 3\r\nContent-Length: 5000001\r\n\r\n")
         let refused = tooLong.read()
         #expect(refused.hasPrefix("HTTP/1.1 413 ") && refused.contains("\r\nTus-Resumable: 1.0.0\r\n") && refused.contains("body_too_large"),
@@ -262,8 +265,8 @@ import TestSupport
         // Only PATCH and DELETE: a POST made a HEAD was answered with a Content-Length and no body, and a client
         // reading on took the next response for that body. Ignored, the POST answers with its body.
         let client = try RawClient(port: server.port)
-        client.send("POST /v1/tus HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nX-HTTP-Method-Override: HEAD\r\n\r\n"
-                    + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        client.send("POST /v1/tus HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nX-HTTP-Method-Override: HEAD\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         let answers = client.read(until: "\"ok\"")
         let first = try #require(answers.components(separatedBy: "HTTP/1.1 ").dropFirst().first)
         let length = try #require(first.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length: ") }?.dropFirst(16))
@@ -284,7 +287,7 @@ import TestSupport
         let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 10"]).location)
         // A chunk size that is no number: refused by the parser, mid-body, after the route was found.
         let client = try RawClient(port: server.port)
-        client.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nOrigin: http://player.test\r\nTus-Resumable: 1.0.0\r\n"
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://player.test\r\nTus-Resumable: 1.0.0\r\n"
                     + "Content-Type: application/offset+octet-stream\r\nUpload-Offset: 0\r\nTransfer-Encoding: chunked\r\n\r\n"
                     + "3\r\nabc\r\nzz\r\n")
         let answer = client.read()
@@ -406,7 +409,7 @@ import TestSupport
         let server = try TestServer()
         let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 600000"]).location)
         let first = try RawClient(port: server.port)
-        first.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+        first.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
                    + "Upload-Offset: 0\r\nContent-Length: 600000\r\n\r\n")
         first.send(Data(repeating: 1, count: 300_000))
         // Bytes on disk: the first PATCH holds the upload.
@@ -455,37 +458,44 @@ import TestSupport
     }
 
     /// Expiry neither deletes an upload a PATCH holds (the request goes on; a client told 404 starts over) nor one
-    /// whose last bytes are recent but renamed aside by a completion that died with its process (the sweep at start
-    /// would otherwise delete them before the client's next request puts them back).
+    /// whose last bytes are recent but renamed aside by a completion that died with its process (the sweep would
+    /// otherwise delete them before the client's next request puts them back). All three uploads here were created
+    /// an hour ago (their descriptions backdated); a third one, idle as long, shows a sweep ran.
     @Test func expiryLeavesAHeldUploadAndRecentBytesAside() throws {
-        let data = try Media.scratch().appendingPathComponent("data")
-        var server = try TestServer(["--tus-expire-hours", "0.002"], data: data) // 7.2 s
-        let folder = data.appendingPathComponent("tus")
-        let held = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000"]).location)
-        let heldID = String(held.split(separator: "/").last ?? "")
-        let aside = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000"]).location)
-        let asideID = String(aside.split(separator: "/").last ?? "")
-        #expect(try patch(server, held, offset: 0, body: String(repeating: "a", count: 900)).status == 204)
-        // As a PATCH in progress holds it.
-        let lock = open(folder.appendingPathComponent("\(heldID).bin").path, O_RDWR)
+        let server = try TestServer(["--tus-expire-hours", "0.01"]) // 36 s, swept every 9 s
+        let folder = server.data.appendingPathComponent("tus")
+        var ids: [String] = []
+        for _ in 0..<3 {
+            let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000"]).location)
+            #expect(try patch(server, path, offset: 0, body: String(repeating: "a", count: 900)).status == 204)
+            ids.append(String(path.split(separator: "/").last ?? ""))
+        }
+        let (held, aside, idle) = (ids[0], ids[1], ids[2])
+        let hourAgo = Date().addingTimeInterval(-3600)
+        for id in ids {
+            let info = folder.appendingPathComponent("\(id).json")
+            var description = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: info)) as? [String: Any])
+            description["createdAt"] = hourAgo.timeIntervalSince1970
+            try JSONSerialization.data(withJSONObject: description).write(to: info)
+        }
+        for id in [held, idle] {
+            try FileManager.default.setAttributes([.modificationDate: hourAgo], ofItemAtPath: folder.appendingPathComponent("\(id).bin").path)
+        }
+        // As a PATCH in progress holds it; and as a completion that died leaves its recent bytes.
+        let lock = open(folder.appendingPathComponent("\(held).bin").path, O_RDWR)
+        defer { close(lock) }
         try #require(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
-        Thread.sleep(forTimeInterval: 4)
-        #expect(try patch(server, aside, offset: 0, body: String(repeating: "b", count: 900)).status == 204)
-        try FileManager.default.moveItem(at: folder.appendingPathComponent("\(asideID).bin"), to: folder.appendingPathComponent("\(asideID).completing"))
-        Thread.sleep(forTimeInterval: 4.5) // both created over 7.2 s ago; the bytes aside arrived 4.5 s ago
-        // The server that was completing dies; the next one sweeps at once, before any client comes back.
-        server.stop()
-        server = try TestServer(["--tus-expire-hours", "0.002"], data: data)
-        Thread.sleep(forTimeInterval: 1)
-        #expect(Media.files(in: folder).contains("\(asideID).completing"), "the sweep left the bytes aside: \(Media.files(in: folder))")
-        let recovered = try head(server, aside)
+        try FileManager.default.moveItem(at: folder.appendingPathComponent("\(aside).bin"), to: folder.appendingPathComponent("\(aside).completing"))
+        #expect(eventually(30) { !Media.files(in: folder).contains { $0.hasPrefix(idle) } }, "a sweep ran: \(Media.files(in: folder))")
+        #expect(Media.files(in: folder).contains("\(aside).completing"), "the sweep left the recent bytes aside")
+        #expect(Media.files(in: folder).contains("\(held).bin"), "and the held upload")
+        let recovered = try head(server, "/v1/tus/\(aside)")
         #expect(recovered.status == 200 && recovered.headers["upload-offset"] == "900", "\(recovered)")
-        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(asideID).bin").path), "the bytes are back")
-        let during = try head(server, held)
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(aside).bin").path), "the bytes are back")
+        let during = try head(server, "/v1/tus/\(held)")
         #expect(during.status == 200 && during.headers["upload-offset"] == "900", "held by a PATCH: \(during)")
-        #expect(Media.files(in: folder).contains("\(heldID).bin"))
-        close(lock)
-        #expect(try head(server, held).status == 404, "expired, and free to go")
+        flock(lock, LOCK_UN)
+        #expect(try head(server, "/v1/tus/\(held)").status == 404, "expired, and free to go")
     }
 
     @Test func twoGigabytesIn64MiBPatchesKeepMemoryFlat() throws {
