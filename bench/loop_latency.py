@@ -57,7 +57,7 @@ failures = []
 def poll(offset):
     """Polls on a fixed schedule (every INTERVAL seconds) and times each answer from when it was due, not from when
     it was sent: a stalled loop then shows as every poll it delayed, not as one slow poll (coordinated omission)."""
-    request = f"GET /v1/jobs/{job} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+    request = f"GET /v1/jobs/{job} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
     try:
         sock = connect()
         buffer = b""
@@ -92,7 +92,7 @@ def window(start, end):
 def stream(opened):
     try:
         sock = connect()
-        sock.sendall(f"GET /v1/jobs/{job}/events HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+        sock.sendall(f"GET /v1/jobs/{job}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
         data = b""
         while b"event: state" not in data:
             chunk = sock.recv(65536)
@@ -110,7 +110,7 @@ def upload_and_abort(ready, go):
     sock = connect()
     total = upload_mib * 1024 * 1024
     # Announce one byte more than is sent, so the server is still waiting when the client leaves.
-    sock.sendall(f"PUT /v1/uploads/big.bin HTTP/1.1\r\nHost: bench\r\nContent-Length: {total + 1}\r\n\r\n".encode())
+    sock.sendall(f"PUT /v1/uploads/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {total + 1}\r\n\r\n".encode())
     block = bytes(range(256)) * 4096  # 1 MiB, not all zero
     sent = 0
     while sent < total:
