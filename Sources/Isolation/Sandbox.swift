@@ -83,24 +83,25 @@ public enum Sandbox {
             return [keys.inside: reason, keys.beside: reason]
         }
         func forked(creating path: String) -> String {
-            let child = fork()
-            if child == 0 {
-                if confineFiles(read: [], write: [folder]) != nil { _exit(3) }
+            inForkedProcess(outcomes: [0: "allowed", 1: "EACCES", 3: "Landlock unavailable"]) {
+                if confineFiles(read: [], write: [folder]) != nil { return 3 }
                 let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-                _exit(descriptor >= 0 ? 0 : (errno == EACCES ? 1 : 2))
-            }
-            guard child > 0 else { return String(cString: strerror(errno)) }
-            var status: Int32 = 0
-            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-            if status & 0x7F != 0 { return "signal \(status & 0x7F)" } // killed, not an answer
-            switch (status >> 8) & 0xFF {
-            case 0: return "allowed"
-            case 1: return "EACCES"
-            case 3: return "Landlock unavailable"
-            default: return "failed"
+                return descriptor >= 0 ? 0 : (errno == EACCES ? 1 : 2)
             }
         }
         return [keys.inside: forked(creating: folder + "/file"), keys.beside: forked(creating: base + "/file")]
+    }
+
+    /// Runs `work` in a process forked from this one, which exits with what it returns; that code's name in
+    /// `outcomes` ("failed" for another), or the signal that ended the process (killed: no answer at all).
+    private static func inForkedProcess(outcomes: [Int32: String], _ work: () -> Int32) -> String {
+        let child = fork()
+        if child == 0 { _exit(work()) }
+        guard child > 0 else { return String(cString: strerror(errno)) }
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        if status & 0x7F != 0 { return "signal \(status & 0x7F)" }
+        return outcomes[(status >> 8) & 0xFF] ?? "failed"
     }
 
     /// What is in force now, read back from the kernel.
@@ -142,17 +143,7 @@ public enum Sandbox {
         let signal = outcome(kill(getppid(), 0))
         // From a process this one forks (this one leads its group, where both calls fail whatever the filter says).
         func forked(_ call: @escaping () -> Int32) -> String {
-            let child = fork()
-            if child == 0 { _exit(call() >= 0 ? 0 : (errno == EPERM ? 1 : 2)) }
-            guard child > 0 else { return String(cString: strerror(errno)) }
-            var status: Int32 = 0
-            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-            if status & 0x7F != 0 { return "signal \(status & 0x7F)" } // killed, not an answer
-            switch (status >> 8) & 0xFF {
-            case 0: return "allowed"
-            case 1: return "EPERM"
-            default: return "failed"
-            }
+            inForkedProcess(outcomes: [0: "allowed", 1: "EPERM"]) { call() >= 0 ? 0 : (errno == EPERM ? 1 : 2) }
         }
         let session = forked { setsid() }
         let group = forked { setpgid(0, 0) }
