@@ -17,7 +17,7 @@ struct OutputStage {
 
     init(finalPath: String) throws(MediaError) {
         self.finalPath = finalPath
-        path = finalPath + ".\(String(UInt32.random(in: 0...UInt32.max), radix: 16)).partial"
+        path = OutputDirectory.temporaryPath(for: finalPath)
         guard mkdir(path, 0o755) == 0 else {
             throw MediaError(code: "output_failed",
                              message: "Creating the output folder \(path) failed: \(String(cString: strerror(errno))).")

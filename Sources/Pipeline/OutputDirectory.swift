@@ -3,18 +3,24 @@ import Glibc
 
 /// A job's output folder, written under a temporary name beside its final one (`<final>.<random>.partial`) and
 /// renamed into place whole once every file in it is on disk; cancelled, failed or abandoned, it is removed.
-final class OutputDirectory {
+public final class OutputDirectory {
     let finalPath: String
     let temporaryPath: String
     private var committed = false
 
     init(path: String) throws(MediaError) {
         finalPath = path
-        temporaryPath = path + ".\(String(UInt32.random(in: 0...UInt32.max), radix: 16)).partial"
+        temporaryPath = Self.temporaryPath(for: path)
         guard mkdir(temporaryPath, 0o755) == 0 else {
             throw MediaError(code: "output_failed",
                              message: "Creating the output folder \(temporaryPath) failed: \(String(cString: strerror(errno))).")
         }
+    }
+
+    /// A new temporary name beside `path`: `<path>.<random hex>.partial`, the shape the data directory's sweeps
+    /// know as a partial output.
+    public static func temporaryPath(for path: String) -> String {
+        path + ".\(String(UInt32.random(in: 0...UInt32.max), radix: 16)).partial"
     }
 
     /// Absolute path of a file in the folder, by its relative path.
