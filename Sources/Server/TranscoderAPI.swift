@@ -223,9 +223,15 @@ public final class TranscoderAPI: Sendable {
     private func fetch(_ url: String, for client: ClientPresence) throws(HTTPError) -> UploadedFile {
         let path = directory.uploads.appendingPathComponent(DataDirectory.partialUploadName("fetch-\(UUID().uuidString.lowercased())")).path
         let fetched: URLFetcher.Fetched
+        let left = OutboundError(code: "canceled", message: "The client left.")
         do throws(OutboundError) {
-            guard !client.hasLeft else { throw OutboundError(code: "canceled", message: "The client left before the download began.") }
+            guard !client.hasLeft else { throw left }
             fetched = try fetcher.fetch(url, to: path) { _, _ in !client.hasLeft }
+            guard !client.hasLeft else {
+                // Left as the last bytes came: nobody would learn the upload's id.
+                unlink(path)
+                throw left
+            }
         } catch where error.code == "canceled" {
             logger.info("fetching an upload stopped: the client left", ["url": .string(RedactedURL.text(url))])
             throw HTTPError(.unprocessableContent, error.code, error.message)
@@ -234,12 +240,6 @@ public final class TranscoderAPI: Sendable {
         } catch {
             logger.info("fetching an upload failed", ["url": .string(RedactedURL.text(url)), "code": .string(error.code)])
             throw HTTPError(.unprocessableContent, error.code, error.message)
-        }
-        guard !client.hasLeft else {
-            // Left as the last bytes came: nobody would learn the upload's id.
-            unlink(path)
-            logger.info("fetching an upload stopped: the client left", ["url": .string(RedactedURL.text(url))])
-            throw HTTPError(.unprocessableContent, "canceled", "The client left.")
         }
         logger.info("upload fetched", ["url": .string(RedactedURL.text(url)), "bytes": .int(Int(fetched.size))])
         return UploadedFile(path: path, size: fetched.size, sha256: fetched.sha256, filename: fetched.filename,
