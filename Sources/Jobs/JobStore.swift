@@ -35,9 +35,9 @@ public protocol JobStore: AnyObject, Sendable {
 
     // MARK: Jobs for the API
 
-    /// Queues a new job on an existing upload (`upload_not_found`, `watermark_not_found` otherwise); its state
-    /// changes go to `webhooks`.
-    func createJob(input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job
+    /// Queues a new job on an existing upload (`upload_not_found`, `watermark_not_found` otherwise), with the id
+    /// given (a new one for nil); its state changes go to `webhooks`.
+    func createJob(id: String?, input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job
     func job(id: String) throws(StoreError) -> Job?
     /// When the job last changed (seconds since 1970), or nil if there is no such job: a cheap check for caches.
     func lastUpdate(of id: String) throws(StoreError) -> Double?
@@ -120,7 +120,11 @@ public protocol JobStore: AnyObject, Sendable {
 
 extension JobStore {
     public func createJob(input: String, settings: TranscodeSettings, priority: Int = 0) throws(StoreError) -> Job {
-        try createJob(input: input, settings: settings, priority: priority, webhooks: JobWebhooks())
+        try createJob(id: nil, input: input, settings: settings, priority: priority, webhooks: JobWebhooks())
+    }
+
+    public func createJob(input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job {
+        try createJob(id: nil, input: input, settings: settings, priority: priority, webhooks: webhooks)
     }
 
     public func jobs(state: JobState? = nil, limit: Int = 50, cursor: String? = nil) throws(StoreError) -> (jobs: [Job], next: String?) {

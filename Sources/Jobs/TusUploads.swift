@@ -13,15 +13,20 @@ public struct TusUploads: Sendable {
     public let folder: URL
     /// Hours after the last bytes arrived that an unfinished upload is deleted.
     public let expiryHours: Double
+    private let directory: DataDirectory
 
     public init(directory: DataDirectory, expiryHours: Double = 24) {
         folder = directory.tus
+        self.directory = directory
         self.expiryHours = expiryHours
     }
 
     public func dataPath(_ id: String) -> String { folder.appendingPathComponent(id + ".bin").path }
     /// Where the bytes are while they become an upload: renamed here first, so one request completes it.
     public func completingPath(_ id: String) -> String { folder.appendingPathComponent(id + ".completing").path }
+    /// Where the bytes go once they are an upload (`DataDirectory.uploadPath`): a completion that died after moving
+    /// them there, before the upload was recorded, left them there.
+    public func storedPath(_ id: String) -> String { directory.uploadPath(id: id) }
     func infoPath(_ id: String) -> String { folder.appendingPathComponent(id + ".json").path }
     /// Says a chunk with a checksum is being appended, and the offset before it: its bytes count once checked.
     func chunkPath(_ id: String) -> String { folder.appendingPathComponent(id + ".chunk").path }
@@ -152,6 +157,25 @@ public struct TusUploads: Sendable {
         // Under the lock, as it is now: a completion that ended meanwhile recorded it, or moved the bytes on.
         guard self.upload(upload.id)?.completedAt == nil, access(dataPath(upload.id), F_OK) != 0 else { return }
         rename(completingPath(upload.id), dataPath(upload.id))
+    }
+
+    /// Whether a PATCH holds the upload now (the `.bin` lock is taken).
+    public func isHeld(_ id: String) -> Bool {
+        let descriptor = open(dataPath(id), O_RDWR | O_CLOEXEC) // for writing: see lockCompletion
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return flock(descriptor, LOCK_EX | LOCK_NB) != 0
+    }
+
+    /// The uploads whose bytes have all arrived but that are not recorded as complete: completions that a crash cut
+    /// short (or, for a moment, ones under way: completing sorts them out under its lock).
+    public func uncompleted() -> [TusUpload] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.compactMap { name in
+            guard let upload = upload(String(name.dropLast(".json".count))), upload.completedAt == nil,
+                  let length = upload.length, offset(of: upload) == length else { return nil }
+            return upload
+        }
     }
 
     /// When bytes last arrived (its creation if none did yet), wherever they are: in `.bin`, or renamed aside by a

@@ -246,21 +246,36 @@ public final class TranscoderAPI: Sendable {
                             contentType: fetched.contentType)
     }
 
+    /// Completes the resumable uploads whose bytes all arrived but whose completion a crash cut short (their jobs
+    /// start), logging what it did. At start, on a thread of its own: it probes files and writes to the store.
+    public func completeInterruptedUploads() {
+        let (completed, failed) = tus.completeInterrupted()
+        if !completed.isEmpty { logger.info("completed resumable uploads a crash had cut short", ["count": .int(completed.count)]) }
+        for (id, error) in failed {
+            logger.error("completing a resumable upload failed", ["upload_id": .string(id), "code": .string(error.code),
+                                                                  "error": .string(error.message)])
+        }
+    }
+
     /// The tus endpoint, completing uploads and starting their jobs through this API's own paths.
     private var tus: TusEndpoint {
         TusEndpoint(uploads: tusUploads, maxBytes: maxUploadBytes, cors: cors,
                     store: { [self] file, id throws(HTTPError) in try store(file, id: id) },
-                    createJob: { [self] upload, settings throws(HTTPError) in try createJob(on: upload, settings: settings) },
+                    storedUpload: { [self] id throws(HTTPError) in try Self.fromStore { () throws(StoreError) in try store.upload(id: id) } },
+                    createJob: { [self] upload, settings, id throws(HTTPError) in try createJob(on: upload, settings: settings, id: id) },
                     checkSettings: { data throws(HTTPError) in _ = try Self.settings(Self.settingsField(data)) })
     }
 
-    /// A job on a complete tus upload, with the settings its metadata carried; returns the job's id.
-    private func createJob(on upload: Upload, settings data: Data) throws(HTTPError) -> String {
+    /// A job on a complete tus upload, with the settings its metadata carried, under `id`; returns the job's id.
+    /// Made once: a completion done again after a crash finds the job it made before.
+    private func createJob(on upload: Upload, settings data: Data, id: String) throws(HTTPError) -> String {
+        if let made = try Self.fromStore({ () throws(StoreError) in try store.job(id: id) }) { return made.id }
         let settings = try Self.settings(Self.settingsField(data))
         try checkWatermark(settings)
         let job: Job
         do {
-            job = try store.createJob(input: upload.id, settings: settings, priority: 0, webhooks: JobWebhooks(serverURL: serverWebhookURL))
+            job = try store.createJob(id: id, input: upload.id, settings: settings, priority: 0,
+                                      webhooks: JobWebhooks(serverURL: serverWebhookURL))
         } catch where error.code == "watermark_not_found" {
             throw HTTPError(.unprocessableContent, "invalid_settings", "settings.filters.video.watermark.upload: \(error.message)")
         } catch {

@@ -20,20 +20,25 @@ public final class TusEndpoint: Sendable {
     let cors: CORSPolicy
     /// Makes a complete file an upload with the given id (probed, recorded): the API's own path for uploads.
     let store: @Sendable (UploadedFile, String) throws(HTTPError) -> Upload
-    /// Queues a job on an upload with settings given as JSON: the API's own path for jobs; returns its id.
-    let createJob: @Sendable (Upload, Data) throws(HTTPError) -> String
+    /// The upload recorded under an id, if one is.
+    let storedUpload: @Sendable (String) throws(HTTPError) -> Upload?
+    /// Queues a job on an upload with settings given as JSON, under the id given (or finds the job made with it
+    /// already): the API's own path for jobs; returns its id.
+    let createJob: @Sendable (Upload, Data, String) throws(HTTPError) -> String
     /// Reads settings given as JSON (or a preset's name) as a job would, refusing them as it would.
     let checkSettings: @Sendable (Data) throws(HTTPError) -> Void
 
     init(uploads: TusUploads, maxBytes: Int64, cors: CORSPolicy,
          store: @escaping @Sendable (UploadedFile, String) throws(HTTPError) -> Upload,
-         createJob: @escaping @Sendable (Upload, Data) throws(HTTPError) -> String,
+         storedUpload: @escaping @Sendable (String) throws(HTTPError) -> Upload?,
+         createJob: @escaping @Sendable (Upload, Data, String) throws(HTTPError) -> String,
          checkSettings: @escaping @Sendable (Data) throws(HTTPError) -> Void) {
         self.checkSettings = checkSettings
         self.uploads = uploads
         self.maxBytes = maxBytes
         self.cors = cors
         self.store = store
+        self.storedUpload = storedUpload
         self.createJob = createJob
     }
 
@@ -153,15 +158,32 @@ public final class TusEndpoint: Sendable {
         return (Digest(algorithm), expected)
     }
 
+    /// The id of the job a completion makes on upload `id`, derived from it (a name-based UUID, version 8, of
+    /// SHA-256): a completion done again after a crash finds the job it made, where a random id could not tell that
+    /// job from none and a second would be made. The description is not saved midway for it: the completion's lock
+    /// is on the description's file, which a save replaces.
+    static func jobID(for id: String) -> String {
+        let digest = Digest(.sha256)
+        Array("transcoderd tus job \(id)".utf8).withUnsafeBytes { digest.update($0) }
+        var bytes = Array(digest.finishBytes().prefix(16))
+        bytes[6] = bytes[6] & 0x0F | 0x80
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return uuid(bytes)
+    }
+
+    /// Sixteen bytes as a lowercase UUID.
+    private static func uuid(_ bytes: [UInt8]) -> String {
+        let characters = Array(bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+
     /// A random lowercase UUID from getrandom(2) (Foundation's UUID reads /dev/urandom: file work the loop avoids).
     private static func newID() -> String {
         var generator = SystemRandomNumberGenerator()
         var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
         bytes[6] = bytes[6] & 0x0F | 0x40
         bytes[8] = bytes[8] & 0x3F | 0x80
-        let hex = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-        let characters = Array(hex)
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+        return uuid(bytes)
     }
 
     /// A request without `Tus-Resumable` is malformed (400); one with another version is one this server does not
@@ -248,7 +270,12 @@ public final class TusEndpoint: Sendable {
 
     private func head(_ request: Request) throws(HTTPError) -> Response {
         try checkVersion(request.headers)
-        let upload = try current(request)
+        var upload = try current(request)
+        if upload.completedAt == nil, let length = upload.length, uploads.offset(of: upload) == length, !uploads.isHeld(upload.id) {
+            // All there, yet not complete: a completion cut short by a crash. The final PATCH got no answer, and a
+            // client that sees the whole length here sends nothing more: it is done now (unless one is under way).
+            try complete(&upload, waiting: false)
+        }
         var headers = HTTPHeaders([("Upload-Offset", String(uploads.offset(of: upload))), ("Cache-Control", "no-store")])
         if let length = upload.length { headers.set("Upload-Length", String(length)) } else { headers.set("Upload-Defer-Length", "1") }
         if !upload.metadata.isEmpty { headers.set("Upload-Metadata", upload.metadata) }
@@ -313,59 +340,95 @@ public final class TusEndpoint: Sendable {
     }
 
     /// The bytes are all there: they become an upload with the same id (or are refused as one, and deleted), and a
-    /// job starts on it when the metadata carries `settings`.
-    private func complete(_ upload: inout TusUpload) throws(HTTPError) {
-        // One request completes it: the one that takes the lock and then finds the bytes (a second waits for the
-        // lock, finds them gone, and answers with the upload as the first leaves it). Held until the end: a request
-        // that finds the bytes renamed aside and the lock free knows the completion died with its process, and puts
-        // them back; a DELETE meanwhile is refused, as during a PATCH.
-        guard let lock = uploads.lockCompletion(upload.id, waiting: true) else { return }
+    /// job starts on it when the metadata carries `settings`. A completion that a crash cut short (here or on
+    /// another node) is taken up where it stopped: bytes it left aside or had moved into the upload's place are used
+    /// from there, an upload it recorded is not stored again, and the job's id is derived from the upload's, so it is
+    /// made once. Without `waiting`, a completion under way in another request is left to it.
+    private func complete(_ upload: inout TusUpload, waiting: Bool = true) throws(HTTPError) {
+        // One request completes it: the one that takes the lock and finds it not complete (a second waits for the
+        // lock and answers with the upload as the first leaves it). Held until the end: a request that finds the bytes
+        // renamed aside and the lock free knows the completion died with its process; a DELETE meanwhile is refused,
+        // as during a PATCH.
+        guard let lock = uploads.lockCompletion(upload.id, waiting: waiting) else { return }
         defer { close(lock) }
-        let path = uploads.completingPath(upload.id)
-        guard let current = uploads.upload(upload.id) else { return }
-        guard current.completedAt == nil else {
-            upload = current
-            return
+        guard var current = uploads.upload(upload.id) else { return }
+        defer { upload = current }
+        guard current.completedAt == nil, let length = current.length else { return }
+        let metadata = TusUpload.parseMetadata(current.metadata) ?? [:]
+        let stored: Upload
+        if let recorded = try storedUpload(current.id) {
+            stored = recorded // by a completion that died before saving the description
+        } else {
+            guard let file = try aside(current, length: length, metadata: metadata) else { return }
+            do {
+                stored = try store(file, current.id)
+            } catch where error.status == .unprocessableContent {
+                current.completedAt = Date().timeIntervalSince1970
+                current.refused = error.message
+                unlink(file.path)
+                try save(current)
+                return
+            } catch {
+                // Not the bytes' fault (the store or the disk): they stay, and a PATCH at the length (no bytes) or a
+                // HEAD completes it again.
+                rename(file.path, uploads.dataPath(current.id))
+                throw error
+            }
         }
-        guard rename(uploads.dataPath(upload.id), path) == 0 else { return }
-        let length = upload.length ?? 0
+        // Settings were checked at creation; what only the store can refuse (a watermark upload gone since) is
+        // the final PATCH's answer, the upload kept. A store that fails (5xx) leaves it to be done again.
+        var failure: HTTPError?
+        if let settings = metadata["settings"] {
+            do {
+                current.jobID = try createJob(stored, settings, Self.jobID(for: current.id))
+            } catch where error.status.code >= 500 {
+                throw error
+            } catch {
+                failure = error
+            }
+        }
+        current.completedAt = Date().timeIntervalSince1970
+        try save(current)
+        if let failure { throw failure }
+    }
+
+    /// The complete bytes, renamed aside (`completingPath`) from `.bin`, or found where a completion that died left
+    /// them: aside, or moved into the upload's place and not recorded. Nil when they are nowhere, or not all there
+    /// (they go back to `.bin`).
+    private func aside(_ upload: TusUpload, length: Int64, metadata: [String: Data]) throws(HTTPError) -> UploadedFile? {
+        let path = uploads.completingPath(upload.id)
+        guard rename(uploads.dataPath(upload.id), path) == 0 || access(path, F_OK) == 0
+                || rename(uploads.storedPath(upload.id), path) == 0 else { return nil }
+        var status = stat()
+        guard stat(path, &status) == 0, Int64(status.st_size) == length else {
+            rename(path, uploads.dataPath(upload.id))
+            return nil
+        }
         let sha256: String
         if let digest = digests.take(upload.id, at: length) {
             sha256 = digest.finish()
         } else {
             sha256 = try Self.hash(path)
         }
-        let metadata = TusUpload.parseMetadata(upload.metadata) ?? [:]
         let text = { (key: String) -> String? in metadata[key].map { String(decoding: $0, as: UTF8.self) } }
-        let file = UploadedFile(path: path, size: length, sha256: sha256, filename: text("filename"),
-                                contentType: text("filetype").map(Self.cleanType))
-        upload.completedAt = Date().timeIntervalSince1970
-        let stored: Upload
-        do {
-            stored = try store(file, upload.id)
-        } catch where error.status == .unprocessableContent {
-            upload.refused = error.message
-            unlink(path)
-            try save(upload)
-            return
-        } catch {
-            // Not the bytes' fault (the store or the disk): they stay, and a PATCH at the length (no bytes) completes it again.
-            upload.completedAt = nil
-            rename(path, uploads.dataPath(upload.id))
-            throw error
-        }
-        // Settings were checked at creation; what only the store can refuse (a watermark upload gone since) is
-        // the final PATCH's answer, the upload kept.
-        var failure: HTTPError?
-        if let settings = metadata["settings"] {
+        return UploadedFile(path: path, size: length, sha256: sha256, filename: text("filename"),
+                            contentType: text("filetype").map(Self.cleanType))
+    }
+
+    /// Completes the uploads whose bytes all arrived but whose completion a crash cut short, at a node's start: their
+    /// clients sent everything and may never ask again. Blocking (probes, the store): on a thread of its own.
+    /// Returns the ids completed, and those that failed with why.
+    func completeInterrupted() -> (completed: [String], failed: [(id: String, error: HTTPError)]) {
+        var completed: [String] = [], failed: [(String, HTTPError)] = []
+        for var upload in uploads.uncompleted() where !uploads.isHeld(upload.id) {
             do {
-                upload.jobID = try createJob(stored, settings)
+                try complete(&upload, waiting: false)
+                if upload.completedAt != nil { completed.append(upload.id) }
             } catch {
-                failure = error
+                failed.append((upload.id, error))
             }
         }
-        try save(upload)
-        if let failure { throw failure }
+        return (completed, failed)
     }
 
     private func save(_ upload: TusUpload) throws(HTTPError) {

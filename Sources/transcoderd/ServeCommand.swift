@@ -92,6 +92,7 @@ enum ServeCommand {
             }
             logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(queue.directory.root.path),
                                       "workers": .int(config.workers), "store": .string(queue.store.isShared ? "postgresql" : "sqlite")])
+            NamedThread.start("tus-recovery") { api.completeInterruptedUploads() }
             let signals = LockedValue(0)
             let stop = DispatchSemaphore(value: 0)
             let sources = Signals.onTerminate {

@@ -351,6 +351,101 @@ import TestSupport
         #expect(Media.files(in: folder).isEmpty)
     }
 
+    /// Creates an upload of `source` with `settings` (if any) in its metadata and sends all but its last `withheld`
+    /// bytes (all of them for 0: it completes).
+    private func started(_ server: TestServer, _ source: String, settings: String?, withheld: Int = 0) throws -> (path: String, id: String, bytes: Data) {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let metadata = settings.map { "settings " + Data($0.utf8).base64EncodedString() } ?? "filename " + Data("clip.mp4".utf8).base64EncodedString()
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)", "-H", "Upload-Metadata: \(metadata)"]).location)
+        let file = try Media.scratch().appendingPathComponent("sent.bin")
+        try bytes.prefix(bytes.count - withheld).write(to: file)
+        let sent = try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: 0"] + Self.version + Self.chunk)
+        #expect(sent.status == 204, "\(sent)")
+        return (path, String(path.split(separator: "/").last ?? ""), bytes)
+    }
+
+    /// What a completion that a crash cut short leaves of the description `<id>.json` in `tus`: not complete, no job
+    /// recorded; `metadata` replaced when given.
+    private func rollBack(_ tus: URL, _ id: String, metadata: String? = nil) throws {
+        let file = tus.appendingPathComponent("\(id).json")
+        var description = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+        description["completedAt"] = nil
+        description["jobID"] = nil
+        if let metadata { description["metadata"] = metadata }
+        try JSONSerialization.data(withJSONObject: description).write(to: file)
+    }
+
+    /// The ids of the jobs on upload `id`.
+    private func jobs(_ server: TestServer, on id: String) throws -> [String] {
+        let list = try server.json("/v1/jobs?limit=100").object["jobs"] as? [[String: Any]] ?? []
+        return list.filter { ($0["input"] as? [String: Any])?["id"] as? String == id }.compactMap { $0["id"] as? String }
+    }
+
+    /// A final PATCH whose completion died after moving the bytes into the upload's place, before recording it: the
+    /// client got no answer and asks for the offset (tuspy resuming), finds the whole length and sends nothing more.
+    /// That HEAD completes the upload, and its job runs, once.
+    @Test func aClientResumingAfterALostFinalAnswerFindsTheUploadCompleteWithItsJob() throws {
+        let server = try TestServer()
+        let source = try Media.path(.standard)
+        let (path, id, bytes) = try started(server, source, settings: #"{"video": {"width": 160}}"#, withheld: 100)
+        let bin = server.data.appendingPathComponent("tus/\(id).bin")
+        let handle = try FileHandle(forWritingTo: bin)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: bytes.suffix(100))
+        try handle.close()
+        try FileManager.default.moveItem(at: bin, to: server.data.appendingPathComponent("uploads/\(id)"))
+        let run = try python(["resume", server.base + path, source, String(256 * 1024)])
+        #expect(run.status == 0 && run.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == String(bytes.count), "\(run)")
+        let upload = try server.json("/v1/uploads/\(id)")
+        let expected = try sha256(source)
+        #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload)")
+        let job = try #require(try head(server, path).headers["transcoder-job"], "the upload names its job")
+        #expect(try eventually(60) { try server.json(job).object["state"] as? String == "succeeded" })
+        #expect(try head(server, path).headers["transcoder-job"] == job)
+        #expect(try jobs(server, on: id) == [String(job.split(separator: "/").last ?? "")], "one job")
+    }
+
+    /// Completions that a crash cut short at each step are finished by the next start, with no request: bytes moved
+    /// into the upload's place but not recorded; the upload recorded, its job not made; the job made, the description
+    /// not saved. Each upload ends complete with one job.
+    @Test func theNextStartFinishesCompletionsACrashCutShort() throws {
+        let data = try Media.scratch().appendingPathComponent("data")
+        var server = try TestServer([], data: data)
+        let source = try Media.path(.standard)
+        let settings = #"{"video": {"width": 160}}"#
+        let moved = try started(server, source, settings: settings, withheld: 100)
+        let recorded = try started(server, source, settings: nil)
+        let made = try started(server, source, settings: settings)
+        let madeJob = try #require(try head(server, made.path).headers["transcoder-job"]?.split(separator: "/").last.map(String.init))
+        kill(server.process.processIdentifier, SIGKILL)
+        server.process.waitUntilExit()
+        let tus = data.appendingPathComponent("tus")
+        let bin = tus.appendingPathComponent("\(moved.id).bin")
+        let handle = try FileHandle(forWritingTo: bin)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: moved.bytes.suffix(100))
+        try handle.close()
+        try FileManager.default.moveItem(at: bin, to: data.appendingPathComponent("uploads/\(moved.id)"))
+        try rollBack(tus, moved.id)
+        try rollBack(tus, recorded.id, metadata: "settings " + Data(settings.utf8).base64EncodedString())
+        try rollBack(tus, made.id)
+        server = try TestServer([], data: data)
+        let description = { (id: String) in
+            (try? JSONSerialization.jsonObject(with: Data(contentsOf: tus.appendingPathComponent("\(id).json")))) as? [String: Any] ?? [:]
+        }
+        #expect(eventually(30) { [moved.id, recorded.id, made.id].allSatisfy { description($0)["completedAt"] != nil } },
+                "\(Media.files(in: tus))")
+        for id in [moved.id, recorded.id, made.id] {
+            let job = try #require(description(id)["jobID"] as? String, "\(description(id))")
+            #expect(try jobs(server, on: id) == [job], "one job on \(id)")
+            #expect(try head(server, "/v1/tus/\(id)").headers["transcoder-job"] == "/v1/jobs/\(job)")
+        }
+        #expect(description(made.id)["jobID"] as? String == madeJob, "the job made before the crash")
+        let expected = try sha256(source)
+        #expect(try server.json("/v1/uploads/\(moved.id)").object["sha256"] as? String == expected)
+        #expect(try eventually(60) { try jobs(server, on: moved.id).allSatisfy { id in try server.json("/v1/jobs/\(id)").object["state"] as? String == "succeeded" } })
+    }
+
     /// A DELETE racing the final PATCH ends one way or the other, never both. Refused (423): the completion went on,
     /// the upload and its job exist. Answered 204: the tus resource is gone for good; it does not come back when a
     /// completion that was under way records it. Every final PATCH that names a job names one that exists.

@@ -96,7 +96,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
 
     // MARK: Jobs for the API
 
-    public func createJob(input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job {
+    public func createJob(id: String?, input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job {
         let hooks = JobRows.webhookColumns(webhooks)
         guard try !query("SELECT 1 FROM uploads WHERE id = ?", [.text(input)]).isEmpty else {
             throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).")
@@ -107,7 +107,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
                 INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at,
                     \(hooks.map(\.0).joined(separator: ", ")))
                 VALUES (?, 'queued', ?, ?, ?, 1, ?, \(Self.now), \(Self.now), ?, ?, ?) RETURNING *
-                """, [.text(UUID().uuidString.lowercased()), .text(JobRows.json(settings)), .text(input),
+                """, [.text(id ?? UUID().uuidString.lowercased()), .text(JobRows.json(settings)), .text(input),
                       watermark.map(SQLValue.text) ?? .null, .integer(Int64(priority))] + hooks.map(\.1)).first
             guard let row else { throw StoreError(code: "postgres_error", message: "PostgreSQL returned no row for the new job.") }
             return rows.job(row)

@@ -120,9 +120,9 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     // MARK: Jobs for the API
 
-    public func createJob(input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job {
+    public func createJob(id: String?, input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job {
         let now = Self.now()
-        var job = Job(id: UUID().uuidString.lowercased(), state: .queued, settings: settings, inputUpload: input,
+        var job = Job(id: id ?? UUID().uuidString.lowercased(), state: .queued, settings: settings, inputUpload: input,
                       progressTime: 0, progressDuration: 0, attempts: 1, priority: priority, createdAt: now, updatedAt: now)
         job.webhook = webhooks.target
         let hooks = JobRows.webhookColumns(webhooks)
