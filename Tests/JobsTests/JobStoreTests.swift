@@ -181,6 +181,31 @@ import TestSupport
         #expect(failed.state == .failed && failed.errorCode == "worker_crashed" && failed.finishedAt != nil)
     }
 
+    /// A job whose cancel was asked for, whose process then died: it ends canceled (the API answered 202), whether
+    /// attempts are left (it does not run again) or not (it is not failed as crashed).
+    @Test(arguments: backends) func aJobAskedToCancelWhoseProcessDiedEndsCanceled(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let early = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        _ = try fixture.store.claimNext(worker: "dead", leaseSeconds: 20)
+        #expect(try fixture.store.requestCancel(id: early.id))
+        #expect(try fixture.store.recoverOrphans(maxAttempts: 3) == ([early.id], []))
+        let first = try #require(try fixture.store.job(id: early.id))
+        #expect(first.state == .canceled && first.errorCode == "canceled" && first.attempts == 1 && first.finishedAt != nil, "\(first)")
+
+        let last = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        for _ in 2...3 {
+            _ = try fixture.store.claimNext(worker: "dead", leaseSeconds: 20)
+            #expect(try fixture.store.recoverOrphans(maxAttempts: 3).requeued == [last.id])
+        }
+        _ = try fixture.store.claimNext(worker: "dead", leaseSeconds: 0)
+        #expect(try fixture.store.requestCancel(id: last.id))
+        Thread.sleep(forTimeInterval: 0.05)
+        #expect(try fixture.store.recoverExpiredLeases(maxAttempts: 3) == ([last.id], []))
+        let ended = try #require(try fixture.store.job(id: last.id))
+        #expect(ended.state == .canceled && ended.errorCode == "canceled" && ended.attempts == 3, "\(ended)")
+    }
+
     @Test(arguments: backends) func aCancelRequestReachesTheLeaseHolder(_ backend: StoreBackend) throws {
         let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))

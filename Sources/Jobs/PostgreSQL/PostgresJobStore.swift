@@ -320,6 +320,13 @@ public final class PostgresJobStore: JobStore, RowRunning {
         // sees the row no longer matches.
         try pool.with { connection throws(StoreError) in
             try connection.transaction { () throws(StoreError) -> ([String], [String]) in
+                // A job whose cancel was asked for (the API answered 202) ends canceled, on its last attempt too (the
+                // requeue's trigger covers a requeue only). Listed among the requeued, as the trigger's are.
+                let canceled = try connection.query("""
+                    UPDATE jobs SET state = 'canceled', error_code = 'canceled', error_message = 'The job was canceled.',
+                        lease = NULL, finished_at = \(Self.now), updated_at = \(Self.now)
+                    WHERE \(condition) AND cancel_requested RETURNING id
+                    """).compactMap { $0["id"].string }
                 let failed = try connection.query(Self.numbered("""
                     UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
                         error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',
@@ -333,7 +340,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
                         progress_time = 0, updated_at = \(Self.now)
                     WHERE \(condition) AND attempts < ? RETURNING id
                     """), [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
-                return (requeued, failed)
+                return (canceled + requeued, failed)
             }
         }
     }

@@ -376,6 +376,13 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         let now = Self.now()
         return try withDatabase { database throws(StoreError) in
             try database.transaction { () throws(StoreError) -> ([String], [String]) in
+                // A job whose cancel was asked for (the API answered 202) ends canceled, not run again nor failed: the
+                // process that would have recorded it is gone. Among the requeued, as a shared store's trigger has it.
+                let canceled = try database.query("""
+                    UPDATE jobs SET state = 'canceled', error_code = 'canceled', error_message = 'The job was canceled.',
+                        lease = NULL, finished_at = ?, updated_at = ?
+                    WHERE \(condition) AND cancel_requested = 1 RETURNING id
+                    """, [.real(now), .real(now)] + arguments).compactMap { $0["id"].string }
                 let failed = try database.query("""
                     UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
                         error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',
@@ -387,7 +394,7 @@ public final class SQLiteJobStore: JobStore, RowRunning {
                         progress_time = 0, updated_at = ?
                     WHERE \(condition) AND attempts < ? RETURNING id
                     """, [.real(now)] + arguments + [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
-                return (requeued, failed)
+                return (canceled + requeued, failed)
             }
         }
     }
