@@ -71,7 +71,6 @@ final class CheckpointedTranscode {
         let directory = try session.outputDirectory.map { path throws(MediaError) in try OutputDirectory(path: path) }
         var video: VideoPass?
         var audio: AudioPassThread?
-        let resumedFrom = checkpoint.manifest.resumePoint?.seconds
         var expectedDuration = 0.0
         do throws(MediaError) {
             if !checkpoint.manifest.videoComplete {
@@ -97,8 +96,10 @@ final class CheckpointedTranscode {
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
         if expectedDuration == 0, let end = checkpoint.manifest.segments.last?.end { expectedDuration = end }
+        // Once the passes are set up: an encoder set up differently from the checkpoint's started the video over.
+        let resumedFrom = checkpoint.manifest.resumePoint?.seconds
         let reporter = ProgressReporter(duration: expectedDuration, interval: session.progressInterval, started: started,
-                                        resumedFrom: resumedFrom)
+                                        resumedFrom: resumedFrom, checkedSteps: checked)
         do throws(MediaError) {
             audio?.start()
             if var pass = video {

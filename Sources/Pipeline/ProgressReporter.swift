@@ -12,10 +12,16 @@ final class ProgressReporter {
     private let resumedFrom: Double?
     /// Steps of the finishing work so far (see `TranscodeProgress.finishing`); nil before it starts.
     private var finishingSteps: Int?
+    /// On a resume, until time passes the checkpoint's end: steps of the work that gets back to it (see
+    /// `TranscodeProgress.verifying`); nil once past it, or when not resuming.
+    private var resumingSteps: Int?
 
-    /// - Parameter resumedFrom: seconds of output an earlier attempt made (a resumed checkpoint): progress starts
-    ///   there, and says so.
-    init(duration: Double, interval: Double, started: ContinuousClock.Instant, resumedFrom: Double? = nil) {
+    /// - Parameters:
+    ///   - resumedFrom: seconds of output an earlier attempt made (a resumed checkpoint): progress starts there,
+    ///     and says so.
+    ///   - checkedSteps: `verifying` steps reported before (the checkpoint's files checked): the steps of the read
+    ///     up to the checkpoint's end count on from there.
+    init(duration: Double, interval: Double, started: ContinuousClock.Instant, resumedFrom: Double? = nil, checkedSteps: Int = 0) {
         self.duration = duration
         self.interval = .milliseconds(Int64(interval * 1000))
         self.started = started
@@ -23,6 +29,7 @@ final class ProgressReporter {
         reported = resumedFrom ?? 0
         latest = reported
         lastCall = started
+        resumingSteps = resumedFrom == nil ? nil : checkedSteps
     }
 
     var elapsed: Double { Self.seconds(since: started) }
@@ -37,6 +44,20 @@ final class ProgressReporter {
         let bound = duration > 0 ? duration : presentationTime
         latest = max(latest, min(presentationTime, bound))
         let now = ContinuousClock.now
+        if let steps = resumingSteps, let resumedFrom {
+            if presentationTime <= resumedFrom {
+                // Nothing past the checkpoint yet: the input is read again up to it (from its start when it cannot
+                // seek there) or the sound's own pass catches up with the video, minutes for a long film with no new
+                // time. Each sample is a step, reported as the check before it, or a watchdog would see a stall.
+                resumingSteps = steps + 1
+                guard now - lastCall >= interval else { return }
+                lastCall = now
+                call(TranscodeProgress(presentationTime: 0, duration: 0, framesEncoded: frames, elapsed: elapsed,
+                                       resumedFrom: resumedFrom, verifying: steps + 1))
+                return
+            }
+            resumingSteps = nil
+        }
         guard now - lastCall >= interval else { return }
         lastCall = now
         reported = latest

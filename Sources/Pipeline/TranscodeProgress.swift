@@ -15,9 +15,10 @@ public struct TranscodeProgress: Sendable, Equatable, Codable {
     /// MP4's index moved to its front: both rewrite the whole file); nil before. It counts up as long as that work
     /// advances, so a watchdog can tell a long finish from a stall while `presentationTime` stays put.
     public var finishing: Int?
-    /// Files of an earlier attempt's checkpoint checked so far (size and SHA-256: a long film's checkpoint is about
-    /// the size of its output), before this attempt continues from it; nil otherwise. It counts up as the check
-    /// advances, so a watchdog can tell a long check from a stall; the time is 0 meanwhile.
+    /// Steps of the work before this attempt continues from an earlier attempt's checkpoint: its files checked
+    /// (size and SHA-256: a long film's checkpoint is about the size of its output), then the samples read again up
+    /// to where it ends (from the input's start when it cannot seek there); nil otherwise. It counts up as that work
+    /// advances, so a watchdog can tell it from a stall; the time is 0 meanwhile.
     public var verifying: Int?
 
     /// `presentationTime / duration`, from 0 to 1.

@@ -7,8 +7,8 @@ import Pipeline
 /// of the download when its length is known); every job is then `transcoding`, and `finishing` while its output file
 /// is completed after the last sample (which rewrites a long film's file: the fraction stays where it is).
 public struct ProgressReport: Encodable, Sendable {
-    /// `fetching` (the input is downloading), `verifying` (an earlier attempt's checkpoint is checked before this
-    /// attempt continues from it), `transcoding` or `finishing`.
+    /// `fetching` (the input is downloading), `verifying` (an earlier attempt's checkpoint is checked, and the input
+    /// read again up to where it ends, before this attempt continues from it), `transcoding` or `finishing`.
     public var phase = "transcoding"
     /// While fetching: bytes received so far, and bytes expected when known.
     public var bytes: Int64?

@@ -10,7 +10,7 @@ final class ProgressBar {
         let filled = Int((progress.fraction * Double(width)).rounded(.down))
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
         let line = progress.verifying != nil
-            ? String(format: "\r[%@] checking the checkpoint: %d files                  ", bar, progress.verifying!)
+            ? String(format: "\r[%@] getting back to the checkpoint: step %d                  ", bar, progress.verifying!)
             : progress.finishing != nil
             ? String(format: "\r[%@] %5.1f%%  finishing the output file                ", bar, progress.fraction * 100)
             : String(format: "\r[%@] %5.1f%%  %.1f/%.1f s  %.1f fps  %.2fx", bar, progress.fraction * 100,

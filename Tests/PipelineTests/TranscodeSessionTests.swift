@@ -458,6 +458,30 @@ import TestSupport
         #expect(updates.prefix(checks.count).allSatisfy { $0.presentationTime == 0 })
     }
 
+    /// A resumed transcode of an input that cannot seek reliably (MPEG-TS) reads it again from its start up to the
+    /// checkpoint's end, minutes for a long recording with no new time: every sample read is a step of getting
+    /// back there (`verifying`), where before nothing moved and the watchdog failed the job as stalled (and removed
+    /// its checkpoint with it).
+    @Test func aResumeThatReadsItsInputFromTheStartCountsEachSampleAsAStep() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("recording.ts").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=10", "-f", "lavfi", "-i", "sine=d=10",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "mpegts", input])
+        let settings = try TranscodeSettings.parse(Data(#"{"video": {"preset": "ultrafast"}}"#.utf8))
+        let second = try Interrupted.transcode(input, settings: settings, in: folder) { $0.fraction > 0.7 }
+        second.progressInterval = 0
+        var updates: [TranscodeProgress] = []
+        let result = try second.run { updates.append($0) }
+        let resumedFrom = try #require(result.resumedFrom, "the second attempt continued from the checkpoint")
+        let steps = updates.prefix { $0.verifying != nil }.compactMap(\.verifying)
+        #expect(!steps.isEmpty && steps == Array(1...steps.count), "one step after another: \(steps.prefix(8))")
+        // Every frame before the checkpoint's end was read again (and the sound's packets): at least one step each.
+        #expect(Double(steps.count) >= resumedFrom * 25, "\(steps.count) steps to get back to \(resumedFrom) s")
+        let after = updates.dropFirst(steps.count)
+        #expect(after.allSatisfy { $0.verifying == nil } && (after.first?.presentationTime ?? 0) > resumedFrom,
+                "then time goes on from the checkpoint: \(after.first.map { "\($0)" } ?? "nothing")")
+    }
+
     /// A transcode interrupted after its first checkpoint segment resumes even when its video starts after its
     /// sound: the warm-up then begins before the first picture, which the resumed encoder took for a seek that
     /// skipped frames, and so did the read from the start it fell back to (`resume_seek_missed`, at every attempt).
