@@ -783,7 +783,10 @@ public final class JobQueue: Sendable {
                 }
             }
             if store.isShared {
-                chore("leases", every: configuration.pollInterval, last: &lastLeaseSweep, now: now,
+                // On every node, not one at a time: a node that stops (paused, cut off) while it holds a sweep's
+                // lock keeps it as long as its session lives, and every dead node's jobs would stay running. Row
+                // locks keep two nodes from moving the same job.
+                chore("leases", every: configuration.pollInterval, last: &lastLeaseSweep, now: now, exclusive: false,
                       failing: "recovering jobs whose lease ran out failed") { () throws(StoreError) in
                     published(try store.recoverExpiredLeases(maxAttempts: configuration.maxAttempts))
                 }
@@ -808,13 +811,13 @@ public final class JobQueue: Sendable {
     }
 
     /// One of the watchdog's periodic chores: runs `body` when `interval` seconds have passed since `last`, on one
-    /// node at a time (the store's `exclusively`); a failure is logged with `message`.
-    private func chore(_ name: String, every interval: Double, last: inout Date, now: Date, failing message: String,
-                       _ body: () throws(StoreError) -> Void) {
+    /// node at a time (the store's `exclusively`) unless not `exclusive`; a failure is logged with `message`.
+    private func chore(_ name: String, every interval: Double, last: inout Date, now: Date, exclusive: Bool = true,
+                       failing message: String, _ body: () throws(StoreError) -> Void) {
         guard now.timeIntervalSince(last) >= interval else { return }
         last = now
         do {
-            _ = try store.exclusively(name, body)
+            if exclusive { _ = try store.exclusively(name, body) } else { try body() }
         } catch {
             logger.error(message, ["error": .string(error.description)])
         }

@@ -200,6 +200,34 @@ struct PacedRunner: JobRunner {
         #expect(try fixture.store.job(id: job.id) == done)
     }
 
+    /// A node that stopped in the middle of its lease sweep (paused, cut off: its session and the sweep's lock live
+    /// on) does not keep the others from taking over dead nodes' jobs: every node sweeps leases.
+    @Test func aNodeStoppedInItsLeaseSweepDoesNotHoldUpTakeovers() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        _ = try #require(try fixture.store.claimNext(worker: "ghost", leaseSeconds: 1)?.currentLease)
+        let frozen = try fixture.reopen()
+        let holding = DispatchSemaphore(value: 0), thaw = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        NamedThread.start("frozen-node") {
+            _ = try? frozen.exclusively("leases") { () throws(StoreError) in
+                holding.signal()
+                thaw.wait()
+            }
+            done.signal()
+        }
+        defer {
+            thaw.signal()
+            done.wait()
+            frozen.close()
+        }
+        holding.wait()
+        let rescuer = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.2)) { $0.pollInterval = 0.2 }
+        defer { rescuer.stop(grace: 5) }
+        #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.state == .succeeded }, "taken over with the sweep's lock held elsewhere")
+        #expect(try fixture.store.job(id: job.id)?.attempts == 2)
+    }
+
     /// A job whose lease ran out while its worker here still ran it (a renewal held up behind a slow query) and that
     /// another worker here then claimed: the first attempt stops, and nothing it does touches the second one. It
     /// could not be stopped (its stop looked for its own entry, replaced), and its end marked the second attempt's

@@ -24,9 +24,13 @@ final class PostgresConnection {
             self.connection = nil
             throw StoreError(code: "store_unavailable", message: "Connecting to PostgreSQL at \(displayURI) failed: \(message)")
         }
-        // Times, numbers and bytes are read back as they were written, whatever the server's defaults.
+        // Times, numbers and bytes are read back as they were written, whatever the server's defaults. The server
+        // notices a node gone without a word (cut off, its machine frozen) in seconds too, not after the kernel's two
+        // hours, and ends its session: the row locks of a transaction it was in and a sweep's lock go with it; so
+        // does a transaction left idle a minute (none of ours waits between statements).
         try execute("SET TIME ZONE 'UTC'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET DateStyle = 'ISO'; SET client_min_messages = warning; "
-            + "SET statement_timeout = '60s'")
+            + "SET statement_timeout = '60s'; SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; "
+            + "SET idle_in_transaction_session_timeout = '60s'")
     }
 
     /// Defaults a node needs whatever the URI says, each overridden by the URI when it sets it: a connect that gives
