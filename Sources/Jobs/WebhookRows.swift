@@ -57,7 +57,8 @@ struct WebhookRows<Store: RowRunning> {
             WHERE seq = ? AND attempts = ? AND state = 'pending' RETURNING seq
             """, arguments + [.text(String(decoding: payload, as: UTF8.self)), .integer(delivery.sequence), .integer(Int64(delivery.attempts))])
         if case .disabled = outcome, !done.isEmpty {
-            _ = try store.rows("UPDATE jobs SET webhook_disabled = true WHERE id = ?", [.text(delivery.jobID)])
+            // A change of the job as shown: its cached JSON is told by `updated_at`.
+            _ = try store.rows("UPDATE jobs SET webhook_disabled = true, updated_at = \(now) WHERE id = ?", [.text(delivery.jobID)])
             _ = try store.rows("""
                 UPDATE webhook_deliveries SET state = 'disabled', last_error = 'An earlier delivery to the URL answered 410 Gone.'
                 WHERE job_id = ? AND url = ? AND scope = 'job' AND state = 'pending'

@@ -386,8 +386,11 @@ import TestSupport
         #expect(try store.deliveries(jobID: job.id).first { $0.id == serverRunning.id }?.state == .pending)
         // 410 from the job's own URL: that delivery and the job's webhook are off.
         let ownSucceeded = try #require(second.first { $0.scope == .job })
+        let before = try #require(try store.lastUpdate(of: job.id))
+        Thread.sleep(forTimeInterval: 0.01)
         try store.finishDelivery(ownSucceeded, .disabled(status: 410), payload: Data("{}".utf8))
         #expect(try store.job(id: job.id)?.webhook?.disabled == true)
+        #expect(try #require(try store.lastUpdate(of: job.id)) > before, "a change the job's cached JSON is told by")
         #expect(try store.deliveries(jobID: job.id).first { $0.id == ownSucceeded.id }?.state == .disabled)
         try store.finishDelivery(retried, .failed(status: 500, error: "No attempts are left."), payload: Data())
         let counts = try store.deliveryCounts()
