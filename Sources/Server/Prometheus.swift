@@ -9,17 +9,25 @@ public enum Prometheus {
             lines.append("# HELP \(name) \(help)")
             lines.append("# TYPE \(name) \(type)")
         }
-        let counts = (try? queue.store.counts()) ?? [:]
-        family("transcoderd_jobs", "gauge", "Jobs in the store by state.")
-        for state in JobState.allCases { lines.append("transcoderd_jobs{state=\"\(state.rawValue)\"} \(counts[state] ?? 0)") }
-        family("transcoderd_queue_depth", "gauge", "Jobs waiting to run.")
-        lines.append("transcoderd_queue_depth \(counts[.queued] ?? 0)")
+        // What only the store knows is left out when it does not answer: zeros would read as an empty queue (to an
+        // alert, or to an autoscaler that then stops workers).
+        let counts = try? queue.store.counts()
+        let deliveries = counts == nil ? nil : try? queue.store.deliveryCounts()
+        family("transcoderd_store_up", "gauge", "Whether the store answered this scrape (1) or not (0: its figures are left out).")
+        lines.append("transcoderd_store_up \(counts != nil && deliveries != nil ? 1 : 0)")
+        if let counts {
+            family("transcoderd_jobs", "gauge", "Jobs in the store by state.")
+            for state in JobState.allCases { lines.append("transcoderd_jobs{state=\"\(state.rawValue)\"} \(counts[state] ?? 0)") }
+            family("transcoderd_queue_depth", "gauge", "Jobs waiting to run.")
+            lines.append("transcoderd_queue_depth \(counts[.queued] ?? 0)")
+        }
         family("transcoderd_jobs_running", "gauge", "Jobs running in this process.")
         lines.append("transcoderd_jobs_running \(queue.runningCount)")
-        let deliveries = (try? queue.store.deliveryCounts()) ?? [:]
-        family("transcoderd_webhook_deliveries", "gauge", "Webhook deliveries in the store by state (pending: the webhook queue's depth).")
-        for state in ["pending", "delivered", "failed", "disabled"] {
-            lines.append("transcoderd_webhook_deliveries{state=\"\(state)\"} \(WebhookDelivery.State(rawValue: state).flatMap { deliveries[$0] } ?? 0)")
+        if let deliveries {
+            family("transcoderd_webhook_deliveries", "gauge", "Webhook deliveries in the store by state (pending: the webhook queue's depth).")
+            for state in ["pending", "delivered", "failed", "disabled"] {
+                lines.append("transcoderd_webhook_deliveries{state=\"\(state)\"} \(WebhookDelivery.State(rawValue: state).flatMap { deliveries[$0] } ?? 0)")
+            }
         }
         family("transcoderd_webhook_attempts_total", "counter", "Webhook attempts made by this process, by outcome.")
         for outcome in ["delivered", "retry", "failed", "disabled"] {

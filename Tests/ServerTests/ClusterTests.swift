@@ -241,6 +241,24 @@ import TestSupport
         #expect(try cluster.api.curl("/v1/jobs/\(id)/events").status == 404, "and a reconnecting EventSource is told it is gone")
     }
 
+    /// `/metrics` while the store does not answer: `transcoderd_store_up 0` and none of the store's figures, not
+    /// zeros an alert or an autoscaler would read as an empty queue.
+    @Test func metricsLeaveOutWhatAStoreThatDoesNotAnswerCannotTell() throws {
+        let cluster = try Cluster(workers: 0)
+        _ = try cluster.submit(try cluster.upload(try Media.path(.audioOnly)), settings: "{}")
+        let before = try cluster.api.curl("/metrics")
+        #expect(before.body.contains("\ntranscoderd_store_up 1\n") && before.body.contains("\ntranscoderd_queue_depth 1\n"), "\(before.body.prefix(600))")
+        cluster.store.close()
+        let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
+        try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", "postgres", "-c",
+                                 "DROP DATABASE \(database) WITH (FORCE)"])
+        let after = try cluster.api.curl("/metrics")
+        #expect(after.status == 200 && after.body.contains("\ntranscoderd_store_up 0\n"), "\(after.body.prefix(600))")
+        #expect(!after.body.contains("transcoderd_queue_depth") && !after.body.contains("transcoderd_jobs{")
+                && !after.body.contains("transcoderd_webhook_deliveries{"), "\(after.body.prefix(600))")
+        #expect(after.body.contains("\ntranscoderd_jobs_running 0\n"), "what the node itself knows is still there")
+    }
+
     @Test func deletingAJobOnTheAPINodeStopsItOnItsWorkerAtOnce() throws {
         let cluster = try Cluster(workers: 1)
         let input = try cluster.upload(try Media.path(.long))

@@ -100,6 +100,7 @@ import TestSupport
             guard parts.count == 2, let value = Double(parts[1]) else { return nil }
             return (String(parts[0]), value)
         })
+        #expect(values["transcoderd_store_up{}"] == 1)
         #expect(values["transcoderd_jobs{state=succeeded}"] == 1)
         #expect(values["transcoderd_jobs_finished_total{result=succeeded}"] == 1)
         #expect(values["transcoderd_transcode_duration_seconds_count{}"] == 1)
