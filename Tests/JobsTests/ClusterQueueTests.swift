@@ -228,6 +228,33 @@ struct PacedRunner: JobRunner {
         #expect(try fixture.store.job(id: job.id)?.attempts == 2)
     }
 
+    /// Connections the server ended while they sat idle in the pool (an administrator, a restart, a failover) are
+    /// found closed before a statement goes on them: the next calls all succeed on new connections, where each of
+    /// the pool's connections failed one call first (an API answer of 500 each).
+    @Test func connectionsTheServerEndedWhileIdleAreReplacedBeforeTheyFailACall() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        for _ in 0..<8 { _ = try fixture.store.job(id: job.id) } // every connection of the pool is made
+        let database = try #require(fixture.uri?.split(separator: "?").first?.split(separator: "/").last)
+        let psql = { (sql: String) throws -> String in
+            try Shell.check("psql", ["-X", "-q", "-t", "-A", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", "postgres", "-c", sql])
+        }
+        let sessions = "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)'"
+        #expect(try psql(sessions).trimmingCharacters(in: .whitespacesAndNewlines) != "0")
+        _ = try psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)'")
+        #expect(try eventually(10) { try psql(sessions).trimmingCharacters(in: .whitespacesAndNewlines) == "0" }, "the sessions ended")
+        var failures: [String] = []
+        for call in 0..<8 {
+            do {
+                if try fixture.store.job(id: job.id)?.id != job.id { failures.append("call \(call): no job") }
+            } catch {
+                failures.append("call \(call): \(error)")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+    }
+
     /// A job whose lease ran out while its worker here still ran it (a renewal held up behind a slow query) and that
     /// another worker here then claimed: the first attempt stops, and nothing it does touches the second one. It
     /// could not be stopped (its stop looked for its own entry, replaced), and its end marked the second attempt's

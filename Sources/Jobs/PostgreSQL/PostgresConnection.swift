@@ -53,8 +53,15 @@ final class PostgresConnection {
         return PQconnectdbParams(&keywords, &values, 1)
     }
 
-    /// Whether the connection is up (false after the server went away, until a new connection is made).
-    var isConnected: Bool { !lost && (connection.map { PQstatus($0) == CONNECTION_OK } ?? false) }
+    /// Whether the connection is up (false after the server went away, until a new connection is made). A
+    /// connection idle between statements hears nothing from the server unless the server is ending it (an
+    /// administrator, a restart, a failover: a goodbye, then the socket closes): anything waiting on its socket, and
+    /// it is replaced rather than trusted with a statement that would fail on it.
+    var isConnected: Bool {
+        guard !lost, let connection, PQstatus(connection) == CONNECTION_OK else { return false }
+        var waiting = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
+        return poll(&waiting, 1, 0) == 0
+    }
 
     /// Runs one or more statements without arguments, returning nothing of interest.
     func execute(_ sql: String) throws(StoreError) {
