@@ -96,8 +96,9 @@ public protocol JobStore: AnyObject, Sendable {
     func redeliver(jobID: String, deliveryID: String) throws(StoreError) -> WebhookDelivery?
     /// Deliveries in each state.
     func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int]
-    /// When the next pending delivery is due (seconds since 1970); nil when none is pending.
-    func nextDeliveryDue() throws(StoreError) -> Double?
+    /// In how many seconds the next pending delivery is due, by the store's clock (0 or less: now); nil when none is
+    /// pending.
+    func secondsUntilNextDelivery() throws(StoreError) -> Double?
 
     // MARK: Recovery and sweeps
 

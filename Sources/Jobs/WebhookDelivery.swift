@@ -48,8 +48,8 @@ public struct WebhookDelivery: Sendable, Equatable {
 public enum DeliveryOutcome: Sendable, Equatable {
     /// A 2xx answer with this status.
     case delivered(status: Int)
-    /// Try again at `at` (seconds since 1970).
-    case retry(at: Double, status: Int?, error: String)
+    /// Try again `after` seconds from now, by the store's clock (the one claims go by: a node's clock may differ).
+    case retry(after: Double, status: Int?, error: String)
     /// No more attempts.
     case failed(status: Int?, error: String)
     /// 410 from a job's own URL: the delivery and the job's other pending ones to it stop, the job's webhook is off.

@@ -42,9 +42,9 @@ struct WebhookRows<Store: RowRunning> {
         case .delivered(let status):
             assignments = ["state = 'delivered'", "last_status = ?", "last_error = NULL", "delivered_at = \(now)"]
             arguments = [.integer(Int64(status))]
-        case .retry(let at, let status, let error):
-            assignments = ["next_attempt_at = ?", "last_status = ?", "last_error = ?"]
-            arguments = [.real(at), status.map { .integer(Int64($0)) } ?? .null, .text(error)]
+        case .retry(let after, let status, let error):
+            assignments = ["next_attempt_at = \(now) + ?", "last_status = ?", "last_error = ?"]
+            arguments = [.real(after), status.map { .integer(Int64($0)) } ?? .null, .text(error)]
         case .failed(let status, let error):
             assignments = ["state = 'failed'", "last_status = ?", "last_error = ?"]
             arguments = [status.map { .integer(Int64($0)) } ?? .null, .text(error)]
@@ -94,13 +94,14 @@ struct WebhookRows<Store: RowRunning> {
         return nil
     }
 
-    /// When a claim may next find something (seconds since 1970), nil when nothing is pending: the earliest time among
+    /// In how many seconds a claim may next find something, by the store's clock (0 or less: now), nil when nothing
+    /// is pending: the earliest time among
     /// the deliveries first in line for their job and URL, a claimed one's being when its claim runs out. A delivery
     /// behind another, or one being sent, is no sooner due than that: counting them made idle senders poll every
     /// 10 ms while a receiver was down (its later deliveries wait behind a retry) or a delivery was in flight.
-    func nextDue() throws(StoreError) -> Double? {
+    func secondsUntilDue() throws(StoreError) -> Double? {
         try store.rows("""
-            SELECT min(CASE WHEN d.claimed_until > d.next_attempt_at THEN d.claimed_until ELSE d.next_attempt_at END) AS due
+            SELECT min(CASE WHEN d.claimed_until > d.next_attempt_at THEN d.claimed_until ELSE d.next_attempt_at END) - \(now()) AS due
             FROM webhook_deliveries d
             WHERE d.state = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e

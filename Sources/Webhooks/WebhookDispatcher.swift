@@ -90,7 +90,9 @@ public final class WebhookDispatcher: Sendable {
             }
             // Until a change, the next retry, or the poll for what other nodes did, whichever comes first.
             var wait = settings.idlePoll
-            if let due = try? store.nextDeliveryDue() { wait = min(wait, max(0.01, due - Date().timeIntervalSince1970)) }
+            // In the store's time: a node whose clock differs from it neither sends early nor spins on a delivery
+            // it takes for due.
+            if let due = try? store.secondsUntilNextDelivery() { wait = min(wait, max(0.01, due)) }
             _ = state.wait(timeout: wait) { $0.stopping || $0.wakeups != seen }
         }
         state.withLock { $0.running -= 1 }
@@ -134,7 +136,7 @@ public final class WebhookDispatcher: Sendable {
         let now = Date().timeIntervalSince1970
         if status == 429 || status == 503, let wait = RetrySchedule.retryAfter(retryAfter, now: now),
            delivery.attempts - delivery.scheduleBase <= RetrySchedule.delays.count {
-            return .retry(at: now + wait, status: status, error: "The URL answered \(status); Retry-After: \(retryAfter ?? "").")
+            return .retry(after: wait, status: status, error: "The URL answered \(status); Retry-After: \(retryAfter ?? "").")
         }
         return retryOrFail(delivery, status: status, error: "The URL answered \(status).")
     }
@@ -143,7 +145,7 @@ public final class WebhookDispatcher: Sendable {
         guard let delay = settings.schedule.delay(after: delivery.attempts - delivery.scheduleBase) else {
             return .failed(status: status, error: error + " No attempts are left.")
         }
-        return .retry(at: Date().timeIntervalSince1970 + delay, status: status, error: error)
+        return .retry(after: delay, status: status, error: error)
     }
 
     private func record(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) {

@@ -255,6 +255,26 @@ struct PacedRunner: JobRunner {
         #expect(failures.isEmpty, "\(failures)")
     }
 
+    /// Webhook retries go by the store's clock: with the database's 10 minutes ahead of this node's, a retry in 5 s
+    /// is not due at once, and an idle sender is told to wait about 5 s. It was written as this node's time + 5 s,
+    /// ten minutes in the database's past: every early retry of the schedule went at once (and a node ahead of the
+    /// database had its senders spin on a delivery they took for due).
+    @Test func webhookRetriesGoByTheStoresClock() throws {
+        let server = try PostgresServer(clockOffset: 600)
+        let fixture = try StoreFixture(.postgres, on: server)
+        let store = fixture.store
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        _ = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0,
+                                webhooks: JobWebhooks(serverURL: "http://hooks.example/all"))
+        _ = try #require(try store.claimNext(worker: "w", leaseSeconds: 20))
+        let sending = try #require(try store.claimDeliveries(limit: 1, claimSeconds: 60).first)
+        try store.finishDelivery(sending, .retry(after: 5, status: 503, error: "The URL answered 503."), payload: Data("{}".utf8))
+        #expect(try store.claimDeliveries(limit: 1, claimSeconds: 60).isEmpty, "not due for 5 s")
+        let due = try #require(try store.secondsUntilNextDelivery())
+        #expect(due > 3 && due <= 5, "due in \(due) s")
+        #expect(try eventually(10) { try store.claimDeliveries(limit: 1, claimSeconds: 60).first?.id == sending.id }, "and then due")
+    }
+
     /// A job whose lease ran out while its worker here still ran it (a renewal held up behind a slow query) and that
     /// another worker here then claimed: the first attempt stops, and nothing it does touches the second one. It
     /// could not be stopped (its stop looked for its own entry, replaced), and its end marked the second attempt's

@@ -334,15 +334,14 @@ import TestSupport
         _ = try store.markSucceeded(lease, outputPath: fixture.directory.outputs.path + "/x/output.mp4", size: 1, tracks: [], files: nil,
                                     duration: 1, framesEncoded: 1, seconds: 1)
         #expect(try store.deliveries(jobID: job.id).map(\.event) == ["job.running", "job.succeeded"])
-        let now = Date().timeIntervalSince1970
-        #expect(try #require(try store.nextDeliveryDue()) <= now + 1, "the first delivery is due now")
+        #expect(try #require(try store.secondsUntilNextDelivery()) <= 1, "the first delivery is due now")
         let sending = try #require(try store.claimDeliveries(limit: 4, claimSeconds: 60).first)
         #expect(sending.event == "job.running")
-        let inFlight = try #require(try store.nextDeliveryDue())
-        #expect(inFlight > now + 50, "due \(inFlight - now) s from now while the first is being sent")
-        try store.finishDelivery(sending, .retry(at: now + 300, status: 503, error: "The URL answered 503."), payload: Data("{}".utf8))
-        let afterRetry = try #require(try store.nextDeliveryDue())
-        #expect(abs(afterRetry - (now + 300)) < 1, "due \(afterRetry - now) s from now: the second waits behind the retry")
+        let inFlight = try #require(try store.secondsUntilNextDelivery())
+        #expect(inFlight > 50, "due \(inFlight) s from now while the first is being sent")
+        try store.finishDelivery(sending, .retry(after: 300, status: 503, error: "The URL answered 503."), payload: Data("{}".utf8))
+        let afterRetry = try #require(try store.secondsUntilNextDelivery())
+        #expect(abs(afterRetry - 300) < 1, "due \(afterRetry) s from now: the second waits behind the retry")
     }
 
     /// The outbox: every state change a webhook wants writes its delivery with it; claims hand out, per job and URL,
@@ -375,7 +374,7 @@ import TestSupport
         #expect(try store.claimDeliveries(limit: 10, claimSeconds: 60).isEmpty)
         let ownRunning = try #require(first.first { $0.scope == .job }), serverRunning = try #require(first.first { $0.scope == .server })
         try store.finishDelivery(ownRunning, .delivered(status: 204), payload: Data("{\"a\":1}".utf8))
-        try store.finishDelivery(serverRunning, .retry(at: Date().timeIntervalSince1970 - 1, status: 500, error: "The URL answered 500."),
+        try store.finishDelivery(serverRunning, .retry(after: -1, status: 500, error: "The URL answered 500."),
                                  payload: Data("{\"b\":1}".utf8))
         let second = try store.claimDeliveries(limit: 10, claimSeconds: 60)
         #expect(Set(second.map { "\($0.scope.rawValue) \($0.event)" }) == ["job job.succeeded", "server job.running"])
@@ -632,7 +631,7 @@ import TestSupport
                 _ = try store.redeliver(jobID: job.id, deliveryID: delivery.id)
                 sent += 1
             }
-            _ = try store.nextDeliveryDue()
+            _ = try store.secondsUntilNextDelivery()
         }
         try round()
         let prepared = store.cachedStatements

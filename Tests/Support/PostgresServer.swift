@@ -9,9 +9,14 @@ public final class PostgresServer: @unchecked Sendable {
     public let directory: String
     /// A libpq URI for the `postgres` database as the `postgres` user, through the socket.
     public let uri: String
+    /// Seconds the server's clock is set ahead of the machine's (libfaketime), as a database on another machine
+    /// may be; nil: the machine's clock.
+    public let clockOffset: Int?
     private static let binaries = "/usr/lib/postgresql/15/bin"
+    private static let faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
-    public init() throws {
+    public init(clockOffset: Int? = nil) throws {
+        self.clockOffset = clockOffset
         guard FileManager.default.isExecutableFile(atPath: Self.binaries + "/initdb") else {
             throw ShellError(message: "\(Self.binaries)/initdb is missing: run scripts/deps (scripts/test does)")
         }
@@ -40,8 +45,9 @@ public final class PostgresServer: @unchecked Sendable {
         // No TCP, the socket in our folder; fsync off (a test server's data is thrown away); floats printed with
         // the old 15 digits, so a client that needs them exact must ask.
         let options = "-c listen_addresses='' -k \(directory) -c max_connections=400 -c fsync=off -c full_page_writes=off -c extra_float_digits=0"
+        let clock = clockOffset.map { ["env", "LD_PRELOAD=" + Self.faketime, "FAKETIME=" + ($0 < 0 ? "" : "+") + String($0)] } ?? []
         try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-o", options, "-l", directory + "/server.log",
-                                                        "-w", "-t", "30", "start"])
+                                                        "-w", "-t", "30", "start"], through: clock)
     }
 
     /// The server's log.
@@ -50,9 +56,9 @@ public final class PostgresServer: @unchecked Sendable {
     /// Runs a PostgreSQL tool as `postgres`, through Python's subprocess, which closes every inherited descriptor
     /// but the standard three: Foundation's Process notices a child's end through a socket the child inherits, and
     /// a server `pg_ctl` leaves running would hold it open, so the call would never return.
-    private static func asPostgres(_ executable: String, _ arguments: [String]) throws {
+    private static func asPostgres(_ executable: String, _ arguments: [String], through wrapper: [String] = []) throws {
         let run = try Shell.run("python3", ["-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:], close_fds=True))",
-                                            "runuser", "-u", "postgres", "--", executable] + arguments)
+                                            "runuser", "-u", "postgres", "--"] + wrapper + [executable] + arguments)
         guard run.status == 0 else {
             throw ShellError(message: "\(executable) \(arguments.joined(separator: " ")): \(run.stderr.suffix(1000))")
         }

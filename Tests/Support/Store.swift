@@ -16,7 +16,8 @@ public struct StoreFixture: Sendable {
     /// The PostgreSQL URI of the fixture's database (nil for SQLite).
     public let uri: String?
 
-    public init(_ backend: StoreBackend = .sqlite) throws {
+    /// `server`: the PostgreSQL server of a `.postgres` fixture (by default the test process's shared one).
+    public init(_ backend: StoreBackend = .sqlite, on server: PostgresServer? = nil) throws {
         self.backend = backend
         directory = DataDirectory(path: try Media.scratch().path)
         try directory.prepare()
@@ -25,7 +26,7 @@ public struct StoreFixture: Sendable {
             uri = nil
             store = try SQLiteJobStore(path: directory.databasePath)
         case .postgres:
-            let uri = try PostgresServer.shared().makeDatabase()
+            let uri = try (server ?? PostgresServer.shared()).makeDatabase()
             self.uri = uri
             store = try PostgresJobStore(uri: uri, root: directory.root.path)
         }

@@ -202,7 +202,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
 
     public func deliveryCounts() throws(StoreError) -> [WebhookDelivery.State: Int] { try webhookRows.counts() }
 
-    public func nextDeliveryDue() throws(StoreError) -> Double? { try webhookRows.nextDue() }
+    public func secondsUntilNextDelivery() throws(StoreError) -> Double? { try webhookRows.secondsUntilDue() }
 
     func rows(_ sql: String, _ arguments: [SQLValue]) throws(StoreError) -> [Row] { try query(sql, arguments) }
 
