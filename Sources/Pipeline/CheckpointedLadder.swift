@@ -235,13 +235,18 @@ final class CheckpointedLadder {
         let measured = try LadderWriter.writePlaylists(root: root, video: videoTracks, audio: audioTrack)
         // Only the files the records and playlists name: a segment an interrupted attempt left past them is not.
         var names = [FileType.hls.mainFileName, DASHManifest.name]
-        for track in videoTracks + [audioTrack].compactMap({ $0 }) {
+        // (An audio track without segments is left out of the playlists, its files with it.)
+        for track in videoTracks + [audioTrack].compactMap({ $0 }).filter({ !$0.segments.isEmpty }) {
             names.append(track.folder + "/" + SegmentedOutput.initName)
             names.append(track.folder + "/" + HLSPlaylists.mediaName)
             if track.picture != nil { names.append(track.folder + "/" + HLSPlaylists.iFramesName) }
             names += track.segments.map(\.path)
         }
-        for name in names where FileManager.default.fileExists(atPath: root + "/" + name) {
+        for name in names {
+            // Each was written or found in place: one missing now would make a ladder players cannot play.
+            guard FileManager.default.fileExists(atPath: root + "/" + name) else {
+                throw MediaError(code: "output_failed", message: "The checkpoint's \(name) went missing before the ladder was assembled.")
+            }
             try directory.adopt(file: root + "/" + name, as: name)
         }
         return measured

@@ -124,6 +124,13 @@ final class SegmentedOutput: PacketSink {
         let rate = stream.pointee.avg_frame_rate
         if isVideo && FFmpeg.isValid(rate) { frameDuration = av_rescale_q(1, av_inv_q(rate), stream.pointee.time_base) }
         closeFile()
+        if journal != nil {
+            // Before any segment is recorded, file and name: a track recorded complete is not written again, and
+            // its segments are nothing without it.
+            let path = root + "/" + folder + "/" + Self.initName
+            try FileDurability.syncFile(atPath: path)
+            try FileDurability.syncDirectory(containing: path)
+        }
     }
 
     func write(_ packet: Packet, timeBase: AVRational) throws(MediaError) {
@@ -222,6 +229,10 @@ final class SegmentedOutput: PacketSink {
     }
 
     private func openFile(_ relativePath: String) throws(MediaError) {
+        // A new file, never the one an earlier attempt left under this name: a writer of the job that lost its
+        // lease while paused may still hold that one open, and what it writes when it wakes would land in this
+        // attempt's recorded segment (and the output, which links to it).
+        unlink(root + "/" + relativePath)
         let ioOptions = OptionDictionary([("protocol_whitelist", "file")])
         try FFmpeg.check(
             avio_open2(&context!.pointee.pb, "file:" + root + "/" + relativePath, AVIO_FLAG_WRITE, nil, &ioOptions.pointer),

@@ -323,4 +323,39 @@ import TestSupport
             #expect(abs(psnr[frame] - reference[frame]) <= 0.5, "frame \(frame) by the seam: \(psnr[frame]) against \(reference[frame]) dB")
         }
     }
+
+    /// A ladder resumed while a writer of the earlier attempt still holds its files open (paused when its lease ran
+    /// out, it wakes and writes once more before it finds its folder gone) writes files of its own: what the old
+    /// writer writes lands nowhere in the output. Before, the resumed attempt truncated and rewrote the same files.
+    @Test func aResumedLadderWritesFilesOfItsOwnNotTheOnesAnEarlierWriterHolds() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 640, height: 360, seconds: 12, into: folder)
+        let settings = #"{"container": "hls", "segmentDuration": 4, "renditions": [{"video": {"height": 360, "preset": "veryfast"}}, {"video": {"height": 180, "preset": "veryfast"}}]}"#
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.6, settings: settings)
+        // The earlier writer's hold on the files it left and had not finished (recorded segments it had closed).
+        let recorded = Set(try CheckpointRecords.ladderSegments(checkpoint).values.joined().compactMap { $0["path"] as? String })
+        var held: [Int32] = []
+        for track in ["360p", "180p", "audio"] {
+            for name in try FileManager.default.contentsOfDirectory(atPath: checkpoint + "/ladder/" + track)
+            where !recorded.contains(track + "/" + name) {
+                let descriptor = open(checkpoint + "/ladder/" + track + "/" + name, O_WRONLY)
+                if descriptor >= 0 { held.append(descriptor) }
+            }
+        }
+        defer { held.forEach { close($0) } }
+        #expect(held.count >= 5, "init segments and segments under way were left: \(held.count), \(recorded.count) recorded")
+        let resumed = folder.appendingPathComponent("resumed").path
+        let result = try complete(source, output: resumed + "/", checkpoint: checkpoint, settings: settings)
+        #expect(result["resumedFrom"] as? Double != nil, "\(result)")
+        let files = try FileManager.default.subpathsOfDirectory(atPath: resumed).filter { !$0.hasSuffix("/") }.sorted()
+        let before = files.map { FileManager.default.contents(atPath: resumed + "/" + $0) }
+        let garbage = [UInt8](repeating: 0xEE, count: 4096)
+        for descriptor in held { _ = pwrite(descriptor, garbage, garbage.count, 0) }
+        let after = files.map { FileManager.default.contents(atPath: resumed + "/" + $0) }
+        let changed = zip(files, zip(before, after)).filter { $1.0 != $1.1 }.map(\.0)
+        #expect(changed.isEmpty, "the old writer's bytes reached \(changed)")
+        #expect(try Ladder.check(resumed).audio != nil)
+        #expect(try Ladder.decodesCleanly(resumed + "/master.m3u8").status == 0)
+    }
 }
