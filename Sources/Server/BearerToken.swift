@@ -37,10 +37,20 @@ public struct BearerToken: Sendable {
     public var isEnabled: Bool { token != nil }
 
     /// The `Set-Cookie` value of a new session, from `now`; nil without a token.
-    func sessionCookie(now: Date = Date()) -> String? {
+    /// `secure`: the page came over HTTPS (through a proxy that says so): the cookie is then never sent in clear.
+    func sessionCookie(now: Date = Date(), secure: Bool = false) -> String? {
         guard let sessionKey else { return nil }
         let expiry = Int(now.timeIntervalSince1970) + Self.sessionLifetime
         return "\(cookieName)=\(expiry).\(Self.signature(expiry: expiry, key: sessionKey)); Path=/; Max-Age=\(Self.sessionLifetime); HttpOnly; SameSite=Strict"
+            + (secure ? "; Secure" : "")
+    }
+
+    /// Whether a proxy in front says the request came over HTTPS (`X-Forwarded-Proto: https`, or `proto=https` in
+    /// `Forwarded`). Only ever used to add `Secure` to a cookie: a client lying about it only restricts its own.
+    static func cameOverHTTPS(_ headers: HTTPHeaders) -> Bool {
+        if headers["X-Forwarded-Proto"]?.split(separator: ",").first?.trimmingCharacters(in: .whitespaces).lowercased() == "https" { return true }
+        guard let forwarded = headers["Forwarded"]?.split(separator: ",").first else { return false }
+        return forwarded.split(separator: ";").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "proto=https" }
     }
 
     /// The `Set-Cookie` value that ends a session.

@@ -96,9 +96,11 @@ public final class TranscoderAPI: Sendable {
             .init("GET", "/assets/{build}/{name}", inline: true) { [web] request throws(HTTPError) in try web.asset(request) },
             // The page's sign-in: the bearer header (checked before the handler) buys a session cookie for the
             // browser's own reads (see `BearerToken`).
-            .init("POST", "/v1/session", inline: true) { [authentication] _ throws(HTTPError) in
+            .init("POST", "/v1/session", inline: true) { [authentication] request throws(HTTPError) in
                 var headers = HTTPHeaders()
-                if let cookie = authentication.sessionCookie() { headers.set("Set-Cookie", cookie) }
+                if let cookie = authentication.sessionCookie(secure: BearerToken.cameOverHTTPS(request.headers)) {
+                    headers.set("Set-Cookie", cookie)
+                }
                 headers.set("Cache-Control", "no-store")
                 return Response(.noContent, headers: headers)
             },
@@ -778,6 +780,9 @@ public final class TranscoderAPI: Sendable {
         if let disposition { headers.set("Content-Disposition", disposition) }
         headers.set("ETag", etag)
         headers.set("Accept-Ranges", "bytes")
+        // Behind a token, for the client's own cache only: a shared one (a proxy, a CDN) could keep an answer a
+        // session cookie authorised and give it to anyone.
+        if authentication.isEnabled { headers.set("Cache-Control", "private") }
         let modified = job.finishedAt.map { HTTPDate.format($0) }
         if let modified { headers.set("Last-Modified", modified) }
         if request.headers.notModified(etag: etag, lastModified: job.finishedAt) { return Response(.notModified, headers: headers) }

@@ -86,6 +86,34 @@ import TestSupport
         #expect(signOut.status == 204 && signOut.fields["set-cookie"]?.contains("Max-Age=0") == true)
     }
 
+    /// Behind a token, outputs are for the client's own cache only (`Cache-Control: private`: a shared cache could
+    /// keep an answer a session cookie authorised and give it to anyone), and a session cookie made for a page that
+    /// came over HTTPS through a proxy is `Secure`. Without a token, outputs say nothing of caches.
+    @Test func behindATokenOutputsArePrivateAndCookiesOverHTTPSAreSecure() throws {
+        let token = "web-page-token-\(UUID().uuidString)"
+        let bearer = ["-H", "Authorization: Bearer \(token)"]
+        for server in [try TestServer(["--token", token]), try TestServer()] {
+            let guarded = server.process.arguments?.contains("--token") == true
+            let upload = try server.json("/v1/uploads", ["-X", "POST", "-T", try Media.path(.standard)] + bearer)
+            let input = try #require(upload.object["id"] as? String, "\(upload)")
+            let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                      #"{"input": "\#(input)", "settings": {"video": {"width": 160, "preset": "ultrafast"}}}"#] + bearer)
+            let job = try #require(created.object["id"] as? String, "\(created)")
+            #expect(try eventually(60) { try server.json("/v1/jobs/\(job)", bearer).object["state"] as? String == "succeeded" })
+            let output = try headers(server, "/v1/jobs/\(job)/output", ["-o", "/dev/null"] + bearer)
+            #expect(output.status == 200, "\(output)")
+            #expect(output.fields["cache-control"] == (guarded ? "private" : nil), "token: \(guarded), \(output.fields)")
+            if guarded {
+                let plain = try headers(server, "/v1/session", ["-X", "POST"] + bearer)
+                #expect(plain.fields["set-cookie"].map { !$0.contains("Secure") } == true, "\(plain.fields)")
+                for proxy in ["X-Forwarded-Proto: https", "Forwarded: for=192.0.2.1;proto=https"] {
+                    let secure = try headers(server, "/v1/session", ["-X", "POST", "-H", proxy] + bearer)
+                    #expect(secure.fields["set-cookie"]?.hasSuffix("; Secure") == true, "\(proxy): \(secure.fields)")
+                }
+            }
+        }
+    }
+
     // MARK: - In Chromium
 
     /// Runs one scenario of `Tests/Web/page_test.py` against `server` with `file`; returns its report. With
