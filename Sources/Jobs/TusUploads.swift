@@ -180,10 +180,12 @@ public struct TusUploads: Sendable {
 
     /// When bytes last arrived (its creation if none did yet), wherever they are: in `.bin`, or renamed aside by a
     /// completion (under way, or that died with its process and waits for the client's next request to put them
-    /// back): an upload whose last bytes came minutes ago is not old, whenever it was created.
+    /// back), or moved on into the upload's place by one not yet recorded: an upload whose last bytes came minutes
+    /// ago is not old, whenever it was created.
     public func lastWrite(of upload: TusUpload) -> Double {
         var status = stat()
-        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0 else { return upload.createdAt }
+        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0
+                || (upload.completedAt == nil && stat(storedPath(upload.id), &status) == 0) else { return upload.createdAt }
         return max(upload.createdAt, Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Outbound
 import Glibc
 import Jobs
+import Pipeline
 
 /// tus 1.0 (tus.io): resumable uploads with the creation, creation-defer-length, creation-with-upload, termination,
 /// checksum and expiration extensions. `POST /v1/tus` creates an upload at `/v1/tus/{id}`; `HEAD` tells its offset,
@@ -59,7 +60,8 @@ public final class TusEndpoint: Sendable {
             .init("POST", "/v1/tus", body: .tus(self), refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try create(request) }
             },
-            .init("HEAD", "/v1/tus/{id}", refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
+            // A HEAD may complete an upload a crash cut short (hash, probe): on the probe pool too.
+            .init("HEAD", "/v1/tus/{id}", pool: .probes, refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try head(request) }
             },
             .init("PATCH", "/v1/tus/{id}", body: .tus(self), refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
@@ -273,8 +275,23 @@ public final class TusEndpoint: Sendable {
         var upload = try current(request)
         if upload.completedAt == nil, let length = upload.length, uploads.offset(of: upload) == length, !uploads.isHeld(upload.id) {
             // All there, yet not complete: a completion cut short by a crash. The final PATCH got no answer, and a
-            // client that sees the whole length here sends nothing more: it is done now (unless one is under way).
-            try complete(&upload, waiting: false)
+            // client that sees the whole length here sends nothing more: it is done now. Never an answer that tells
+            // a client to start over: one under way elsewhere, or a failure that is not the bytes' (the store, a
+            // probe process), is 423 with Retry-After, which clients retry; a job the store refused leaves the
+            // upload complete without one (as the last PATCH would have said).
+            let completing: Bool
+            do {
+                completing = try complete(&upload, waiting: false)
+            } catch where error.status.code >= 500 {
+                throw refusal(.locked, "upload_completing", "The upload's bytes are all there; completing it failed for now (\(error.message)) Ask again.",
+                              headers: [("Retry-After", "5")])
+            } catch {
+                completing = true
+            }
+            if !completing {
+                throw refusal(.locked, "upload_completing", "The upload's bytes are all there and it is being completed; ask again.",
+                              headers: [("Retry-After", "2")])
+            }
         }
         var headers = HTTPHeaders([("Upload-Offset", String(uploads.offset(of: upload))), ("Cache-Control", "no-store")])
         if let length = upload.length { headers.set("Upload-Length", String(length)) } else { headers.set("Upload-Defer-Length", "1") }
@@ -343,23 +360,32 @@ public final class TusEndpoint: Sendable {
     /// job starts on it when the metadata carries `settings`. A completion that a crash cut short (here or on
     /// another node) is taken up where it stopped: bytes it left aside or had moved into the upload's place are used
     /// from there, an upload it recorded is not stored again, and the job's id is derived from the upload's, so it is
-    /// made once. Without `waiting`, a completion under way in another request is left to it.
-    private func complete(_ upload: inout TusUpload, waiting: Bool = true) throws(HTTPError) {
+    /// made once. Without `waiting`, a completion under way in another request is left to it: returns false then.
+    @discardableResult
+    private func complete(_ upload: inout TusUpload, waiting: Bool = true) throws(HTTPError) -> Bool {
         // One request completes it: the one that takes the lock and finds it not complete (a second waits for the
         // lock and answers with the upload as the first leaves it). Held until the end: a request that finds the bytes
         // renamed aside and the lock free knows the completion died with its process; a DELETE meanwhile is refused,
         // as during a PATCH.
-        guard let lock = uploads.lockCompletion(upload.id, waiting: waiting) else { return }
+        guard let lock = uploads.lockCompletion(upload.id, waiting: waiting) else { return uploads.upload(upload.id) == nil }
         defer { close(lock) }
-        guard var current = uploads.upload(upload.id) else { return }
+        guard var current = uploads.upload(upload.id) else { return true }
         defer { upload = current }
-        guard current.completedAt == nil, let length = current.length else { return }
+        guard current.completedAt == nil, let length = current.length else { return true }
         let metadata = TusUpload.parseMetadata(current.metadata) ?? [:]
         let stored: Upload
         if let recorded = try storedUpload(current.id) {
-            stored = recorded // by a completion that died before saving the description
+            // By a completion that died before saving the description. Its bytes are where the row says, unless
+            // the row's insert lost its answer (a connection dropped at the commit): then they were put back.
+            if access(recorded.path, F_OK) != 0 {
+                guard rename(uploads.dataPath(current.id), recorded.path) == 0 || rename(uploads.completingPath(current.id), recorded.path) == 0 else {
+                    return true
+                }
+                try? FileDurability.syncDirectory(containing: recorded.path)
+            }
+            stored = recorded
         } else {
-            guard let file = try aside(current, length: length, metadata: metadata) else { return }
+            guard let file = try aside(current, length: length, metadata: metadata) else { return true }
             do {
                 stored = try store(file, current.id)
             } catch where error.status == .unprocessableContent {
@@ -367,7 +393,7 @@ public final class TusEndpoint: Sendable {
                 current.refused = error.message
                 unlink(file.path)
                 try save(current)
-                return
+                return true
             } catch {
                 // Not the bytes' fault (the store or the disk): they stay, and a PATCH at the length (no bytes) or a
                 // HEAD completes it again.
@@ -390,6 +416,7 @@ public final class TusEndpoint: Sendable {
         current.completedAt = Date().timeIntervalSince1970
         try save(current)
         if let failure { throw failure }
+        return true
     }
 
     /// The complete bytes, renamed aside (`completingPath`) from `.bin`, or found where a completion that died left

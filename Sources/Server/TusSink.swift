@@ -80,6 +80,11 @@ final class TusSink: BodySink {
         let descriptor = Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
+            if code == ENOENT, let length = upload.length, uploads.offset(of: upload) == length {
+                // Every byte is there, moved on by a completion (under way, or cut short): not a 404, which has a
+                // client start over; a HEAD tells the offset and completes what a crash left.
+                throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: all \(length) bytes are there and the upload is being completed; HEAD tells when.")
+            }
             throw IOError(errnoCode: code, reason: code == ENOENT ? "No upload has the id \(upload.id)." : "Opening the upload failed")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
