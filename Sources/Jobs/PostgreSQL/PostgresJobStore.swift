@@ -316,29 +316,29 @@ public final class PostgresJobStore: JobStore, RowRunning {
     }
 
     private func recover(condition: String, maxAttempts: Int) throws(StoreError) -> (requeued: [String], failed: [String]) {
-        // Two nodes sweeping at once cannot both move a job: the second UPDATE waits for the first's row lock, then
-        // sees the row no longer matches.
-        try pool.with { connection throws(StoreError) in
+        // Every node sweeps: two at once neither move a job twice nor wait on each other (a deadlock, their rows
+        // locked in different orders), as each takes only rows no other sweep holds. Each row matches one statement
+        // (the cancel asked for, the attempts), whenever its lease runs out between them.
+        let candidates = { (filter: String) in "id IN (SELECT id FROM jobs WHERE \(condition) AND \(filter) FOR UPDATE SKIP LOCKED)" }
+        return try pool.with { connection throws(StoreError) in
             try connection.transaction { () throws(StoreError) -> ([String], [String]) in
                 // A job whose cancel was asked for (the API answered 202) ends canceled, on its last attempt too (the
                 // requeue's trigger covers a requeue only). Listed among the requeued, as the trigger's are.
                 let canceled = try connection.query("""
                     UPDATE jobs SET state = 'canceled', error_code = 'canceled', error_message = 'The job was canceled.',
                         lease = NULL, finished_at = \(Self.now), updated_at = \(Self.now)
-                    WHERE \(condition) AND cancel_requested RETURNING id
+                    WHERE \(candidates("cancel_requested")) RETURNING id
                     """).compactMap { $0["id"].string }
                 let failed = try connection.query(Self.numbered("""
                     UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
                         error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',
                         lease = NULL, finished_at = \(Self.now), updated_at = \(Self.now)
-                    WHERE \(condition) AND attempts >= ? RETURNING id
+                    WHERE \(candidates("NOT cancel_requested AND attempts >= ?")) RETURNING id
                     """), [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
-                // The limit again: the clock moves between the statements, and a lease that ran out just after the
-                // first one would be requeued past it.
                 let requeued = try connection.query(Self.numbered("""
                     UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL,
                         progress_time = 0, updated_at = \(Self.now)
-                    WHERE \(condition) AND attempts < ? RETURNING id
+                    WHERE \(candidates("NOT cancel_requested AND attempts < ?")) RETURNING id
                     """), [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
                 return (canceled + requeued, failed)
             }

@@ -387,12 +387,12 @@ public final class SQLiteJobStore: JobStore, RowRunning {
                     UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
                         error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',
                         lease = NULL, finished_at = ?, updated_at = ?
-                    WHERE \(condition) AND attempts >= ? RETURNING id
+                    WHERE \(condition) AND cancel_requested = 0 AND attempts >= ? RETURNING id
                     """, [.real(now), .real(now)] + arguments + [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
                 let requeued = try database.query("""
                     UPDATE jobs SET state = 'queued', attempts = attempts + 1, lease = NULL, started_at = NULL,
                         progress_time = 0, updated_at = ?
-                    WHERE \(condition) AND attempts < ? RETURNING id
+                    WHERE \(condition) AND cancel_requested = 0 AND attempts < ? RETURNING id
                     """, [.real(now)] + arguments + [.integer(Int64(maxAttempts))]).compactMap { $0["id"].string }
                 return (canceled + requeued, failed)
             }
