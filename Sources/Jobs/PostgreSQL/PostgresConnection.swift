@@ -60,7 +60,10 @@ final class PostgresConnection {
     var isConnected: Bool {
         guard !lost, let connection, PQstatus(connection) == CONNECTION_OK else { return false }
         var waiting = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
-        return poll(&waiting, 1, 0) == 0
+        var ready: Int32
+        repeat { ready = poll(&waiting, 1, 0) } while ready < 0 && errno == EINTR
+        return ready <= 0 // an error of poll's own is not the connection's: its statement will tell
+
     }
 
     /// Runs one or more statements without arguments, returning nothing of interest.
