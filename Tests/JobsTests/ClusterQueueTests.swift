@@ -209,11 +209,14 @@ struct PacedRunner: JobRunner {
         _ = try #require(try fixture.store.claimNext(worker: "ghost", leaseSeconds: 1)?.currentLease)
         let frozen = try fixture.reopen()
         let holding = DispatchSemaphore(value: 0), thaw = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        let held = LockedValue(false)
         NamedThread.start("frozen-node") {
             _ = try? frozen.exclusively("leases") { () throws(StoreError) in
+                held.withLock { $0 = true }
                 holding.signal()
                 thaw.wait()
             }
+            holding.signal() // also when the lock was not taken: the test fails below instead of waiting for ever
             done.signal()
         }
         defer {
@@ -221,7 +224,7 @@ struct PacedRunner: JobRunner {
             done.wait()
             frozen.close()
         }
-        holding.wait()
+        try #require(holding.wait(timeout: .now() + 10) == .success && held.withLock { $0 }, "the other node holds the sweep's lock")
         let rescuer = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.2)) { $0.pollInterval = 0.2 }
         defer { rescuer.stop(grace: 5) }
         #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.state == .succeeded }, "taken over with the sweep's lock held elsewhere")
@@ -234,8 +237,11 @@ struct PacedRunner: JobRunner {
     @Test func connectionsTheServerEndedWhileIdleAreReplacedBeforeTheyFailACall() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        for _ in 0..<8 { _ = try fixture.store.job(id: job.id) } // every connection of the pool is made
+        let connections = 4
+        let store = try PostgresJobStore(uri: try #require(fixture.uri), root: fixture.directory.root.path, connections: connections)
+        defer { store.close() }
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings())
+        for _ in 0..<(2 * connections) { _ = try store.job(id: job.id) } // every connection of the pool is made
         let database = try #require(fixture.uri?.split(separator: "?").first?.split(separator: "/").last)
         let psql = { (sql: String) throws -> String in
             try Shell.check("psql", ["-X", "-q", "-t", "-A", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", "postgres", "-c", sql])
@@ -245,9 +251,9 @@ struct PacedRunner: JobRunner {
         _ = try psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)'")
         #expect(try eventually(10) { try psql(sessions).trimmingCharacters(in: .whitespacesAndNewlines) == "0" }, "the sessions ended")
         var failures: [String] = []
-        for call in 0..<8 {
+        for call in 0..<(2 * connections) {
             do {
-                if try fixture.store.job(id: job.id)?.id != job.id { failures.append("call \(call): no job") }
+                if try store.job(id: job.id)?.id != job.id { failures.append("call \(call): no job") }
             } catch {
                 failures.append("call \(call): \(error)")
             }
@@ -261,6 +267,7 @@ struct PacedRunner: JobRunner {
     /// database had its senders spin on a delivery they took for due).
     @Test func webhookRetriesGoByTheStoresClock() throws {
         let server = try PostgresServer(clockOffset: 600)
+        defer { withExtendedLifetime(server) {} }
         let fixture = try StoreFixture(.postgres, on: server)
         let store = fixture.store
         let upload = try fixture.upload(try Media.path(.audioOnly))

@@ -92,8 +92,8 @@ import TestSupport
     @Test func behindATokenOutputsArePrivateAndCookiesOverHTTPSAreSecure() throws {
         let token = "web-page-token-\(UUID().uuidString)"
         let bearer = ["-H", "Authorization: Bearer \(token)"]
-        for server in [try TestServer(["--token", token]), try TestServer()] {
-            let guarded = server.process.arguments?.contains("--token") == true
+        for guarded in [true, false] {
+            let server = try TestServer(guarded ? ["--token", token] : [])
             let upload = try server.json("/v1/uploads", ["-X", "POST", "-T", try Media.path(.standard)] + bearer)
             let input = try #require(upload.object["id"] as? String, "\(upload)")
             let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
@@ -103,6 +103,9 @@ import TestSupport
             let output = try headers(server, "/v1/jobs/\(job)/output", ["-o", "/dev/null"] + bearer)
             #expect(output.status == 200, "\(output)")
             #expect(output.fields["cache-control"] == (guarded ? "private" : nil), "token: \(guarded), \(output.fields)")
+            let etag = try #require(output.fields["etag"])
+            let revalidated = try headers(server, "/v1/jobs/\(job)/output", ["-o", "/dev/null", "-H", "If-None-Match: \(etag)"] + bearer)
+            #expect(revalidated.status == 304 && revalidated.fields["cache-control"] == (guarded ? "private" : nil), "\(revalidated)")
             if guarded {
                 let plain = try headers(server, "/v1/session", ["-X", "POST"] + bearer)
                 #expect(plain.fields["set-cookie"].map { !$0.contains("Secure") } == true, "\(plain.fields)")

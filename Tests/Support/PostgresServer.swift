@@ -27,6 +27,7 @@ public final class PostgresServer: @unchecked Sendable {
             try Shell.check("chown", ["postgres:postgres", directory])
             try Self.asPostgres(Self.binaries + "/initdb", ["-D", directory + "/data", "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
             try start()
+            if let clockOffset { try checkClock(offset: clockOffset) }
         } catch {
             // deinit does not run for a value that never finished its init.
             try? stop()
@@ -45,9 +46,23 @@ public final class PostgresServer: @unchecked Sendable {
         // No TCP, the socket in our folder; fsync off (a test server's data is thrown away); floats printed with
         // the old 15 digits, so a client that needs them exact must ask.
         let options = "-c listen_addresses='' -k \(directory) -c max_connections=400 -c fsync=off -c full_page_writes=off -c extra_float_digits=0"
+        if clockOffset != nil, !FileManager.default.fileExists(atPath: Self.faketime) {
+            throw ShellError(message: "\(Self.faketime) is missing: run scripts/deps (scripts/test does)")
+        }
         let clock = clockOffset.map { ["env", "LD_PRELOAD=" + Self.faketime, "FAKETIME=" + ($0 < 0 ? "" : "+") + String($0)] } ?? []
         try Self.asPostgres(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-o", options, "-l", directory + "/server.log",
                                                         "-w", "-t", "30", "start"], through: clock)
+    }
+
+    /// Throws unless the server's clock is `offset` seconds from the machine's (within 5 s): a preload that did not
+    /// take (the loader only warns) would leave it on the machine's, and a test of clocks apart would prove nothing.
+    private func checkClock(offset: Int) throws {
+        let answer = try Shell.check("psql", ["-X", "-q", "-t", "-A", "-h", directory, "-U", "postgres", "-d", "postgres", "-c",
+                                              "SELECT extract(epoch from clock_timestamp())"])
+        let seconds = Double(answer.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        guard abs(seconds - Date().timeIntervalSince1970 - Double(offset)) < 5 else {
+            throw ShellError(message: "the server's clock is \(seconds - Date().timeIntervalSince1970) s from the machine's, not \(offset) s (libfaketime)")
+        }
     }
 
     /// The server's log.
