@@ -487,12 +487,18 @@ public final class JobQueue: Sendable {
         if case .leaseLost = recorded {
             logger.error("job given up: its lease moved on to another worker, which owns the job and its result now; "
                          + "this attempt's output was discarded", ["job_id": .string(id), "lease_token": .int(lease.token)])
+            // The other worker's changes were not relayed while this attempt's entry stood (a job running here is
+            // this node's to publish): its streams here learn the job's state from the store now.
+            relay(id)
             return
         }
         // A late cancel that came after the look above: the job is canceled as any other once its end is published.
         let cancelAfter = late && !lateCanceled && final?.state == .queued
         if final?.state == .queued, !cancelAfter { jobQueued() } // retried after a crash: a worker takes it again
-        guard let final else { return }
+        guard let final else {
+            relay(id) // not recorded (the store away): what the store says once it answers
+            return
+        }
         stats.withLock { stats in
             guard final.state.isTerminal else { return }
             stats.finished[final.state.rawValue, default: 0] += 1

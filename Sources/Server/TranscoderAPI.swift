@@ -840,8 +840,10 @@ public final class TranscoderAPI: Sendable {
             job = ended
         }
         do {
-            if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
+            // The row first: a store that refuses leaves the job as it was, its output served; files whose row is
+            // gone are strays, which the stray sweep removes if this does not get to.
             try store.deleteJob(id: job.id)
+            if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
             if let upload = try store.upload(id: job.inputUpload) {
                 do {
                     try store.deleteUpload(id: upload.id)

@@ -282,6 +282,45 @@ struct PacedRunner: JobRunner {
         #expect(try eventually(10) { try store.claimDeliveries(limit: 1, claimSeconds: 60).first?.id == sending.id }, "and then due")
     }
 
+    /// A node whose attempt was overtaken (held up past its lease while another node ran the job to its end) tells
+    /// its own subscribers how the job ended once that attempt gives up. While its entry stood, the other node's
+    /// changes were not relayed here (a job running here is this node's to publish), and nothing came after.
+    @Test func anOvertakenAttemptsNodeTellsItsSubscribersHowTheJobEnded() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        /// Runs until released, then succeeds as `PacedRunner` would.
+        struct Held: JobRunner {
+            let release = DispatchSemaphore(value: 0)
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                release.wait()
+                return try PacedRunner(seconds: 0.05).run(job, input: input, outputDirectory: outputDirectory,
+                                                          cancellation: cancellation, progress: progress)
+            }
+        }
+        let held = Held()
+        let first = try node(fixture, workers: 1, runner: held) { $0.heartbeatInterval = 60 }
+        defer {
+            held.release.signal()
+            first.stop(grace: 5)
+        }
+        let job = try first.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
+        let seen = LockedValue<[String]>([])
+        let key = first.events.subscribe(job.id) { event in
+            if case .state(let job) = event { seen.withLock { $0.append(job.state.rawValue) } }
+        }
+        defer { first.events.unsubscribe(job.id, key) }
+        let database = try #require(fixture.uri?.split(separator: "?").first?.split(separator: "/").last)
+        try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c",
+                                 "UPDATE jobs SET lease_expires_at = extract(epoch from clock_timestamp()) - 1 WHERE id = '\(job.id)'"])
+        let second = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.2)) { $0.pollInterval = 0.2 }
+        defer { second.stop(grace: 5) }
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .succeeded }, "the other node ran it")
+        held.release.signal()
+        #expect(eventually(5) { seen.withLock { $0.last } == "succeeded" }, "\(seen.withLock { $0 })")
+    }
+
     /// A job whose lease ran out while its worker here still ran it (a renewal held up behind a slow query) and that
     /// another worker here then claimed: the first attempt stops, and nothing it does touches the second one. It
     /// could not be stopped (its stop looked for its own entry, replaced), and its end marked the second attempt's

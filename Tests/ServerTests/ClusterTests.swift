@@ -259,6 +259,24 @@ import TestSupport
         #expect(after.body.contains("\ntranscoderd_jobs_running 0\n"), "what the node itself knows is still there")
     }
 
+    /// A DELETE whose row the store refuses to delete leaves the job as it was, its output still served: the row goes
+    /// first, the files after it. The output went first, and the job went on saying `succeeded` with nothing to serve.
+    @Test func aDeleteTheStoreRefusesLeavesTheOutputServed() throws {
+        let cluster = try Cluster(workers: 1)
+        let id = try cluster.submit(try cluster.upload(try Media.path(.standard)), settings: Self.smallSettings)
+        #expect(try eventually(60) { try cluster.job(id)["state"] as? String == "succeeded" })
+        let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
+        try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", """
+            CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'deleting is refused'; END $$;
+            CREATE TRIGGER refuse_delete BEFORE DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_delete();
+            """])
+        let deleted = try cluster.api.curl("/v1/jobs/\(id)", ["-X", "DELETE"])
+        #expect(deleted.status >= 500, "\(deleted)")
+        #expect(try cluster.job(id)["state"] as? String == "succeeded")
+        let output = try cluster.api.curl("/v1/jobs/\(id)/output", ["-o", "/dev/null"])
+        #expect(output.status == 200, "the output is still served: \(output)")
+    }
+
     @Test func deletingAJobOnTheAPINodeStopsItOnItsWorkerAtOnce() throws {
         let cluster = try Cluster(workers: 1)
         let input = try cluster.upload(try Media.path(.long))
