@@ -11,6 +11,7 @@
 #include <spawn.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd, int *error_out) {
@@ -48,6 +49,12 @@ done:
 }
 
 int tc_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int tc_reset_open_files_limit(pid_t pid) {
+    struct rlimit current;
+    if (prlimit(pid, RLIMIT_NOFILE, NULL, &current) != 0) return -1;
+    return prlimit(pid, RLIMIT_NOFILE, &current, NULL);
+}
 
 int tc_set_no_new_privileges(void) { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); }
 

@@ -10,11 +10,24 @@ public enum Sandbox {
     /// The calls the filter refuses with EPERM. `socket` only for families other than AF_UNIX; the signal calls only
     /// for a target other than this process (its own threads are signalled through its own pid); io_uring because
     /// its operations (sockets among them) never pass through the filter; `setsid` and `setpgid` because the server
-    /// stops a child by its process group, which a process it started must not leave.
+    /// stops a child by its process group, which a process it started must not leave. More with some arguments
+    /// only: `refusedWithArguments`.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
                           "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
                           "pidfd_send_signal", "pidfd_open", "setsid", "setpgid"]
+
+    /// Calls refused only with certain arguments: the ways to have the kernel act on another process that are not
+    /// signal calls. Making another process the owner of a descriptor's I/O signals (`fcntl` F_SETOWN, F_SETOWN_EX,
+    /// F_SETSIG; `ioctl` FIOSETOWN, SIOCSPGRP): a write then sends it SIGIO, whose default ends it. And setting the
+    /// resource limits of another process (`prlimit64` with a pid other than 0 and new limits; reading them is
+    /// harmless): RLIMIT_CPU of 1 s kills it, RLIMIT_NOFILE of 0 cripples it. The server is such a process.
+    static let refusedWithArguments: [(name: String, conditions: [(index: UInt32, equal: Bool, value: UInt64)])] = [
+        // F_SETOWN, F_SETOWN_EX (15) and F_SETSIG (10): the last two are GNU names Swift does not import.
+        ("fcntl", [(1, true, UInt64(F_SETOWN))]), ("fcntl", [(1, true, 15)]), ("fcntl", [(1, true, 10)]),
+        ("ioctl", [(1, true, 0x8901)]), ("ioctl", [(1, true, 0x8902)]), // FIOSETOWN, SIOCSPGRP
+        ("prlimit64", [(0, false, 0), (2, false, 0)]),
+    ]
 
     /// The first argument a refused call may still have: AF_UNIX for `socket`, this process's pid for the signals.
     private static func allowedFirstArgument(of name: String) -> UInt64? {
@@ -44,6 +57,7 @@ public enum Sandbox {
             for name in refused {
                 try filter.refuse(name, unlessFirstArgumentIs: allowedFirstArgument(of: name))
             }
+            for rule in refusedWithArguments { try filter.refuse(rule.name, when: rule.conditions) }
             try filter.load()
         } catch {
             seccompError = error.description
@@ -113,7 +127,7 @@ public enum Sandbox {
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         return SandboxReport(
-            seccomp: seccompMode == 2, seccompError: seccompError, refusedCalls: seccompMode == 2 ? refused : [],
+            seccomp: seccompMode == 2, seccompError: seccompError, refusedCalls: seccompMode == 2 ? refused + refusedWithArguments.map { "\($0.name)(\($0.conditions.map { "arg\($0.index) \($0.equal ? "=" : "≠") \($0.value)" }.joined(separator: ", ")))" } : [],
             noNewPrivileges: tc_no_new_privileges() == 1,
             parentDeathSignal: deathSignal == 0 ? nil : ChildProcess.Termination.name(of: deathSignal),
             dataBytes: current(Int32(RLIMIT_DATA.rawValue)), openFiles: current(Int32(RLIMIT_NOFILE.rawValue)), coreBytes: current(Int32(RLIMIT_CORE.rawValue)),
@@ -147,11 +161,19 @@ public enum Sandbox {
         }
         let session = forked { setsid() }
         let group = forked { setpgid(0, 0) }
+        // The parent as the owner of a descriptor's I/O signals, and its limit of open files set to what it is
+        // (changing nothing if allowed).
+        var pair: [Int32] = [-1, -1]
+        let owner = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0
+            ? outcome(fcntl(pair[0], F_SETOWN, getppid())) : String(cString: strerror(errno))
+        pair.filter { $0 >= 0 }.forEach { close($0) }
+        let limits = outcome(tc_reset_open_files_limit(getppid()))
         let file = open("/etc/hostname", O_RDONLY | O_CLOEXEC)
         let read = file >= 0 ? "allowed" : (errno == EACCES ? "EACCES" : String(cString: strerror(errno)))
         if file >= 0 { close(file) }
         return ["socket(AF_INET)": socketOutcome(AF_INET), "socket(AF_INET6)": socketOutcome(AF_INET6),
                 "execve": exec, "kill(parent)": signal, "setsid": session, "setpgid": group, "open(/etc/hostname)": read,
+                "fcntl(F_SETOWN, parent)": owner, "prlimit(parent, set)": limits,
                 "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
     }
 

@@ -23,6 +23,16 @@ final class SeccompFilter {
         guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
     }
 
+    /// Refuses the system call `name` when every condition holds: argument `index` equal (or, with `equal` false,
+    /// not equal) to `value`.
+    func refuse(_ name: String, when conditions: [(index: UInt32, equal: Bool, value: UInt64)]) throws(ProcessError) {
+        let number = seccomp_syscall_resolve_name(name)
+        guard number >= 0 else { throw ProcessError(errnoCode: EINVAL, reason: "resolving the system call \(name)") }
+        var comparisons = conditions.map { scmp_arg_cmp(arg: $0.index, op: $0.equal ? SCMP_CMP_EQ : SCMP_CMP_NE, datum_a: $0.value, datum_b: 0) }
+        let result = seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, UInt32(comparisons.count), &comparisons)
+        guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
+    }
+
     /// Installs the filter in this process; it cannot be removed.
     func load() throws(ProcessError) {
         let result = seccomp_load(context)

@@ -166,7 +166,8 @@ import TestSupport
         // Tried for real by the child under the filter; AF_UNIX shows the filter picks what it refuses.
         #expect(report.tried == ["socket(AF_INET)": "EPERM", "socket(AF_INET6)": "EPERM", "execve": "EPERM",
                                  "kill(parent)": "EPERM", "setsid": "EPERM", "setpgid": "EPERM", "open(/etc/hostname)": "EACCES",
-                                 "socket(AF_UNIX)": "allowed", "write(in its folder)": "allowed", "write(beside its folder)": "EACCES"],
+                                 "socket(AF_UNIX)": "allowed", "write(in its folder)": "allowed", "write(beside its folder)": "EACCES",
+                                 "fcntl(F_SETOWN, parent)": "EPERM", "prlimit(parent, set)": "EPERM"],
                 "\(report.tried ?? [:])")
         #expect(report.landlock == true, "\(report.landlockError ?? "")")
         let server = try TestServer(["--job-memory-mib", "1024"])

@@ -15,6 +15,10 @@ pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int std
 /// pipe2(fds, O_CLOEXEC): 0 or -1 (errno set).
 int tc_pipe(int fds[2]);
 
+/// Sets process `pid`'s limit of open files to what it is (prlimit: read, then set the same): 0 when the set
+/// was allowed (nothing changes), -1 (errno set) when refused. For the sandbox check.
+int tc_reset_open_files_limit(pid_t pid);
+
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): 0 or -1 (errno set).
 int tc_set_no_new_privileges(void);
 
