@@ -176,9 +176,12 @@ final class CheckpointedLadder {
             try audioThread?.join { seconds in reporter.update(seconds, frames: videoFrames, call: progress) }
             if audio != nil { try checkpoint.update { $0.ladder["audio"]?.complete = true } }
             if cancellation.isCanceled { throw MediaError.canceled }
-            let measured = try assemble(checkpoint.manifest, root: root, into: directory)
+            // Linking and flushing every file of a long ladder takes a while on slow storage: each file is a step of
+            // the finishing, or the watchdog would take it for a stall (and the checkpoint would go with the job).
+            let step = { reporter.finishingStep(frames: videoFrames, call: progress) }
+            let measured = try assemble(checkpoint.manifest, root: root, into: directory, step: step)
             try stills?.link(checkpoint.manifest.stills, into: directory, duration: measured.values.map(\.duration).max() ?? 0)
-            try directory.commit()
+            try directory.commit(step: step)
             let (files, tracks) = TranscodeSession.ladderTracks(directory: session.outputDirectory!, settings: settings, measured: measured)
             // The first rendition's frames, from its length and frame rate (the segments do not count them).
             let first = checkpoint.manifest.ladder.values.filter(\.isVideo).min { $0.order < $1.order }
@@ -213,7 +216,7 @@ final class CheckpointedLadder {
 
     /// Writes the playlists and the manifest from the records into the checkpoint's ladder folder, then links every
     /// file of it into the output folder. Returns what each track holds.
-    private func assemble(_ manifest: CheckpointManifest, root: String, into directory: OutputDirectory) throws(MediaError)
+    private func assemble(_ manifest: CheckpointManifest, root: String, into directory: OutputDirectory, step: () -> Void) throws(MediaError)
         -> [String: (frameRate: Double?, duration: Double, bitRate: Int)] {
         func track(_ folder: String, _ record: CheckpointManifest.LadderTrackRecord) -> LadderTrack {
             var segments = record.segments
@@ -248,6 +251,7 @@ final class CheckpointedLadder {
                 throw MediaError(code: "output_failed", message: "The checkpoint's \(name) went missing before the ladder was assembled.")
             }
             try directory.adopt(file: root + "/" + name, as: name)
+            step()
         }
         return measured
     }

@@ -134,7 +134,7 @@ final class CheckpointedTranscode {
             if let stills, let directory {
                 try stills.link(manifest.stills, into: directory, duration: manifest.segments.last?.end ?? 0)
             }
-            try directory?.commit()
+            try directory?.commit(step: { reporter.finishingStep(frames: frames, call: progress) })
         } catch {
             audio?.stop()
             session.onFailure?(error)

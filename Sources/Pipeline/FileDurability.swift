@@ -18,8 +18,9 @@ public enum FileDurability {
         try sync(directory, flags: O_RDONLY | O_DIRECTORY, what: "the folder")
     }
 
-    /// Flushes every file and folder under `root` (and `root` itself) to the device.
-    public static func syncTree(atPath root: String) throws(MediaError) {
+    /// Flushes every file and folder under `root` (and `root` itself) to the device; `step` after each file (a
+    /// ladder's thousands of files take a while on slow storage: progress for a watchdog).
+    public static func syncTree(atPath root: String, step: () -> Void = {}) throws(MediaError) {
         var folders = [root]
         if let walker = FileManager.default.enumerator(at: URL(fileURLWithPath: root, isDirectory: true),
                                                        includingPropertiesForKeys: [.isDirectoryKey]) {
@@ -28,6 +29,7 @@ public enum FileDurability {
                     folders.append(url.path)
                 } else {
                     try syncFile(atPath: url.path)
+                    step()
                 }
             }
         }

@@ -39,9 +39,9 @@ public final class OutputDirectory {
     }
 
     /// Flushes every file and folder to disk, renames the folder into place and flushes its parent: once this
-    /// returns, a crash cannot leave a partial output under `finalPath`.
-    func commit() throws(MediaError) {
-        try FileDurability.syncTree(atPath: temporaryPath)
+    /// returns, a crash cannot leave a partial output under `finalPath`. `step` after each file flushed.
+    func commit(step: () -> Void = {}) throws(MediaError) {
+        try FileDurability.syncTree(atPath: temporaryPath, step: step)
         guard rename(temporaryPath, finalPath) == 0 else {
             throw MediaError(code: "output_failed",
                              message: "Moving the output into place at \(finalPath) failed: \(String(cString: strerror(errno))).")

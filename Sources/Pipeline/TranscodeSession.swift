@@ -99,7 +99,7 @@ public final class TranscodeSession {
                                      cancellation: cancellation)
             if let directory {
                 try plan.thumbnailer?.writeCues(duration: output.writtenSeconds)
-                try directory.commit()
+                try directory.commit(step: { reporter.finishingStep(frames: plan.framesEncoded, call: progress) })
             }
         } catch {
             onFailure?(error)

@@ -482,6 +482,23 @@ import TestSupport
                 "then time goes on from the checkpoint: \(after.first.map { "\($0)" } ?? "nothing")")
     }
 
+    /// A checkpointed ladder's last work (every file linked into the output, then flushed) counts as finishing
+    /// steps, one a file at least: a long ladder's thousands of files on slow storage took minutes with no progress,
+    /// and the watchdog failed the job as stalled at its very end (its checkpoint removed with it).
+    @Test func aCheckpointedLadderCountsItsFilesAsFinishingSteps() throws {
+        let folder = try Media.scratch()
+        let settings = try TranscodeSettings.parse(Data(#"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 180, "preset": "ultrafast"}}]}"#.utf8))
+        let session = TranscodeSession(inputPath: try Media.path(.standard), outputDirectory: folder.appendingPathComponent("out").path,
+                                       settings: settings)
+        session.checkpointDirectory = folder.appendingPathComponent("checkpoint").path
+        session.progressInterval = 0
+        var updates: [TranscodeProgress] = []
+        let result = try session.run { updates.append($0) }
+        let files = try #require(result.files).count
+        let steps = updates.compactMap(\.finishing)
+        #expect(files >= 8 && (steps.last ?? 0) >= files, "\(steps.last ?? 0) finishing steps for \(files) files")
+    }
+
     /// A transcode interrupted after its first checkpoint segment resumes even when its video starts after its
     /// sound: the warm-up then begins before the first picture, which the resumed encoder took for a seek that
     /// skipped frames, and so did the read from the start it fell back to (`resume_seek_missed`, at every attempt).
