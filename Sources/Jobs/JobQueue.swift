@@ -410,9 +410,6 @@ public final class JobQueue: Sendable {
         let id = claimed.id
         guard let lease = claimed.currentLease else { return }
         let token = CancellationToken()
-        // What earlier attempts left (partial folders of a worker that died or lost its lease): nobody else may
-        // write them now, and an old holder that still does finds its folder gone and fails, its writes refused.
-        for path in directory.leftovers(of: claimed) { removeFile(path, of: "job_id", id) }
         state.withLock { state in
             // An earlier attempt here whose lease ran out while it ran (a renewal held up by the store) and that the
             // store gave to this one: it is not the job's any more. It stops, and its entry is this one's now: what it
@@ -430,6 +427,10 @@ public final class JobQueue: Sendable {
             }
             state.running[id] = running
         }
+        // What earlier attempts left (partial folders of a worker that died or lost its lease): nobody else may
+        // write them now, and an old holder that still does finds its folder gone and fails, its writes refused.
+        // Once registered: the heartbeat renews the lease meanwhile (a big folder on slow storage takes a while).
+        for path in directory.leftovers(of: claimed) { removeFile(path, of: "job_id", id) }
         events.publish(id, .state(claimed))
         logger.info("job started", ["job_id": .string(id), "attempt": .int(claimed.attempts)])
         let outcome: Result<TranscodeResult, MediaError>
@@ -785,7 +786,7 @@ public final class JobQueue: Sendable {
                     && now.timeIntervalSince(running.lastAdvance) > configuration.stallTimeout {
                     running.reason = .stalled
                     state.running[id] = running
-                    running.token.cancel()
+                    running.token.cancel(immediately: true) // SIGKILL at once: a stalled child is not asked to tidy up
                 }
             }
             if store.isShared {
