@@ -30,6 +30,9 @@ public final class JobQueue: Sendable {
         /// Seconds between two sweeps of a shared data directory for what no job owns (folders of attempts whose
         /// node died, outputs of deleted jobs); one node at a time does it.
         public var straySweepInterval = 600.0
+        /// Seconds a job whose process could not be started waits before it goes back to the queue, doubled at each
+        /// attempt (1 s, then 2 s): a shortage of processes or memory for a moment does not spend every attempt.
+        public var unavailableBackoff = 1.0
         /// Hours after its last bytes that an unfinished resumable (tus) upload is deleted (checked every minute).
         public var tusExpiryHours = 24.0
         /// Seconds to wait before each new try when the store refuses to record how a job ended (a full disk, a
@@ -440,6 +443,13 @@ public final class JobQueue: Sendable {
                                           message: "The job's stored settings can no longer be read: \(unreadable.problem)"))
         } else {
             outcome = execute(claimed, lease: lease, token: token)
+        }
+        if case .failure(let error) = outcome, error.code == "worker_unavailable", claimed.attempts < configuration.maxAttempts {
+            // No process could be started (none or no memory left for a moment): wait before the job goes back to
+            // the queue, still holding it (the heartbeat renews the lease), or every attempt is spent in a few
+            // milliseconds. A cancel ends the wait.
+            let until = Date().addingTimeInterval(configuration.unavailableBackoff * Double(1 << max(0, claimed.attempts - 1)))
+            while Date() < until && !token.isCanceled { usleep(50_000) }
         }
         // A later attempt here took the job over: this one's end is not to be written.
         let reason = ownEntry(id, token: lease.token) { running -> StopReason? in

@@ -137,6 +137,31 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
                 "\(failed.state) \(failed.errorCode ?? "") after \(failed.attempts)")
     }
 
+    /// A job process that cannot be started for a moment (here: for the first 0.8 s) costs attempts, not the job:
+    /// the job waits before it goes back to the queue. All three attempts were spent in milliseconds.
+    @Test func aJobWhoseProcessCannotStartForAMomentRunsOnceItCan() throws {
+        let fixture = try StoreFixture()
+        /// `worker_unavailable` until `until`, then a success as `PacedRunner` makes it.
+        struct Unavailable: JobRunner {
+            let until = Date().addingTimeInterval(0.8)
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                guard Date() >= until else { throw MediaError(code: "worker_unavailable", message: "Starting the job process failed.") }
+                return try PacedRunner(seconds: 0.05).run(job, input: input, outputDirectory: outputDirectory,
+                                                          cancellation: cancellation, progress: progress)
+            }
+        }
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture, runner: Unavailable())
+        try queue.start()
+        defer { queue.stop(grace: 5) }
+        queue.jobQueued()
+        #expect(try eventually(20) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        let ended = try #require(try fixture.store.job(id: job.id))
+        #expect(ended.state == .succeeded && ended.attempts == 2, "\(ended.state) \(ended.errorCode ?? "") after \(ended.attempts)")
+    }
+
     @Test func aQueuedJobRunsToSuccessWithEventsInOrder() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.standard))
