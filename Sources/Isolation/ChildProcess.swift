@@ -43,6 +43,8 @@ public final class ChildProcess: Sendable {
     private struct State {
         var termination: Termination?
         var input: Int32
+        /// Whether this process sent SIGKILL (a cancel, a deadline, a line too long).
+        var killed = false
     }
 
     public let pid: pid_t
@@ -171,6 +173,7 @@ public final class ChildProcess: Sendable {
                 return buffer.pending > Self.maxLineBytes
             }
             if full {
+                lineOverflow.withLock { $0 = true }
                 signal(SIGKILL) // a child gone wrong: it would block writing the rest
                 return nil
             }
@@ -189,9 +192,19 @@ public final class ChildProcess: Sendable {
     /// output pipe open and outlive it), unless it has already been reaped.
     public func signal(_ signal: Int32) {
         state.withLock { state in
-            if state.termination == nil { kill(-pid, signal) }
+            guard state.termination == nil else { return }
+            kill(-pid, signal)
+            if signal == SIGKILL { state.killed = true }
         }
     }
+
+    /// Whether this process sent the child SIGKILL: one it died of came from here, not from the kernel's
+    /// out-of-memory killer or from outside.
+    public var killedByParent: Bool { state.withLock { $0.killed } }
+
+    /// Whether the child was killed for writing a line longer than `maxLineBytes` (a child gone wrong).
+    public var lineTooLong: Bool { lineOverflow.withLock { $0 } }
+    private let lineOverflow = LockedValue(false)
 
     /// Waits for the child to end and reaps it; later calls return the same answer.
     @discardableResult

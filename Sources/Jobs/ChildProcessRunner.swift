@@ -149,7 +149,18 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
             if let failure = answer.error { throw MediaError(code: failure.code, message: failure.message) }
             return answer
         }
-        // It died without answering: of a crash, or of its memory limit.
+        // It died without answering. Of a line too long, which it would write again: not retried.
+        if child.lineTooLong {
+            throw MediaError(code: "worker_failed", message: "The job process wrote a line of more than \(ChildProcess.maxLineBytes) bytes and was stopped.")
+        }
+        // Of a SIGKILL this process did not send: the kernel's out-of-memory killer (the machine or its container
+        // short of memory) or someone outside, not the job's own limit (which only makes allocations fail): it runs
+        // again, and raising the limit would not help.
+        if termination == .signaled(SIGKILL), !child.killedByParent {
+            throw MediaError(code: "worker_crashed", message: "The transcode process was killed (SIGKILL) from outside the server: "
+                                 + "the machine may be short of memory.")
+        }
+        // Of a crash, or of its memory limit.
         if dataBytes >= policy.dataBytes * 3 / 4 {
             let mib = policy.dataBytes / (1024 * 1024)
             throw MediaError(code: "out_of_memory",

@@ -277,6 +277,32 @@ import TestSupport
 /// A probe, like a job, runs in a child; one that never ends (a silent named pipe stands in for a demuxer that loops)
 /// is killed at its deadline instead of holding a request and a probe thread forever.
 @Suite struct ProbeDeadlineTests {
+    /// A child killed by SIGKILL that the server did not send (the kernel's out-of-memory killer when the machine
+    /// or its container runs short, or someone outside) is not blamed on the job's memory limit, which only makes
+    /// allocations fail: it is a crash, retried, whatever the child used last. And a child the server kills for a
+    /// line too long fails as broken (`worker_failed`), not as a crash to retry. Stub children: scripts that say
+    /// what a job's child says, then die as such a child would.
+    @Test func aKillFromOutsideIsACrashAndAKillFromTheServerIsNamed() throws {
+        let folder = try Media.scratch()
+        let policy = SandboxPolicy(dataBytes: 512 * 1024 * 1024)
+        let progress = #"{"progress": {"presentationTime": 1, "duration": 10, "framesEncoded": 30, "elapsed": 1}, "dataBytes": \#(policy.dataBytes * 9 / 10)}"#
+        func stub(_ name: String, _ body: String) throws -> String {
+            let path = folder.appendingPathComponent(name).path
+            try Data("#!/bin/sh\nread request\n\(body)\n".utf8).write(to: URL(fileURLWithPath: path))
+            #expect(chmod(path, 0o755) == 0)
+            return path
+        }
+        let outside = try stub("killed.sh", "echo '\(progress)'\nkill -9 $$")
+        let killed = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: outside, policy: policy).probe(path: "/dev/null") }
+        #expect(killed.code == "worker_crashed" && killed.message.contains("from outside the server"), "\(killed)")
+        let crashed = try stub("crashed.sh", "echo '\(progress)'\nkill -SEGV $$")
+        let full = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: crashed, policy: policy).probe(path: "/dev/null") }
+        #expect(full.code == "out_of_memory", "a crash near its limit is still the limit's: \(full)")
+        let flooding = try stub("flood.sh", "head -c 20000000 /dev/zero\nsleep 30")
+        let broken = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: flooding, policy: policy).probe(path: "/dev/null") }
+        #expect(broken.code == "worker_failed", "\(broken)")
+    }
+
     @Test func aProbeThatNeverEndsIsGivenUpAtItsDeadline() throws {
         let fifo = try Media.scratch().appendingPathComponent("silent.ts").path
         #expect(mkfifo(fifo, 0o600) == 0)
