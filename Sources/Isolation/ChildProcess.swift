@@ -161,6 +161,9 @@ public final class ChildProcess: Sendable {
     /// The next line the child writes on its standard output, without its newline; nil once the output ends (the
     /// child exited or closed it) or a line runs past `maxLineBytes`. Blocks. Call from one thread.
     public func readLine() -> String? {
+        let line = buffer.withLock { $0.takeLine() }
+        if let line { return String(decoding: line, as: UTF8.self) }
+        // The chunk only when the buffer holds no line: a child writing many short lines costs no zeroed 64 KiB each.
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let line = buffer.withLock { $0.takeLine() }

@@ -18,6 +18,8 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
     public let policy: SandboxPolicy
     /// Bounds on what an input may demand, passed to the child.
     public let limits: MediaLimits
+    /// Seconds a child that has answered has to exit before it gets SIGKILL (its answer is kept).
+    public var answeredExitGrace = 3.0
     /// Seconds a child has to exit after SIGTERM before it gets SIGKILL.
     public var killGrace = 1.0
     private let pool: ChildPool
@@ -89,6 +91,9 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         } catch {
             throw MediaError(code: "worker_failed", message: "Starting the job process failed: \(error).")
         }
+        // A check that hangs (its scratch folder on a dead mount, say) must not hold the server's start for ever.
+        let timer = Deadlines.shared.schedule(after: 30) { child.signal(SIGKILL) }
+        defer { Deadlines.shared.cancel(timer) }
         let line = child.readLine()
         let termination = child.wait()
         guard termination == .exited(0), let line,
@@ -141,11 +146,17 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
                 progress(update)
             } else if [message.result != nil, message.tracks != nil, message.error != nil].filter({ $0 }).count == 1 {
                 answer = message
+                break // the last line: nothing more is read
             }
         }
+        // Answered: a child that then fails to exit (a library's clean-up at exit, threads still running) is killed
+        // after a moment, its answer kept (the output was flushed before it; the server checks it anyway). It was
+        // waited for until the watchdog stopped it, and its finished work was lost.
+        let exitTimer = answer == nil ? nil : Deadlines.shared.schedule(after: answeredExitGrace) { child.signal(SIGKILL) }
+        defer { if let exitTimer { Deadlines.shared.cancel(exitTimer) } }
         let termination = child.wait()
         if cancellation.isCanceled { throw MediaError.canceled }
-        if let answer, termination == .exited(0) {
+        if let answer, termination == .exited(0) || (termination == .signaled(SIGKILL) && child.killedByParent) {
             if let failure = answer.error { throw MediaError(code: failure.code, message: failure.message) }
             return answer
         }

@@ -303,6 +303,24 @@ import TestSupport
         #expect(broken.code == "worker_failed", "\(broken)")
     }
 
+    /// A child that answers and then does not exit (a library's clean-up at exit, threads still running) is killed
+    /// after a moment and its answer kept: before, it was waited for until its deadline (a probe) or the watchdog (a
+    /// job), and its finished work was lost.
+    @Test func aChildThatAnswersButDoesNotExitIsEndedAndItsAnswerKept() throws {
+        let folder = try Media.scratch()
+        let tracks = try ChildProcessRunner(executable: Binary.path).probe(path: try Media.path(.audioOnly))
+        let answer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: tracks)), as: UTF8.self)
+        let path = folder.appendingPathComponent("lingers.sh").path
+        try Data("#!/bin/sh\nread request\necho '\(answer)'\nexec sleep 60\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(chmod(path, 0o755) == 0)
+        var runner = ChildProcessRunner(executable: path)
+        runner.probeTimeout = 20
+        let started = Date()
+        let found = try runner.probe(path: "/dev/null")
+        #expect(found == tracks)
+        #expect(Date().timeIntervalSince(started) < 10, "ended after its answer, not at the deadline: \(Date().timeIntervalSince(started)) s")
+    }
+
     @Test func aProbeThatNeverEndsIsGivenUpAtItsDeadline() throws {
         let fifo = try Media.scratch().appendingPathComponent("silent.ts").path
         #expect(mkfifo(fifo, 0o600) == 0)
