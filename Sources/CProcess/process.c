@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd, int *error_out) {
@@ -49,6 +51,16 @@ done:
 }
 
 int tc_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int tc_set_io_owner(int fd, pid_t pid, int method) {
+    if (method == 0) {
+        struct f_owner_ex owner = { .type = F_OWNER_PID, .pid = pid };
+        return fcntl(fd, F_SETOWN_EX, &owner);
+    }
+    if (method == 2) return (int)syscall(SYS_fcntl, fd, 0x100000000UL | F_SETOWN, (long)pid);
+    int value = pid;
+    return ioctl(fd, FIOSETOWN, &value);
+}
 
 int tc_reset_open_files_limit(pid_t pid) {
     struct rlimit current;

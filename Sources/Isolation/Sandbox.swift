@@ -57,7 +57,7 @@ public enum Sandbox {
             for name in refused {
                 try filter.refuse(name, unlessFirstArgumentIs: allowedFirstArgument(of: name))
             }
-            for rule in refusedWithArguments { try filter.refuse(rule.name, when: rule.conditions) }
+            for rule in refusedWithArguments { try filter.refuse(rule.name, when: rule.conditions, low32: rule.name != "prlimit64") }
             try filter.load()
         } catch {
             seccompError = error.description
@@ -137,8 +137,10 @@ public enum Sandbox {
     /// Tries calls the sandbox should refuse, and one it should let through, and says what happened to each:
     /// `socket(AF_INET)`, `socket(AF_INET6)`, `execve` of a path that does not exist (so without the filter it
     /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, `setsid` and
-    /// `setpgid` (from a forked process), reading
-    /// `/etc/hostname` (outside any job's files, once `confineFiles` is in force), and `socket(AF_UNIX)`.
+    /// `setpgid` (from a forked process), the parent made the owner of a socket's I/O signals (`fcntl` F_SETOWN, also
+    /// with high bits set in the command, F_SETOWN_EX, `ioctl` FIOSETOWN), the parent's open-files limit set to what
+    /// it is (`prlimit`), reading `/etc/hostname` (outside any job's files, once `confineFiles` is in force), and
+    /// `socket(AF_UNIX)`.
     public static func tryRefusedCalls() -> [String: String] {
         func outcome(_ result: Int32) -> String {
             if result >= 0 { return "allowed" }
@@ -164,8 +166,12 @@ public enum Sandbox {
         // The parent as the owner of a descriptor's I/O signals, and its limit of open files set to what it is
         // (changing nothing if allowed).
         var pair: [Int32] = [-1, -1]
-        let owner = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0
-            ? outcome(fcntl(pair[0], F_SETOWN, getppid())) : String(cString: strerror(errno))
+        let paired = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0
+        let failed = paired ? "" : String(cString: strerror(errno))
+        let owner = paired ? outcome(fcntl(pair[0], F_SETOWN, getppid())) : failed
+        let ownerEx = paired ? outcome(tc_set_io_owner(pair[0], getppid(), 0)) : failed
+        let ownerIoctl = paired ? outcome(tc_set_io_owner(pair[0], getppid(), 1)) : failed
+        let ownerHighBits = paired ? outcome(tc_set_io_owner(pair[0], getppid(), 2)) : failed
         pair.filter { $0 >= 0 }.forEach { close($0) }
         let limits = outcome(tc_reset_open_files_limit(getppid()))
         let file = open("/etc/hostname", O_RDONLY | O_CLOEXEC)
@@ -173,7 +179,9 @@ public enum Sandbox {
         if file >= 0 { close(file) }
         return ["socket(AF_INET)": socketOutcome(AF_INET), "socket(AF_INET6)": socketOutcome(AF_INET6),
                 "execve": exec, "kill(parent)": signal, "setsid": session, "setpgid": group, "open(/etc/hostname)": read,
-                "fcntl(F_SETOWN, parent)": owner, "prlimit(parent, set)": limits,
+                "fcntl(F_SETOWN, parent)": owner, "fcntl(F_SETOWN_EX, parent)": ownerEx, "ioctl(FIOSETOWN, parent)": ownerIoctl,
+                "fcntl(F_SETOWN with high bits, parent)": ownerHighBits,
+                "prlimit(parent, set)": limits,
                 "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
     }
 

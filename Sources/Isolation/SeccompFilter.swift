@@ -24,11 +24,17 @@ final class SeccompFilter {
     }
 
     /// Refuses the system call `name` when every condition holds: argument `index` equal (or, with `equal` false,
-    /// not equal) to `value`.
-    func refuse(_ name: String, when conditions: [(index: UInt32, equal: Bool, value: UInt64)]) throws(ProcessError) {
+    /// not equal) to `value`. With `low32`, only the argument's low 32 bits are compared: the kernel reads an
+    /// `unsigned int` argument (a `fcntl` or `ioctl` command) from them alone, so a caller setting the high bits
+    /// must not slip past a comparison of all 64.
+    func refuse(_ name: String, when conditions: [(index: UInt32, equal: Bool, value: UInt64)], low32: Bool = false) throws(ProcessError) {
         let number = seccomp_syscall_resolve_name(name)
         guard number >= 0 else { throw ProcessError(errnoCode: EINVAL, reason: "resolving the system call \(name)") }
-        var comparisons = conditions.map { scmp_arg_cmp(arg: $0.index, op: $0.equal ? SCMP_CMP_EQ : SCMP_CMP_NE, datum_a: $0.value, datum_b: 0) }
+        var comparisons = conditions.map { condition in
+            low32 && condition.equal
+                ? scmp_arg_cmp(arg: condition.index, op: SCMP_CMP_MASKED_EQ, datum_a: 0xFFFF_FFFF, datum_b: condition.value)
+                : scmp_arg_cmp(arg: condition.index, op: condition.equal ? SCMP_CMP_EQ : SCMP_CMP_NE, datum_a: condition.value, datum_b: 0)
+        }
         let result = seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, UInt32(comparisons.count), &comparisons)
         guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
     }

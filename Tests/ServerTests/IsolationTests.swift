@@ -167,7 +167,9 @@ import TestSupport
         #expect(report.tried == ["socket(AF_INET)": "EPERM", "socket(AF_INET6)": "EPERM", "execve": "EPERM",
                                  "kill(parent)": "EPERM", "setsid": "EPERM", "setpgid": "EPERM", "open(/etc/hostname)": "EACCES",
                                  "socket(AF_UNIX)": "allowed", "write(in its folder)": "allowed", "write(beside its folder)": "EACCES",
-                                 "fcntl(F_SETOWN, parent)": "EPERM", "prlimit(parent, set)": "EPERM"],
+                                 "fcntl(F_SETOWN, parent)": "EPERM", "fcntl(F_SETOWN_EX, parent)": "EPERM",
+                                 "ioctl(FIOSETOWN, parent)": "EPERM", "fcntl(F_SETOWN with high bits, parent)": "EPERM",
+                                 "prlimit(parent, set)": "EPERM"],
                 "\(report.tried ?? [:])")
         #expect(report.landlock == true, "\(report.landlockError ?? "")")
         let server = try TestServer(["--job-memory-mib", "1024"])
@@ -288,7 +290,7 @@ import TestSupport
         let progress = #"{"progress": {"presentationTime": 1, "duration": 10, "framesEncoded": 30, "elapsed": 1}, "dataBytes": \#(policy.dataBytes * 9 / 10)}"#
         func stub(_ name: String, _ body: String) throws -> String {
             let path = folder.appendingPathComponent(name).path
-            try Data("#!/bin/sh\nread request\n\(body)\n".utf8).write(to: URL(fileURLWithPath: path))
+            try Data("#!/bin/sh\nulimit -c 0\nread request\n\(body)\n".utf8).write(to: URL(fileURLWithPath: path))
             #expect(chmod(path, 0o755) == 0)
             return path
         }

@@ -15,6 +15,11 @@ pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int std
 /// pipe2(fds, O_CLOEXEC): 0 or -1 (errno set).
 int tc_pipe(int fds[2]);
 
+/// Makes `pid` the owner of `fd`'s I/O signals by `method`: 0 fcntl(F_SETOWN_EX), 1 ioctl(FIOSETOWN), 2 the raw
+/// fcntl system call with F_SETOWN and high bits set in the command (the kernel reads its low 32 bits). 0 or -1
+/// (errno set). For the sandbox check.
+int tc_set_io_owner(int fd, pid_t pid, int method);
+
 /// Sets process `pid`'s limit of open files to what it is (prlimit: read, then set the same): 0 when the set
 /// was allowed (nothing changes), -1 (errno set) when refused. For the sandbox check.
 int tc_reset_open_files_limit(pid_t pid);
