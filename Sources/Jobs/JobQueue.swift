@@ -432,8 +432,12 @@ public final class JobQueue: Sendable {
         }
         // What earlier attempts left (partial folders of a worker that died or lost its lease): nobody else may
         // write them now, and an old holder that still does finds its folder gone and fails, its writes refused.
-        // Once registered: the heartbeat renews the lease meanwhile (a big folder on slow storage takes a while).
-        for path in directory.leftovers(of: claimed) { removeFile(path, of: "job_id", id) }
+        // Once registered: the heartbeat renews the lease meanwhile (a big folder on slow storage takes a while),
+        // and each folder removed counts as progress for the watchdog.
+        for path in directory.leftovers(of: claimed) {
+            removeFile(path, of: "job_id", id)
+            _ = ownEntry(id, token: lease.token) { $0.lastAdvance = Date() }
+        }
         events.publish(id, .state(claimed))
         logger.info("job started", ["job_id": .string(id), "attempt": .int(claimed.attempts)])
         let outcome: Result<TranscodeResult, MediaError>
@@ -447,9 +451,15 @@ public final class JobQueue: Sendable {
         if case .failure(let error) = outcome, error.code == "worker_unavailable", claimed.attempts < configuration.maxAttempts {
             // No process could be started (none or no memory left for a moment): wait before the job goes back to
             // the queue, still holding it (the heartbeat renews the lease), or every attempt is spent in a few
-            // milliseconds. A cancel ends the wait.
-            let until = Date().addingTimeInterval(configuration.unavailableBackoff * Double(1 << max(0, claimed.attempts - 1)))
-            while Date() < until && !token.isCanceled { usleep(50_000) }
+            // milliseconds. Doubling, at most 8 s; the wait is not a stall; a cancel or a shutdown ends it (a
+            // shutdown sends the job back without spending an attempt).
+            let pause = min(8, configuration.unavailableBackoff * Double(1 << min(10, max(0, claimed.attempts - 1))))
+            let until = Date().addingTimeInterval(pause)
+            while Date() < until && !token.isCanceled && !stopping {
+                _ = ownEntry(id, token: lease.token) { $0.lastAdvance = Date() }
+                usleep(50_000)
+            }
+            if stopping { _ = ownEntry(id, token: lease.token) { $0.reason = $0.reason ?? .shuttingDown } }
         }
         // A later attempt here took the job over: this one's end is not to be written.
         let reason = ownEntry(id, token: lease.token) { running -> StopReason? in
@@ -507,7 +517,8 @@ public final class JobQueue: Sendable {
         let cancelAfter = late && !lateCanceled && final?.state == .queued
         if final?.state == .queued, !cancelAfter { jobQueued() } // retried after a crash: a worker takes it again
         guard let final else {
-            relay(id) // not recorded (the store away): what the store says once it answers
+            // Not recorded (the store away): on a shared store, another node may have moved the job meanwhile.
+            if store.isShared { relay(id) }
             return
         }
         stats.withLock { stats in

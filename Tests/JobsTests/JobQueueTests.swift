@@ -137,23 +137,30 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
                 "\(failed.state) \(failed.errorCode ?? "") after \(failed.attempts)")
     }
 
-    /// A job process that cannot be started for a moment (here: for the first 0.8 s) costs attempts, not the job:
-    /// the job waits before it goes back to the queue. All three attempts were spent in milliseconds.
+    /// A job process that cannot be started for a moment (here: for 0.8 s) costs attempts, not the job: the job
+    /// waits before it goes back to the queue (all three attempts were spent in milliseconds), and the wait is not a
+    /// stall (a 1.5 s wait against a 1 s stall timeout).
     @Test func aJobWhoseProcessCannotStartForAMomentRunsOnceItCan() throws {
         let fixture = try StoreFixture()
-        /// `worker_unavailable` until `until`, then a success as `PacedRunner` makes it.
+        /// `worker_unavailable` for 0.8 s from its first call, then a success as `PacedRunner` makes it.
         struct Unavailable: JobRunner {
-            let until = Date().addingTimeInterval(0.8)
+            let first = LockedValue<Date?>(nil)
             func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
                      progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-                guard Date() >= until else { throw MediaError(code: "worker_unavailable", message: "Starting the job process failed.") }
+                let start = first.withLock { first in first ?? { first = Date(); return first! }() }
+                guard Date().timeIntervalSince(start) >= 0.8 else {
+                    throw MediaError(code: "worker_unavailable", message: "Starting the job process failed.")
+                }
                 return try PacedRunner(seconds: 0.05).run(job, input: input, outputDirectory: outputDirectory,
                                                           cancellation: cancellation, progress: progress)
             }
         }
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        let queue = queue(fixture, runner: Unavailable())
+        let queue = queue(fixture, runner: Unavailable()) {
+            $0.unavailableBackoff = 1.5
+            $0.stallTimeout = 1
+        }
         try queue.start()
         defer { queue.stop(grace: 5) }
         queue.jobQueued()
