@@ -96,6 +96,9 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         defer { Deadlines.shared.cancel(timer) }
         let line = child.readLine()
         let termination = child.wait()
+        if child.killedByParent {
+            throw MediaError(code: "worker_failed", message: "The job sandbox check did not end within 30 s and was stopped.")
+        }
         guard termination == .exited(0), let line,
               let report = try? JSONDecoder().decode(SandboxReport.self, from: Data(line.utf8)) else {
             throw MediaError(code: "worker_failed", message: "The job sandbox check failed (\(termination)).")
@@ -155,11 +158,13 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         let exitTimer = answer == nil ? nil : Deadlines.shared.schedule(after: answeredExitGrace) { child.signal(SIGKILL) }
         defer { if let exitTimer { Deadlines.shared.cancel(exitTimer) } }
         let termination = child.wait()
-        if cancellation.isCanceled { throw MediaError.canceled }
         if let answer, termination == .exited(0) || (termination == .signaled(SIGKILL) && child.killedByParent) {
+            // Finished work stands, even when a cancel came while the child was on its way out.
+            if answer.error == nil { return answer }
+            if cancellation.isCanceled { throw MediaError.canceled }
             if let failure = answer.error { throw MediaError(code: failure.code, message: failure.message) }
-            return answer
         }
+        if cancellation.isCanceled { throw MediaError.canceled }
         // It died without answering. Of a line too long, which it would write again: not retried.
         if child.lineTooLong {
             throw MediaError(code: "worker_failed", message: "The job process wrote a line of more than \(ChildProcess.maxLineBytes) bytes and was stopped.")

@@ -373,7 +373,6 @@ final class Connection {
         let eventLoop = loop.eventLoop
         let pool = switch (route.pool, body, route.body) {
         case (.waiting, _, _): loop.pools.waits
-        case (.probes, _, _): loop.pools.probes
         case (_, .data, .uploadOrMultipart): loop.pools.fetches // an upload fetched from the URL the JSON names
         case (_, .file, _), (_, .multipart(_?, _), _): loop.pools.probes
         default: loop.pools.handlers

@@ -24,9 +24,6 @@ public final class Router: Sendable {
         /// Handlers that may wait seconds for something else (a running job to stop): a small pool of their own, so
         /// a few such requests never hold up the store's.
         case waiting
-        /// Handlers that may examine a whole file (hash it, probe it) without a body of their own: the probe pool,
-        /// as for requests that carry a file, so they count against `--probe-threads`, not the store's handlers.
-        case probes
     }
 
     public typealias Handler = @Sendable (Request) throws(HTTPError) -> Response

@@ -840,8 +840,9 @@ public final class TranscoderAPI: Sendable {
             job = ended
         }
         do {
-            // The row first: a store that refuses leaves the job as it was, its output served; files whose row is
-            // gone are strays, which the stray sweep removes if this does not get to.
+            // The row first: a store that refuses leaves the job as it was, its output served. Files whose row is
+            // gone are strays: if this does not get to them, a cluster's stray sweep removes them, or a single
+            // server's next start.
             try store.deleteJob(id: job.id)
             if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
             if let upload = try store.upload(id: job.inputUpload) {

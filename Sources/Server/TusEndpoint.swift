@@ -4,6 +4,7 @@ import Outbound
 import Glibc
 import Jobs
 import Pipeline
+import Locks
 
 /// tus 1.0 (tus.io): resumable uploads with the creation, creation-defer-length, creation-with-upload, termination,
 /// checksum and expiration extensions. `POST /v1/tus` creates an upload at `/v1/tus/{id}`; `HEAD` tells its offset,
@@ -18,6 +19,11 @@ public final class TusEndpoint: Sendable {
     let uploads: TusUploads
     let maxBytes: Int64
     let digests = TusDigests()
+    /// HEADs completing an upload a crash left now (each hashes and probes a whole file on a handler thread): at
+    /// most `maxHeadCompletions`; past it a HEAD answers 423 with Retry-After, and the handlers stay free for the
+    /// quick requests.
+    private let headCompletions = LockedValue(0)
+    static let maxHeadCompletions = 2
     let cors: CORSPolicy
     /// Makes a complete file an upload with the given id (probed, recorded): the API's own path for uploads.
     let store: @Sendable (UploadedFile, String) throws(HTTPError) -> Upload
@@ -60,8 +66,7 @@ public final class TusEndpoint: Sendable {
             .init("POST", "/v1/tus", body: .tus(self), refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try create(request) }
             },
-            // A HEAD may complete an upload a crash cut short (hash, probe): on the probe pool too.
-            .init("HEAD", "/v1/tus/{id}", pool: .probes, refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
+            .init("HEAD", "/v1/tus/{id}", refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try head(request) }
             },
             .init("PATCH", "/v1/tus/{id}", body: .tus(self), refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
@@ -279,6 +284,16 @@ public final class TusEndpoint: Sendable {
             // a client to start over: one under way elsewhere, or a failure that is not the bytes' (the store, a
             // probe process), is 423 with Retry-After, which clients retry; a job the store refused leaves the
             // upload complete without one (as the last PATCH would have said).
+            let admitted = headCompletions.withLock { count -> Bool in
+                guard count < Self.maxHeadCompletions else { return false }
+                count += 1
+                return true
+            }
+            guard admitted else {
+                throw refusal(.locked, "upload_completing", "The upload's bytes are all there and it is being completed; ask again.",
+                              headers: [("Retry-After", "2")])
+            }
+            defer { headCompletions.withLock { $0 -= 1 } }
             let completing: Bool
             do {
                 completing = try complete(&upload, waiting: false)
@@ -379,7 +394,8 @@ public final class TusEndpoint: Sendable {
             // the row's insert lost its answer (a connection dropped at the commit): then they were put back.
             if access(recorded.path, F_OK) != 0 {
                 guard rename(uploads.dataPath(current.id), recorded.path) == 0 || rename(uploads.completingPath(current.id), recorded.path) == 0 else {
-                    return true
+                    throw refusal(.internalServerError, "storage_error",
+                                  "The upload's bytes could not be put where its record says: \(String(cString: strerror(errno))).")
                 }
                 try? FileDurability.syncDirectory(containing: recorded.path)
             }

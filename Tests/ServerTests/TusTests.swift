@@ -34,7 +34,7 @@ import TestSupport
 
     /// A HEAD's headers, lowercase names.
     private func head(_ server: TestServer, _ path: String) throws -> (status: Int, headers: [String: String]) {
-        let run = try Shell.run("curl", ["-s", "-I"] + Self.version + [server.base + path])
+        let run = try Shell.run("curl", ["-s", "-I", "--max-time", "20"] + Self.version + [server.base + path])
         var headers: [String: String] = [:]
         let lines = run.stdout.components(separatedBy: "\r\n")
         for line in lines.dropFirst() {
@@ -330,8 +330,10 @@ import TestSupport
         let id = String(path.split(separator: "/").last ?? "")
         #expect(try patch(server, path, offset: 0, body: String(repeating: "a", count: 900)).status == 204)
         let folder = server.data.appendingPathComponent("tus")
-        let lock = open(folder.appendingPathComponent("\(id).json").path, O_RDONLY)
+        let lock = open(folder.appendingPathComponent("\(id).json").path, O_RDONLY | O_CLOEXEC)
         try #require(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
+        var held = true
+        defer { if held { close(lock) } }
         try FileManager.default.moveItem(at: folder.appendingPathComponent("\(id).bin"), to: folder.appendingPathComponent("\(id).completing"))
         let during = try head(server, path)
         #expect(during.status == 200 && during.headers["upload-offset"] == "900", "\(during)")
@@ -342,16 +344,17 @@ import TestSupport
         // The bytes moved on into the upload, not yet recorded: all of them arrived. HEAD says to ask again (423, which
         // clients retry) and a PATCH at the length that the offset is wrong (409: clients then ask HEAD), never 404
         // (a client would start over).
-        let aside = try Media.scratch().appendingPathComponent("aside.bin")
+        let aside = server.data.appendingPathComponent("uploads/\(id)") // where the completion moves them
         try FileManager.default.moveItem(at: folder.appendingPathComponent("\(id).completing"), to: aside)
         let asking = try head(server, path)
-        #expect(asking.status == 423 && asking.headers["retry-after"] != nil, "\(asking)")
+        #expect(asking.status == 423 && asking.headers["retry-after"] == "2", "being completed: \(asking)")
         let empty = try Media.scratch().appendingPathComponent("empty.bin")
         try Data().write(to: empty)
-        let again = try server.curl(path, ["-X", "PATCH", "-T", empty.path, "-H", "Upload-Offset: 1000"] + Self.version + Self.chunk)
+        let again = try server.curl(path, ["-X", "PATCH", "--max-time", "20", "-T", empty.path, "-H", "Upload-Offset: 1000"] + Self.version + Self.chunk)
         #expect(again.status == 409, "\(again)")
         try FileManager.default.moveItem(at: aside, to: folder.appendingPathComponent("\(id).completing"))
         close(lock)
+        held = false
         #expect(try head(server, path).headers["upload-offset"] == "900")
         #expect(Set(Media.files(in: folder)) == ["\(id).json", "\(id).bin"], "a dead completion's bytes are put back")
         #expect(try server.curl(path, ["-X", "DELETE"] + Self.version).status == 204)
@@ -455,7 +458,11 @@ import TestSupport
         }
         #expect(description(made.id)["jobID"] as? String == madeJob, "the job made before the crash")
         let expected = try sha256(source)
-        #expect(try server.json("/v1/uploads/\(moved.id)").object["sha256"] as? String == expected)
+        for id in [moved.id, unanswered.id] {
+            #expect(try server.json("/v1/uploads/\(id)").object["sha256"] as? String == expected)
+        }
+        #expect(!FileManager.default.fileExists(atPath: tus.appendingPathComponent("\(unanswered.id).bin").path),
+                "the bytes went where the row says")
         for id in all {
             #expect(try eventually(60) {
                 let ids = try jobs(server, on: id)

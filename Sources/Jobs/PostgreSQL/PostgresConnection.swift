@@ -63,7 +63,6 @@ final class PostgresConnection {
         var ready: Int32
         repeat { ready = poll(&waiting, 1, 0) } while ready < 0 && errno == EINTR
         return ready <= 0 // an error of poll's own is not the connection's: its statement will tell
-
     }
 
     /// Runs one or more statements without arguments, returning nothing of interest.
