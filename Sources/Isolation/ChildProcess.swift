@@ -45,6 +45,8 @@ public final class ChildProcess: Sendable {
         var input: Int32
         /// Whether this process sent SIGKILL (a cancel, a deadline, a line too long).
         var killed = false
+        /// Whether it was for a line longer than `maxLineBytes`.
+        var lineTooLong = false
     }
 
     public let pid: pid_t
@@ -176,7 +178,7 @@ public final class ChildProcess: Sendable {
                 return buffer.pending > Self.maxLineBytes
             }
             if full {
-                lineOverflow.withLock { $0 = true }
+                state.withLock { $0.lineTooLong = true }
                 signal(SIGKILL) // a child gone wrong: it would block writing the rest
                 return nil
             }
@@ -206,8 +208,7 @@ public final class ChildProcess: Sendable {
     public var killedByParent: Bool { state.withLock { $0.killed } }
 
     /// Whether the child was killed for writing a line longer than `maxLineBytes` (a child gone wrong).
-    public var lineTooLong: Bool { lineOverflow.withLock { $0 } }
-    private let lineOverflow = LockedValue(false)
+    public var lineTooLong: Bool { state.withLock { $0.lineTooLong } }
 
     /// Waits for the child to end and reaps it; later calls return the same answer.
     @discardableResult

@@ -284,15 +284,14 @@ public final class TusEndpoint: Sendable {
             // a client to start over: one under way elsewhere, or a failure that is not the bytes' (the store, a
             // probe process), is 423 with Retry-After, which clients retry; a job the store refused leaves the
             // upload complete without one (as the last PATCH would have said).
+            let beingCompleted = refusal(.locked, "upload_completing", "The upload's bytes are all there and it is being completed; ask again.",
+                                         headers: [("Retry-After", "2")])
             let admitted = headCompletions.withLock { count -> Bool in
                 guard count < Self.maxHeadCompletions else { return false }
                 count += 1
                 return true
             }
-            guard admitted else {
-                throw refusal(.locked, "upload_completing", "The upload's bytes are all there and it is being completed; ask again.",
-                              headers: [("Retry-After", "2")])
-            }
+            guard admitted else { throw beingCompleted }
             defer { headCompletions.withLock { $0 -= 1 } }
             let completing: Bool
             do {
@@ -303,10 +302,7 @@ public final class TusEndpoint: Sendable {
             } catch {
                 completing = true
             }
-            if !completing {
-                throw refusal(.locked, "upload_completing", "The upload's bytes are all there and it is being completed; ask again.",
-                              headers: [("Retry-After", "2")])
-            }
+            if !completing { throw beingCompleted }
         }
         var headers = HTTPHeaders([("Upload-Offset", String(uploads.offset(of: upload))), ("Cache-Control", "no-store")])
         if let length = upload.length { headers.set("Upload-Length", String(length)) } else { headers.set("Upload-Defer-Length", "1") }

@@ -324,11 +324,11 @@ public final class PostgresJobStore: JobStore, RowRunning {
             try connection.transaction { () throws(StoreError) -> ([String], [String]) in
                 // A job whose cancel was asked for (the API answered 202) ends canceled, on its last attempt too (the
                 // requeue's trigger covers a requeue only). Listed among the requeued, as the trigger's are.
-                let canceled = try connection.query("""
-                    UPDATE jobs SET state = 'canceled', error_code = 'canceled', error_message = 'The job was canceled.',
-                        lease = NULL, finished_at = \(Self.now), updated_at = \(Self.now)
+                let canceled = try connection.query(Self.numbered("""
+                    UPDATE jobs SET state = 'canceled', \(JobRows.canceled.map { "\($0.0) = ?" }.joined(separator: ", ")),
+                        finished_at = \(Self.now), updated_at = \(Self.now)
                     WHERE \(candidates("cancel_requested")) RETURNING id
-                    """).compactMap { $0["id"].string }
+                    """), JobRows.canceled.map(\.1)).compactMap { $0["id"].string }
                 let failed = try connection.query(Self.numbered("""
                     UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
                         error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',

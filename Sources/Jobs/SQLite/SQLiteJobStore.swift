@@ -379,10 +379,10 @@ public final class SQLiteJobStore: JobStore, RowRunning {
                 // A job whose cancel was asked for (the API answered 202) ends canceled, not run again nor failed: the
                 // process that would have recorded it is gone. Among the requeued, as a shared store's trigger has it.
                 let canceled = try database.query("""
-                    UPDATE jobs SET state = 'canceled', error_code = 'canceled', error_message = 'The job was canceled.',
-                        lease = NULL, finished_at = ?, updated_at = ?
+                    UPDATE jobs SET state = 'canceled', \(JobRows.canceled.map { "\($0.0) = ?" }.joined(separator: ", ")),
+                        finished_at = ?, updated_at = ?
                     WHERE \(condition) AND cancel_requested = 1 RETURNING id
-                    """, [.real(now), .real(now)] + arguments).compactMap { $0["id"].string }
+                    """, JobRows.canceled.map(\.1) + [.real(now), .real(now)] + arguments).compactMap { $0["id"].string }
                 let failed = try database.query("""
                     UPDATE jobs SET state = 'failed', error_code = 'worker_crashed',
                         error_message = 'The process running this job stopped unexpectedly ' || attempts || ' times.',
