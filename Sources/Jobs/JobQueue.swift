@@ -448,11 +448,12 @@ public final class JobQueue: Sendable {
         } else {
             outcome = execute(claimed, lease: lease, token: token)
         }
-        if case .failure(let error) = outcome, error.code == "worker_unavailable", claimed.attempts < configuration.maxAttempts {
-            // No process could be started (none or no memory left for a moment): wait before the job goes back to
-            // the queue, still holding it (the heartbeat renews the lease), or every attempt is spent in a few
-            // milliseconds. Doubling, at most 8 s; the wait is not a stall; a cancel or a shutdown ends it (a
-            // shutdown sends the job back without spending an attempt).
+        if case .failure(let error) = outcome, Self.isTransient(error), claimed.attempts < configuration.maxAttempts {
+            // No process could be started (none or no memory left for a moment), or the store failed what the job
+            // needed before it ran (a failover, a locked file): wait before the job goes back to the queue, still
+            // holding it (the heartbeat renews the lease), or every attempt is spent in a few milliseconds.
+            // Doubling, at most 8 s; the wait is not a stall; a cancel or a shutdown ends it (a shutdown sends the
+            // job back without spending an attempt).
             let pause = min(8, configuration.unavailableBackoff * Double(1 << min(10, max(0, claimed.attempts - 1))))
             let until = Date().addingTimeInterval(pause)
             while Date() < until && !token.isCanceled && !stopping {
@@ -592,6 +593,20 @@ public final class JobQueue: Sendable {
         return .notRecorded
     }
 
+    /// A failure that says nothing of the job: no process could be started for it, or the store failed before it
+    /// ran. The job waits a moment (`unavailableBackoff`, doubling) and goes back to the queue.
+    private static func isTransient(_ error: MediaError) -> Bool {
+        error.code == "worker_unavailable" || error.code == "store_error"
+    }
+
+    /// A store that failed what a job needs before it runs (after `recordRetryDelays`), which is not the job's fault:
+    /// `store_error`, a job that goes back to the queue up to its limit of attempts, as a crash does. A refusal
+    /// that cannot change keeps its own code.
+    private static func storeFailure(_ error: StoreError, while what: String) -> MediaError {
+        guard !isPermanent(error) else { return MediaError(code: error.code, message: error.message) }
+        return MediaError(code: "store_error", message: "The job store failed while \(what): \(error.message)")
+    }
+
     /// A refusal that trying again cannot change: the job is gone, the state machine refuses the move, or the job
     /// is another worker's now.
     private static func isPermanent(_ error: StoreError) -> Bool {
@@ -602,8 +617,8 @@ public final class JobQueue: Sendable {
     /// second after the delays; `persistent`, until the queue stops, at the last delay), logging each failure. A
     /// refusal that cannot change (the job is gone, the state machine refuses the move, the job is another
     /// worker's) is not tried again.
-    private func retrying(_ id: String, what: String, until deadline: Date? = nil, persistent: Bool = false,
-                          _ body: () throws(StoreError) -> Job) -> Result<Job, StoreError> {
+    private func retrying<T>(_ id: String, what: String, until deadline: Date? = nil, persistent: Bool = false,
+                             _ body: () throws(StoreError) -> T) -> Result<T, StoreError> {
         var delays = configuration.recordRetryDelays[...]
         while true {
             do throws(StoreError) {
@@ -623,13 +638,11 @@ public final class JobQueue: Sendable {
 
     private func execute(_ job: Job, lease: Lease, token: CancellationToken) -> Result<TranscodeResult, MediaError> {
         var upload: Upload
-        do {
-            guard let found = try store.upload(id: job.inputUpload) else {
-                return .failure(MediaError(code: "input_missing", message: "The job's input upload \(job.inputUpload) no longer exists."))
-            }
-            upload = found
-        } catch {
-            return .failure(MediaError(code: error.code, message: error.message))
+        switch retrying(job.id, what: "reading the job's input upload", { () throws(StoreError) in try store.upload(id: job.inputUpload) }) {
+        case .success(let found?): upload = found
+        case .success(nil):
+            return .failure(MediaError(code: "input_missing", message: "The job's input upload \(job.inputUpload) no longer exists."))
+        case .failure(let error): return .failure(Self.storeFailure(error, while: "reading the job's input upload"))
         }
         if upload.awaitsFetch {
             do throws(MediaError) {
@@ -645,10 +658,9 @@ public final class JobQueue: Sendable {
         if let id = job.settings.filters?.video?.watermark?.upload {
             // The pipeline takes the watermark as a file: find the upload it names.
             let image: Upload?
-            do {
-                image = try store.upload(id: id)
-            } catch {
-                return .failure(MediaError(code: error.code, message: error.message))
+            switch retrying(job.id, what: "reading the watermark's upload", { () throws(StoreError) in try store.upload(id: id) }) {
+            case .success(let found): image = found
+            case .failure(let error): return .failure(Self.storeFailure(error, while: "reading the watermark's upload"))
             }
             guard let image, FileManager.default.fileExists(atPath: image.path) else {
                 return .failure(MediaError(code: "input_missing", message: "filters.video.watermark.upload: the upload \(id) no longer exists."))
@@ -749,17 +761,17 @@ public final class JobQueue: Sendable {
         upload.sha256 = fetched.sha256
         upload.tracks = tracks
         upload.contentType = fetched.contentType
-        do {
-            try store.completeFetch(upload)
-        } catch {
-            unlink(upload.path)
-            // Another attempt recorded the same URL's bytes first: they are the input.
-            if error.code == "not_found", let recorded = try? store.upload(id: upload.id), !recorded.sha256.isEmpty,
-               access(recorded.path, R_OK) == 0 {
+        if case .failure(let error) = retrying(job.id, what: "recording the fetched input",
+                                               { () throws(StoreError) in try store.completeFetch(upload) }) {
+            // Another attempt recorded the same URL's bytes first (or this one did, its answer lost): they are the
+            // input.
+            let recorded = error.code == "not_found" ? try? store.upload(id: upload.id) : nil
+            if recorded?.path != upload.path { unlink(upload.path) }
+            if let recorded, !recorded.sha256.isEmpty, access(recorded.path, R_OK) == 0 {
                 logger.info("input fetched by another attempt", ["job_id": .string(job.id), "upload_id": .string(upload.id)])
                 return recorded
             }
-            throw MediaError(code: error.code, message: error.message)
+            throw Self.storeFailure(error, while: "recording the fetched input")
         }
         logger.info("input fetched", ["job_id": .string(job.id), "upload_id": .string(upload.id), "bytes": .int(upload.size)])
         return upload
@@ -779,9 +791,9 @@ public final class JobQueue: Sendable {
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
         case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?):
             return try store.requeue(lease)
-        case (.failure(let error), nil) where error.code == "worker_crashed" || error.code == "worker_unavailable":
-            // A crash may not happen again (a one-off signal, a memory spike), nor a child that could not start:
-            // the job runs again, up to its limit.
+        case (.failure(let error), nil) where error.code == "worker_crashed" || Self.isTransient(error):
+            // A crash may not happen again (a one-off signal, a memory spike), nor a child that could not start, nor
+            // a store that failed before the job ran: the job runs again, up to its limit.
             guard job.attempts >= configuration.maxAttempts else {
                 logger.error("the job's process crashed; it runs again",
                              ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])

@@ -130,6 +130,44 @@ import TestSupport
         queue.stop(grace: 1)
     }
 
+    /// A store that fails the read of a job's input (a failover, a locked file) says nothing of the job: it was
+    /// failed for good with the store's code. It is read again, then the job goes back to the queue, as after a crash.
+    @Test func aStoreFailingBeforeTheJobRunsSendsItBackToTheQueue() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines) { $0.unavailableBackoff = 0.5 }
+        try queue.start()
+        defer { queue.stop(grace: 5) }
+        let failedReads = { lines.all.filter { $0.contains("reading the job's input upload failed") && $0.contains(job.id) }.count }
+        #expect(eventually(10) { failedReads() >= 4 }, "the read is tried again: \(lines.all)")
+        try sql(fixture, "ALTER TABLE uploads_away RENAME TO uploads")
+        #expect(try eventually(30) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        let done = try #require(try fixture.store.job(id: job.id))
+        #expect(done.state == .succeeded, "\(done.state) \(done.errorCode ?? "") \(done.errorMessage ?? "")")
+        #expect(done.attempts == 2, "the failed start spent an attempt")
+    }
+
+    /// A store that keeps failing it ends the job once its attempts are spent, saying so.
+    @Test func aStoreThatKeepsFailingEndsTheJobAfterItsAttempts() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines) { $0.unavailableBackoff = 0.1 }
+        try queue.start()
+        defer { queue.stop(grace: 5) }
+        #expect(try eventually(30) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.state == .failed && failed.errorCode == "store_error", "\(failed.state) \(failed.errorCode ?? "")")
+        #expect(failed.errorMessage?.contains("reading the job's input upload") == true, "\(failed.errorMessage ?? "")")
+        #expect(failed.errorMessage?.contains("no such table: uploads") == true, "the store's own words: \(failed.errorMessage ?? "")")
+        #expect(failed.errorMessage?.hasSuffix("(attempt 3 of 3)") == true, "\(failed.errorMessage ?? "")")
+    }
+
     @Test func settingsThatNoLongerReadFailTheJobInsteadOfRunningWithDefaults() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
