@@ -79,12 +79,21 @@ public struct TusUploads: Sendable {
     public func offset(of upload: TusUpload) -> Int64 {
         if upload.completedAt != nil { return upload.length ?? 0 }
         if let checked = uncheckedChunkStart(upload.id) { return checked }
-        var status = stat()
-        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0 else {
-            // In neither place: a completion moved them into the upload and has not yet recorded it.
-            return upload.length ?? 0
+        // Moved on into the upload's place (or nowhere: recorded meanwhile) only once all of them were there.
+        guard let found = bytesLocation(of: upload), found.path != storedPath(upload.id) else { return upload.length ?? 0 }
+        return Int64(found.status.st_size)
+    }
+
+    /// Where an unfinished upload's bytes are now, with their file's status: `.bin` while they arrive, aside
+    /// (`completingPath`) while a completion has them or since one died with them, or in the upload's place
+    /// (`storedPath`) once a completion moved them on and has not recorded it yet. Nil when they are in none.
+    public func bytesLocation(of upload: TusUpload) -> (path: String, status: stat)? {
+        let places = [dataPath(upload.id), completingPath(upload.id)] + (upload.completedAt == nil ? [storedPath(upload.id)] : [])
+        for path in places {
+            var status = stat()
+            if stat(path, &status) == 0 { return (path, status) }
         }
-        return Int64(status.st_size)
+        return nil
     }
 
     /// Before a chunk with a checksum is appended at `offset` (holding the `.bin` lock): notes where it starts, so
@@ -183,9 +192,7 @@ public struct TusUploads: Sendable {
     /// back), or moved on into the upload's place by one not yet recorded: an upload whose last bytes came minutes
     /// ago is not old, whenever it was created.
     public func lastWrite(of upload: TusUpload) -> Double {
-        var status = stat()
-        guard stat(dataPath(upload.id), &status) == 0 || stat(completingPath(upload.id), &status) == 0
-                || (upload.completedAt == nil && stat(storedPath(upload.id), &status) == 0) else { return upload.createdAt }
+        guard let status = bytesLocation(of: upload)?.status else { return upload.createdAt }
         return max(upload.createdAt, Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)
     }
 

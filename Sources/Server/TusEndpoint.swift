@@ -389,7 +389,7 @@ public final class TusEndpoint: Sendable {
             // By a completion that died before saving the description. Its bytes are where the row says, unless
             // the row's insert lost its answer (a connection dropped at the commit): then they were put back.
             if access(recorded.path, F_OK) != 0 {
-                guard rename(uploads.dataPath(current.id), recorded.path) == 0 || rename(uploads.completingPath(current.id), recorded.path) == 0 else {
+                guard let found = uploads.bytesLocation(of: current), rename(found.path, recorded.path) == 0 else {
                     throw refusal(.internalServerError, "storage_error",
                                   "The upload's bytes could not be put where its record says: \(String(cString: strerror(errno))).")
                 }
@@ -436,8 +436,7 @@ public final class TusEndpoint: Sendable {
     /// (they go back to `.bin`).
     private func aside(_ upload: TusUpload, length: Int64, metadata: [String: Data]) throws(HTTPError) -> UploadedFile? {
         let path = uploads.completingPath(upload.id)
-        guard rename(uploads.dataPath(upload.id), path) == 0 || access(path, F_OK) == 0
-                || rename(uploads.storedPath(upload.id), path) == 0 else { return nil }
+        guard let found = uploads.bytesLocation(of: upload), found.path == path || rename(found.path, path) == 0 else { return nil }
         var status = stat()
         guard stat(path, &status) == 0, Int64(status.st_size) == length else {
             rename(path, uploads.dataPath(upload.id))
