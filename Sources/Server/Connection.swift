@@ -272,10 +272,10 @@ final class Connection {
         switch loop.router.match(method: head.method, segments: head.segments) {
         case .notFound:
             throw refuse(HTTPError(.notFound, "not_found", "No route matches \(head.path)."))
-        case .methodNotAllowed(let allowed):
+        case .methodNotAllowed(let allowed, let refusalHeaders):
             let list = Array(Set(allowed)).sorted().joined(separator: ", ")
             throw refuse(HTTPError(.methodNotAllowed, "method_not_allowed", "\(head.method) is not allowed here; use \(list).",
-                                   headers: HTTPHeaders([("Allow", list)])))
+                                   headers: HTTPHeaders([("Allow", list)] + (refusalHeaders?(head.headers) ?? []))))
         case .found(let route, let parameters):
             self.route = route
             self.parameters = parameters

@@ -52,6 +52,22 @@ public struct HTTPHeaders: Sendable, Sequence {
         return lastModified.rounded(.down) <= since
     }
 
+    /// Whether the preconditions of a read fail for a representation tagged `etag` (strong) and last modified at
+    /// `lastModified` (RFC 9110 §13.2.2, steps 1 and 2): an `If-Match` that names neither `etag` (by the strong
+    /// comparison: a `W/` tag never matches) nor `*`, or else an `If-Unmodified-Since` date earlier than the
+    /// modification. A date that does not parse counts as absent. A client resuming a download sends them so as
+    /// never to splice bytes of two different files.
+    public func preconditionFails(etag: String, lastModified: Double?) -> Bool {
+        if self["If-Match"] != nil {
+            return !values("If-Match").flatMap { $0.split(separator: ",") }.contains { candidate in
+                let value = candidate.trimmingCharacters(in: .whitespaces)
+                return value == "*" || value == etag
+            }
+        }
+        guard let lastModified, let text = self["If-Unmodified-Since"], let since = HTTPDate.parse(text) else { return false }
+        return lastModified.rounded(.down) > since
+    }
+
     public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
 }
 

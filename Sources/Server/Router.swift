@@ -59,7 +59,8 @@ public final class Router: Sendable {
 
     enum Match {
         case found(Route, parameters: [String: String])
-        case methodNotAllowed(allowed: [String])
+        /// With the refusal headers of the path's routes: a page on another origin reads a 405 as any refusal.
+        case methodNotAllowed(allowed: [String], refusalHeaders: RefusalHeaders?)
         case notFound
     }
 
@@ -107,6 +108,7 @@ public final class Router: Sendable {
     /// Finds the route for `method` and path `segments`; HEAD is served by GET routes.
     func match(method: String, segments: [String]) -> Match {
         var allowed: [String] = []
+        var refusalHeaders: RefusalHeaders?
         for route in routes {
             guard let parameters = Self.bind(route.pattern, segments) else { continue }
             if route.method == method || (method == "HEAD" && route.method == "GET") {
@@ -114,17 +116,21 @@ public final class Router: Sendable {
             }
             allowed.append(route.method)
             if route.method == "GET" { allowed.append("HEAD") }
+            refusalHeaders = refusalHeaders ?? route.refusalHeaders
         }
-        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed, refusalHeaders: refusalHeaders)
     }
 
     private static func bind(_ pattern: [Segment], _ segments: [String]) -> [String: String]? {
         if case .rest(let name)? = pattern.last {
-            // The rest takes every segment left, at least one; a segment holding "/" (sent as %2F) cannot be told
-            // apart once joined, so such a path matches nothing.
-            guard segments.count >= pattern.count, !segments.dropFirst(pattern.count - 1).contains(where: { $0.contains("/") }),
+            // The rest takes every segment left, at least one, joined with "/". A "/" inside a segment (sent as
+            // %2F) stays %2F: joined as it is, it could not be told apart from a separator; so kept, it names what
+            // the handler knows nothing of (a 404 from the route, with its refusal headers), never another file.
+            guard segments.count >= pattern.count,
                   var parameters = bind(Array(pattern.dropLast()), Array(segments.prefix(pattern.count - 1))) else { return nil }
-            parameters[name] = segments.dropFirst(pattern.count - 1).joined(separator: "/")
+            parameters[name] = segments.dropFirst(pattern.count - 1)
+                .map { $0.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F") }
+                .joined(separator: "/")
             return parameters
         }
         guard pattern.count == segments.count else { return nil }

@@ -767,8 +767,8 @@ public final class TranscoderAPI: Sendable {
         return job
     }
 
-    /// A file of a job's output with its validators, honouring `If-None-Match`, `If-Modified-Since`, `Range` and
-    /// `If-Range` (the ETag or the Last-Modified date, compared exactly).
+    /// A file of a job's output with its validators, honouring `If-Match`, `If-Unmodified-Since`, `If-None-Match`,
+    /// `If-Modified-Since`, `Range` and `If-Range` (the ETag or the Last-Modified date, compared exactly).
     private func serve(path: String, of job: Job, _ request: Request, mimeType: String, disposition: String?) throws(HTTPError) -> Response {
         guard let file = OpenFile(path: path) else {
             throw HTTPError(.notFound, "output_missing", "The job's output file is gone from the data directory.")
@@ -785,6 +785,10 @@ public final class TranscoderAPI: Sendable {
         if authentication.isEnabled { headers.set("Cache-Control", "private") }
         let modified = job.finishedAt.map { HTTPDate.format($0) }
         if let modified { headers.set("Last-Modified", modified) }
+        if request.headers.preconditionFails(etag: etag, lastModified: job.finishedAt) {
+            throw HTTPError(.preconditionFailed, "precondition_failed",
+                            "The output is no longer the file If-Match or If-Unmodified-Since names (its ETag is \(etag)).")
+        }
         if request.headers.notModified(etag: etag, lastModified: job.finishedAt) { return Response(.notModified, headers: headers) }
         // A Range is honoured only when If-Range (if any) still names this file.
         let rangeHeader = request.headers["If-Range"].map { $0 == etag || $0 == modified } ?? true ? request.headers["Range"] : nil

@@ -127,7 +127,7 @@ struct Configuration: Sendable {
         Option(flag: "--cors-origin", environment: "TRANSCODER_CORS_ORIGIN",
                help: "let pages on these origins (comma-separated, or *) read output files: players of a ladder elsewhere; default none") {
             config, value throws(UsageError) in
-            for origin in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where origin != "*" {
+            for origin in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where origin != "*" {
                 guard origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.dropFirst(8).contains("/") else {
                     throw UsageError(message: "--cors-origin: expected * or origins like https://player.example.com, got \"\(origin)\"")
                 }

@@ -349,6 +349,21 @@ import TestSupport
         #expect(try status(["If-Range: \(modified)", "Range: bytes=0-9"]) == "206 10")
         #expect(try status(["If-Range: \(hourBefore)", "Range: bytes=0-9"]) == "200 \(size)")
         #expect(try status(["If-Range: \(hourAfter)", "Range: bytes=0-9"]) == "200 \(size)")
+        // Preconditions of a resumed download (RFC 9110 §13.1.1, §13.1.4): the file named by its tag (strongly) or
+        // not changed since a date, else 412 and no bytes; If-Unmodified-Since only without If-Match.
+        #expect(try status(["If-Match: \(etag)", "Range: bytes=0-9"]) == "206 10")
+        #expect(try status(["If-Match: \"other\", \(etag)"]) == "200 \(size)")
+        #expect(try status(["If-Match: *"]) == "200 \(size)")
+        #expect(try status(["If-Match: \"other\""]).hasPrefix("412 "))
+        #expect(try status(["If-Match: W/\(etag)"]).hasPrefix("412 "), "a weak tag never matches strongly")
+        #expect(try status(["If-Unmodified-Since: \(modified)", "Range: bytes=0-9"]) == "206 10")
+        #expect(try status(["If-Unmodified-Since: \(hourAfter)"]) == "200 \(size)")
+        #expect(try status(["If-Unmodified-Since: \(hourBefore)"]).hasPrefix("412 "))
+        #expect(try status(["If-Unmodified-Since: yesterday"]) == "200 \(size)")
+        #expect(try status(["If-Match: \(etag)", "If-Unmodified-Since: \(hourBefore)"]) == "200 \(size)")
+        let refused = try server.json("/v1/jobs/\(id)/output", ["-H", "If-Match: \"other\""])
+        #expect(refused.status == 412 && (refused.object["error"] as? [String: Any])?["code"] as? String == "precondition_failed",
+                "\(refused)")
     }
 
     /// A job whose JSON is over the 1 MiB a stream may hold unsent (its output: 9,500 thumbnails, as a long ladder's

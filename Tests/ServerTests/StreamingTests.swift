@@ -93,6 +93,21 @@ import TestSupport
         let missing = try Shell.run("curl", ["-s", "-D", "-", "-H", "Origin: http://player.test:8000", server.base + base + "/nothing.mp4"])
         #expect(missing.stdout.hasPrefix("HTTP/1.1 404") && missing.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000"),
                 "a refusal is readable by the player too: \(missing.stdout)")
+        // Also one refused before the handler: a path with its slash encoded (a player's encodeURIComponent), and a
+        // method the route does not take.
+        let encoded = try Shell.run("curl", ["-s", "-D", "-", "-H", "Origin: http://player.test:8000", server.base + base + "/360p%2Fsegment_00001.m4s"])
+        #expect(encoded.stdout.hasPrefix("HTTP/1.1 404") && encoded.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000"),
+                "\(encoded.stdout)")
+        let posted = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-H", "Origin: http://player.test:8000", server.base + base + "/master.m3u8"])
+        #expect(posted.stdout.hasPrefix("HTTP/1.1 405") && posted.stdout.contains("Allow: ")
+                && posted.stdout.contains("Access-Control-Allow-Origin: http://player.test:8000"), "\(posted.stdout)")
+        // A download page reads the file's name; a player revalidates by date too.
+        let exposed = allowed.stdout.split(separator: "\r\n").first { $0.hasPrefix("Access-Control-Expose-Headers: ") } ?? ""
+        #expect(exposed.contains("Content-Disposition"), "\(allowed.stdout)")
+        let datePreflight = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://player.test:8000",
+                                                   "-H", "Access-Control-Request-Method: GET", "-H", "Access-Control-Request-Headers: if-modified-since",
+                                                   server.base + base + "/master.m3u8"])
+        #expect(datePreflight.stdout.contains("If-Modified-Since"), "\(datePreflight.stdout)")
 
         // Only listed files: no way out of the folder, no unlisted name, no other method.
         for probe in ["../../transcoderd.sqlite", "%2e%2e/%2e%2e/transcoderd.sqlite", "360p%2Fsegment_00001.m4s",
@@ -101,9 +116,8 @@ import TestSupport
             let status = answer.stdout.split(separator: "\n").last.map(String.init)
             #expect(status == "404", "\(probe): \(answer.stdout.suffix(200))")
             // Refused by the listing itself (a path resolved elsewhere would answer another error); a "/" sent as
-            // %2F matches no route at all.
-            let code = probe.contains("%2F") ? "not_found" : "output_file_not_found"
-            #expect(answer.stdout.contains(#""code":"\#(code)""#), "\(probe): \(answer.stdout.suffix(200))")
+            // %2F stays one, which names no file.
+            #expect(answer.stdout.contains(#""code":"output_file_not_found""#), "\(probe): \(answer.stdout.suffix(200))")
         }
         let post = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", server.base + base + "/master.m3u8"])
         #expect(post.stdout.hasPrefix("HTTP/1.1 405") && post.stdout.contains("Allow: GET, HEAD, OPTIONS"), "\(post.stdout)")
@@ -137,5 +151,17 @@ import TestSupport
         #expect(!plain.stdout.contains("Access-Control"), "\(plain.stdout)")
         let options = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "OPTIONS", server.base + "/v1/jobs/\(id)/output"])
         #expect(options.stdout == "405")
+    }
+
+    /// Origins are compared as browsers send them: host in lower case, no default port. An operator who writes
+    /// `https://Player.example:443` means the page the browser calls `https://player.example`.
+    @Test func originsAreMatchedAsBrowsersSendThem() throws {
+        let server = try TestServer(["--cors-origin", "https://Player.Example:443, HTTP://other.test:80"])
+        for origin in ["https://player.example", "http://other.test"] {
+            let answer = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: \(origin)",
+                                                server.base + "/v1/jobs/\(UUID().uuidString.lowercased())/output"])
+            #expect(answer.stdout.hasPrefix("HTTP/1.1 404") && answer.stdout.contains("Access-Control-Allow-Origin: \(origin)\r\n"),
+                    "\(answer.stdout)")
+        }
     }
 }
