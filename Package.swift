@@ -44,7 +44,7 @@ let package = Package(
         .testTarget(name: "JobsTests", dependencies: ["Jobs", "Locks", "Logging", "TestSupport"]),
         .testTarget(name: "ServerTests", dependencies: ["Server", "transcoderd", "Isolation", "Locks", "Logging", "TestSupport"]),
         .testTarget(name: "OutboundTests", dependencies: ["Outbound", "Webhooks", "Crypto", "Jobs", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["transcoderd", "Jobs", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["transcoderd", "Jobs", "Locks", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -30,8 +30,8 @@ public struct AddressPolicy: Sendable, Equatable {
     }
 
     /// The kind of non-public address `address` is, when the policy refuses it; nil when it may be connected to.
-    /// The metadata address stays refused unless it is allowed by itself (a /32 or /128 entry), not by a block
-    /// that happens to hold it (`169.254.0.0/16`, `0.0.0.0/0`). An IPv6 address carrying an IPv4 one (mapped,
+    /// A cloud's metadata or credentials address stays refused unless it is allowed by itself (a /32 or /128
+    /// entry), not by a block that happens to hold it (`169.254.0.0/16`, `100.64.0.0/10`, `0.0.0.0/0`). An IPv6 address carrying an IPv4 one (mapped,
     /// NAT64, 6to4) is judged by the IPv4 address, where it really leads.
     public func refusal(of address: IPAddress) -> String? {
         if let inner = address.embeddedIPv4 ?? Self.tunnelled(address) { return refusal(of: inner) }
@@ -41,7 +41,10 @@ public struct AddressPolicy: Sendable, Equatable {
         return nil
     }
 
-    static let metadata = [CIDRBlock("169.254.169.254/32")!, CIDRBlock("fd00:ec2::254/128")!]
+    /// Where clouds hand out instance metadata and credentials: the instance metadata service (AWS, GCP, Azure,
+    /// OCI; AWS's IPv6 one), ECS task credentials, EKS Pod Identity (IPv4 and IPv6), Alibaba Cloud's, OCI's older one.
+    static let metadata = ["169.254.169.254/32", "fd00:ec2::254/128", "169.254.170.2/32", "169.254.170.23/32",
+                           "fd00:ec2::23/128", "100.100.100.200/32", "192.0.0.192/32"].map { CIDRBlock($0)! }
 
     /// The IPv4 address inside a NAT64 (`64:ff9b::/96`) or 6to4 (`2002::/16`) address.
     static func tunnelled(_ address: IPAddress) -> IPAddress? {
@@ -52,20 +55,20 @@ public struct AddressPolicy: Sendable, Equatable {
 
     /// The address and its kind when `url`'s host is a literal address the policy refuses (names are only known at
     /// connect time): a refusal that can be given before anything is sent.
+    /// An IPv4 host may be written as libcurl reads it too (`127.1`, `2130706433`, `0x7f.0.0.1`, `0177.0.0.1`).
     public func refusal(ofURL url: String) -> (address: IPAddress, kind: String)? {
         guard let host = URLComponents(string: url)?.host,
-              let address = IPAddress(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))),
+              let address = IPAddress(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))) ?? IPAddress(numericHost: host),
               let kind = refusal(of: address) else { return nil }
         return (address, kind)
     }
 
-    /// Non-public blocks, the most specific first (the metadata address before the link-local block holding it).
-    static let reserved: [(CIDRBlock, String)] = [
-        ("169.254.169.254/32", "cloud metadata"), ("fd00:ec2::254/128", "cloud metadata"),
+    /// Non-public blocks, the most specific first (the metadata addresses before the blocks holding them).
+    static let reserved: [(CIDRBlock, String)] = metadata.map { ($0, "cloud metadata") } + [
         ("0.0.0.0/8", "unspecified"), ("127.0.0.0/8", "loopback"), ("10.0.0.0/8", "private"), ("172.16.0.0/12", "private"),
         ("192.168.0.0/16", "private"), ("100.64.0.0/10", "CGNAT"), ("169.254.0.0/16", "link-local"),
         ("224.0.0.0/4", "multicast"), ("240.0.0.0/4", "reserved"), ("192.0.0.0/24", "reserved"), ("198.18.0.0/15", "reserved"),
-        ("::/128", "unspecified"), ("::1/128", "loopback"), ("fc00::/7", "private"), ("fec0::/10", "private"),
+        ("::/128", "unspecified"), ("::1/128", "loopback"), ("::/96", "reserved"), ("fc00::/7", "private"), ("fec0::/10", "private"),
         ("fe80::/10", "link-local"), ("ff00::/8", "multicast"), ("64:ff9b:1::/48", "reserved"), ("2001::/32", "reserved"),
     ].map { (CIDRBlock($0.0)!, $0.1) }
 }

@@ -22,6 +22,18 @@ public struct IPAddress: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// An IPv4 address in any of the spellings `inet_aton` (and libcurl's URL parser) accepts: one to four
+    /// numbers, each decimal, octal (`0177`) or hexadecimal (`0x7f`), the last filling the bytes left (`127.1`,
+    /// `2130706433`). Nil for anything else, names included.
+    public init?(numericHost text: String) {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "x") || $0 == UInt8(ascii: "X")
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+                || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }) else { return nil }
+        var v4 = in_addr()
+        guard inet_aton(text, &v4) != 0 else { return nil }
+        bytes = withUnsafeBytes(of: v4) { Array($0) }
+    }
+
     /// The address of a `sockaddr_in` or `sockaddr_in6`; nil for other families.
     public init?(socketAddress: UnsafePointer<sockaddr>) {
         switch Int32(socketAddress.pointee.sa_family) {

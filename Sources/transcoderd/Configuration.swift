@@ -371,28 +371,44 @@ extension Configuration {
             secret = webhookSecret
         } else {
             let path = directory.root.appendingPathComponent("webhook-secret").path
-            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
-                guard let kept = WebhookSecret(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                    throw StoreError(code: "invalid_webhook_secret", message: "\(path) does not hold a whsec_ secret; remove it or pass --webhook-secret.")
-                }
-                secret = kept
-            } else {
-                secret = WebhookSecret.generate()
-                let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-                guard descriptor >= 0 else {
-                    throw StoreError(code: "storage_error", message: "Creating \(path) failed: \(String(cString: strerror(errno))).")
-                }
-                let bytes = Array((secret.text + "\n").utf8)
-                let written = write(descriptor, bytes, bytes.count)
-                fsync(descriptor)
-                close(descriptor)
-                guard written == bytes.count else {
-                    unlink(path)
-                    throw StoreError(code: "storage_error", message: "Writing \(path) failed.")
-                }
+            if access(path, F_OK) != 0 { try Self.makeWebhookSecret(at: path) }
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw StoreError(code: "storage_error", message: "Reading \(path) failed.")
             }
+            guard let kept = WebhookSecret(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw StoreError(code: "invalid_webhook_secret", message: "\(path) does not hold a whsec_ secret; remove it or pass --webhook-secret.")
+            }
+            secret = kept
         }
         return WebhookDispatcher.Settings(secret: secret, policy: outboundPolicy, schedule: RetrySchedule(scale: webhookRetryScale))
+    }
+
+    /// Writes a new secret to `path`, readable by the owner only, unless one is there: written whole and flushed
+    /// under a name of its own first, then linked into place, so that nodes starting at once on a shared data
+    /// directory all read the one that got there first, and a crash never leaves an empty file every later start
+    /// refuses.
+    static func makeWebhookSecret(at path: String) throws(StoreError) {
+        let temporary = path + ".\(UInt32.random(in: 0...UInt32.max)).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw StoreError(code: "storage_error", message: "Creating \(temporary) failed: \(String(cString: strerror(errno))).")
+        }
+        defer { unlink(temporary) }
+        let bytes = Array((WebhookSecret.generate().text + "\n").utf8)
+        let written = write(descriptor, bytes, bytes.count)
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced else {
+            throw StoreError(code: "storage_error", message: "Writing \(temporary) failed.")
+        }
+        guard link(temporary, path) == 0 || errno == EEXIST else {
+            throw StoreError(code: "storage_error", message: "Creating \(path) failed: \(String(cString: strerror(errno))).")
+        }
+        do throws(MediaError) {
+            try FileDurability.syncDirectory(containing: path)
+        } catch {
+            throw StoreError(code: "storage_error", message: error.message)
+        }
     }
 
     /// Downloads inputs given by URL under the outbound policy and the upload limit.

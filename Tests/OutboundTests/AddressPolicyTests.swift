@@ -44,6 +44,26 @@ import Testing
         #expect(wide.refusal(of: try #require(IPAddress("169.254.169.254"))) == "cloud metadata")
         #expect(wide.refusal(of: try #require(IPAddress("64:ff9b::a9fe:a9fe"))) == "cloud metadata")
         #expect(try AddressPolicy.parse("169.254.169.254").get().refusal(of: try #require(IPAddress("169.254.169.254"))) == nil)
+        // Nor those of the other credential services: ECS task roles, EKS Pod Identity, Alibaba's, OCI's older one
+        // (a CGNAT block is a common allowance for a Tailscale network).
+        let wider = try AddressPolicy.parse("169.254.0.0/16,100.64.0.0/10,192.0.0.0/24,::/0").get()
+        for address in ["169.254.170.2", "169.254.170.23", "fd00:ec2::23", "100.100.100.200", "192.0.0.192"] {
+            #expect(wider.refusal(of: try #require(IPAddress(address))) == "cloud metadata", "\(address)")
+        }
+        #expect(wider.refusal(of: try #require(IPAddress("100.100.100.201"))) == nil)
+    }
+
+    /// A literal address in a URL is refused before anything is sent, in every spelling libcurl reads as one.
+    @Test func literalAddressesAreRefusedInEverySpelling() throws {
+        let policy = AddressPolicy()
+        for url in ["http://127.1/x.mp4", "http://2130706433:1/", "http://0x7f.0.0.1/", "http://0177.0.0.1/", "http://0/",
+                    "http://0x7f000001/", "http://[::127.0.0.1]/", "http://[::ffff:10.0.0.1]/", "http://169.254.43518/"] {
+            #expect(policy.refusal(ofURL: url) != nil, "\(url)")
+        }
+        #expect(policy.refusal(ofURL: "http://169.254.43518/")?.kind == "cloud metadata")
+        for url in ["http://8.8.8.8/", "http://example.com/", "http://deadbeef/", "http://1.2.3.4.5/", "http://134744072/"] {
+            #expect(policy.refusal(ofURL: url) == nil, "\(url)")
+        }
     }
 
     @Test func badListsNameTheirEntry() {

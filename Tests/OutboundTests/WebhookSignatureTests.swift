@@ -1,4 +1,5 @@
 import Foundation
+import Outbound
 import Testing
 import Webhooks
 
@@ -41,5 +42,29 @@ import Webhooks
         // The two-digit year is read against the time given: in 1994, 50 is 1950 (a Sunday), in the past.
         #expect(RetrySchedule.retryAfter("Sunday, 01-Jan-50 00:00:00 GMT", now: 784_111_767) == 0)
         #expect(RetrySchedule.retryAfter("soon", now: 0) == nil && RetrySchedule.retryAfter(nil, now: 0) == nil)
+        // delay-seconds is digits only (RFC 9110 §10.2.3).
+        for value in ["1e3", "0x10", "inf", "5.5", "-1", "+5", "nan"] {
+            #expect(RetrySchedule.retryAfter(value, now: 0) == nil, "\(value)")
+        }
+        #expect(RetrySchedule.retryAfter(String(repeating: "9", count: 400), now: 0) == 86_400)
+    }
+
+    /// What logs and the API show of a URL: no credentials, in the user part, the query, a token-like path
+    /// segment (Slack's and Discord's webhook URLs hold theirs there) or the fragment.
+    @Test func urlsAreShownWithoutTheirSecrets() {
+        let shown = [
+            "https://user:pw@h.example/in.mp4?X-Amz-Signature=abc&v=2",
+            "https://hooks.slack.com/services/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",
+            "https://discord.com/api/webhooks/123456789012345678/aBcDeF-gHiJkL_mNoPqRsTuVwXyZ0123456789",
+            "https://h.example/cb#access_token=abc123",
+            "https://h.example/cb?pass=hunter2&jwt=eyJ&hmac=ff",
+        ].map(RedactedURL.text)
+        for (text, secret) in zip(shown, ["pw", "Xy9Zk2LmN4pQ7rS1tU3vW5aB", "aBcDeF-gHiJkL_mNoPqRsTuVwXyZ0123456789", "abc123", "hunter2"]) {
+            #expect(!text.contains(secret), "\(text)")
+        }
+        #expect(shown[0] == "https://REDACTED@h.example/in.mp4?X-Amz-Signature=REDACTED&v=2")
+        #expect(shown[1] == "https://hooks.slack.com/services/T0A1B2C3D/B0A1B2C3D4E/REDACTED")
+        #expect(RedactedURL.text("https://cdn.example/videos/2024_summer_holiday_clip01.mp4?v=3")
+                == "https://cdn.example/videos/2024_summer_holiday_clip01.mp4?v=3", "a name with a dot is kept")
     }
 }

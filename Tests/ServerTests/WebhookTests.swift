@@ -166,6 +166,9 @@ import TestSupport
             (#"{"url": "https://x/y", "secret": "s"}"#, 400, "webhook.secret"),
             (#"{"url": "http://169.254.169.254/latest"}"#, 422, "cloud metadata"),
             (#"{"url": "http://[::1]:9/x"}"#, 422, "loopback"),
+            // Spellings libcurl reads as an address, refused as one before the job is made.
+            (#"{"url": "http://2130706433:9/x"}"#, 422, "loopback"),
+            (#"{"url": "http://127.1:9/x"}"#, 422, "loopback"),
         ] {
             let answer = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(input)", "webhook": \#(webhook)}"#])
             let error = answer.object["error"] as? [String: Any]
