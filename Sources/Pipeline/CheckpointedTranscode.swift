@@ -20,7 +20,7 @@ final class CheckpointedTranscode {
     static func segmentSeconds(_ settings: TranscodeSettings, reader: MediaReader) -> Double {
         guard case .encode(let base) = settings.video, let track = reader.mainVideoTrack,
               let encoding = try? VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: base,
-                                                        crop: settings.filters?.video?.crop) else { return 2 }
+                                                        filters: settings.filters) else { return 2 }
         let interval = encoding.keyFrameSeconds
         guard interval.isFinite, interval > 0 else { return 2 }
         return interval * max(1, (1 / interval).rounded(.up))

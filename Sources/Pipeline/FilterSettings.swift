@@ -121,7 +121,7 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// The video filter chain, or nil when nothing is asked. Numbers only: no text from the user reaches it.
     /// `deinterlace` puts `bwdif` first, on frames flagged interlaced only, one frame out per frame in, so the frame
     /// rate, timestamps and key-frame interval stay those of the source. A tempo scales time from `origin` (the
-    /// output's zero, in the input's time base) on, as the audio's does: a source that starts late (a transport
+    /// output's zero, in microseconds: `AV_TIME_BASE`) on, as the audio's does: a source that starts late (a transport
     /// stream's clock) keeps its pictures with its sound. `toneMapping` (`ToneMapping.filters`) maps HDR to SDR.
     func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil) -> String? {
         var filters: [String] = []
@@ -135,7 +135,11 @@ public struct FilterSettings: Sendable, Equatable, Codable {
         if brightness != 0 || contrast != 1 || saturation != 1 {
             filters.append("eq=brightness=\(brightness):contrast=\(contrast):saturation=\(saturation)")
         }
-        if tempo != 1 { filters.append(origin == 0 ? "setpts=PTS/\(tempo)" : "setpts=(PTS-(\(origin)))/\(tempo)+(\(origin))") }
+        // In microseconds first: a coarse time base (an AVI's 1/25) would put two sped-up pictures on one tick.
+        if tempo != 1 {
+            filters.append("settb=AVTB")
+            filters.append(origin == 0 ? "setpts=PTS/\(tempo)" : "setpts=(PTS-(\(origin)))/\(tempo)+(\(origin))")
+        }
         if let overlay = watermarkChain() {
             let main = filters.isEmpty ? "null" : filters.joined(separator: ",")
             return "[in]\(main)[main];" + overlay

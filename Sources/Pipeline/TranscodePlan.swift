@@ -134,7 +134,7 @@ final class TranscodePlan {
         var encodings: [VideoEncoding]
         var grid: KeyFrameGrid?
         if settings.container.isSegmented {
-            encodings = try Self.ladder(track: track, stream: stream, settings: settings, base: base, crop: crop,
+            encodings = try Self.ladder(track: track, stream: stream, settings: settings, base: base,
                                         toneMapped: toneMapped)
             let interval = encodings[0].keyFrameSeconds
             for (index, encoding) in encodings.enumerated() where abs(encoding.keyFrameSeconds - interval) > 0.001 {
@@ -154,7 +154,7 @@ final class TranscodePlan {
                 encodings[index].threads = Int32(min(Double(FFmpeg.maxThreads), max(1, share.rounded())))
             }
         } else {
-            encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, crop: crop, toneMapped: toneMapped)]
+            encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, filters: settings.filters, toneMapped: toneMapped)]
             if case .video(let segmentSeconds) = pass {
                 // Checkpoint segments start with an IDR on their grid; x264 places its other key frames as usual.
                 grid = KeyFrameGrid(interval: segmentSeconds, segmentDuration: segmentSeconds)
@@ -181,7 +181,7 @@ final class TranscodePlan {
         if let thumbnails = settings.thumbnails, let directory {
             var thumbnail = try VideoEncoding.resolve(
                 track: track, stream: stream,
-                settings: VideoSettings(width: thumbnails.width ?? ThumbnailSettings.defaultWidth, allowUpscaling: true), crop: crop,
+                settings: VideoSettings(width: thumbnails.width ?? ThumbnailSettings.defaultWidth, allowUpscaling: true), filters: settings.filters,
                 toneMapped: toneMapped)
             thumbnail.colors = Self.jpegColors(thumbnail.colors)
             var poster = encodings[0]
@@ -213,7 +213,7 @@ final class TranscodePlan {
 
     /// The encodings of a ladder's renditions, largest first as listed (or derived from the source for `auto`).
     private static func ladder(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
-                               base: VideoSettings, crop: FilterSettings.Crop?, toneMapped: Bool) throws(MediaError) -> [VideoEncoding] {
+                               base: VideoSettings, toneMapped: Bool) throws(MediaError) -> [VideoEncoding] {
         var rungs: [VideoSettings]
         switch settings.renditions ?? .auto {
         case .list(let list):
@@ -224,7 +224,7 @@ final class TranscodePlan {
             unsized.width = nil
             unsized.height = nil
             unsized.allowUpscaling = false
-            let display = try VideoEncoding.resolve(track: track, stream: stream, settings: unsized, crop: crop)
+            let display = try VideoEncoding.resolve(track: track, stream: stream, settings: unsized, filters: settings.filters)
             let landscape = display.width >= display.height
             rungs = Renditions.automatic(sourceLines: min(display.width, display.height)).map { rung in
                 var rendition = unsized
@@ -235,7 +235,8 @@ final class TranscodePlan {
         }
         var encodings: [VideoEncoding] = []
         for rung in rungs {
-            encodings.append(try VideoEncoding.resolve(track: track, stream: stream, settings: rung, crop: crop, toneMapped: toneMapped))
+            encodings.append(try VideoEncoding.resolve(track: track, stream: stream, settings: rung, filters: settings.filters,
+                                                       toneMapped: toneMapped))
         }
         return encodings
     }

@@ -48,11 +48,14 @@ struct VideoEncoding {
     var threads: Int32 = 0
 
     /// Every default of `settings` filled in from the source stream: size from the (cropped) display size, frame
-    /// rate and time base from the stream, bit rate from the size, key frames every two seconds.
+    /// rate and time base from the stream (times the tempo: `setpts` plays the pictures faster or slower), bit
+    /// rate from the size, key frames every two seconds of the output.
+    /// - Parameter filters: the job's filters, whose crop and tempo change what the encoder gets.
     /// - Parameter toneMapped: the pictures reach the encoder tone-mapped to SDR BT.709 (`ToneMapping`), so the
     ///   settings' colours apply over BT.709 instead of the source's tags.
     static func resolve(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: VideoSettings,
-                        crop: FilterSettings.Crop?, toneMapped: Bool = false) throws(MediaError) -> VideoEncoding {
+                        filters: FilterSettings?, toneMapped: Bool = false) throws(MediaError) -> VideoEncoding {
+        let crop = filters?.video?.crop
         var sourceWidth = track.width ?? 0, sourceHeight = track.height ?? 0
         if let crop {
             guard crop.x + crop.width <= sourceWidth, crop.y + crop.height <= sourceHeight else {
@@ -80,6 +83,9 @@ struct VideoEncoding {
                 guessed = av_d2q(av_q2d(average), 100_000)
             }
             frameRate = FFmpeg.isValid(guessed) && av_q2d(guessed) <= 1000 ? guessed : AVRational(num: 30, den: 1)
+            // A tempo plays the pictures faster or slower: twice as many a second at 2 (the level and key-frame
+            // interval are for those).
+            if let tempo = filters?.tempo, tempo != 1 { frameRate = av_mul_q(frameRate, av_d2q(tempo, 1000)) }
             timeBase = stream.pointee.time_base
             // A time base coarser than a frame, or absurdly fine, is replaced by MPEG's 90 kHz clock.
             if !FFmpeg.isValid(timeBase) || av_q2d(timeBase) > av_q2d(av_inv_q(frameRate)) || timeBase.den / max(timeBase.num, 1) > 10_000_000 {

@@ -13,7 +13,7 @@ final class VideoSource {
     private var filterChain: String?
     private var chainDecided = false
     private var deinterlacing = false
-    /// The output's zero in the source's time base, where a tempo filter scales time from.
+    /// The output's zero in microseconds (`AV_TIME_BASE`), where a tempo filter scales time from.
     private let origin: Int64
     private var filters: FilterGraph?
     /// Size and pixel format the current graph was built for.
@@ -29,7 +29,7 @@ final class VideoSource {
         self.track = track
         toneMappingFilters = toneMapping?.filters
         sourceTimeBase = stream.pointee.time_base
-        origin = Timeline.rescale(timeline.start, from: FFmpeg.timeBaseQ, to: stream.pointee.time_base)
+        origin = timeline.start
         self.filterSettings = filterSettings
         self.emit = emit
         if let mark = filterSettings?.video?.watermark {

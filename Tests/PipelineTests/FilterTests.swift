@@ -112,6 +112,26 @@ import TestSupport
         #expect(abs(decibels + 6.02) < 0.5, "volume 0.5 changed the level by \(decibels) dB")
     }
 
+    /// A tempo plays the pictures faster: twice as many a second at 2. The encoder was told the source's rate, so
+    /// key frames came every second instead of every 2 s and x264's level was chosen for half the real rate; and a
+    /// coarse time base (an AVI's 1/25) put two sped-up pictures on one tick, one of them dropped.
+    @Test func aTempoKeepsEveryPictureAtItsNewRate() throws {
+        let fast = try transcode(try Media.path(.tenSeconds), #"{"filters": {"audio": {"tempo": 2}}}"#)
+        let probe = try Probe.read(fast)
+        #expect(abs((probe.video?.frameRate ?? 0) - 60) < 0.5, "\(probe.video?.avg_frame_rate ?? "")")
+        let keys = try Probe.keyFrames(fast)
+        // At most 2 s of the output (120 pictures) apart, x264 free to cut earlier; the source's count (60) was the
+        // most before.
+        let gaps = zip(keys.keyFrames, keys.keyFrames.dropFirst() + [keys.frameCount]).map { $1 - $0 }
+        #expect(abs(keys.frameCount - 300) <= 1 && gaps.allSatisfy { $0 <= 120 } && gaps.contains { $0 > 60 },
+                "key frames \(keys.keyFrames) of \(keys.frameCount)")
+        let level = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=level", "-of", "csv=p=0", fast])
+        #expect(Int(level.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 >= 31, "640×360 at 60 fps needs level 3.1: \(level)")
+        // 2 s at 25 fps in an AVI (time base 1/25): 50 pictures in 1 s.
+        let avi = try Probe.keyFrames(try transcode(try Media.path(.anamorphic), #"{"filters": {"audio": {"tempo": 2}}}"#))
+        #expect(abs(avi.frameCount - 50) <= 1, "\(avi.frameCount) pictures")
+    }
+
     @Test func normalizeReachesTheLoudnessTarget() throws {
         let output = try transcode(try Media.path(.audioOnly), #"{"filters": {"audio": {"volume": 0.1, "normalize": true}}}"#)
         let report = try Shell.run("ffmpeg", ["-nostdin", "-i", output, "-af", "ebur128", "-f", "null", "-"]).stderr

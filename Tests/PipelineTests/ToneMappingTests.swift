@@ -92,13 +92,12 @@ import TestSupport
         func size(_ json: String, thumbnailWidth: Int? = nil) throws -> (width: Int, height: Int)? {
             let settings = try TranscodeSettings.parse(Data(json.utf8))
             guard case .encode(let video) = settings.video else { return (-1, -1) }
-            let crop = settings.filters?.video?.crop
-            var pictures = [try VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: video, crop: crop,
+            var pictures = [try VideoEncoding.resolve(track: track, stream: reader.stream(track.index), settings: video, filters: settings.filters,
                                                       toneMapped: true)]
             if let thumbnailWidth {
                 pictures.append(try VideoEncoding.resolve(track: track, stream: reader.stream(track.index),
                                                           settings: VideoSettings(width: thumbnailWidth, allowUpscaling: true),
-                                                          crop: crop, toneMapped: true))
+                                                          filters: settings.filters, toneMapped: true))
             }
             return ToneMapping.prescale(source: (640, 360), pictures: pictures, filters: settings.filters)
         }
