@@ -33,6 +33,7 @@ static inline int tc_averror_invaliddata(void) { return AVERROR_INVALIDDATA; }
 static inline int tc_averror_exit(void) { return AVERROR_EXIT; }
 static inline int64_t tc_nopts_value(void) { return AV_NOPTS_VALUE; }
 static inline int tc_time_base(void) { return AV_TIME_BASE; }
+static inline uint64_t tc_layout_surround(void) { return AV_CH_LAYOUT_SURROUND; }
 
 /// Writes FFmpeg's text for an error code into buf (what av_err2str does, without the compound literal).
 static inline const char *tc_err2str(int code, char *buf, size_t size) {

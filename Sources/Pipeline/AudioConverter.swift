@@ -39,7 +39,7 @@ final class AudioConverter {
     init(encoding: AudioEncoding, frameSize: Int) throws(MediaError) {
         self.encoding = encoding
         self.frameSize = max(frameSize, 1)
-        av_channel_layout_default(&outputLayout, Int32(encoding.channels))
+        FFmpeg.defaultChannelLayout(&outputLayout, channels: Int32(encoding.channels))
         fifo = av_audio_fifo_alloc(AV_SAMPLE_FMT_FLTP, Int32(encoding.channels), Int32(self.frameSize) * 4)
         guard fifo != nil else { throw MediaError(code: "out_of_memory", message: "Allocating the audio FIFO failed.") }
     }
@@ -151,7 +151,7 @@ final class AudioConverter {
             guard input.ch_layout.nb_channels > 0 else {
                 throw MediaError(code: "unsupported_audio", message: "The input's audio has no channels.")
             }
-            av_channel_layout_default(&inputLayout, input.ch_layout.nb_channels)
+            FFmpeg.defaultChannelLayout(&inputLayout, channels: input.ch_layout.nb_channels)
         } else {
             var source = input.ch_layout
             try FFmpeg.check(av_channel_layout_copy(&inputLayout, &source), "Reading the audio layout")

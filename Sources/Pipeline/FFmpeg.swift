@@ -46,6 +46,17 @@ enum FFmpeg {
     }
 
     static func isValid(_ rational: AVRational) -> Bool { rational.num > 0 && rational.den > 0 }
+
+    /// The layout `channels` channels stand for when nothing says more: FFmpeg's default, but 3.0 (left, right,
+    /// centre) for three, where FFmpeg's 2.1 makes the third a low-frequency channel (which a stereo downmix
+    /// leaves out, and which AAC can only write with a program config element).
+    static func defaultChannelLayout(_ layout: inout AVChannelLayout, channels: Int32) {
+        if channels == 3 {
+            av_channel_layout_from_mask(&layout, tc_layout_surround())
+        } else {
+            av_channel_layout_default(&layout, channels)
+        }
+    }
 }
 
 /// An FFmpeg option dictionary (`AVDictionary`), freed when it goes away.

@@ -26,7 +26,7 @@ final class FilterGraph {
     /// An audio graph for frames like `frame` (timestamps in 1/sample rate).
     convenience init(audio frame: AVFrame, chain: String) throws(MediaError) {
         var layout = frame.ch_layout
-        if layout.order == AV_CHANNEL_ORDER_UNSPEC { av_channel_layout_default(&layout, frame.ch_layout.nb_channels) }
+        if layout.order == AV_CHANNEL_ORDER_UNSPEC { FFmpeg.defaultChannelLayout(&layout, channels: frame.ch_layout.nb_channels) }
         var buffer = [CChar](repeating: 0, count: 128)
         _ = av_channel_layout_describe(&layout, &buffer, buffer.count)
         let layoutName = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }

@@ -51,7 +51,7 @@ final class StreamEncoder {
         let context = context!
         context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
         context.pointee.sample_rate = Int32(settings.sampleRate)
-        av_channel_layout_default(&context.pointee.ch_layout, Int32(settings.channels))
+        FFmpeg.defaultChannelLayout(&context.pointee.ch_layout, channels: Int32(settings.channels))
         context.pointee.bit_rate = Int64(settings.bitRate)
         context.pointee.time_base = AVRational(num: 1, den: Int32(settings.sampleRate))
         if globalHeader { context.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }

@@ -106,7 +106,7 @@ struct StreamParameters: Codable, Equatable {
             if channelMask != 0 {
                 try FFmpeg.check(av_channel_layout_from_mask(&parameters.pointee.ch_layout, channelMask), "Describing the audio channels")
             } else {
-                av_channel_layout_default(&parameters.pointee.ch_layout, channels)
+                FFmpeg.defaultChannelLayout(&parameters.pointee.ch_layout, channels: channels)
             }
         }
         parameters.pointee.sample_rate = sampleRate

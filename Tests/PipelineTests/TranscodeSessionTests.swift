@@ -39,6 +39,23 @@ import TestSupport
         #expect(run.result.size == (try FileManager.default.attributesOfItem(atPath: run.output)[.size] as? Int))
     }
 
+    /// Three channels with no layout said (PCM in Matroska) are left, right and centre, not FFmpeg's guess of 2.1,
+    /// whose third channel is low-frequency effects that a stereo downmix leaves out: sound only there came out
+    /// silent. Asked for three, the output is 3.0 (AAC's own configuration), not 2.1 with an empty LFE.
+    @Test func threeChannelsAreLeftRightAndCentre() throws {
+        let source = try Media.scratch().appendingPathComponent("centre.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "aevalsrc=0|0|0.5*sin(2*PI*500*t):s=48000:d=2", "-c:a", "pcm_s16le", source])
+        let stereo = try transcode(source, name: "out.m4a")
+        let level = try Shell.run("ffmpeg", ["-nostdin", "-i", stereo.output, "-af", "volumedetect", "-f", "null", "-"]).stderr
+        let mean = level.split(separator: "\n").last { $0.contains("mean_volume:") }
+            .flatMap { Double($0.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") }
+        #expect((mean ?? -200) > -20, "the centre is heard in stereo: \(mean.map { String($0) } ?? level) dB")
+        let three = try transcode(source, #"{"audio": {"channels": 3}}"#, name: "three.m4a")
+        let layout = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "a:0", "-show_entries", "stream=channel_layout",
+                                                 "-of", "csv=p=0", three.output])
+        #expect(layout.trimmingCharacters(in: .whitespacesAndNewlines) == "3.0", "\(layout)")
+    }
+
     @Test func mp4IsWrittenWithTheIndexFirst() throws {
         let run = try transcode(try Media.path(.standard))
         let data = try Data(contentsOf: URL(fileURLWithPath: run.output))
