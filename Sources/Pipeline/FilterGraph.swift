@@ -67,8 +67,10 @@ final class FilterGraph {
         try FFmpeg.check(avfilter_graph_parse_ptr(graph, chain, &inputs, &outputs, nil), "Building the filters", code: "filter_failed")
         try FFmpeg.check(avfilter_graph_config(graph, nil), "Configuring the filters", code: "filter_failed")
         if let image {
-            // One frame, then the end: overlay keeps showing the last image for the rest of the video.
-            image.pointer.pointee.pts = 0
+            // One frame, then the end: overlay keeps showing the last image for the rest of the video. Dated long
+            // before any picture (49 days: overlay leaves pictures earlier than the image bare), as pictures may come
+            // before zero on the source's clock (a transport stream starting just before its clock wraps).
+            image.pointer.pointee.pts = -(1 << 32)
             try FFmpeg.check(av_buffersrc_add_frame_flags(imageSource, image.pointer, Int32(AV_BUFFERSRC_FLAG_KEEP_REF)),
                              "Adding the watermark", code: "filter_failed")
             try FFmpeg.check(av_buffersrc_add_frame_flags(imageSource, nil, 0), "Adding the watermark", code: "filter_failed")
