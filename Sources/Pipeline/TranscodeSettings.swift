@@ -33,6 +33,24 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
         try self.init(json: JSONValue(from: decoder))
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case container, video, audio, filters, renditions, segmentDuration, thumbnails
+    }
+
+    /// The form settings are stored in and read back from (`init(json:)`): a track the container cannot hold is
+    /// written only when dropped (`null`). Left to its default it is left out, as it was asked for: reading refuses
+    /// such a track named explicitly, and the job, stored, could never run.
+    public func encode(to encoder: any Encoder) throws {
+        var keyed = encoder.container(keyedBy: CodingKeys.self)
+        try keyed.encode(container, forKey: .container)
+        if container.holdsVideo || video == .drop { try keyed.encode(video, forKey: .video) }
+        if container.holdsAudio || audio == .drop { try keyed.encode(audio, forKey: .audio) }
+        try keyed.encodeIfPresent(filters, forKey: .filters)
+        try keyed.encodeIfPresent(renditions, forKey: .renditions)
+        try keyed.encodeIfPresent(segmentDuration, forKey: .segmentDuration)
+        try keyed.encodeIfPresent(thumbnails, forKey: .thumbnails)
+    }
+
     /// Reads a settings document: an object, or the name of a preset as a string.
     public init(json: JSONValue) throws(SettingsError) {
         if case .string(let name) = json {

@@ -36,6 +36,28 @@ import Testing
         #expect(settings.audio.settings?.sampleRate == 44_100)
     }
 
+    /// Settings are stored as JSON and read again when the job runs: every accepted document must read back as the
+    /// same settings. An audio-only container with its video left to the default was stored with `"video": {}`,
+    /// which reading refuses (it holds audio only): the job always failed with "stored settings can no longer be read".
+    @Test(arguments: [#"{"container": "m4a"}"#, #"{"container": "aac"}"#, #"{"container": "h264"}"#,
+                      #"{"preset": "720p", "container": "aac"}"#, #"{"container": "m4a", "video": null}"#,
+                      #"{"container": "h264", "audio": null, "video": {"width": 640}}"#, "{}", #""1080p""#,
+                      #"{"container": "hls", "renditions": [{"video": {"height": 360}}], "thumbnails": {"count": 3}}"#])
+    func storedSettingsReadBackAsTheSame(json: String) throws {
+        let settings = try parse(json)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys] // as the stores write them
+        let stored = try encoder.encode(settings)
+        let read = try TranscodeSettings.parse(stored)
+        #expect(read.container == settings.container && read.filters == settings.filters && read.renditions == settings.renditions
+                && read.thumbnails == settings.thumbnails, "\(String(decoding: stored, as: UTF8.self))")
+        // The tracks the container holds read back as they were; one it cannot hold stays what it was to the run:
+        // left out (refused only if the input has one), or dropped.
+        if settings.container.holdsVideo || settings.video == .drop { #expect(read.video == settings.video) }
+        if settings.container.holdsAudio || settings.audio == .drop { #expect(read.audio == settings.audio) }
+        #expect(try encoder.encode(read) == stored, "a second round gives the same text")
+    }
+
     @Test func copyAndNullChooseWhatHappensToATrack() throws {
         let settings = try parse(#"{"video": "copy", "audio": null, "container": "mov"}"#)
         #expect(settings.video == .copy)

@@ -264,6 +264,15 @@ import TestSupport
         #expect(output["url"] as? String == "/v1/jobs/\(id)/output" && output["mimeType"] as? String == "video/mp4")
         #expect(done["error"] is NSNull && done["finishedAt"] is String)
 
+        // An audio-only file from an audio-only source, the video left to its default (README: "a source without
+        // video"): its settings are stored and read back when it runs.
+        let audio = try #require(try upload(try Media.path(.audioOnly))["id"] as? String)
+        let m4a = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(audio)", "settings": {"container": "m4a"}}"#])
+        let m4aID = try #require(m4a.object["id"] as? String, "\(m4a.object)")
+        let sound = try waitForState(m4aID, ["succeeded", "failed"])
+        #expect(sound["state"] as? String == "succeeded" && (sound["output"] as? [String: Any])?["mimeType"] as? String == "audio/mp4",
+                "\(sound)")
+
         let page = try server.json("/v1/jobs?state=succeeded&limit=1")
         #expect(page.status == 200 && (page.object["jobs"] as? [[String: Any]])?.count == 1)
         #expect(try server.json("/v1/jobs?state=nope").status == 400)
