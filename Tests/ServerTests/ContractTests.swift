@@ -75,6 +75,27 @@ import TestSupport
         #expect(try server.json("/healthz").status == 200, "the server still serves")
     }
 
+    /// The document reads as written: a description holding a comma in YAML's flow style, unquoted, is cut there and
+    /// the rest becomes a key of its own with no value (`coverArt` and the tus answers were), which schemathesis and
+    /// generated clients take as one more property or field.
+    @Test func theDocumentHasNoKeyWithoutAValue() throws {
+        let script = """
+            import sys, yaml
+            def walk(node, path):
+                if isinstance(node, dict):
+                    for key, value in node.items():
+                        if value is None:
+                            print(path + "/" + str(key))
+                        walk(value, path + "/" + str(key))
+                elif isinstance(node, list):
+                    for index, value in enumerate(node):
+                        walk(value, path + "/" + str(index))
+            walk(yaml.safe_load(open(sys.argv[1])), "")
+            """
+        let run = try Shell.run(try tool("python"), ["-c", script, Self.root.appendingPathComponent("openapi.yaml").path])
+        #expect(run.status == 0 && run.stdout.isEmpty, "keys without a value: \(run.stdout) \(run.stderr)")
+    }
+
     @Test func metricsParseAsPrometheusText() throws {
         let server = try TestServer()
         _ = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))])
