@@ -141,6 +141,50 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
         }
     }
 
+    /// Every check of settings as they come in (the API, the command line): `checkCopiedTrackFilters`, and settings
+    /// the job would ignore or could never meet, whatever its input. Not when stored settings are read or a job
+    /// runs: a job stored before a rule runs as it did.
+    public func checkAtIntake() throws(SettingsError) {
+        try checkCopiedTrackFilters()
+        if let filters, video == .drop, FilterSettings(video: filters.video).videoChain() != nil {
+            throw SettingsError(key: "filters.video", message: "the video is dropped (\"video\": null): no filter applies to it")
+        }
+        var sound = filters?.audio
+        sound?.tempo = nil
+        if audio == .drop, FilterSettings(audio: sound).audioChain(sampleRate: 48_000) != nil {
+            throw SettingsError(key: "filters.audio", message: "the audio is dropped (\"audio\": null): no filter applies to it")
+        }
+        if thumbnails != nil, video == .copy || video == .drop || !container.holdsVideo {
+            throw SettingsError(key: "thumbnails", message: container.holdsVideo
+                ? "they are taken from the encoded video, and \"video\" is \(video == .copy ? "\"copy\"" : "null")"
+                : "they are taken from the encoded video, and a \(container.rawValue) file holds audio only")
+        }
+        if container == .h264, video == .copy {
+            throw SettingsError(key: "video", message: "\"copy\" is not available for raw H.264 output; encode it instead")
+        }
+        if case .list(let rungs) = renditions {
+            // Key frames at the same instants in every rendition: two rungs at the same frame rate (or both at the
+            // source's) with different intervals, or at known rates and intervals apart, never are.
+            for (index, rung) in rungs.enumerated().dropFirst() {
+                guard let interval = rung.maxKeyFrameInterval else { continue }
+                for (otherIndex, other) in rungs.enumerated().prefix(index) {
+                    guard let otherInterval = other.maxKeyFrameInterval else { continue }
+                    let apart = if rung.frameRate == other.frameRate {
+                        interval != otherInterval
+                    } else if let rate = rung.frameRate, let otherRate = other.frameRate {
+                        abs(Double(interval) / rate - Double(otherInterval) / otherRate) > 0.001
+                    } else {
+                        false
+                    }
+                    if apart {
+                        throw SettingsError(key: "renditions[\(index)].video.maxKeyFrameInterval",
+                                            message: "every rendition needs key frames at the same instants; renditions[\(otherIndex)] has them elsewhere")
+                    }
+                }
+            }
+        }
+    }
+
     /// Parses settings from JSON text.
     public static func parse(_ data: Data) throws(SettingsError) -> TranscodeSettings {
         try TranscodeSettings(json: JSONValue.parse(data))

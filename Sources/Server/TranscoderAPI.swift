@@ -591,7 +591,7 @@ public final class TranscoderAPI: Sendable {
     private static func settings(_ value: JSONValue) throws(HTTPError) -> TranscodeSettings {
         do {
             let settings = try TranscodeSettings(json: value)
-            try settings.checkCopiedTrackFilters()
+            try settings.checkAtIntake()
             return settings
         } catch {
             let key = error.key.isEmpty ? "settings" : "settings.\(error.key)"

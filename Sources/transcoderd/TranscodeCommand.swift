@@ -124,7 +124,7 @@ enum TranscodeCommand {
         }
         do {
             let settings = try TranscodeSettings(json: json)
-            try settings.checkCopiedTrackFilters()
+            try settings.checkAtIntake()
             return settings
         } catch {
             throw UsageError(message: "invalid settings: \(error.description)")

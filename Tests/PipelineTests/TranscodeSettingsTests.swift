@@ -58,6 +58,40 @@ import Testing
         #expect(try encoder.encode(read) == stored, "a second round gives the same text")
     }
 
+    /// What the job would ignore, or could never do whatever its input, is refused as it comes in, naming the key:
+    /// it was accepted (201) and ignored, or failed when the job ran.
+    @Test func settingsAJobWouldIgnoreOrNeverMeetAreRefusedAtIntake() throws {
+        for (json, key) in [
+            (#"{"video": null, "filters": {"video": {"grayscale": true}}}"#, "filters.video"),
+            (#"{"video": null, "filters": {"video": {"watermark": {"upload": "x"}}}}"#, "filters.video"),
+            (#"{"audio": null, "filters": {"audio": {"volume": 2}}}"#, "filters.audio"),
+            (#"{"video": "copy", "thumbnails": {"count": 3}}"#, "thumbnails"),
+            (#"{"video": null, "thumbnails": {"count": 3}}"#, "thumbnails"),
+            (#"{"container": "m4a", "thumbnails": {"count": 3}}"#, "thumbnails"),
+            (#"{"container": "h264", "video": "copy", "audio": null}"#, "video"),
+            (#"{"container": "hls", "renditions": [{"video": {"maxKeyFrameInterval": 60}}, {"video": {"maxKeyFrameInterval": 30}}]}"#,
+             "renditions[1].video.maxKeyFrameInterval"),
+            (#"{"container": "hls", "renditions": [{"video": {"maxKeyFrameInterval": 60, "frameRate": 30}}, {"video": {"maxKeyFrameInterval": 60, "frameRate": 25}}]}"#,
+             "renditions[1].video.maxKeyFrameInterval"),
+        ] {
+            let settings = try parse(json)
+            #expect(throws: SettingsError.self, "\(json)") { try settings.checkAtIntake() }
+            do {
+                try settings.checkAtIntake()
+            } catch {
+                #expect(error.key == key, "\(json): \(error)")
+            }
+        }
+        // Meant and met: a tempo beside a dropped track, key frames at the same instants at different rates, one
+        // rung's interval left to the source.
+        for json in [#"{"audio": null, "filters": {"audio": {"tempo": 2}}}"#, #"{"video": null, "filters": {"audio": {"volume": 2}}}"#,
+                     #"{"container": "hls", "renditions": [{"video": {"maxKeyFrameInterval": 60, "frameRate": 30}}, {"video": {"maxKeyFrameInterval": 50, "frameRate": 25}}]}"#,
+                     #"{"container": "hls", "renditions": [{"video": {"maxKeyFrameInterval": 60}}, {"video": {"height": 360}}]}"#,
+                     #"{"thumbnails": {"count": 3}}"#] {
+            #expect(throws: Never.self, "\(json)") { try parse(json).checkAtIntake() }
+        }
+    }
+
     @Test func copyAndNullChooseWhatHappensToATrack() throws {
         let settings = try parse(#"{"video": "copy", "audio": null, "container": "mov"}"#)
         #expect(settings.video == .copy)

@@ -237,6 +237,13 @@ import TestSupport
             #expect(refused.status == 400 && message.hasPrefix(key), "\(part): \(refused.status) \(message)")
         }
         #expect(((invalid.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.video.profile: expected one of") == true)
+        // What the job would ignore or could never do is refused now, not accepted and ignored or failed later.
+        for (settings, key) in [(#"{"video": null, "filters": {"video": {"grayscale": true}}}"#, "settings.filters.video"),
+                                (#"{"video": "copy", "thumbnails": {"count": 3}}"#, "settings.thumbnails")] {
+            let refused = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(uploadID)", "settings": \#(settings)}"#])
+            let message = (refused.object["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(refused.status == 400 && message.hasPrefix(key + ":"), "\(settings): \(refused.status) \(message)")
+        }
         let unknown = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "nope"}"#])
         #expect(unknown.status == 422 && (unknown.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
         let extra = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "x", "sttings": {}}"#])
