@@ -180,7 +180,7 @@ final class CheckpointedLadder {
             // the finishing, or the watchdog would take it for a stall (and the checkpoint would go with the job).
             let step = { reporter.finishingStep(frames: videoFrames, call: progress) }
             let measured = try assemble(checkpoint.manifest, root: root, into: directory, step: step)
-            try stills?.link(checkpoint.manifest.stills, into: directory, duration: measured.values.map(\.duration).max() ?? 0)
+            try stills?.link(checkpoint.manifest.stills, into: directory, duration: LadderTrack.Measured.end(of: measured))
             try directory.commit(step: step)
             let (files, tracks) = TranscodeSession.ladderTracks(directory: session.outputDirectory!, settings: settings, measured: measured)
             // The first rendition's frames, from its length and frame rate (the segments do not count them).
@@ -193,7 +193,7 @@ final class CheckpointedLadder {
             reporter.finish(frames: framesEncoded, call: progress)
             var result = TranscodeResult(
                 path: session.outputPath, size: files.reduce(0) { $0 + $1.size }, container: settings.container, tracks: tracks,
-                duration: measured.values.map(\.duration).max() ?? 0, framesEncoded: framesEncoded, elapsed: reporter.elapsed,
+                duration: LadderTrack.Measured.end(of: measured), framesEncoded: framesEncoded, elapsed: reporter.elapsed,
                 mimeType: settings.container.mimeType(hasVideo: true), files: files)
             result.resumedFrom = resumedFrom
             return result
@@ -217,7 +217,7 @@ final class CheckpointedLadder {
     /// Writes the playlists and the manifest from the records into the checkpoint's ladder folder, then links every
     /// file of it into the output folder. Returns what each track holds.
     private func assemble(_ manifest: CheckpointManifest, root: String, into directory: OutputDirectory, step: () -> Void) throws(MediaError)
-        -> [String: (frameRate: Double?, duration: Double, bitRate: Int)] {
+        -> [String: LadderTrack.Measured] {
         func track(_ folder: String, _ record: CheckpointManifest.LadderTrackRecord) -> LadderTrack {
             var segments = record.segments
             // Each segment lasts until the next starts.

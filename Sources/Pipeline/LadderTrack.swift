@@ -35,6 +35,22 @@ struct LadderTrack {
     /// Where the track ends on the output timeline, in seconds (a track may start after zero: video behind audio).
     var end: Double { segments.last.map { seconds($0.start + $0.duration - offset) } ?? 0 }
 
+    /// What a finished track's segments hold (an init segment alone has no samples to tell them).
+    struct Measured {
+        var frameRate: Double?
+        /// Seconds of media.
+        var duration: Double
+        var bitRate: Int
+        /// Where it ends on the output timeline (`end`).
+        var end: Double
+
+        /// Where the ladder ends: its last track's end, not its longest track's length (a track that starts late
+        /// ends later than its length).
+        static func end(of measured: [String: Measured]) -> Double { measured.values.map(\.end).max() ?? 0 }
+    }
+
+    var measured: Measured { Measured(frameRate: picture.map { av_q2d($0.frameRate) }, duration: duration, bitRate: averageBitRate, end: end) }
+
     /// A length as a playlist lists it (`EXTINF`, five decimals).
     static func listed(_ seconds: Double) -> Double { (seconds * 100_000).rounded() / 100_000 }
 

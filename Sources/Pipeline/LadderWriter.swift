@@ -147,10 +147,10 @@ final class LadderWriter: TranscodeOutput {
     /// Writes the media, I-frame and master playlists and the DASH manifest for these tracks into `root`; returns
     /// what each track holds, by folder.
     static func writePlaylists(root: String, video videoTracks: [LadderTrack], audio audioTrack: LadderTrack?) throws(MediaError)
-        -> [String: (frameRate: Double?, duration: Double, bitRate: Int)] {
-        var measured: [String: (frameRate: Double?, duration: Double, bitRate: Int)] = [:]
+        -> [String: LadderTrack.Measured] {
+        var measured: [String: LadderTrack.Measured] = [:]
         for track in videoTracks + [audioTrack].compactMap({ $0 }) {
-            measured[track.folder] = (track.picture.map { av_q2d($0.frameRate) }, track.duration, track.averageBitRate)
+            measured[track.folder] = track.measured
         }
         for track in videoTracks {
             try write(HLSPlaylists.media(track), to: track.folder + "/" + HLSPlaylists.mediaName, in: root)
@@ -171,12 +171,13 @@ final class LadderWriter: TranscodeOutput {
 
     /// What each track's segments hold, by folder, once finished: frame rate, seconds and average bits per second
     /// (an init segment alone has no samples to tell them).
-    private(set) var measured: [String: (frameRate: Double?, duration: Double, bitRate: Int)] = [:]
+    private(set) var measured: [String: LadderTrack.Measured] = [:]
 
     /// Seconds of media the slowest video rendition has written or, past the video's end, the audio (see
-    /// `writtenSeconds(video:audio:)`; the audio's alone when there is no video); once finished, the longest track's.
+    /// `writtenSeconds(video:audio:)`; the audio's alone when there is no video); once finished, where the last
+    /// track ends.
     var writtenSeconds: Double {
-        if let longest = measured.values.map(\.duration).max() { return longest }
+        if !measured.isEmpty { return LadderTrack.Measured.end(of: measured) }
         let audioSeconds = audio?.input.progress.seconds
         guard let slowest = video.map(\.input.progress.seconds).min() else { return audioSeconds ?? 0 }
         return Self.writtenSeconds(video: slowest, audio: audioSeconds)

@@ -141,7 +141,7 @@ public final class TranscodeSession {
     /// A ladder's files, once it is in place, and its tracks as its init segments describe them, with what its
     /// segments hold (`measured`, by folder: an init segment alone has no samples to tell it).
     static func ladderTracks(directory: String, settings: TranscodeSettings,
-                             measured: [String: (frameRate: Double?, duration: Double, bitRate: Int)]) -> ([OutputFile], [Track]) {
+                             measured: [String: LadderTrack.Measured]) -> ([OutputFile], [Track]) {
         let listed = OutputFile.list(directory: directory, mainType: settings.container.mimeType(hasVideo: true))
         var tracks: [Track] = listed.filter { $0.path.hasSuffix("/" + SegmentedOutput.initName) }.compactMap { file in
             guard var track = try? MediaReader(path: directory + "/" + file.path).tracks.first else { return nil }

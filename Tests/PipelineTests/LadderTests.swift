@@ -245,10 +245,23 @@ import TestSupport
         let input = try Media.scratch().appendingPathComponent("late.mkv").path
         try Media.ffmpeg(["-itsoffset", "1", "-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4", "-f", "lavfi", "-i", "sine=d=3",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
-        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 1}"#)
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 1, "thumbnails": {"interval": 1, "storyboard": true}}"#)
         let manifest = try String(contentsOfFile: run.folder + "/manifest.mpd", encoding: .utf8)
         let declared = try #require((manifest.firstMatch(of: #/mediaPresentationDuration="PT([0-9.]+)S"/#)?.1).flatMap { Double($0) })
         #expect(abs(declared - 5) < 0.1, "the manifest lasts \(declared) s; the video ends at 5 s")
+        // So do the job's duration and the storyboard: its cues (thumbnails at 0, 1, … 4 s of the timeline) cover the
+        // last second too. They stopped at the video's length (4 s), the last cue empty (4 --> 4).
+        #expect(abs(run.result.duration - 5) < 0.1, "\(run.result.duration)")
+        let cues = try String(contentsOfFile: run.folder + "/storyboard.vtt", encoding: .utf8).split(separator: "\n")
+            .filter { $0.contains(" --> ") }.map { line in line.split(separator: " ").compactMap { Self.vttSeconds($0) } }
+        #expect(cues.allSatisfy { $0.count == 2 && $0[1] > $0[0] } && abs((cues.last?.last ?? 0) - 5) < 0.1, "\(cues)")
+    }
+
+    /// `HH:MM:SS.mmm` in seconds.
+    private static func vttSeconds(_ text: Substring) -> Double? {
+        let parts = text.split(separator: ":").compactMap { Double($0) }
+        guard parts.count == 3, text.contains(".") else { return nil }
+        return parts[0] * 3600 + parts[1] * 60 + parts[2]
     }
 
     @Test func aCanceledLadderLeavesNothing() throws {
