@@ -92,6 +92,10 @@ struct VideoEncoding {
                 timeBase = AVRational(num: 1, den: 90_000)
             }
         }
+        if let level = settings.level,
+           let problem = H264Level.problem(level: level, width: geometry.width, height: geometry.height, frameRate: av_q2d(frameRate)) {
+            throw MediaError(code: "invalid_settings", message: "video.level: \(problem); leave the level out for x264's own choice.")
+        }
         return VideoEncoding(
             width: geometry.width, height: geometry.height,
             scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,

@@ -89,6 +89,23 @@ import TestSupport
         #expect(abs(run.probe.format.durationSeconds - 10) < 0.1)
     }
 
+    /// A level the picture cannot be: x264 only warned and labelled the stream with it (a 640×360 stream "level
+    /// 1.0", which decoders holding to the level refuse). The job fails naming the key; a level that fits is kept.
+    @Test func aLevelThePictureCannotBeIsRefused() throws {
+        let folder = try Media.scratch()
+        for (json, problem) in [(#"{"video": {"level": "1"}}"#, "macroblocks (28 a side); 640×360 has 920"),
+                                (#"{"video": {"level": "3", "frameRate": 60}}"#, "macroblocks a second; 640×360 at 60.000 fps")] {
+            let session = TranscodeSession(inputPath: try Media.path(.standard), outputPath: folder.appendingPathComponent("out.mp4").path,
+                                           settings: try TranscodeSettings.parse(Data(json.utf8)))
+            let error = #expect(throws: MediaError.self) { try session.run() }
+            #expect(error?.code == "invalid_settings" && error?.message.hasPrefix("video.level: ") == true
+                    && error?.message.contains(problem) == true, "\(json): \(String(describing: error))")
+            #expect(Media.files(in: folder).isEmpty)
+        }
+        let fits = try transcode(try Media.path(.standard), #"{"video": {"level": "3"}}"#)
+        #expect(fits.probe.video?.level == 30, "\(String(describing: fits.probe.video?.level))")
+    }
+
     @Test func defaultKeyFrameIntervalIsTwoSeconds() throws {
         let run = try transcode(try Media.path(.tenSeconds))
         let (keys, count) = try Probe.keyFrames(run.output)
