@@ -18,6 +18,9 @@ struct SettingsReader {
 
     func has(_ name: String) -> Bool { object[name] != nil }
 
+    /// Whether `name` is given a value: present and not null (a key set to null keeps its default).
+    func gives(_ name: String) -> Bool { object[name].map { $0 != .null } ?? false }
+
     func value(_ name: String) -> JSONValue? { object[name] }
 
     func string(_ name: String, oneOf choices: [String]) throws(SettingsError) -> String? {

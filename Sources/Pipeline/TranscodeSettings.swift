@@ -61,7 +61,7 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
             "preset", "container", "video", "audio", "filters", "renditions", "segmentDuration", "thumbnails",
         ])
         var base = TranscodeSettings()
-        if reader.has("preset") {
+        if reader.gives("preset") {
             guard case .string(let name)? = reader.value("preset") else {
                 throw SettingsError(key: "preset", message: "expected a preset name: \(Preset.names.joined(separator: ", "))")
             }

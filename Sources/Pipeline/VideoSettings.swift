@@ -74,9 +74,9 @@ public struct VideoSettings: Sendable, Equatable, Codable {
             }
         }
         // A size given here replaces the base's box as a whole, so "width" alone over a preset keeps the aspect.
-        if reader.has("width") != reader.has("height") {
-            if !reader.has("width") { width = nil }
-            if !reader.has("height") { height = nil }
+        if reader.gives("width") != reader.gives("height") {
+            if !reader.gives("width") { width = nil }
+            if !reader.gives("height") { height = nil }
         }
         if let mode = try reader.string("scalingMode", oneOf: ScalingMode.allCases.map(\.rawValue)) {
             scalingMode = ScalingMode(rawValue: mode)

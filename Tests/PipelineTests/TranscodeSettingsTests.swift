@@ -137,6 +137,12 @@ import Testing
         // A width alone over a preset's box keeps the aspect ratio instead of the box's height.
         let widthOnly = try #require(try parse(#"{"preset": "720p", "video": {"width": 640}}"#).video.settings)
         #expect(widthOnly.width == 640 && widthOnly.height == nil)
+        // A key set to null keeps its default (README): the preset's whole box, and no preset at all.
+        let nullWidth = try #require(try parse(#"{"preset": "720p", "video": {"width": null}}"#).video.settings)
+        #expect(nullWidth.width == 1280 && nullWidth.height == 720, "\(nullWidth)")
+        let nullHeight = try #require(try parse(#"{"preset": "720p", "video": {"width": 640, "height": null}}"#).video.settings)
+        #expect(nullHeight.width == 640 && nullHeight.height == nil, "a width given alone, as without the null")
+        #expect(try parse(#"{"preset": null, "container": "mov"}"#) == parse(#"{"container": "mov"}"#))
     }
 
     @Test func settingsRoundTripThroughJSON() throws {
