@@ -224,7 +224,9 @@ final class TranscodePlan {
             unsized.width = nil
             unsized.height = nil
             unsized.allowUpscaling = false
-            let display = try VideoEncoding.resolve(track: track, stream: stream, settings: unsized, filters: settings.filters)
+            var measuring = unsized
+            measuring.level = nil // the rungs are held to it, not the source's own size
+            let display = try VideoEncoding.resolve(track: track, stream: stream, settings: measuring, filters: settings.filters)
             let landscape = display.width >= display.height
             rungs = Renditions.automatic(sourceLines: min(display.width, display.height)).map { rung in
                 var rendition = unsized

@@ -264,6 +264,15 @@ import TestSupport
         return parts[0] * 3600 + parts[1] * 60 + parts[2]
     }
 
+    /// A level holds the rungs of an automatic ladder, not the source they are made from: a 1400×788 source is over
+    /// level 3.1, its rungs (up to 1280×720) are not. The source's own size was checked too, and the job failed.
+    @Test func anAutomaticLadderHoldsItsRungsToTheLevel() throws {
+        let input = try Media.scratch().appendingPathComponent("odd.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=1400x788:r=30:d=1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        let run = try transcode(input, #"{"container": "hls", "video": {"level": "3.1"}}"#)
+        #expect(run.result.tracks.filter { $0.mediaType == .video }.compactMap(\.height).max() == 720, "\(run.result.tracks)")
+    }
+
     @Test func aCanceledLadderLeavesNothing() throws {
         let scratch = try Media.scratch()
         let token = CancellationToken()
