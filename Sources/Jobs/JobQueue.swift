@@ -618,6 +618,7 @@ public final class JobQueue: Sendable {
     /// refusal that cannot change (the job is gone, the state machine refuses the move, the job is another
     /// worker's) is not tried again.
     private func retrying<T>(_ id: String, what: String, until deadline: Date? = nil, persistent: Bool = false,
+                             unless canceled: CancellationToken? = nil,
                              _ body: () throws(StoreError) -> T) -> Result<T, StoreError> {
         var delays = configuration.recordRetryDelays[...]
         while true {
@@ -631,14 +632,22 @@ public final class JobQueue: Sendable {
                 logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
                                                   "retrying": .string(delay == nil || permanent ? "no" : "yes")])
                 guard !permanent, let delay else { return .failure(error) }
-                Thread.sleep(forTimeInterval: delay)
+                guard let canceled else {
+                    Thread.sleep(forTimeInterval: delay)
+                    continue
+                }
+                // A job asked to stop (a cancel, a shutdown, a lost lease) does not wait out the tries.
+                let until = Date().addingTimeInterval(delay)
+                while Date() < until, !canceled.isCanceled { usleep(20_000) }
+                if canceled.isCanceled { return .failure(error) }
             }
         }
     }
 
     private func execute(_ job: Job, lease: Lease, token: CancellationToken) -> Result<TranscodeResult, MediaError> {
         var upload: Upload
-        switch retrying(job.id, what: "reading the job's input upload", { () throws(StoreError) in try store.upload(id: job.inputUpload) }) {
+        switch retrying(job.id, what: "reading the job's input upload", unless: token,
+                        { () throws(StoreError) in try store.upload(id: job.inputUpload) }) {
         case .success(let found?): upload = found
         case .success(nil):
             return .failure(MediaError(code: "input_missing", message: "The job's input upload \(job.inputUpload) no longer exists."))
@@ -658,7 +667,8 @@ public final class JobQueue: Sendable {
         if let id = job.settings.filters?.video?.watermark?.upload {
             // The pipeline takes the watermark as a file: find the upload it names.
             let image: Upload?
-            switch retrying(job.id, what: "reading the watermark's upload", { () throws(StoreError) in try store.upload(id: id) }) {
+            switch retrying(job.id, what: "reading the watermark's upload", unless: token,
+                            { () throws(StoreError) in try store.upload(id: id) }) {
             case .success(let found): image = found
             case .failure(let error): return .failure(Self.storeFailure(error, while: "reading the watermark's upload"))
             }
@@ -761,7 +771,7 @@ public final class JobQueue: Sendable {
         upload.sha256 = fetched.sha256
         upload.tracks = tracks
         upload.contentType = fetched.contentType
-        if case .failure(let error) = retrying(job.id, what: "recording the fetched input",
+        if case .failure(let error) = retrying(job.id, what: "recording the fetched input", unless: token,
                                                { () throws(StoreError) in try store.completeFetch(upload) }) {
             // Another attempt recorded the same URL's bytes first (or this one did, its answer lost): they are the
             // input.
@@ -795,8 +805,12 @@ public final class JobQueue: Sendable {
             // A crash may not happen again (a one-off signal, a memory spike), nor a child that could not start, nor
             // a store that failed before the job ran: the job runs again, up to its limit.
             guard job.attempts >= configuration.maxAttempts else {
-                logger.error("the job's process crashed; it runs again",
-                             ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])
+                let what = switch error.code {
+                case "worker_crashed": "the job's process crashed; it runs again"
+                case "store_error": "the job store failed before the job ran; it runs again"
+                default: "no process could be started for the job; it runs again"
+                }
+                logger.error(what, ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])
                 return try store.retry(lease)
             }
             return try store.markFailed(lease, code: error.code,

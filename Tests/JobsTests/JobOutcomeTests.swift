@@ -138,7 +138,8 @@ import TestSupport
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
         let lines = Lines()
-        let queue = queue(fixture, lines: lines) { $0.unavailableBackoff = 0.5 }
+        // A long wait before it goes back: the table is given back well before the second attempt reads.
+        let queue = queue(fixture, lines: lines) { $0.unavailableBackoff = 4 }
         try queue.start()
         defer { queue.stop(grace: 5) }
         let failedReads = { lines.all.filter { $0.contains("reading the job's input upload failed") && $0.contains(job.id) }.count }
@@ -148,6 +149,21 @@ import TestSupport
         let done = try #require(try fixture.store.job(id: job.id))
         #expect(done.state == .succeeded, "\(done.state) \(done.errorCode ?? "") \(done.errorMessage ?? "")")
         #expect(done.attempts == 2, "the failed start spent an attempt")
+    }
+
+    /// A cancel while the read is tried again ends the job at once, not after the tries.
+    @Test func aCancelDoesNotWaitOutTheReadsTries() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
+        let lines = Lines()
+        let queue = queue(fixture, lines: lines) { $0.recordRetryDelays = [5, 5, 5] }
+        try queue.start()
+        defer { queue.stop(grace: 5) }
+        #expect(eventually(10) { lines.all.contains { $0.contains("reading the job's input upload failed") } })
+        _ = try queue.cancel(id: job.id)
+        #expect(try eventually(3) { try fixture.store.job(id: job.id)?.state == .canceled }, "\(lines.all)")
     }
 
     /// A store that keeps failing it ends the job once its attempts are spent, saying so.
