@@ -1,18 +1,19 @@
 import Foundation
 
 /// A URL as it may be shown or logged: user name and password, query values that look like credentials (a
-/// presigned URL's `X-Amz-Signature`, `token`, `key`, `sig`…) and path segments that look like tokens (Slack's
+/// presigned URL's `X-Amz-Signature`, `token`, `key`, `sig`…) and path segments that look like random tokens (Slack's
 /// `/services/T0/B0/<secret>`, Discord's `/api/webhooks/<id>/<token>`), replaced by `REDACTED`; a fragment
 /// (`#access_token=…`, never sent anyway) goes.
 public enum RedactedURL {
     static let secretNames = ["sig", "token", "key", "secret", "password", "credential", "auth", "policy", "pass", "jwt", "hmac"]
 
-    /// A path segment of 16 characters or more, of letters, digits, `-` and `_` only, with letters and digits both:
-    /// a token or a random id (a name with a dot, as `clip.mp4`, is not one).
+    /// A path segment of 16 characters or more, of letters, digits, `-` and `_` only, with capitals, small letters
+    /// and digits all three: a random token (a name, as `big-buck-bunny-1080p` or `clip.mp4`, or a lower-case id is
+    /// not one).
     static func looksLikeToken(_ segment: Substring) -> Bool {
         segment.count >= 16
             && segment.unicodeScalars.allSatisfy { ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || $0 == "-" || $0 == "_" }
-            && segment.contains(where: \.isLetter) && segment.contains(where: \.isNumber)
+            && segment.contains(where: \.isUppercase) && segment.contains(where: \.isLowercase) && segment.contains(where: \.isNumber)
     }
 
     public static func text(_ url: String) -> String {

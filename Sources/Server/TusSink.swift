@@ -80,7 +80,8 @@ final class TusSink: BodySink {
         let descriptor = Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
-            if code == ENOENT, let length = upload.length, uploads.upload(upload.id) != nil, uploads.bytesLocation(of: upload) != nil {
+            if code == ENOENT, let length = upload.length, uploads.upload(upload.id) != nil,
+               let moved = uploads.bytesLocation(of: upload), moved.path != uploads.dataPath(upload.id) {
                 // Every byte is there, moved on by a completion (under way, or cut short): not a 404, which has a
                 // client start over; a HEAD tells the offset and completes what a crash left.
                 throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: all \(length) bytes are there and the upload is being completed; HEAD tells when.")

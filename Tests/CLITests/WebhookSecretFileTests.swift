@@ -37,6 +37,7 @@ import TestSupport
             #expect(try String(contentsOfFile: path, encoding: .utf8) == texts[0] + "\n")
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["webhook-secret"], "nothing left aside")
             #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == 0o600)
+            try FileManager.default.removeItem(at: folder) // a secret: not left in the scratch space
         }
     }
 }

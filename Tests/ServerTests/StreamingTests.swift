@@ -156,8 +156,8 @@ import TestSupport
     /// Origins are compared as browsers send them: host in lower case, no default port. An operator who writes
     /// `https://Player.example:443` means the page the browser calls `https://player.example`.
     @Test func originsAreMatchedAsBrowsersSendThem() throws {
-        let server = try TestServer(["--cors-origin", "https://Player.Example:443, HTTP://other.test:80"])
-        for origin in ["https://player.example", "http://other.test"] {
+        let server = try TestServer(["--cors-origin", "https://Player.Example:443, http://Other.test:80, http://third.test:8080"])
+        for origin in ["https://player.example", "http://other.test", "http://third.test:8080"] {
             let answer = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: \(origin)",
                                                 server.base + "/v1/jobs/\(UUID().uuidString.lowercased())/output"])
             #expect(answer.stdout.hasPrefix("HTTP/1.1 404") && answer.stdout.contains("Access-Control-Allow-Origin: \(origin)\r\n"),

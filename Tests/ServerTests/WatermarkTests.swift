@@ -43,7 +43,7 @@ import TestSupport
         let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
                                                    #"{"input": "\#(wrapped)", "settings": {"filters": {"video": {"watermark": {"upload": "\#(mark)", "position": "topLeft", "margin": 0}}}}}"#])
         let wrappedJob = try #require(created.object["id"] as? String, "\(created.object)")
-        _ = try eventually { try server.json("/v1/jobs/\(wrappedJob)").object["state"] as? String == "succeeded" }
+        #expect(try eventually { try server.json("/v1/jobs/\(wrappedJob)").object["state"] as? String == "succeeded" })
         let early = try Media.scratch().appendingPathComponent("early.mp4").path
         #expect(try server.curl("/v1/jobs/\(wrappedJob)/output", ["-o", early]).status == 200)
         for time in [0.2, 1.0, 3.0] {
