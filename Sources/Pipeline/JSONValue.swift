@@ -42,13 +42,73 @@ public enum JSONValue: Sendable, Equatable, Codable {
         }
     }
 
-    /// Parses JSON text; the error names what is wrong with the text.
+    /// Parses JSON text; the error names what is wrong with the text. A key given twice in one object is refused,
+    /// named: which one counts is not said by JSON, and parsers differ (Foundation keeps the first, JavaScript and
+    /// Python the last).
     public static func parse(_ data: Data) throws(SettingsError) -> JSONValue {
+        let value: JSONValue
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: data)
+            value = try JSONDecoder().decode(JSONValue.self, from: data)
         } catch {
             throw SettingsError(key: "", message: "the settings are not valid JSON")
         }
+        if let key = duplicateKey(in: data) { throw SettingsError(key: key, message: Self.givenTwice) }
+        return value
+    }
+
+    /// The message of a key given twice.
+    public static let givenTwice = "given twice in one object; give each key once"
+
+    /// Where the first key given twice in one object of `data` (valid JSON) is, named as settings name keys
+    /// (`video.width`, `renditions[1].video`); nil when no object repeats a key. Keys are compared as written.
+    static func duplicateKey(in data: Data) -> String? {
+        struct Level {
+            let isObject: Bool
+            var keys: Set<[UInt8]> = []
+            var key = ""
+            var index = 0
+        }
+        var levels: [Level] = []
+        var expectingKey = false
+        let bytes = [UInt8](data)
+        var position = 0
+        while position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: "{"):
+                levels.append(Level(isObject: true))
+                expectingKey = true
+            case UInt8(ascii: "["):
+                levels.append(Level(isObject: false))
+                expectingKey = false
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                _ = levels.popLast()
+                expectingKey = false
+            case UInt8(ascii: ","):
+                guard !levels.isEmpty else { break }
+                if levels[levels.count - 1].isObject { expectingKey = true } else { levels[levels.count - 1].index += 1 }
+            case UInt8(ascii: "\""):
+                var end = position + 1
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1 }
+                if expectingKey, !levels.isEmpty {
+                    let raw = Array(bytes[(position + 1)..<min(end, bytes.count)])
+                    let name = String(decoding: raw, as: UTF8.self)
+                    guard levels[levels.count - 1].keys.insert(raw).inserted else {
+                        var path = ""
+                        for level in levels.dropLast() {
+                            path += level.isObject ? (path.isEmpty ? level.key : "." + level.key) : "[\(level.index)]"
+                        }
+                        return path.isEmpty ? name : path + "." + name
+                    }
+                    levels[levels.count - 1].key = name
+                    expectingKey = false
+                }
+                position = end
+            default:
+                break
+            }
+            position += 1
+        }
+        return nil
     }
 
     /// Short name of the value's JSON type, for error messages.

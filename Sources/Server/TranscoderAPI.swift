@@ -565,7 +565,7 @@ public final class TranscoderAPI: Sendable {
         do {
             value = try JSONValue.parse(data)
         } catch {
-            throw HTTPError(.badRequest, "invalid_json", "The body is not valid JSON.")
+            throw HTTPError(.badRequest, "invalid_json", error.key.isEmpty ? "The body is not valid JSON." : "\(error.key): \(error.message).")
         }
         guard case .object(let object) = value else {
             throw HTTPError(.badRequest, "invalid_request", "The body must be a JSON object.")
@@ -579,13 +579,16 @@ public final class TranscoderAPI: Sendable {
         do {
             return try JSONValue.parse(data)
         } catch {
-            throw HTTPError(.badRequest, "invalid_json", "\(key): not valid JSON.")
+            throw HTTPError(.badRequest, "invalid_json", error.key.isEmpty ? "\(key): not valid JSON." : "\(key).\(error.key): \(error.message).")
         }
     }
 
-    private static func settingsField(_ data: Data) -> JSONValue {
-        if let value = try? JSONValue.parse(data) { return value }
-        return .string(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    /// A bare preset name, or JSON (an object, or a quoted name): JSON that does not parse is said to be so, not
+    /// taken for a preset's name.
+    private static func settingsField(_ data: Data) throws(HTTPError) -> JSONValue {
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let first = text.first, first == "{" || first == "[" || first == "\"" else { return .string(text) }
+        return try jsonValue(data, key: "settings")
     }
 
     private static func settings(_ value: JSONValue) throws(HTTPError) -> TranscodeSettings {

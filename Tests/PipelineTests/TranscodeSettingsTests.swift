@@ -92,6 +92,23 @@ import Testing
         }
     }
 
+    /// A key given twice is refused, named: Foundation kept the first (`{"width": 1280, "width": 641}` ran at 1280,
+    /// the odd 641 never checked), where JavaScript and Python keep the last.
+    @Test func aKeyGivenTwiceIsRefusedNamed() throws {
+        for (json, key) in [(#"{"video": {"width": 1280, "width": 641}}"#, "video.width"),
+                            (#"{"container": "mp4", "container": "bogus"}"#, "container"),
+                            (#"{"container": "hls", "renditions": [{"video": {}}, {"video": {"height": 360, "height": 720}}]}"#,
+                             "renditions[1].video.height")] {
+            #expect(error(json) == "\(key): \(JSONValue.givenTwice)", "\(json)")
+        }
+        // Keys alike in different objects, and braces, commas, quotes and colons inside strings, are no repeats.
+        for json in [#"[{"a": 1}, {"a": 2}]"#, #"{"a": {"x": 1}, "b": {"x": 2}, "x": [{"x": 1}]}"#,
+                     #"{"a": "{\"a\": 1, \"a\": 2}", "b": "\\", "c": ",{:["}"#, #"{"a\"b": 1, "a": 2}"#] {
+            #expect(JSONValue.duplicateKey(in: Data(json.utf8)) == nil, "\(json)")
+        }
+        #expect(JSONValue.duplicateKey(in: Data(#"{"x": [1, {"y": {"z": 1, "z": 2}}]}"#.utf8)) == "x[1].y.z")
+    }
+
     @Test func copyAndNullChooseWhatHappensToATrack() throws {
         let settings = try parse(#"{"video": "copy", "audio": null, "container": "mov"}"#)
         #expect(settings.video == .copy)

@@ -248,6 +248,14 @@ import TestSupport
         #expect(unknown.status == 422 && (unknown.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
         let extra = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "x", "sttings": {}}"#])
         #expect(extra.status == 400)
+        // A key given twice, named; a multipart settings part that is broken JSON, said so (not "unknown preset").
+        let twice = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
+                                                 #"{"input": "\#(uploadID)", "settings": {"video": {"width": 1280, "width": 641}}}"#])
+        #expect(twice.status == 400 && ((twice.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.video.width: given twice") == true,
+                "\(twice.object)")
+        let broken = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", #"settings={"video": {"width": 640}"#])
+        #expect(broken.status == 400 && ((broken.object["error"] as? [String: Any])?["message"] as? String) == "settings: not valid JSON.",
+                "\(broken.object)")
         let notJSON = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", "{"])
         #expect(notJSON.status == 400 && (notJSON.object["error"] as? [String: Any])?["code"] as? String == "invalid_json")
 
