@@ -130,13 +130,20 @@ import TestSupport
         queue.stop(grace: 1)
     }
 
-    /// A store that fails the read of a job's input (a failover, a locked file) says nothing of the job: it was
-    /// failed for good with the store's code. It is read again, then the job goes back to the queue, as after a crash.
-    @Test func aStoreFailingBeforeTheJobRunsSendsItBackToTheQueue() throws {
+    /// A queued job whose upload the store cannot read: the `uploads` table renamed away (SQLite's own error, "no
+    /// such table"), as a failover or a locked file would fail the read; renamed back by `uploads_away`.
+    private func jobWhoseUploadCannotBeRead() throws -> (StoreFixture, Job) {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
+        return (fixture, job)
+    }
+
+    /// A store that fails the read of a job's input (a failover, a locked file) says nothing of the job: it was
+    /// failed for good with the store's code. It is read again, then the job goes back to the queue, as after a crash.
+    @Test func aStoreFailingBeforeTheJobRunsSendsItBackToTheQueue() throws {
+        let (fixture, job) = try jobWhoseUploadCannotBeRead()
         let lines = Lines()
         // A long wait before it goes back: the table is given back well before the second attempt reads.
         let queue = queue(fixture, lines: lines) { $0.unavailableBackoff = 4 }
@@ -153,10 +160,7 @@ import TestSupport
 
     /// A cancel while the read is tried again ends the job at once, not after the tries.
     @Test func aCancelDoesNotWaitOutTheReadsTries() throws {
-        let fixture = try StoreFixture()
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
+        let (fixture, job) = try jobWhoseUploadCannotBeRead()
         let lines = Lines()
         let queue = queue(fixture, lines: lines) { $0.recordRetryDelays = [5, 5, 5] }
         try queue.start()
@@ -168,10 +172,7 @@ import TestSupport
 
     /// A store that keeps failing it ends the job once its attempts are spent, saying so.
     @Test func aStoreThatKeepsFailingEndsTheJobAfterItsAttempts() throws {
-        let fixture = try StoreFixture()
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        try sql(fixture, "ALTER TABLE uploads RENAME TO uploads_away")
+        let (fixture, job) = try jobWhoseUploadCannotBeRead()
         let lines = Lines()
         let queue = queue(fixture, lines: lines) { $0.unavailableBackoff = 0.1 }
         try queue.start()
