@@ -20,6 +20,13 @@ public struct RequestHead: Sendable {
         return minorVersion >= 1 || tokens.contains("keep-alive")
     }
 
+    /// Names of the query's parameters given more than once (`query` keeps the first value of each).
+    public var repeatedQueryNames: Set<String> {
+        var seen = Set<String>(), repeated = Set<String>()
+        for (name, _) in (try? RequestParser.queryPairs(of: target)) ?? [] where !seen.insert(name).inserted { repeated.insert(name) }
+        return repeated
+    }
+
     /// The raw path, before the `?`.
     public var path: String {
         guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target }

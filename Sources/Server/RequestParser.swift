@@ -259,17 +259,24 @@ struct RequestParser {
             segments.append(decoded)
         }
         var query: [String: String] = [:]
-        if let mark {
-            for pair in bytes[(mark + 1)...].split(separator: UInt8(ascii: "&")) {
-                let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-                guard let name = percentDecode(parts[0], plusIsSpace: true),
-                      let value = percentDecode(parts.count > 1 ? parts[1] : [], plusIsSpace: true) else {
-                    throw HTTPError(.badRequest, "malformed_request", "The query has an invalid percent-encoding.")
-                }
-                if query[name] == nil { query[name] = value }
-            }
-        }
+        for (name, value) in try queryPairs(of: target) where query[name] == nil { query[name] = value }
         return (segments, query)
+    }
+
+    /// The query's parameters in order, percent-decoded, repeats included.
+    static func queryPairs(of target: String) throws(HTTPError) -> [(name: String, value: String)] {
+        let bytes = Array(target.utf8)
+        guard let mark = bytes.firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        var pairs: [(name: String, value: String)] = []
+        for pair in bytes[(mark + 1)...].split(separator: UInt8(ascii: "&")) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = percentDecode(parts[0], plusIsSpace: true),
+                  let value = percentDecode(parts.count > 1 ? parts[1] : [], plusIsSpace: true) else {
+                throw HTTPError(.badRequest, "malformed_request", "The query has an invalid percent-encoding.")
+            }
+            pairs.append((name, value))
+        }
+        return pairs
     }
 
     /// Decodes `%XX` escapes; nil for a bad escape or bytes that are not UTF-8.

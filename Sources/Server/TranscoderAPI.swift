@@ -612,6 +612,11 @@ public final class TranscoderAPI: Sendable {
 
     private func listJobs(_ request: Request) throws(HTTPError) -> Response {
         let query = request.head.query
+        // One value each: `?state=failed&state=canceled` listed the failed jobs only, as if that were all.
+        if let name = request.head.repeatedQueryNames.intersection(["state", "limit", "cursor"]).sorted().first {
+            throw HTTPError(.badRequest, "invalid_request",
+                            "\(name): give it once\(name == "state" ? "; jobs are listed by one state at a time" : "").")
+        }
         var state: JobState?
         if let text = query["state"] {
             guard let parsed = JobState(rawValue: text) else {

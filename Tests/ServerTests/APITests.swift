@@ -291,6 +291,11 @@ import TestSupport
         let page = try server.json("/v1/jobs?state=succeeded&limit=1")
         #expect(page.status == 200 && (page.object["jobs"] as? [[String: Any]])?.count == 1)
         #expect(try server.json("/v1/jobs?state=nope").status == 400)
+        // One value each, not the first of several taken for all of them.
+        let repeated = try server.json("/v1/jobs?state=succeeded&state=failed")
+        #expect(repeated.status == 400 && ((repeated.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("state: give it once") == true,
+                "\(repeated.object)")
+        #expect(try server.json("/v1/jobs?limit=1&st%61te=succeeded&state=failed").status == 400, "named as decoded")
         #expect(try server.json("/v1/jobs?limit=0").status == 400)
         #expect(try server.json("/v1/jobs?cursor=garbage").status == 400)
         #expect(try server.json("/v1/jobs/\(UUID().uuidString.lowercased())").status == 404)
