@@ -52,8 +52,23 @@ public enum JSONValue: Sendable, Equatable, Codable {
         } catch {
             throw SettingsError(key: "", message: "the settings are not valid JSON")
         }
-        if let key = duplicateKey(in: data) { throw SettingsError(key: key, message: Self.givenTwice) }
+        if let key = duplicateKey(in: utf8(data)) { throw SettingsError(key: key, message: Self.givenTwice) }
         return value
+    }
+
+    /// JSON text as UTF-8, as the decoder reads it: UTF-16 and UTF-32 (told by where the first character's zero
+    /// bytes are, or by a byte order mark) are converted; anything else is taken as it is.
+    static func utf8(_ data: Data) -> Data {
+        let head = Array(data.prefix(4)) + [UInt8](repeating: 1, count: max(0, 4 - data.count))
+        let encoding: String.Encoding? = switch (head[0], head[1], head[2], head[3]) {
+        case (0, 0, 0xFE, 0xFF), (0, 0, 0, _): .utf32BigEndian
+        case (0xFF, 0xFE, 0, 0), (_, 0, 0, 0): .utf32LittleEndian
+        case (0xFE, 0xFF, _, _), (0, _, _, _): .utf16BigEndian
+        case (0xFF, 0xFE, _, _), (_, 0, _, _): .utf16LittleEndian
+        default: nil
+        }
+        guard let encoding, let text = String(data: data, encoding: encoding) else { return data }
+        return Data(text.utf8)
     }
 
     /// The message of a key given twice.

@@ -565,7 +565,8 @@ public final class TranscoderAPI: Sendable {
         do {
             value = try JSONValue.parse(data)
         } catch {
-            throw HTTPError(.badRequest, "invalid_json", error.key.isEmpty ? "The body is not valid JSON." : "\(error.key): \(error.message).")
+            guard !error.key.isEmpty else { throw HTTPError(.badRequest, "invalid_json", "The body is not valid JSON.") }
+            throw Self.givenTwice(error.key)
         }
         guard case .object(let object) = value else {
             throw HTTPError(.badRequest, "invalid_request", "The body must be a JSON object.")
@@ -573,20 +574,25 @@ public final class TranscoderAPI: Sendable {
         return object
     }
 
-    /// A multipart `settings` field: JSON, or a bare preset name.
+    /// A key given twice (`JSONValue.parse`), refused as the other errors of its part of the body are.
+    private static func givenTwice(_ path: String) -> HTTPError {
+        HTTPError(.badRequest, path.hasPrefix("settings") ? "invalid_settings" : "invalid_request", "\(path): \(JSONValue.givenTwice).")
+    }
+
     /// A multipart field that must hold JSON.
     private static func jsonValue(_ data: Data, key: String) throws(HTTPError) -> JSONValue {
         do {
             return try JSONValue.parse(data)
         } catch {
-            throw HTTPError(.badRequest, "invalid_json", error.key.isEmpty ? "\(key): not valid JSON." : "\(key).\(error.key): \(error.message).")
+            guard !error.key.isEmpty else { throw HTTPError(.badRequest, "invalid_json", "\(key): not valid JSON.") }
+            throw Self.givenTwice("\(key).\(error.key)")
         }
     }
 
-    /// A bare preset name, or JSON (an object, or a quoted name): JSON that does not parse is said to be so, not
-    /// taken for a preset's name.
+    /// A multipart or tus `settings` value: a bare preset name, or JSON (an object, or a quoted name). JSON that
+    /// does not parse is said to be so, not taken for a preset's name.
     private static func settingsField(_ data: Data) throws(HTTPError) -> JSONValue {
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines.union(["\u{FEFF}"]))
         guard let first = text.first, first == "{" || first == "[" || first == "\"" else { return .string(text) }
         return try jsonValue(data, key: "settings")
     }

@@ -107,6 +107,15 @@ import Testing
             #expect(JSONValue.duplicateKey(in: Data(json.utf8)) == nil, "\(json)")
         }
         #expect(JSONValue.duplicateKey(in: Data(#"{"x": [1, {"y": {"z": 1, "z": 2}}]}"#.utf8)) == "x[1].y.z")
+        // UTF-16 and UTF-32, which the decoder reads too, are looked at as the text they are: a code unit holding
+        // the byte of a quote or a backslash (小 is 0F 5C in UTF-16LE) is no quote or backslash.
+        let wide = #"{"filters": {"video": {"grayscale": true}}, "b": "小", "c": "", "a": "≜"}"#
+        for encoding in [String.Encoding.utf16LittleEndian, .utf16BigEndian, .utf16, .utf32LittleEndian, .utf32BigEndian] {
+            let data = try #require(wide.data(using: encoding))
+            #expect(JSONValue.duplicateKey(in: JSONValue.utf8(data)) == nil, "\(encoding)")
+            let twice = try #require(#"{"video": {"width": 640, "width": 642}, "b": "小"}"#.data(using: encoding))
+            #expect(JSONValue.duplicateKey(in: JSONValue.utf8(twice)) == "video.width", "\(encoding)")
+        }
     }
 
     @Test func copyAndNullChooseWhatHappensToATrack() throws {

@@ -251,8 +251,13 @@ import TestSupport
         // A key given twice, named; a multipart settings part that is broken JSON, said so (not "unknown preset").
         let twice = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",
                                                  #"{"input": "\#(uploadID)", "settings": {"video": {"width": 1280, "width": 641}}}"#])
-        #expect(twice.status == 400 && ((twice.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.video.width: given twice") == true,
-                "\(twice.object)")
+        #expect(twice.status == 400 && ((twice.object["error"] as? [String: Any])?["message"] as? String)?.hasPrefix("settings.video.width: given twice") == true
+                && (twice.object["error"] as? [String: Any])?["code"] as? String == "invalid_settings", "\(twice.object)")
+        // A settings file saved with a byte order mark (Notepad, PowerShell) is JSON still, not a preset's name.
+        let marked = try Media.scratch().appendingPathComponent("settings.json")
+        try Data([0xEF, 0xBB, 0xBF] + Array(#"{"container": "m4a"}"#.utf8)).write(to: marked)
+        let bom = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", "settings=<" + marked.path])
+        #expect(bom.status == 201 && (bom.object["settings"] as? [String: Any])?["container"] as? String == "m4a", "\(bom.object)")
         let broken = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", #"settings={"video": {"width": 640}"#])
         #expect(broken.status == 400 && ((broken.object["error"] as? [String: Any])?["message"] as? String) == "settings: not valid JSON.",
                 "\(broken.object)")
