@@ -109,6 +109,9 @@ public final class JobQueue: Sendable {
         var heardCancels: [String: Date] = [:]
         var stopping = false
         var started = false
+        /// Workers between asking the store for a job and registering the one it gave (or hearing there is none):
+        /// a job they claimed is in neither the store's queue nor `running` meanwhile.
+        var claiming = 0
     }
 
     public let store: any JobStore
@@ -249,6 +252,10 @@ public final class JobQueue: Sendable {
 
     /// Jobs running now.
     public var runningCount: Int { state.withLock { $0.running.count } }
+
+    /// Whether no job runs here and no worker is claiming one. With the store's count of queued jobs read first, a
+    /// process that stops when both say nothing is left cannot stop with a job just claimed.
+    public var isIdle: Bool { state.withLock { $0.running.isEmpty && $0.claiming == 0 } }
 
     /// Cancels a job: a queued one at once, a running one within a second (its partial output removed first).
     /// Returns the job as it is now; throws `invalid_transition` if it had already finished.
@@ -395,6 +402,7 @@ public final class JobQueue: Sendable {
     private func work(worker: String) {
         while !stopping {
             let job: Job?
+            state.withLock { $0.claiming += 1 }
             do {
                 job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds)
             } catch {
@@ -402,18 +410,23 @@ public final class JobQueue: Sendable {
                 job = nil
             }
             guard let job else {
+                state.withLock { $0.claiming -= 1 }
                 _ = wake.wait(timeout: .now() + configuration.pollInterval)
                 continue
             }
-            process(job)
+            process(job) // registers it, and counts this claim done
         }
     }
 
     private func process(_ claimed: Job) {
         let id = claimed.id
-        guard let lease = claimed.currentLease else { return }
+        guard let lease = claimed.currentLease else {
+            state.withLock { $0.claiming -= 1 }
+            return
+        }
         let token = CancellationToken()
         state.withLock { state in
+            state.claiming -= 1
             // An earlier attempt here whose lease ran out while it ran (a renewal held up by the store) and that the
             // store gave to this one: it is not the job's any more. It stops, and its entry is this one's now: what it
             // still does (progress, its end) leaves this attempt alone (`ownEntry`).

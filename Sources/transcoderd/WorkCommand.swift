@@ -48,7 +48,8 @@ enum WorkCommand {
             defer { queue.store.close() }
             while true {
                 if stop.wait(timeout: .now() + 0.2) == .success { break }
-                if config.exitWhenIdle, queue.runningCount == 0, (try queue.store.counts()[.queued] ?? 0) == 0 { break }
+                // The queue's count first: a job claimed after it is read is being claimed or running by then.
+                if config.exitWhenIdle, (try queue.store.counts()[.queued] ?? 0) == 0, queue.isIdle { break }
             }
             queue.stop(grace: config.exitWhenIdle ? 30 : 0)
             return 0
