@@ -11,7 +11,12 @@ final class VideoEncodeSide: FrameConsumer {
     private let converter: VideoConverter
     private let timeline: Timeline
     private let frameTicks: Int64
+    /// The last output time handed to the encoder.
     private var lastTimestamp: Int64?
+    /// The picture chosen so far for the latest output time, held until a frame for a later time comes: of the
+    /// pictures that land on one output time (a lower frame rate), the nearest to it is kept (ffmpeg's `fps` keeps
+    /// the last, which at a halved rate is the same one). `offset` is its distance from that time, in microseconds.
+    private var held: (frame: Frame, timestamp: Int64, offset: Int64)?
     private var keyFrames: KeyFrameGrid?
     /// On a resume: the latest time the first frame may have (one frame after the resume point); a later one
     /// means the input's seek skipped frames that must be encoded.
@@ -46,17 +51,35 @@ final class VideoEncodeSide: FrameConsumer {
         let frame = item.frame
         let source = frame.pointer.pointee.pts
         let timestamp: Int64
+        let offset: Int64
         if source == FFmpeg.noPTS {
-            timestamp = (lastTimestamp ?? -frameTicks) + frameTicks
+            timestamp = (held?.timestamp ?? lastTimestamp ?? -frameTicks) + frameTicks
+            offset = 0
         } else {
             timestamp = timeline.convert(source, from: item.timeBase, to: input.encoder.timeBase)
+            let exact = timeline.convert(source, from: item.timeBase, to: FFmpeg.timeBaseQ)
+            offset = abs(exact - Timeline.rescale(timestamp, from: input.encoder.timeBase, to: FFmpeg.timeBaseQ))
         }
         if let limit = firstFrameLimit {
             firstFrameLimit = nil
             if timestamp > limit { throw Self.seekMissed }
         }
-        // Frames that do not move time forward (non-monotonic sources, or a lower output frame rate) are dropped.
+        // Frames that do not move time forward (non-monotonic sources) are dropped; of two on one output time (a
+        // lower output frame rate), the nearer stays (the later when as near: a halved rate keeps frame 2n, on the
+        // time, not 2n − 1, half a source frame early).
         if let last = lastTimestamp, timestamp <= last { return }
+        if let current = held {
+            if timestamp < current.timestamp { return }
+            if timestamp == current.timestamp {
+                if offset <= current.offset { held = (frame, timestamp, offset) }
+                return
+            }
+            try encode(current.frame, at: current.timestamp)
+        }
+        held = (frame, timestamp, offset)
+    }
+
+    private func encode(_ frame: Frame, at timestamp: Int64) throws(MediaError) {
         let converted = try converter.convert(frame)
         converted.pointer.pointee.pts = timestamp
         converted.pointer.pointee.pict_type = AV_PICTURE_TYPE_NONE
@@ -68,6 +91,10 @@ final class VideoEncodeSide: FrameConsumer {
     }
 
     func finish() throws(MediaError) {
+        if let current = held {
+            held = nil
+            try encode(current.frame, at: current.timestamp)
+        }
         try input.markAsFinished()
     }
 }
