@@ -71,7 +71,9 @@ struct CheckpointManifest: Codable, Equatable {
         var entry: Entry
     }
 
-    static let currentVersion = 1
+    /// 2: a frame rate asked above the source's keeps the source's clock, so a ladder's stored times from 1 would
+    /// be read in another time base.
+    static let currentVersion = 2
 
     var version = CheckpointManifest.currentVersion
     /// Of the settings, the input and this format: a checkpoint made with anything else is not used.

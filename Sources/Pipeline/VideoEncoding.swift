@@ -32,8 +32,8 @@ struct VideoEncoding {
     /// Level times ten, e.g. 41 for 4.1.
     var level: Int
     var preset: String
-    /// Frames per second the encoder is told. With a frame rate in the settings the time base is 1/rate, so
-    /// frames that land on an already used tick are dropped.
+    /// Frames per second the encoder is told. With a frame rate in the settings below the source's the time base
+    /// is 1/rate, and of the frames that land on one tick the nearest to it is kept.
     var frameRate: AVRational
     /// Time base of the frames handed to the encoder.
     var timeBase: AVRational
@@ -70,22 +70,21 @@ struct VideoEncoding {
         let parameters = stream.pointee.codecpar.pointee
         var frameRate: AVRational
         var timeBase: AVRational
-        if let rate = settings.frameRate {
+        let source = sourceFrameRate(of: stream, tempo: filters?.tempo)
+        var keyFrameInterval = settings.maxKeyFrameInterval
+        // A rate at or above a constant source's keeps the source's pictures and clock: pictures are dropped to
+        // reach a lower rate, never repeated, so the stream would hold the source's pictures while being told (and
+        // given its level and key-frame interval for) the rate asked: key frames 4 s apart at 60 asked of 30. An
+        // interval asked stays as many seconds (rungs checked at intake by it keep their key frames together). A
+        // variable source (its average far below its clock's rate) keeps the asked rate as its ceiling.
+        if let rate = settings.frameRate, !source.constant || rate < av_q2d(source.rate) {
             frameRate = rational(rate)
             timeBase = av_inv_q(frameRate)
         } else {
-            var guessed = av_guess_frame_rate(nil, stream, nil)
-            // A variable rate's base (a phone's or a screen recorder's 120, 600 or 1000 ticks) is far above the
-            // pictures it has a second: key frames every 2 s of the base would come every 7 s or more, and x264's
-            // level would be set for a rate never reached. The average is the rate then.
-            let average = stream.pointee.avg_frame_rate
-            if FFmpeg.isValid(average), av_q2d(average) >= 1, !FFmpeg.isValid(guessed) || av_q2d(guessed) > av_q2d(average) * 1.1 {
-                guessed = av_d2q(av_q2d(average), 100_000)
+            if let rate = settings.frameRate, let interval = keyFrameInterval {
+                keyFrameInterval = max(1, Int((Double(interval) / rate * av_q2d(source.rate)).rounded()))
             }
-            frameRate = FFmpeg.isValid(guessed) && av_q2d(guessed) <= 1000 ? guessed : AVRational(num: 30, den: 1)
-            // A tempo plays the pictures faster or slower: twice as many a second at 2 (the level and key-frame
-            // interval are for those).
-            if let tempo = filters?.tempo, tempo != 1 { frameRate = av_mul_q(frameRate, av_d2q(tempo, 1000)) }
+            frameRate = source.rate
             timeBase = stream.pointee.time_base
             // A time base coarser than a frame, or absurdly fine, is replaced by MPEG's 90 kHz clock.
             if !FFmpeg.isValid(timeBase) || av_q2d(timeBase) > av_q2d(av_inv_q(frameRate)) || timeBase.den / max(timeBase.num, 1) > 10_000_000 {
@@ -107,13 +106,37 @@ struct VideoEncoding {
             scalingMode: settings.width != nil && settings.height != nil ? settings.scalingMode ?? .fit : .fit,
             // width × height × 4, but at least 64 kb/s: x264 counts in kb/s and refuses 0 (a 2×2 input gave 16 b/s).
             averageBitRate: settings.averageBitRate ?? max(geometry.width * geometry.height * 4, 64_000),
-            maxKeyFrameInterval: settings.maxKeyFrameInterval ?? max(1, Int((2 * av_q2d(frameRate)).rounded())),
+            maxKeyFrameInterval: keyFrameInterval ?? max(1, Int((2 * av_q2d(frameRate)).rounded())),
             profile: settings.profile ?? "high",
             level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
             preset: settings.preset ?? "veryfast",
             frameRate: frameRate, timeBase: timeBase,
             colors: (toneMapped ? ColorTags.bt709 : ColorTags(source: parameters, assumingHeight: geometry.height))
                 .overridden(by: settings.color))
+    }
+
+    /// The pictures a second the source's stream has (times the tempo): its clock's rate when that is its
+    /// average too (`constant`), else its average; 30 when it says neither.
+    private static func sourceFrameRate(of stream: UnsafeMutablePointer<AVStream>, tempo: Double?) -> (rate: AVRational, constant: Bool) {
+        var guessed = av_guess_frame_rate(nil, stream, nil)
+        var constant = true
+        // A variable rate's base (a phone's or a screen recorder's 120, 600 or 1000 ticks) is far above the
+        // pictures it has a second: key frames every 2 s of the base would come every 7 s or more, and x264's
+        // level would be set for a rate never reached. The average is the rate then.
+        let average = stream.pointee.avg_frame_rate
+        if FFmpeg.isValid(average), av_q2d(average) >= 1, !FFmpeg.isValid(guessed) || av_q2d(guessed) > av_q2d(average) * 1.1 {
+            guessed = av_d2q(av_q2d(average), 100_000)
+            constant = false
+        }
+        var rate = guessed
+        if !FFmpeg.isValid(guessed) || av_q2d(guessed) > 1000 {
+            rate = AVRational(num: 30, den: 1)
+            constant = false
+        }
+        // A tempo plays the pictures faster or slower: twice as many a second at 2 (the level and key-frame
+        // interval are for those).
+        guard let tempo, tempo != 1 else { return (rate, constant) }
+        return (av_mul_q(rate, av_d2q(tempo, 1000)), constant)
     }
 
     /// NTSC rates as their exact 1001 fractions; others as close fractions.

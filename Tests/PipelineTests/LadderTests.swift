@@ -296,6 +296,18 @@ import TestSupport
         #expect(Media.files(in: scratch).isEmpty)
     }
 
+    /// Rungs accepted at intake (60 pictures at 30 fps and 120 at 60: both 2 s) run on a 30 fps source, whose
+    /// rate the rung asking 60 keeps: its interval stays 2 s, not 120 pictures of 30 (4 s, refused as misaligned).
+    @Test func aRungAskingMoreThanTheSourcesRateKeepsItsKeyFrameSeconds() throws {
+        let json = #"{"container": "hls", "renditions": [{"video": {"height": 360, "frameRate": 60, "maxKeyFrameInterval": 120}}, {"video": {"height": 234, "frameRate": 30, "maxKeyFrameInterval": 60}}]}"#
+        try TranscodeSettings.parse(Data(json.utf8)).checkAtIntake()
+        let run = try transcode(try Media.path(.standard), json)
+        for track in ["360p", "234p"] {
+            let (times, _) = try Ladder.keyFrameTimes(run.folder, track: track)
+            #expect(times.count == 2 && abs(times[1] - times[0] - 2) < 0.01, "\(track): key frames at \(times)")
+        }
+    }
+
     @Test(arguments: [
         (#"{"renditions": "auto"}"#, "renditions: a ladder is written by \"container\": \"hls\" only"),
         (#"{"container": "hls", "segmentDuration": 0.5}"#, "segmentDuration: expected"),

@@ -94,7 +94,8 @@ import TestSupport
     @Test func aLevelThePictureCannotBeIsRefused() throws {
         let folder = try Media.scratch()
         for (json, problem) in [(#"{"video": {"level": "1"}}"#, "macroblocks (28 a side); 640×360 has 920"),
-                                (#"{"video": {"level": "3", "frameRate": 60}}"#, "macroblocks a second; 640×360 at 60.000 fps")] {
+                                (#"{"video": {"level": "3", "width": 720, "height": 576, "scalingMode": "fill", "allowUpscaling": true}}"#,
+                                 "macroblocks a second; 720×576 at 30.000 fps")] {
             let session = TranscodeSession(inputPath: try Media.path(.standard), outputPath: folder.appendingPathComponent("out.mp4").path,
                                            settings: try TranscodeSettings.parse(Data(json.utf8)))
             let error = #expect(throws: MediaError.self) { try session.run() }
@@ -114,6 +115,33 @@ import TestSupport
         let gaps = zip(keys.dropFirst(), keys).map { $0 - $1 } + [count - (keys.last ?? 0)]
         #expect(gaps.allSatisfy { $0 <= 60 }, "key frames at \(keys)")
         #expect(keys.count <= 8, "\(keys.count) key frames in 10 s: \(keys)")
+    }
+
+    /// A rate above the source's keeps the source's: pictures are never repeated, so the stream was told 60 while
+    /// holding 30 a second, and its key frames, counted in pictures for 60, came 4 s apart.
+    @Test func aFrameRateAboveTheSourcesKeepsTheSourcesRate() throws {
+        let run = try transcode(try Media.path(.tenSeconds), #"{"video": {"frameRate": 60, "preset": "ultrafast"}}"#)
+        let video = try #require(run.probe.video)
+        #expect(abs(video.frameRate - 30) < 0.01, "frame rate \(video.frameRate)")
+        let (keys, count) = try Probe.keyFrames(run.output)
+        #expect(count == 300)
+        let gaps = zip(keys.dropFirst(), keys).map { $0 - $1 } + [count - (keys.last ?? 0)]
+        #expect(gaps.allSatisfy { $0 <= 60 }, "key frames at \(keys)")
+    }
+
+    /// A variable source's average is not a ceiling: asked 15 of one averaging 12 with bursts at 30, the output's
+    /// pictures still come at most 15 a second.
+    @Test func aFrameRateAboveAVariableSourcesAverageStillCapsIt() throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent("bursts.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", #"testsrc2=s=320x180:r=30:d=4,select=lt(mod(n\,30)\,10)"#, "-vsync", "vfr",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", source])
+        let run = try transcode(source, #"{"video": {"frameRate": 15, "preset": "ultrafast"}}"#)
+        let times = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time",
+                                                "-of", "csv=p=0", run.output])
+            .split(separator: "\n").compactMap { Double($0) }.sorted()
+        let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+        #expect(times.count >= 10 && gaps.allSatisfy { $0 > 1.0 / 15 - 0.002 }, "pictures at \(times)")
     }
 
     @Test func scalingModesShapeTheOutput() throws {
@@ -370,6 +398,25 @@ import TestSupport
         let video = try #require(run.probe.video)
         #expect(abs(video.frameRate - 15) < 0.5, "frame rate \(video.frameRate)")
         #expect(abs(run.probe.format.durationSeconds - 4) < 0.15)
+    }
+
+    /// Of two source pictures on one output time, the one at that time is kept: a 60 fps source whose even frames are
+    /// dark and odd ones bright, halved to 30, shows only dark pictures (frame 2n at n/30 s; keeping the first to
+    /// land, 2n − 1, showed the bright ones, each half a source frame before its time, behind the sound).
+    @Test func aHalvedFrameRateKeepsThePicturesOnTime() throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent("alternating.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", #"nullsrc=s=64x64:r=60:d=2,geq=lum=if(mod(N\,2)\,235\,16):cb=128:cr=128"#,
+                          "-pix_fmt", "yuv420p", "-c:v", "ffv1", source])
+        let run = try transcode(source, #"{"video": {"frameRate": 30, "preset": "ultrafast"}}"#)
+        let raw = folder.appendingPathComponent("frames.gray").path
+        try Media.ffmpeg(["-i", run.output, "-f", "rawvideo", "-pix_fmt", "gray", raw])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: raw)))
+        let means = stride(from: 0, to: bytes.count, by: 64 * 64).map { start in
+            bytes[start..<min(bytes.count, start + 64 * 64)].reduce(0) { $0 + Int($1) } / (64 * 64)
+        }
+        #expect(means.count == 60, "\(means.count) pictures")
+        #expect(means.allSatisfy { $0 < 60 }, "mean luma of each picture: \(means)")
     }
 
     @Test func progressTracksTheWorkAndEndsAtOne() throws {
