@@ -428,9 +428,8 @@ public final class TranscoderAPI: Sendable {
             }
             settings = try fields["settings"].map { data throws(HTTPError) in try Self.settings(Self.settingsField(data)) }
                 ?? TranscodeSettings()
-            if let text = fields["priority"] {
-                priority = try Self.priority(.integer(Int64(String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespaces)) ?? .max))
-            }
+            // Read as JSON, as the same key is in a JSON body (`5.0` and `null` accepted there too).
+            if let text = fields["priority"] { priority = try Self.priority((try? JSONValue.parse(text)) ?? .string("")) }
             if let data = fields["webhook"] { webhook = try webhookTarget(try Self.jsonValue(data, key: "webhook")) }
             // Everything that can refuse the request is checked before the file is kept.
             try checkWatermark(settings)

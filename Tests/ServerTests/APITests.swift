@@ -256,8 +256,11 @@ import TestSupport
         // A settings file saved with a byte order mark (Notepad, PowerShell) is JSON still, not a preset's name.
         let marked = try Media.scratch().appendingPathComponent("settings.json")
         try Data([0xEF, 0xBB, 0xBF] + Array(#"{"container": "m4a"}"#.utf8)).write(to: marked)
-        let bom = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", "settings=<" + marked.path])
-        #expect(bom.status == 201 && (bom.object["settings"] as? [String: Any])?["container"] as? String == "m4a", "\(bom.object)")
+        // Its priority is read as the JSON body's is: 5.0 is 5 in both (it was refused in a multipart body).
+        let bom = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", "settings=<" + marked.path,
+                                               "-F", "priority=5.0"])
+        #expect(bom.status == 201 && (bom.object["settings"] as? [String: Any])?["container"] as? String == "m4a"
+                && bom.object["priority"] as? Int == 5, "\(bom.object)")
         let broken = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", #"settings={"video": {"width": 640}"#])
         #expect(broken.status == 400 && ((broken.object["error"] as? [String: Any])?["message"] as? String) == "settings: not valid JSON.",
                 "\(broken.object)")
