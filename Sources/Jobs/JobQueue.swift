@@ -467,11 +467,9 @@ public final class JobQueue: Sendable {
             // holding it (the heartbeat renews the lease), or every attempt is spent in a few milliseconds.
             // Doubling, at most 8 s; the wait is not a stall; a cancel or a shutdown ends it (a shutdown sends the
             // job back without spending an attempt).
-            let pause = min(8, configuration.unavailableBackoff * Double(1 << min(10, max(0, claimed.attempts - 1))))
-            let until = Date().addingTimeInterval(pause)
-            while Date() < until && !token.isCanceled && !stopping {
+            let seconds = min(8, configuration.unavailableBackoff * Double(1 << min(10, max(0, claimed.attempts - 1))))
+            Self.pause(seconds, endingWhen: { token.isCanceled || self.stopping }) {
                 _ = ownEntry(id, token: lease.token) { $0.lastAdvance = Date() }
-                usleep(50_000)
             }
             if stopping { _ = ownEntry(id, token: lease.token) { $0.reason = $0.reason ?? .shuttingDown } }
         }
@@ -650,10 +648,18 @@ public final class JobQueue: Sendable {
                     continue
                 }
                 // A job asked to stop (a cancel, a shutdown, a lost lease) does not wait out the tries.
-                let until = Date().addingTimeInterval(delay)
-                while Date() < until, !canceled.isCanceled { usleep(20_000) }
+                Self.pause(delay, endingWhen: { canceled.isCanceled })
                 if canceled.isCanceled { return .failure(error) }
             }
+        }
+    }
+
+    /// Sleeps `seconds` in steps of 50 ms, ending early once `stop` says so; `step` runs before each.
+    private static func pause(_ seconds: Double, endingWhen stop: () -> Bool, step: () -> Void = {}) {
+        let until = Date().addingTimeInterval(seconds)
+        while Date() < until, !stop() {
+            step()
+            usleep(50_000)
         }
     }
 

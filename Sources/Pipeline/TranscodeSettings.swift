@@ -127,12 +127,10 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
     /// fails with this reason when it runs.
     public func checkCopiedTrackFilters() throws(SettingsError) {
         guard let filters else { return }
-        if video == .copy, FilterSettings(video: filters.video).videoChain() != nil {
+        if video == .copy, filtersVideo {
             throw SettingsError(key: "filters.video", message: "the video is copied (\"video\": \"copy\"), packets as they are: no filter applies to it")
         }
-        var sound = filters.audio
-        sound?.tempo = nil
-        if audio == .copy, FilterSettings(audio: sound).audioChain(sampleRate: 48_000) != nil {
+        if audio == .copy, filtersAudioBesideTempo {
             throw SettingsError(key: "filters.audio", message: "the audio is copied (\"audio\": \"copy\"), packets as they are: no filter applies to it")
         }
         if filters.tempo != 1, video == .copy || audio == .copy {
@@ -141,17 +139,25 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
         }
     }
 
+    /// Whether the filters change the pictures.
+    private var filtersVideo: Bool { FilterSettings(video: filters?.video).videoChain() != nil }
+
+    /// Whether the filters change the sound other than by a tempo (which both tracks follow).
+    private var filtersAudioBesideTempo: Bool {
+        var sound = filters?.audio
+        sound?.tempo = nil
+        return FilterSettings(audio: sound).audioChain(sampleRate: 48_000) != nil
+    }
+
     /// Every check of settings as they come in (the API, the command line): `checkCopiedTrackFilters`, and settings
     /// the job would ignore or could never meet, whatever its input. Not when stored settings are read or a job
     /// runs: a job stored before a rule runs as it did.
     public func checkAtIntake() throws(SettingsError) {
         try checkCopiedTrackFilters()
-        if let filters, video == .drop, FilterSettings(video: filters.video).videoChain() != nil {
+        if video == .drop, filtersVideo {
             throw SettingsError(key: "filters.video", message: "the video is dropped (\"video\": null): no filter applies to it")
         }
-        var sound = filters?.audio
-        sound?.tempo = nil
-        if audio == .drop, FilterSettings(audio: sound).audioChain(sampleRate: 48_000) != nil {
+        if audio == .drop, filtersAudioBesideTempo {
             throw SettingsError(key: "filters.audio", message: "the audio is dropped (\"audio\": null): no filter applies to it")
         }
         if thumbnails != nil, video == .copy || video == .drop || !container.holdsVideo {

@@ -36,10 +36,12 @@ public struct HTTPHeaders: Sendable, Sequence {
     /// here: `W/"x"` matches `"x"` (a compressing proxy or a CDN weakens the tags it passes on).
     public func ifNoneMatch(_ etag: String) -> Bool {
         let strong = etag.hasPrefix("W/") ? String(etag.dropFirst(2)) : etag
-        return values("If-None-Match").flatMap { $0.split(separator: ",") }.contains { candidate in
-            let value = candidate.trimmingCharacters(in: .whitespaces)
-            return value == "*" || value == strong || value == "W/" + strong
-        }
+        return entityTags("If-None-Match").contains { $0 == "*" || $0 == strong || $0 == "W/" + strong }
+    }
+
+    /// The entity tags (or `*`) a conditional header lists, over all its lines.
+    private func entityTags(_ name: String) -> [String] {
+        values(name).flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     /// Whether the validators answer 304 for a representation tagged `etag` and last modified at `lastModified`
@@ -59,10 +61,7 @@ public struct HTTPHeaders: Sendable, Sequence {
     /// never to splice bytes of two different files.
     public func preconditionFails(etag: String, lastModified: Double?) -> Bool {
         if self["If-Match"] != nil {
-            return !values("If-Match").flatMap { $0.split(separator: ",") }.contains { candidate in
-                let value = candidate.trimmingCharacters(in: .whitespaces)
-                return value == "*" || value == etag
-            }
+            return !entityTags("If-Match").contains { $0 == "*" || $0 == etag }
         }
         guard let lastModified, let text = self["If-Unmodified-Since"], let since = HTTPDate.parse(text) else { return false }
         return lastModified.rounded(.down) > since
