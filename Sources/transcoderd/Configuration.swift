@@ -122,7 +122,11 @@ struct Configuration: Sendable {
         Option(flag: "--token", environment: "TRANSCODER_TOKEN",
                help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none") {
             config, value throws(UsageError) in
-            config.token = value.isEmpty ? nil : value
+            // An empty one is a mistake (compose's `${TOKEN}` with TOKEN unset), not a wish to let everyone in.
+            guard !value.isEmpty else {
+                throw UsageError(message: "--token: expected a token, got an empty one (leave the option out for no authentication)")
+            }
+            config.token = value
         },
         Option(flag: "--cors-origin", environment: "TRANSCODER_CORS_ORIGIN",
                help: "let pages on these origins (comma-separated, or *) read output files: players of a ladder elsewhere; default none") {
@@ -261,13 +265,12 @@ struct Configuration: Sendable {
         return number
     }
 
-    /// Reads `arguments` over `environment`; `extraFlags` are boolean flags the command adds.
+    /// Reads `arguments` over `environment`; `extraFlags` are boolean flags the command adds. A variable whose
+    /// option a flag gives is not read at all: a wrong one (Kubernetes sets `TRANSCODER_PORT=tcp://…` beside a
+    /// Service named transcoder) cannot stop a start the flags set right.
     static func parse(_ arguments: [String], environment: [String: String], extraFlags: [String: (inout Configuration) -> Void] = [:])
         throws(UsageError) -> Configuration {
-        var config = Configuration()
-        for option in options {
-            if let value = environment[option.environment] { try option.apply(&config, value) }
-        }
+        var given: [(apply: (inout Configuration) throws(UsageError) -> Void, flag: String)] = []
         var index = 0
         while index < arguments.count {
             var argument = arguments[index]
@@ -277,7 +280,9 @@ struct Configuration: Sendable {
                 argument = String(argument[..<equals])
             }
             if let flag = extraFlags[argument] {
-                flag(&config)
+                // `--exit-when-idle=false` would have turned it on.
+                guard inlineValue == nil else { throw UsageError(message: "\(argument) takes no value") }
+                given.append(({ config throws(UsageError) in flag(&config) }, argument))
             } else if let option = options.first(where: { $0.flag == argument }) {
                 let value: String
                 if let inlineValue {
@@ -287,12 +292,26 @@ struct Configuration: Sendable {
                     guard index < arguments.count else { throw UsageError(message: "\(argument) needs a value") }
                     value = arguments[index]
                 }
-                try option.apply(&config, value)
+                given.append(({ config throws(UsageError) in try option.apply(&config, value) }, argument))
             } else {
                 throw UsageError(message: "unknown option \(argument)")
             }
             index += 1
         }
+        var config = Configuration()
+        let flags = Set(given.map(\.flag))
+        for option in options where !flags.contains(option.flag) {
+            guard let value = environment[option.environment] else { continue }
+            do throws(UsageError) {
+                try option.apply(&config, value)
+            } catch {
+                // Named as it was given: the variable, not a flag nobody typed.
+                let message = error.message.hasPrefix(option.flag + ":")
+                    ? option.environment + String(error.message.dropFirst(option.flag.count)) : error.message
+                throw UsageError(message: message)
+            }
+        }
+        for flag in given { try flag.apply(&config) }
         if config.workers == 0 && config.store == nil {
             throw UsageError(message: "--workers: 0 (an API-only node) needs a shared --store postgres://...; with SQLite nothing else could run the jobs")
         }

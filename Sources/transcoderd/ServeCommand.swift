@@ -42,6 +42,8 @@ enum ServeCommand {
             let (queue, lock) = try config.openQueue(runner: runner, logger: logger)
             try config.checkSandbox(runner, logger: logger)
             defer { withExtendedLifetime(lock) {} }
+            // Read before the workers start: a failure after they claimed jobs would leave them claimed.
+            let webhookSettings = try config.webhookSettings(directory: queue.directory)
             let recovered = try queue.start()
             if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
                 logger.info("recovered jobs left running", ["requeued": .int(recovered.requeued.count), "failed": .int(recovered.failed.count)])
@@ -69,7 +71,7 @@ enum ServeCommand {
                                   webhookAttempts: dispatcherBox.withLock { $0?.attemptCounts } ?? [:])
             }
             // The API nodes send webhooks: each job's JSON as the API shows it.
-            let dispatcher = WebhookDispatcher(store: queue.store, settings: try config.webhookSettings(directory: queue.directory),
+            let dispatcher = WebhookDispatcher(store: queue.store, settings: webhookSettings,
                                                logger: logger) { job in api.jobData(job) }
             dispatcherBox.withLock { $0 = dispatcher }
             queue.events.watchChanges { dispatcher.wake() }
@@ -105,8 +107,10 @@ enum ServeCommand {
             defer { sources.cancel() }
             stop.wait()
             logger.info("shutting down", ["grace_seconds": .int(Int(config.shutdownGrace))])
+            // One grace for both, counted from the signal: a compose file's stop period a little over it holds.
+            let stopping = Date()
             server.stop(grace: min(config.shutdownGrace, 10))
-            queue.stop(grace: config.shutdownGrace)
+            queue.stop(grace: max(0, config.shutdownGrace - Date().timeIntervalSince(stopping)))
             queue.store.close()
             logger.info("stopped")
             return 0

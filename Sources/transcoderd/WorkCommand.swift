@@ -11,8 +11,8 @@ enum WorkCommand {
         Runs queued jobs on worker threads, without the HTTP API. With the default store (SQLite in --data), recovery of
         jobs a crashed process left running happens first. With --store postgres://..., it is a worker node of a
         cluster: any number of them (and of API nodes, serve --workers 0) share the database and the --data folder
-        on shared storage; a job whose node stops renewing its lease goes to another node. SIGTERM/SIGINT stop it;
-        running jobs go back to the queue.
+        on shared storage; a job whose node stops renewing its lease goes to another node. SIGTERM/SIGINT stop it:
+        running jobs get --shutdown-grace seconds to finish, then go back to the queue.
 
         Options (each also read from the environment variable shown):
         \(Configuration.help)
@@ -48,10 +48,16 @@ enum WorkCommand {
             defer { queue.store.close() }
             while true {
                 if stop.wait(timeout: .now() + 0.2) == .success { break }
-                // The queue's count first: a job claimed after it is read is being claimed or running by then.
-                if config.exitWhenIdle, (try queue.store.counts()[.queued] ?? 0) == 0, queue.isIdle { break }
+                // The queue's count first: a job claimed after it is read is being claimed or running by then. A
+                // store that cannot answer for now (a failover) is asked again; the running jobs go on meanwhile.
+                guard config.exitWhenIdle else { continue }
+                do {
+                    if (try queue.store.counts()[.queued] ?? 0) == 0, queue.isIdle { break }
+                } catch {
+                    config.logger.warning("could not count the queued jobs", ["error": .string(error.description)])
+                }
             }
-            queue.stop(grace: config.exitWhenIdle ? 30 : 0)
+            queue.stop(grace: config.shutdownGrace)
             return 0
         } catch {
             Console.error("\(error)")

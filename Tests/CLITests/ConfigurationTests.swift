@@ -1,0 +1,55 @@
+import Foundation
+import Jobs
+import Pipeline
+import Testing
+import TestSupport
+@testable import transcoderd
+
+/// The options of `serve` and `work`, from flags over environment variables, and what a start does before its
+/// workers claim anything.
+@Suite struct ConfigurationTests {
+    /// Kubernetes sets `TRANSCODER_PORT=tcp://10.96.0.7:8080` in every pod beside a Service named transcoder: a
+    /// flag giving the port wins without the variable being read; without one, the error names the variable.
+    @Test func aFlagWinsWithoutItsVariableBeingRead() throws {
+        let environment = ["TRANSCODER_PORT": "tcp://10.96.0.7:8080", "TRANSCODER_WORKERS": "3"]
+        let config = try Configuration.parse(["--port", "9000"], environment: environment)
+        #expect(config.port == 9000 && config.workers == 3)
+        #expect(try Configuration.parse(["--port=9001"], environment: environment).port == 9001)
+        let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse([], environment: environment) }
+        #expect(error?.message.hasPrefix("TRANSCODER_PORT: expected 0-65535") == true, "\(String(describing: error))")
+    }
+
+    /// An empty token (compose's `${TOKEN}` with TOKEN unset) is refused, not taken for "no authentication".
+    @Test func anEmptyTokenIsRefused() throws {
+        #expect(throws: Configuration.UsageError.self) { try Configuration.parse(["--token", ""], environment: [:]) }
+        let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse([], environment: ["TRANSCODER_TOKEN": ""]) }
+        #expect(error?.message.hasPrefix("TRANSCODER_TOKEN: expected a token") == true, "\(String(describing: error))")
+        #expect(try Configuration.parse([], environment: ["TRANSCODER_TOKEN": "s3cret"]).token == "s3cret")
+    }
+
+    /// `--exit-when-idle=false` turned the option on.
+    @Test func aSwitchGivenAValueIsRefused() throws {
+        let flags: [String: (inout Configuration) -> Void] = ["--exit-when-idle": { $0.exitWhenIdle = true }]
+        #expect(throws: Configuration.UsageError.self) {
+            try Configuration.parse(["--exit-when-idle=false"], environment: [:], extraFlags: flags)
+        }
+        #expect(try Configuration.parse(["--exit-when-idle"], environment: [:], extraFlags: flags).exitWhenIdle)
+    }
+
+    /// A start that fails on the webhook secret fails before its workers claim a job: each such start (a restart
+    /// policy tries again and again) spent an attempt of the jobs it claimed, until they failed as crashed.
+    @Test func aStartRefusedForItsWebhookSecretClaimsNothing() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.standard))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let secret = fixture.directory.root.appendingPathComponent("webhook-secret")
+        try Data("not a secret\n".utf8).write(to: secret)
+        defer { try? FileManager.default.removeItem(at: secret) }
+        for _ in 0..<2 {
+            let run = try Shell.run(Binary.path, ["serve", "--data", fixture.directory.root.path, "--port", "0"])
+            #expect(run.status == 1 && run.stderr.contains("does not hold a whsec_ secret"), "\(run.status) \(run.stderr)")
+        }
+        let stored = try #require(try fixture.store.job(id: job.id))
+        #expect(stored.state == .queued && stored.attempts == 1 && stored.startedAt == nil, "\(stored.state) after \(stored.attempts) attempts")
+    }
+}
