@@ -212,6 +212,8 @@ import TestSupport
         #expect((report["wrongTokenMessage"] as? String ?? "").contains("not the server's"))
         #expect(report["jobsWithSession"] as? Int == 200 && report["postWithCookieOnly"] as? Int == 401)
         #expect(report["cookieVisibleToScript"] as? String == "", "the session cookie is HttpOnly")
+        #expect(report["focusAfterSignIn"] as? String == "file", "after signing in the keyboard is on the file input: \(report["focusAfterSignIn"] ?? "")")
+        #expect(report["sessionsPostedOnReload"] as? Int == 1, "a reload renews the session: \(report["sessionsPostedOnReload"] ?? "")")
         #expect(report["state"] as? String == "succeeded" && (report["currentTime"] as? Double ?? 0) > 0.5, "\(report)")
         #expect((report["streamEvents"] as? [String] ?? []).contains("state"), "the event stream came through the cookie")
         let after = report["consoleErrorsAfterSignIn"] as? [String] ?? ["?"]

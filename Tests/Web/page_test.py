@@ -166,6 +166,7 @@ def scenario_token(browser, base, path, report, token):
     browser.type_text(token)
     browser.key("Enter", text="\r")
     browser.wait("!document.querySelector('#app').hidden")
+    report["focusAfterSignIn"] = browser.eval("document.activeElement.id")
     errors_before_sign_in = len(browser.console_errors)
     report["jobsWithSession"] = browser.eval("fetch('/v1/jobs').then(r => r.status)", await_promise=True)
     report["postWithCookieOnly"] = browser.eval(
@@ -183,6 +184,12 @@ def scenario_token(browser, base, path, report, token):
     # is the only error logged after signing in.
     report["consoleErrorsAfterSignIn"] = browser.console_errors[errors_before_sign_in:]
     report["urls"] = sorted({r["url"] for r in browser.requests()})
+    # A reload renews the session cookie (its 12 hours counted again), though the old one is still good.
+    sessions_before = len(browser.requests("POST", "/v1/session"))
+    browser.reload()
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.pump(0.3)
+    report["sessionsPostedOnReload"] = len(browser.requests("POST", "/v1/session")) - sessions_before
 
 
 def focus_by_tab(browser, test, limit=40):

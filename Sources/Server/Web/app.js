@@ -15,7 +15,16 @@ const jobs = new JobList({
   list: $("jobs"), empty: $("jobs-empty"), live: $("live"), template: $("job-template"),
   onShow: (job) => result.show(job),
   onRetry: async (job) => {
-    const created = await request("POST", "/v1/jobs", { json: { input: job.input.id, settings: job.settings } });
+    // An input still to be fetched (its fetch failed) is named by its URL again; one with credentials the server
+    // hides cannot be.
+    let input = job.input.id;
+    if (job.input.url && job.input.size == null) {
+      if (job.input.url.includes("REDACTED")) {
+        throw new APIError(0, "not_retryable", "The input's URL holds credentials the server does not show: start the job again with its URL.");
+      }
+      input = { url: job.input.url };
+    }
+    const created = await request("POST", "/v1/jobs", { json: { input, settings: job.settings, priority: job.priority } });
     jobs.add(created);
   },
   onError: (error) => handleError(error, $("start-error")),
@@ -52,10 +61,7 @@ $("login-form").addEventListener("submit", async (event) => {
   try {
     await signIn($("token").value);
     $("token").value = "";
-    await // The session cookie lasts 12 hours: renewed every 6 while the page is open.
-setInterval(() => { if (token()) signIn(token()).catch(() => {}); }, 6 * 3600 * 1000);
-
-startApp();
+    await startApp();
     $("file").focus();
   } catch (error) {
     $("login-error").textContent = error.status === 401 ? "That token is not the server's." : error.message;
@@ -222,7 +228,9 @@ async function startApp() {
     // The token is needed for every change the page makes: without it in this tab, ask for it first. With it
     // but no session cookie (expired), sign in again quietly: the browser's own reads need the cookie.
     if (session.required && !token()) { showLogin(); return; }
-    if (session.required && !session.session) {
+    // Renewed at every start, cookie or not: the timer below renews it 6 hours from now, so a page reloaded late
+    // in the cookie's 12 hours would have lost it before then.
+    if (session.required) {
       try { await signIn(token()); } catch { showLogin("The session ended; enter the token again."); return; }
     }
     await loadPresets();

@@ -102,6 +102,7 @@ export class ResultView {
     const hls = output.url.endsWith(".m3u8");
     if (hls && player.canPlayType("application/vnd.apple.mpegurl") === "") {
       player.removeAttribute("src");
+      player.load(); // unloads what played before, or it goes on under this job's name
       this.e.note.textContent = "This browser does not play HLS natively; download the files or use the DASH manifest.";
     } else {
       this.e.note.textContent = "";
