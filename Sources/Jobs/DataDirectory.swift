@@ -1,8 +1,8 @@
 import Foundation
 import Pipeline
 
-/// The data directory's layout: `transcoderd.sqlite`, `uploads/`, `outputs/`, `tus/`, `checkpoints/`, and a lock
-/// file that keeps a second process from using the same directory.
+/// The data directory's layout: `transcoderd.sqlite`, `uploads/`, `outputs/`, `tus/`, `checkpoints/`, `store-id`
+/// (the job store whose files these are), and a lock file that keeps a second process from using the same directory.
 public struct DataDirectory: Sendable {
     public let root: URL
 
@@ -174,6 +174,44 @@ public struct DataDirectory: Sendable {
                 throw StoreError(code: "data_directory_unusable", message: "The data directory \(folder.path) is not writable.")
             }
         }
+    }
+
+    /// The identity of the job store whose files the directory holds (`claim`).
+    public var storeIdentityPath: String { root.appendingPathComponent("store-id").path }
+
+    /// Marks the directory as the job store `identity`'s, or checks that it is. A store finding another's mark (a
+    /// node started without the cluster's `--store`, making a SQLite file in the shared folder; a lost or replaced
+    /// database) refuses to start: its start-up sweep would remove every output the other store lists as a stray.
+    /// A folder without a mark (from before marks) is adopted, unless the store has no job (`storeIsEmpty`) while
+    /// outputs are there: whose they are cannot be told.
+    public func claim(by identity: String, storeIsEmpty: () throws(StoreError) -> Bool) throws(StoreError) {
+        let path = storeIdentityPath
+        let handOver = "give this store a --data folder of its own, run the store the folder belongs to (--store), or delete \(path) "
+            + "to hand the folder over (what this store does not list, outputs included, is then removed)"
+        for _ in 0..<2 {
+            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+                let found = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                if found == identity { return }
+                throw StoreError(code: "data_directory_foreign", message: "The data directory \(root.path) belongs to another job store "
+                                 + "(store-id \(found.prefix(64)); this store's is \(identity)): \(handOver).")
+            }
+            let outputNames = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
+            if !outputNames.isEmpty, try storeIsEmpty() {
+                throw StoreError(code: "data_directory_foreign", message: "The data directory \(root.path) holds outputs but no store-id, "
+                                 + "and this job store has no job: they may be another store's; \(handOver).")
+            }
+            // Written whole under a name of its own, then linked into place: nodes starting at once keep the first.
+            let temporary = path + ".\(UInt32.random(in: 0...UInt32.max)).tmp"
+            guard FileManager.default.createFile(atPath: temporary, contents: Data((identity + "\n").utf8)) else {
+                throw StoreError(code: "data_directory_unusable", message: "Cannot create \(temporary).")
+            }
+            defer { unlink(temporary) }
+            if link(temporary, path) == 0 { return }
+            guard errno == EEXIST else {
+                throw StoreError(code: "data_directory_unusable", message: "Cannot create \(path): \(String(cString: strerror(errno))).")
+            }
+        }
+        throw StoreError(code: "data_directory_unusable", message: "\(path) cannot be read.")
     }
 
     /// Takes the directory's exclusive lock for this process; fails if another process holds it.

@@ -149,6 +149,8 @@ public final class JobQueue: Sendable {
     /// watchdog. Returns the ids recovery requeued and failed; their new states are published like any other change.
     @discardableResult
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
+        // Before anything here is swept: a folder of another store's files is refused, not emptied.
+        try directory.claim(by: store.identity()) { () throws(StoreError) in try store.counts().values.reduce(0, +) == 0 }
         // A store of our own: whatever is running was left by a process that died. A shared one: other nodes' jobs,
         // recovered only when their leases run out (by the watchdog).
         let recovered = store.isShared ? ([], []) : try store.recoverOrphans(maxAttempts: configuration.maxAttempts)

@@ -47,6 +47,8 @@ public protocol JobStore: AnyObject, Sendable {
     func counts() throws(StoreError) -> [JobState: Int]
     /// Returns once the store answers a query that reads no rows (a readiness probe: `counts` reads every job).
     func ping() throws(StoreError)
+    /// The store's identity, made once when its schema was: the data directory it works on is marked with it.
+    func identity() throws(StoreError) -> String
     /// queued → canceled, only if the job is queued now (`invalid_transition` otherwise).
     func cancelQueued(id: String) throws(StoreError) -> Job
     /// Asks whichever worker runs the job to stop it (it records the cancellation itself); false when the job is not

@@ -169,6 +169,45 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         #expect(ended.state == .succeeded && ended.attempts == 2, "\(ended.state) \(ended.errorCode ?? "") after \(ended.attempts)")
     }
 
+    /// A node started on a folder whose files another job store lists (a cluster node without the cluster's
+    /// `--store`, making a SQLite file in the shared folder; a lost or replaced database) refuses to start: its
+    /// stray sweep removed every output the real store lists. The folder's own store starts, again and again; a
+    /// folder without a mark is adopted by a store with jobs, not by one without while outputs are there.
+    @Test(arguments: StoreBackend.allCases)
+    func aStoreRefusesAFolderAnotherStoresFilesAreIn(backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let configuration: (inout JobQueue.Configuration) -> Void = { $0.workers = 0 }
+        for _ in 0..<2 {
+            let own = queue(fixture, configure: configuration)
+            try own.start()
+            own.stop(grace: 0)
+        }
+        let identity = try fixture.store.identity()
+        #expect(try String(contentsOfFile: fixture.directory.storeIdentityPath, encoding: .utf8) == identity + "\n")
+        let output = fixture.directory.outputs.appendingPathComponent(UUID().uuidString.lowercased())
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: output.appendingPathComponent("output.mp4"))
+        let other = try StoreFixture(backend)
+        #expect(try other.store.identity() != identity)
+        let foreign = JobQueue(store: other.store, directory: fixture.directory, runner: TranscodeRunner(), configuration: {
+            var value = JobQueue.Configuration()
+            value.workers = 0
+            return value
+        }())
+        let refused = #expect(throws: StoreError.self) { try foreign.start() }
+        #expect(refused?.code == "data_directory_foreign" && refused?.message.contains(identity) == true, "\(String(describing: refused))")
+        #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("output.mp4").path), "nothing removed")
+        // Unmarked (as from an older version): a store without a job does not take a folder with outputs; one with jobs does.
+        try FileManager.default.removeItem(atPath: fixture.directory.storeIdentityPath)
+        #expect(throws: StoreError.self) { try foreign.start() }
+        #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("output.mp4").path))
+        _ = try fixture.store.createJob(input: try fixture.upload(try Media.path(.standard)).id, settings: TranscodeSettings())
+        let adopting = queue(fixture, configure: configuration)
+        try adopting.start()
+        adopting.stop(grace: 0)
+        #expect(try String(contentsOfFile: fixture.directory.storeIdentityPath, encoding: .utf8) == identity + "\n")
+    }
+
     @Test func aQueuedJobRunsToSuccessWithEventsInOrder() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.standard))

@@ -179,6 +179,11 @@ enum PostgresMigrations {
         CREATE TRIGGER jobs_cancel_requested BEFORE UPDATE OF state ON jobs
             FOR EACH ROW EXECUTE FUNCTION transcoderd_requeue_honours_cancel();
         """,
+        // 6: the store's identity, written into the data directory its nodes share (`DataDirectory.claim`).
+        """
+        CREATE TABLE store_identity (id TEXT NOT NULL);
+        INSERT INTO store_identity (id) VALUES (replace(gen_random_uuid()::text, '-', ''));
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction per step.

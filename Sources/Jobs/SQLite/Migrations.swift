@@ -138,6 +138,12 @@ enum Migrations {
         CREATE INDEX jobs_finished ON jobs (finished_at);
         CREATE INDEX uploads_created ON uploads (created_at);
         """,
+        // The store's identity, written into the data directory it works on (`DataDirectory.claim`): a start of a
+        // store on a folder another store's files are in refuses, instead of sweeping them all as strays.
+        """
+        CREATE TABLE store_identity (id TEXT NOT NULL);
+        INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(16))));
+        """,
     ]
 
     /// The step from which paths are stored relative to the data directory.

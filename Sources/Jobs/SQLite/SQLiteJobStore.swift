@@ -184,6 +184,13 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         _ = try rows("SELECT 1", [])
     }
 
+    public func identity() throws(StoreError) -> String {
+        guard let id = try rows("SELECT id FROM store_identity", []).first?["id"].string else {
+            throw StoreError(code: "storage_error", message: "The store has no identity row.")
+        }
+        return id
+    }
+
     public func counts() throws(StoreError) -> [JobState: Int] {
         let found = try withDatabase { database throws(StoreError) in
             try database.query("SELECT state, count(*) AS n FROM jobs GROUP BY state")
