@@ -233,6 +233,7 @@ import TestSupport
         #expect(report["reachedStart"] as? Bool == true && report["reachedCancel"] as? Bool == true)
         #expect(["queued", "running"].contains(report["stateAfterStart"] as? String ?? ""), "\(report)")
         #expect(report["state"] as? String == "canceled")
+        #expect(report["focusAfterCancel"] as? String == "retry", "the keyboard stays on the job: \(report["focusAfterCancel"] ?? "")")
         #expect((report["liveRegion"] as? String ?? "").contains("canceled"), "the live region says so")
         #expect(report["reachedRetry"] as? Bool == true && report["reachedDelete"] as? Bool == true)
         let retried = try server.json("/v1/jobs/\(report["retried"] as? String ?? "")").object

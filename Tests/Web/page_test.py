@@ -166,6 +166,10 @@ def scenario_token(browser, base, path, report, token):
     browser.type_text(token)
     browser.key("Enter", text="\r")
     browser.wait("!document.querySelector('#app').hidden")
+    try:  # focused once the job list has loaded, a moment after the app shows
+        browser.wait("document.activeElement.id === 'file'", timeout=10)
+    except TimeoutError:
+        pass
     report["focusAfterSignIn"] = browser.eval("document.activeElement.id")
     errors_before_sign_in = len(browser.console_errors)
     report["jobsWithSession"] = browser.eval("fetch('/v1/jobs').then(r => r.status)", await_promise=True)
@@ -223,8 +227,13 @@ def scenario_keyboard(browser, base, path, report, token):
     report["stateAfterStart"] = job_state(browser)
     report["reachedCancel"] = focus_by_tab(
         browser, f"document.activeElement.dataset.action === 'cancel' && document.activeElement.closest('li') === {JOB_ITEM}")
+    # Running: the cancel is answered 202 with the job still running, and it ends a moment later.
+    browser.wait(f"{JOB_ITEM}.dataset.state === 'running'", timeout=30)
     browser.key("Enter", text="\r")
     browser.wait(f"{JOB_ITEM}.dataset.state === 'canceled'", timeout=20)
+    browser.pump(0.2)
+    report["focusAfterCancel"] = browser.eval(
+        f"document.activeElement.closest('li') === {JOB_ITEM} ? document.activeElement.dataset.action : document.activeElement.tagName")
     report["state"] = job_state(browser)
     report["liveRegion"] = browser.eval("document.querySelector('#live').textContent")
     browser.screenshot("2-canceled")

@@ -3,13 +3,15 @@
 // measured rate.
 
 import { request } from "./api.js";
-import { EtaEstimator, formatSeconds } from "./eta.js";
+import { EtaEstimator, formatBytes, formatSeconds } from "./eta.js";
 
 // Event streams open at once: a browser keeps about six connections per server, and the page (and another tab of
 // it) needs some for itself.
 const maxStreams = 3;
 // Seconds between readings of the whole list (jobs made or deleted elsewhere) and of active jobs not streamed.
 const refreshSeconds = 5;
+
+const ended = (state) => state === "succeeded" || state === "failed" || state === "canceled";
 
 export class JobList {
   constructor({ list, empty, live, template, onShow, onRetry, onError }) {
@@ -61,6 +63,8 @@ export class JobList {
   // Adds a job or brings its item up to date.
   upsert(job) {
     const previous = this.jobs.get(job.id);
+    // An ended job never runs again: an answer read before its end (the list's, next to the stream's) is stale.
+    if (previous && ended(previous.state) && !ended(job.state)) return;
     this.jobs.set(job.id, job);
     let item = this.items.get(job.id);
     if (!item) {
@@ -88,10 +92,13 @@ export class JobList {
     else if (job.state !== "running") progress.value = job.progress?.fraction || 0;
     item.querySelector(".job-error").textContent = job.state === "failed" && job.error ? job.error.message : "";
     const active = job.state === "queued" || job.state === "running";
+    const focused = item.contains(document.activeElement) ? document.activeElement : null;
     item.querySelector('[data-action="cancel"]').hidden = !active;
     item.querySelector('[data-action="retry"]').hidden = !(job.state === "failed" || job.state === "canceled");
     item.querySelector('[data-action="delete"]').hidden = active;
     item.querySelector('[data-action="show"]').hidden = job.state !== "succeeded";
+    // The button the keyboard was on is gone (Cancel, once the job ends): onto the job's next action, not the page.
+    if (focused?.hidden) item.querySelector("button[data-action]:not([hidden])")?.focus();
     if (job.state === "running" && job.progress) this.progress(job.id, job.progress);
     else if (!active) item.querySelector(".stats").textContent = job.state === "succeeded" ? this.summary(job) : "";
     else item.querySelector(".stats").textContent = "Waiting for a worker";
@@ -115,8 +122,9 @@ export class JobList {
     const progress = item.querySelector("progress");
     const stats = item.querySelector(".stats");
     if (report.phase === "fetching") {
-      // The input is being downloaded from its URL: not the transcode, no ETA.
-      stats.textContent = `Fetching the input: ${Math.round(fraction * 100)} %`;
+      // The input is being downloaded from its URL: not the transcode, no ETA. Its size may not be known.
+      stats.textContent = report.totalBytes ? `Fetching the input: ${Math.round(fraction * 100)} %`
+        : `Fetching the input: ${formatBytes(report.bytes || 0)}`;
       delete stats.dataset.eta;
       return;
     }
@@ -152,10 +160,19 @@ export class JobList {
     if (left === null) delete stats.dataset.eta; else stats.dataset.eta = left.toFixed(2);
   }
 
-  // Streams the events of active jobs, newest first, up to `maxStreams`.
+  // Streams the events of active jobs, running ones first, then the newest, up to `maxStreams`: a queued job's
+  // stream gives way to a running one's (a queued job is read every few seconds; it has no progress to show).
   watchActive() {
+    const running = (job) => (job.state === "running" ? 0 : 1);
     const active = [...this.jobs.values()].filter((job) => job.state === "queued" || job.state === "running")
-      .sort((a, b) => (b.createdAt || "").localeCompare(a.createdAt || ""));
+      .sort((a, b) => running(a) - running(b) || (b.createdAt || "").localeCompare(a.createdAt || ""));
+    const wanted = new Set(active.slice(0, maxStreams).map((job) => job.id));
+    for (const [id, stream] of this.streams) {
+      if (!wanted.has(id) && this.jobs.get(id)?.state === "queued") {
+        stream.close();
+        this.streams.delete(id);
+      }
+    }
     for (const job of active) {
       if (this.streams.size >= maxStreams) break;
       if (!this.streams.has(job.id)) this.watch(job.id);
