@@ -166,7 +166,10 @@ public struct DataDirectory: Sendable {
     public func prepare() throws(StoreError) {
         for folder in [root, uploads, outputs, tus, checkpoints] {
             do {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                // A new data folder is not for every local user to read (uploads, outputs, the store's URLs); a
+                // group may read it (a web server's, say). One that exists keeps its mode.
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
+                                                        attributes: folder == root ? [.posixPermissions: 0o750] : nil)
             } catch {
                 throw StoreError(code: "data_directory_unusable", message: "Cannot create \(folder.path): \(error.localizedDescription)")
             }

@@ -36,6 +36,19 @@ import TestSupport
         #expect(try Configuration.parse(["--exit-when-idle"], environment: [:], extraFlags: flags).exitWhenIdle)
     }
 
+    /// A new data folder and its database are not for every local user: the database holds webhook and input URLs
+    /// whose secrets the API hides (they were 0755 and 0644 under the usual umask; SQLite gives its journals the
+    /// database's mode).
+    @Test func aNewDataFolderAndItsDatabaseAreNotWorldReadable() throws {
+        let root = try Media.scratch().appendingPathComponent("fresh").path
+        let run = try Shell.run(Binary.path, ["work", "--data", root, "--exit-when-idle"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let mode = { (path: String) in (try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1 }
+        #expect(mode(root) == 0o750, "\(String(mode(root), radix: 8))")
+        let database = DataDirectory(path: root).databasePath
+        #expect(mode(database) == 0o600, "\(String(mode(database), radix: 8))")
+    }
+
     /// A start that fails on the webhook secret fails before its workers claim a job: each such start (a restart
     /// policy tries again and again) spent an attempt of the jobs it claimed, until they failed as crashed.
     @Test func aStartRefusedForItsWebhookSecretClaimsNothing() throws {
@@ -49,6 +62,7 @@ import TestSupport
             let run = try Shell.run(Binary.path, ["serve", "--data", fixture.directory.root.path, "--port", "0"])
             #expect(run.status == 1 && run.stderr.contains("does not hold a whsec_ secret"), "\(run.status) \(run.stderr)")
         }
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory.storeIdentityPath), "the queue never started")
         let stored = try #require(try fixture.store.job(id: job.id))
         #expect(stored.state == .queued && stored.attempts == 1 && stored.startedAt == nil, "\(stored.state) after \(stored.attempts) attempts")
     }

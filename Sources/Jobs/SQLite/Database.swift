@@ -18,6 +18,12 @@ final class Database {
     /// Opens (creating if needed) the database at `path`, in WAL mode with `synchronous=FULL` and a busy timeout.
     init(path: String, busyTimeout: Duration = .seconds(5)) throws(StoreError) {
         self.path = path
+        // A new file is the owner's alone (its journals take its mode): it holds webhook and input URLs whose
+        // secrets the API shows as REDACTED. `:memory:` and existing files are left as they are.
+        if path != ":memory:" {
+            let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if descriptor >= 0 { close(descriptor) }
+        }
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let result = sqlite3_open_v2(path, &handle, flags, nil)
