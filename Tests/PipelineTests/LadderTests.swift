@@ -306,6 +306,9 @@ import TestSupport
             let (times, _) = try Ladder.keyFrameTimes(run.folder, track: track)
             #expect(times.count == 2 && abs(times[1] - times[0] - 2) < 0.01, "\(track): key frames at \(times)")
         }
+        // Both variants say the rate they hold (the first said 60).
+        let master = try String(contentsOfFile: run.folder + "/master.m3u8", encoding: .utf8)
+        #expect(master.components(separatedBy: "FRAME-RATE=30.000").count == 3 && !master.contains("FRAME-RATE=60"), "\(master)")
     }
 
     @Test(arguments: [

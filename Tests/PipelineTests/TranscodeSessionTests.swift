@@ -136,6 +136,8 @@ import TestSupport
         let source = folder.appendingPathComponent("bursts.mp4").path
         try Media.ffmpeg(["-f", "lavfi", "-i", #"testsrc2=s=320x180:r=30:d=4,select=lt(mod(n\,30)\,10)"#, "-vsync", "vfr",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", source])
+        let sourceVideo = try #require(try Probe.read(source).video)
+        #expect(sourceVideo.nb_frames == "40" && abs(sourceVideo.frameRate - 12) < 0.5, "the source is variable: \(sourceVideo)")
         let run = try transcode(source, #"{"video": {"frameRate": 15, "preset": "ultrafast"}}"#)
         let times = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time",
                                                 "-of", "csv=p=0", run.output])
