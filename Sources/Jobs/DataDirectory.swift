@@ -189,10 +189,13 @@ public struct DataDirectory: Sendable {
     /// outputs are there: whose they are cannot be told.
     public func claim(by identity: String, storeIsEmpty: () throws(StoreError) -> Bool) throws(StoreError) {
         let path = storeIdentityPath
-        let handOver = "give this store a --data folder of its own, run the store the folder belongs to (--store), or delete \(path) "
-            + "to hand the folder over (what this store does not list, outputs included, is then removed)"
+        let handOver = "give this store a --data folder of its own, run the store the folder belongs to (--store), or write "
+            + "\(identity) into \(path) to hand the folder over (what this store does not list, outputs included, is then removed)"
         for _ in 0..<2 {
-            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+            if FileManager.default.fileExists(atPath: path) {
+                guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                    throw StoreError(code: "data_directory_unusable", message: "Cannot read \(path).")
+                }
                 let found = text.trimmingCharacters(in: .whitespacesAndNewlines)
                 if found == identity { return }
                 throw StoreError(code: "data_directory_foreign", message: "The data directory \(root.path) belongs to another job store "
@@ -203,12 +206,21 @@ public struct DataDirectory: Sendable {
                 throw StoreError(code: "data_directory_foreign", message: "The data directory \(root.path) holds outputs but no store-id, "
                                  + "and this job store has no job: they may be another store's; \(handOver).")
             }
-            // Written whole under a name of its own, then linked into place: nodes starting at once keep the first.
+            // Written whole and flushed under a name of its own, then linked into place: nodes starting at once keep
+            // the first, and a crash never leaves an empty mark.
             let temporary = path + ".\(UInt32.random(in: 0...UInt32.max)).tmp"
-            guard FileManager.default.createFile(atPath: temporary, contents: Data((identity + "\n").utf8)) else {
-                throw StoreError(code: "data_directory_unusable", message: "Cannot create \(temporary).")
+            let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else {
+                throw StoreError(code: "data_directory_unusable", message: "Cannot create \(temporary): \(String(cString: strerror(errno))).")
             }
             defer { unlink(temporary) }
+            let bytes = Array((identity + "\n").utf8)
+            let written = write(descriptor, bytes, bytes.count)
+            let flushed = fsync(descriptor) == 0
+            close(descriptor)
+            guard written == bytes.count, flushed else {
+                throw StoreError(code: "data_directory_unusable", message: "Cannot write \(temporary): \(String(cString: strerror(errno))).")
+            }
             if link(temporary, path) == 0 { return }
             guard errno == EEXIST else {
                 throw StoreError(code: "data_directory_unusable", message: "Cannot create \(path): \(String(cString: strerror(errno))).")

@@ -124,7 +124,7 @@ struct Configuration: Sendable {
             config, value throws(UsageError) in
             // An empty one is a mistake (compose's `${TOKEN}` with TOKEN unset), not a wish to let everyone in.
             guard !value.isEmpty else {
-                throw UsageError(message: "--token: expected a token, got an empty one (leave the option out for no authentication)")
+                throw UsageError(message: "--token: expected a token, got an empty one (give none at all for no authentication)")
             }
             config.token = value
         },

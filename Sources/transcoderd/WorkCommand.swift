@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Jobs
+import Locks
 import Pipeline
 
 /// `transcoderd work`: runs the job queue of a data directory without the HTTP server.
@@ -19,6 +20,9 @@ enum WorkCommand {
           --exit-when-idle
               exit once no job is queued or running
         """
+
+    /// Seconds `--exit-when-idle` goes on asking a store that cannot count the queued jobs.
+    static let storeFailureLimit = 60.0
 
     static func run(_ arguments: [String]) -> Int32 {
         if arguments.contains("-h") || arguments.contains("--help") {
@@ -40,25 +44,45 @@ enum WorkCommand {
             try config.checkSandbox(runner, logger: config.logger)
             defer { withExtendedLifetime(lock) {} }
             let stop = DispatchSemaphore(value: 0)
-            let signals = Signals.onTerminate { stop.signal() }
+            // The first signal stops it (running jobs get their grace); a second, as for serve, at once.
+            let count = LockedValue(0)
+            let signals = Signals.onTerminate {
+                let received = count.withLock { value in
+                    value += 1
+                    return value
+                }
+                if received == 1 { stop.signal() } else { exit(1) }
+            }
             defer { signals.cancel() }
             try queue.start()
             config.logger.info("worker node ready", ["workers": .int(config.workers), "data": .string(queue.directory.root.path),
                                                      "store": .string(queue.store.isShared ? "postgresql" : "sqlite")])
             defer { queue.store.close() }
+            var failingSince: Date?
+            var status: Int32 = 0
             while true {
                 if stop.wait(timeout: .now() + 0.2) == .success { break }
                 // The queue's count first: a job claimed after it is read is being claimed or running by then. A
-                // store that cannot answer for now (a failover) is asked again; the running jobs go on meanwhile.
+                // store that cannot answer for a moment (a failover) is asked again, the running jobs going on
+                // meanwhile; one that cannot for a minute ends the command.
                 guard config.exitWhenIdle else { continue }
                 do {
-                    if (try queue.store.counts()[.queued] ?? 0) == 0, queue.isIdle { break }
+                    let queued = try queue.store.counts()[.queued] ?? 0
+                    failingSince = nil
+                    if queued == 0, queue.isIdle { break }
                 } catch {
-                    config.logger.warning("could not count the queued jobs", ["error": .string(error.description)])
+                    if failingSince == nil {
+                        failingSince = Date()
+                        config.logger.warning("could not count the queued jobs; asking again", ["error": .string(error.description)])
+                    } else if let since = failingSince, Date().timeIntervalSince(since) > Self.storeFailureLimit {
+                        Console.error("The store could not count the queued jobs for \(Int(Self.storeFailureLimit)) s: \(error)")
+                        status = 1
+                        break
+                    }
                 }
             }
             queue.stop(grace: config.shutdownGrace)
-            return 0
+            return status
         } catch {
             Console.error("\(error)")
             return 1

@@ -201,6 +201,11 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         try FileManager.default.removeItem(atPath: fixture.directory.storeIdentityPath)
         #expect { try foreign.start() } throws: { ($0 as? StoreError)?.code == "data_directory_foreign" }
         #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("output.mp4").path))
+        // Handed over as the message says: the other store's id written into the mark.
+        try Data((try other.store.identity() + "\n").utf8).write(to: URL(fileURLWithPath: fixture.directory.storeIdentityPath))
+        try foreign.start()
+        foreign.stop(grace: 0)
+        try FileManager.default.removeItem(atPath: fixture.directory.storeIdentityPath)
         _ = try fixture.store.createJob(input: try fixture.upload(try Media.path(.standard)).id, settings: TranscodeSettings())
         let adopting = queue(fixture, configure: configuration)
         try adopting.start()

@@ -181,7 +181,7 @@ enum PostgresMigrations {
         """,
         // 6: the store's identity, written into the data directory its nodes share (`DataDirectory.claim`).
         """
-        CREATE TABLE store_identity (id TEXT NOT NULL);
+        CREATE TABLE store_identity (singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton), id TEXT NOT NULL);
         INSERT INTO store_identity (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
         """,
     ]

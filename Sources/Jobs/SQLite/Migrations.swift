@@ -141,8 +141,8 @@ enum Migrations {
         // The store's identity, written into the data directory it works on (`DataDirectory.claim`): a start of a
         // store on a folder another store's files are in refuses, instead of sweeping them all as strays.
         """
-        CREATE TABLE store_identity (id TEXT NOT NULL);
-        INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(16))));
+        CREATE TABLE store_identity (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), id TEXT NOT NULL);
+        INSERT INTO store_identity (singleton, id) VALUES (1, lower(hex(randomblob(16))));
         """,
     ]
 

@@ -62,7 +62,7 @@ $("login-form").addEventListener("submit", async (event) => {
     await signIn($("token").value);
     $("token").value = "";
     await startApp();
-    $("file").focus();
+    if (!$("app").hidden) $("file").focus(); // not when starting sent it back to the sign-in
   } catch (error) {
     $("login-error").textContent = error.status === 401 ? "That token is not the server's." : error.message;
   }
