@@ -37,8 +37,9 @@ final class Checkpoint: @unchecked Sendable {
             throw MediaError(code: "output_failed", message: "Creating the checkpoint folder \(path) failed: \(error.localizedDescription)")
         }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        if !names.isEmpty && !names.contains(Self.manifestName) && !names.allSatisfy(Self.isOwn) {
-            // Someone's folder, not a checkpoint: nothing in it is ours to remove.
+        if !names.isEmpty && !Self.isCheckpoint(path) && !(names.allSatisfy(Self.isOwn) && !names.contains(Self.manifestName)) {
+            // Someone's folder, not a checkpoint (a web project's `manifest.json` is not ours): nothing in it is
+            // ours to overwrite or remove.
             throw MediaError(code: "invalid_checkpoint", message: "The checkpoint folder \(path) holds other files; give an empty or new folder.")
         }
         var manifest = CheckpointManifest(fingerprint: fingerprint, segmentSeconds: segmentSeconds)
@@ -152,8 +153,18 @@ final class Checkpoint: @unchecked Sendable {
         return base.hasPrefix("video_") && base.hasSuffix(".pkt") && base.dropFirst(6).dropLast(4).allSatisfy(\.isNumber)
     }
 
-    /// Removes a checkpoint folder that has served: its own files, then the folder if nothing else is in it.
+    /// Whether `folder` holds a checkpoint's manifest (of this format or an earlier one: any with its version and
+    /// fingerprint), not merely a file of that name.
+    static func isCheckpoint(_ folder: String) -> Bool {
+        guard let data = FileManager.default.contents(atPath: folder + "/" + manifestName),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return false }
+        return object["version"] is NSNumber && object["fingerprint"] is String
+    }
+
+    /// Removes a checkpoint folder that has served: its own files, then the folder if nothing else is in it. A
+    /// folder without a checkpoint's manifest is left alone (a run that used none, given someone's folder).
     static func remove(path: String) {
+        guard isCheckpoint(path) else { return }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         for name in names where isOwn(name) {
             if ownFolders.contains(name) { try? FileManager.default.removeItem(atPath: path + "/" + name) } else { unlink(path + "/" + name) }

@@ -13,6 +13,27 @@ enum TranscodeCommand {
         var settings = TranscodeSettings()
         var progress: ProgressMode = Console.stderrIsTerminal ? .bar : .none
         var checkpoint: String?
+
+        /// A ladder, thumbnails or a path ending in "/" make a folder (which must not exist yet); else one file.
+        var makesFolder: Bool { output.hasSuffix("/") || settings.container.isSegmented || settings.thumbnails != nil }
+    }
+
+    /// What the paths would make go wrong, found before any work instead of after it (the output is put in place
+    /// last): an output that is the input (the source replaced by its transcode), a file output where a folder is,
+    /// a folder output where anything is.
+    static func checkPaths(_ options: Options) throws(UsageError) {
+        var input = stat(), output = stat()
+        let target = options.makesFolder ? String(options.output.reversed().drop { $0 == "/" }.reversed()) : options.output
+        guard stat(target, &output) == 0 else { return }
+        if stat(options.input, &input) == 0, input.st_dev == output.st_dev, input.st_ino == output.st_ino {
+            throw UsageError(message: "\(options.output) is the input: its transcode would replace it; give another output path")
+        }
+        if options.makesFolder {
+            throw UsageError(message: "\(target) exists; the output folder (a ladder, thumbnails, or a path ending in /) is made new")
+        }
+        if (output.st_mode & S_IFMT) == S_IFDIR {
+            throw UsageError(message: "\(options.output) is a folder; give the output file's path (an existing file is replaced)")
+        }
     }
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -23,6 +44,7 @@ enum TranscodeCommand {
         let options: Options
         do {
             options = try parse(arguments)
+            try checkPaths(options)
         } catch {
             Console.error(error.message)
             return 2
@@ -31,9 +53,8 @@ enum TranscodeCommand {
         let sources = Signals.onTerminate { token.cancel() }
         defer { sources.cancel() }
 
-        // A ladder, thumbnails or a path ending in "/" make a folder (which must not exist yet); else one file.
         let settings = options.settings
-        let session = options.output.hasSuffix("/") || settings.container.isSegmented || settings.thumbnails != nil
+        let session = options.makesFolder
             ? TranscodeSession(inputPath: options.input, outputDirectory: String(options.output.reversed().drop { $0 == "/" }.reversed()),
                                settings: settings, cancellation: token)
             : TranscodeSession(inputPath: options.input, outputPath: options.output, settings: settings, cancellation: token)
@@ -116,7 +137,10 @@ enum TranscodeCommand {
         if let preset {
             switch json {
             case .object(var object):
-                if object["preset"] == nil { object["preset"] = .string(preset) }
+                if let named = object["preset"], named != .null, named != .string(preset) {
+                    throw UsageError(message: "--preset \(preset) and \"preset\" in --settings name two presets; give one")
+                }
+                object["preset"] = .string(preset)
                 json = .object(object)
             default:
                 throw UsageError(message: "--preset cannot be combined with a preset name in --settings")

@@ -108,6 +108,55 @@ import TestSupport
         #expect(Media.files(in: folder) == ["noise.mov"])
     }
 
+    /// Paths that would go wrong are refused before any work (exit 2, nothing written): the output being the input
+    /// replaced the source with its transcode; a folder where a file goes, or anything where a folder goes, failed
+    /// only when the finished output was put in place. Two presets named at once are refused, not one dropped.
+    @Test func pathsThatWouldGoWrongAreRefusedFirst() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("in.mp4").path
+        try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: input)
+        let original = try Data(contentsOf: URL(fileURLWithPath: input))
+        let existing = folder.appendingPathComponent("taken")
+        try FileManager.default.createDirectory(at: existing, withIntermediateDirectories: true)
+        for (arguments, message) in [([input, input], "is the input"),
+                                     ([input, folder.appendingPathComponent("./in.mp4").path], "is the input"),
+                                     ([input, existing.path], "is a folder"),
+                                     ([input, existing.path + "/"], "exists"),
+                                     ([input, existing.path, "--settings", #"{"container": "hls"}"#], "exists"),
+                                     ([input, folder.appendingPathComponent("o.mp4").path, "--preset", "480p", "--settings", #"{"preset": "1080p"}"#],
+                                      "name two presets")] {
+            let run = try Shell.run(Binary.path, ["transcode"] + arguments + ["--progress", "json"])
+            #expect(run.status == 2 && run.stderr.contains(message) && run.stdout.isEmpty, "\(arguments): \(run.status) \(run.stderr)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: input)) == original)
+        #expect(Media.files(in: folder) == ["in.mp4", "taken"], "\(Media.files(in: folder))")
+        #expect(Media.files(in: existing).isEmpty)
+        let same = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("o.mp4").path, "--preset", "480p",
+                                               "--settings", #"{"preset": "480p", "audio": null}"#])
+        #expect(same.status == 0, "the same preset twice is one: \(same.stderr)")
+    }
+
+    /// A checkpoint folder given on the command line that is someone's (a web project's `manifest.json`) is
+    /// refused, and a run that needs no checkpoint (copied tracks) leaves it as it was: its manifest was
+    /// overwritten, its `stills/` emptied, and both removed at the end.
+    @Test func someonesFolderGivenAsTheCheckpointIsLeftAlone() throws {
+        let folder = try Media.scratch()
+        let project = folder.appendingPathComponent("site")
+        try FileManager.default.createDirectory(at: project.appendingPathComponent("stills"), withIntermediateDirectories: true)
+        let files = ["manifest.json": #"{"name": "My app", "icons": []}"#, "index.html": "<p>hi</p>", "stills/logo.png": "png"]
+        for (name, text) in files { try Data(text.utf8).write(to: project.appendingPathComponent(name)) }
+        let encode = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), folder.appendingPathComponent("a.mp4").path,
+                                                 "--checkpoint", project.path])
+        #expect(encode.status == 1 && encode.stderr.contains("invalid_checkpoint"), "\(encode.status) \(encode.stderr)")
+        try FileManager.default.removeItem(at: project.appendingPathComponent("index.html"))
+        let copy = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), folder.appendingPathComponent("b.mp4").path,
+                                               "--settings", #"{"video": "copy", "audio": "copy"}"#, "--checkpoint", project.path])
+        #expect(copy.status == 0, "\(copy.stderr)")
+        for (name, text) in files where name != "index.html" {
+            #expect((try? String(contentsOf: project.appendingPathComponent(name), encoding: .utf8)) == text, "\(name)")
+        }
+    }
+
     @Test func interruptDeletesThePartialOutput() throws {
         let folder = try Media.scratch()
         let output = folder.appendingPathComponent("o.mp4").path
