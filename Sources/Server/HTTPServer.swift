@@ -113,7 +113,12 @@ public final class HTTPServer: Sendable {
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
-            if family == AF_INET6 { setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+            if family == AF_INET6 {
+                // IPv6 only beside an IPv4 socket of the same name ("localhost"); `::` is every address, IPv4 ones
+                // too, as `--host` says (Docker forwards IPv4 to a container listening on it).
+                var only: Int32 = Self.isIPv6Wildcard(host) ? 0 : 1
+                setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<Int32>.size))
+            }
             guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, Glibc.listen(fd, 1024) == 0 else {
                 lastError = IOError(errnoCode: errno, reason: "listening on \(host):\(port)")
                 Posix.close(fd)
@@ -125,6 +130,12 @@ public final class HTTPServer: Sendable {
         }
         guard !sockets.isEmpty else { throw lastError ?? IOError(errnoCode: EADDRNOTAVAIL, reason: "listening on \(host):\(port)") }
         return sockets
+    }
+
+    /// Whether `host` is IPv6's unspecified address (`::`, however written).
+    static func isIPv6Wildcard(_ host: String) -> Bool {
+        var address = in6_addr()
+        return inet_pton(AF_INET6, host, &address) == 1 && withUnsafeBytes(of: &address) { $0.allSatisfy { $0 == 0 } }
     }
 
     private static func setPort(_ address: UnsafeMutablePointer<sockaddr>, family: Int32, port: Int) {

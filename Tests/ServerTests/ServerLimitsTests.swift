@@ -155,6 +155,12 @@ import TestSupport
         let v6 = try TestServer(["--host", "::1"])
         let answer = try Shell.run("curl", ["-s", "-g", "http://[::1]:\(v6.port)/healthz"])
         #expect(answer.stdout == #"{"status":"ok"}"#, "\(answer.stderr)")
+        // `::` is every address, as --host's help says: IPv4 clients too (they were refused).
+        let every = try TestServer(["--host", "::"])
+        for url in ["http://[::1]:\(every.port)/healthz", "http://127.0.0.1:\(every.port)/healthz"] {
+            let reply = try Shell.run("curl", ["-s", "-g", url])
+            #expect(reply.stdout == #"{"status":"ok"}"#, "\(url): \(reply.stderr)")
+        }
 
         let capped = try TestServer(["--max-connections", "2", "--idle-timeout", "1"])
         var clients: [RawClient] = []
