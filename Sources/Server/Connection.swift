@@ -34,6 +34,8 @@ final class Connection {
     private var requestStarted = ContinuousClock.now
     private var requestID = ""
     private var responseStatus = 0
+    /// The current request was counted and logged (once: a close after the response must not count it again).
+    private var requestLogged = false
     private var responseBytes: Int64 = 0
     private var uploadedBytes: Int64 = 0
     private var isHead = false
@@ -257,6 +259,7 @@ final class Connection {
             head.method = method
         }
         self.head = head
+        requestLogged = false
         requestStarted = ContinuousClock.now
         requestID = loop.nextRequestID()
         isHead = head.method == "HEAD"
@@ -599,7 +602,8 @@ final class Connection {
     }
 
     private func logRequest() {
-        guard let head else { return }
+        guard let head, !requestLogged else { return }
+        requestLogged = true
         let route = self.route?.name ?? "unmatched"
         let elapsed = ContinuousClock.now - requestStarted
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
@@ -639,6 +643,16 @@ final class Connection {
 
     func close() {
         guard !isClosed else { return }
+        // A request the client gave up on (an upload cut short, a player's aborted seek, an event stream the
+        // browser closed) is counted and logged too: 499 before its response started, else as it went out.
+        switch state.phase {
+        case .readingBody, .awaitingResponse:
+            responseStatus = 499
+            logRequest()
+        case .writing, .streaming:
+            logRequest()
+        default: break
+        }
         switch state.phase {
         case .readingBody: sink?.abort()
         case .streaming:

@@ -35,8 +35,10 @@ public enum Prometheus {
         }
         let stats = queue.statistics
         family("transcoderd_jobs_finished_total", "counter", "Jobs finished by this process, by result.")
-        for (result, count) in stats.finished.sorted(by: { $0.key < $1.key }) {
-            lines.append("transcoderd_jobs_finished_total{result=\"\(result)\"} \(count)")
+        // Every result from the start, at 0 until it happens: a series that appears at its first failure reads as no
+        // increase, and an alert on rare failures would never fire.
+        for result in Set(["succeeded", "failed", "canceled"]).union(stats.finished.keys).sorted() {
+            lines.append("transcoderd_jobs_finished_total{result=\"\(result)\"} \(stats.finished[result] ?? 0)")
         }
         family("transcoderd_frames_encoded_total", "counter", "Video frames encoded by this process.")
         lines.append("transcoderd_frames_encoded_total \(stats.framesEncoded)")

@@ -100,6 +100,10 @@ import TestSupport
         let server = try TestServer()
         _ = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))])
         _ = try eventually { (try server.json("/v1/jobs?state=succeeded").object["jobs"] as? [Any])?.count == 1 }
+        // An upload its client gives up on is counted (499), not left out of the figures and the log.
+        _ = try Shell.run("curl", ["-s", "-T", try Media.path(.tenSeconds), "--limit-rate", "20k", "--max-time", "1",
+                                   server.base + "/v1/uploads/given-up.mp4"])
+        #expect(try eventually(10) { (try server.curl("/metrics").body).contains("status=\"499\"") }, "the abandoned upload is counted")
         let folder = try Media.scratch()
         let page = folder.appendingPathComponent("metrics.txt").path
         _ = try server.curl("/metrics", ["-o", page])
@@ -124,9 +128,13 @@ import TestSupport
         #expect(values["transcoderd_store_up{}"] == 1)
         #expect(values["transcoderd_jobs{state=succeeded}"] == 1)
         #expect(values["transcoderd_jobs_finished_total{result=succeeded}"] == 1)
+        // The results not seen yet are there at 0 (an increase from no series at all reads as none).
+        #expect(values["transcoderd_jobs_finished_total{result=failed}"] == 0 && values["transcoderd_jobs_finished_total{result=canceled}"] == 0)
         #expect(values["transcoderd_transcode_duration_seconds_count{}"] == 1)
         #expect((values["transcoderd_http_requests_total{route=POST /v1/jobs,status=201}"] ?? 0) >= 1)
         #expect((values["transcoderd_bytes_uploaded_total{}"] ?? 0) > 100_000)
         #expect(values["transcoderd_sse_clients{}"] == 0)
+        #expect(values.contains { $0.key.hasPrefix("transcoderd_http_requests_total{route=PUT /v1/uploads") && $0.key.hasSuffix("status=499}") },
+                "\(values.keys.filter { $0.contains("499") })")
     }
 }
