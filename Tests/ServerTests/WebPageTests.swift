@@ -155,6 +155,9 @@ import TestSupport
         let name = "<img src=x onerror=alert(1)>.mp4"
         let report = try browse("basic", server, file: try clip(name))
         #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
+        // The estimate is measured from the first progress: counting a job's quiet start made it a third too long.
+        let eta = report["etaAfterAQuietStart"] as? Double ?? -1
+        #expect(abs(eta - 15) < 1, "ETA \(eta) s where 15 s are left")
         #expect(report["state"] as? String == "succeeded" && report["progress"] as? Double == 1)
         let seen = report["progressSeen"] as? [Double] ?? []
         #expect(seen.contains { $0 > 0 && $0 < 1 }, "the bar moved on the way, from the job's event stream: \(seen)")

@@ -107,6 +107,13 @@ def scenario_basic(browser, base, path, report, token):
     browser.navigate(base + "/")
     browser.wait("!document.querySelector('#app').hidden")
     browser.screenshot("1-loaded")
+    # The page's estimator on a made-up job: 3 s with nothing written, then 5 % a second; at 8 s, 15 s are left.
+    report["etaAfterAQuietStart"] = browser.eval("""import(new URL("eta.js", document.querySelector("script[type=module]").src).href).then(({ EtaEstimator }) => {
+        const eta = new EtaEstimator();
+        let shown = null;
+        for (let t = 0; t <= 8; t += 0.25) shown = eta.update(t < 3 ? 0 : (t - 3) / 20, t);
+        return shown;
+    })""", await_promise=True)
     report["uploadID"] = upload_file(browser, path)
     browser.screenshot("2-uploaded")
     report["job"] = start_job(browser)

@@ -1,5 +1,5 @@
 // Estimates the time left from measured progress: the rate is the progress made over the last `window` seconds
-// (not the server's instantaneous speed), and the shown value counts down smoothly: it follows the estimate, is
+// (not the server's instantaneous speed; from the first progress, not from before it), and the shown value counts down smoothly: it follows the estimate, is
 // never negative, and rises by at most `maxRise` seconds per second of wall time (and no more than that at once).
 // With no progress over a whole window (a stalled job), there is no estimate.
 
@@ -22,6 +22,12 @@ export class EtaEstimator {
       this.samples = [];
       this.shown = null;
       this.shownAt = null;
+    }
+    // Until the first progress, only the latest reading counts: a job's first seconds write nothing (the process
+    // starts, the encoder fills its look-ahead), and measuring from its start made the first estimates a third too
+    // long. Once there is an estimate, a pause is part of the pace.
+    if (this.shown === null && this.samples.length > 0 && this.samples.every((sample) => sample.fraction === fraction)) {
+      this.samples = [];
     }
     this.samples.push({ fraction, now });
     while (this.samples.length > 2 && now - this.samples[0].now > this.window) this.samples.shift();
