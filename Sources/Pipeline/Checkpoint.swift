@@ -37,7 +37,7 @@ final class Checkpoint: @unchecked Sendable {
             throw MediaError(code: "output_failed", message: "Creating the checkpoint folder \(path) failed: \(error.localizedDescription)")
         }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        if !names.isEmpty && !Self.isCheckpoint(path) && !(names.allSatisfy(Self.isOwn) && !names.contains(Self.manifestName)) {
+        if !names.isEmpty && !Self.isOwnFolder(path, names: names) {
             // Someone's folder, not a checkpoint (a web project's `manifest.json` is not ours): nothing in it is
             // ours to overwrite or remove.
             throw MediaError(code: "invalid_checkpoint", message: "The checkpoint folder \(path) holds other files; give an empty or new folder.")
@@ -153,6 +153,12 @@ final class Checkpoint: @unchecked Sendable {
         return base.hasPrefix("video_") && base.hasSuffix(".pkt") && base.dropFirst(6).dropLast(4).allSatisfy(\.isNumber)
     }
 
+    /// Whether the folder (whose entries are `names`) is a checkpoint's: with a checkpoint's manifest, or holding
+    /// only names a checkpoint writes and no manifest (one killed before it first saved its manifest).
+    static func isOwnFolder(_ folder: String, names: [String]) -> Bool {
+        isCheckpoint(folder) || (names.allSatisfy(isOwn) && !names.contains(manifestName))
+    }
+
     /// Whether `folder` holds a checkpoint's manifest (of this format or an earlier one: any with its version and
     /// fingerprint), not merely a file of that name.
     static func isCheckpoint(_ folder: String) -> Bool {
@@ -164,8 +170,8 @@ final class Checkpoint: @unchecked Sendable {
     /// Removes a checkpoint folder that has served: its own files, then the folder if nothing else is in it. A
     /// folder without a checkpoint's manifest is left alone (a run that used none, given someone's folder).
     static func remove(path: String) {
-        guard isCheckpoint(path) else { return }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        guard isOwnFolder(path, names: names) else { return }
         for name in names where isOwn(name) {
             if ownFolders.contains(name) { try? FileManager.default.removeItem(atPath: path + "/" + name) } else { unlink(path + "/" + name) }
         }

@@ -595,6 +595,10 @@ final class Connection {
             isHead = false
             route = nil
             requestID = ""
+            // A next request refused before its head is whole (a placeholder head) is one of its own.
+            requestLogged = false
+            uploadedBytes = 0
+            requestStarted = ContinuousClock.now
             parser.reset()
             setInterest(reading: true)
             processInbound()

@@ -29,7 +29,12 @@ enum TranscodeCommand {
             throw UsageError(message: "\(options.output) is the input: its transcode would replace it; give another output path")
         }
         if options.makesFolder {
-            throw UsageError(message: "\(target) exists; the output folder (a ladder, thumbnails, or a path ending in /) is made new")
+            // An empty folder is replaced whole at the end, as before; anything else would fail only then.
+            let isEmptyFolder = (output.st_mode & S_IFMT) == S_IFDIR && ((try? FileManager.default.contentsOfDirectory(atPath: target))?.isEmpty ?? false)
+            guard isEmptyFolder else {
+                throw UsageError(message: "\(target) exists; the output folder (a ladder, thumbnails, or a path ending in /) is made new")
+            }
+            return
         }
         if (output.st_mode & S_IFMT) == S_IFDIR {
             throw UsageError(message: "\(options.output) is a folder; give the output file's path (an existing file is replaced)")

@@ -109,8 +109,8 @@ import TestSupport
     }
 
     /// Paths that would go wrong are refused before any work (exit 2, nothing written): the output being the input
-    /// replaced the source with its transcode; a folder where a file goes, or anything where a folder goes, failed
-    /// only when the finished output was put in place. Two presets named at once are refused, not one dropped.
+    /// replaced the source with its transcode; a folder where a file goes, or anything but an empty folder where a
+    /// folder goes, failed only when the finished output was put in place. Two presets named at once are refused.
     @Test func pathsThatWouldGoWrongAreRefusedFirst() throws {
         let folder = try Media.scratch()
         let input = folder.appendingPathComponent("in.mp4").path
@@ -118,6 +118,7 @@ import TestSupport
         let original = try Data(contentsOf: URL(fileURLWithPath: input))
         let existing = folder.appendingPathComponent("taken")
         try FileManager.default.createDirectory(at: existing, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: existing.appendingPathComponent("notes.txt"))
         for (arguments, message) in [([input, input], "is the input"),
                                      ([input, folder.appendingPathComponent("./in.mp4").path], "is the input"),
                                      ([input, existing.path], "is a folder"),
@@ -130,7 +131,7 @@ import TestSupport
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: input)) == original)
         #expect(Media.files(in: folder) == ["in.mp4", "taken"], "\(Media.files(in: folder))")
-        #expect(Media.files(in: existing).isEmpty)
+        #expect(Media.files(in: existing) == ["notes.txt"])
         let same = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("o.mp4").path, "--preset", "480p",
                                                "--settings", #"{"preset": "480p", "audio": null}"#])
         #expect(same.status == 0, "the same preset twice is one: \(same.stderr)")

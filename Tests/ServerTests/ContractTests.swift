@@ -104,6 +104,12 @@ import TestSupport
         _ = try Shell.run("curl", ["-s", "-T", try Media.path(.tenSeconds), "--limit-rate", "20k", "--max-time", "1",
                                    server.base + "/v1/uploads/given-up.mp4"])
         #expect(try eventually(10) { (try server.curl("/metrics").body).contains("status=\"499\"") }, "the abandoned upload is counted")
+        // A malformed request after a good one on the same connection is counted as its own (it was not, once).
+        let client = try RawClient(port: server.port)
+        client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(client.read(until: "}", timeout: 3).hasPrefix("HTTP/1.1 200"))
+        client.send("NOT A REQUEST\r\n\r\n")
+        #expect(client.read(until: "}", timeout: 3).hasPrefix("HTTP/1.1 400"))
         let folder = try Media.scratch()
         let page = folder.appendingPathComponent("metrics.txt").path
         _ = try server.curl("/metrics", ["-o", page])
@@ -134,6 +140,7 @@ import TestSupport
         #expect((values["transcoderd_http_requests_total{route=POST /v1/jobs,status=201}"] ?? 0) >= 1)
         #expect((values["transcoderd_bytes_uploaded_total{}"] ?? 0) > 100_000)
         #expect(values["transcoderd_sse_clients{}"] == 0)
+        #expect(values["transcoderd_http_requests_total{route=unmatched,status=400}"] == 1, "\(values.keys.filter { $0.contains("400") })")
         #expect(values.contains { $0.key.hasPrefix("transcoderd_http_requests_total{route=PUT /v1/uploads") && $0.key.hasSuffix("status=499}") },
                 "\(values.keys.filter { $0.contains("499") })")
     }
