@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Locks
 
-/// SIGTERM and SIGINT, taken by a thread of their own with `sigtimedwait`.
+/// SIGTERM, SIGINT and SIGHUP, taken by a thread of their own with `sigtimedwait`.
 ///
 /// `block()` runs first thing in a command that handles them, while the process has one thread: every thread made
 /// afterwards inherits the block, so a signal sent at any moment from then on waits, pending, until `onTerminate`'s
@@ -14,7 +14,7 @@ enum Signals {
         pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 
-    /// Calls `handler` on the signal thread for each SIGTERM or SIGINT until the returned waiter is cancelled.
+    /// Calls `handler` on the signal thread for each SIGTERM, SIGINT or SIGHUP until the returned waiter is cancelled.
     static func onTerminate(_ handler: @escaping @Sendable () -> Void) -> SignalWaiter {
         SignalWaiter(handler)
     }
@@ -24,6 +24,9 @@ enum Signals {
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
+        // A closed terminal or a dropped ssh session: stopped as cleanly (its default killed at once, leaving a
+        // transcode's `.partial` or a server's claimed jobs to the next start).
+        sigaddset(&set, SIGHUP)
         return set
     }
 }

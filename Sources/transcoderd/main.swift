@@ -13,6 +13,8 @@ case nil, "-h", "--help", "help":
     exitCode = arguments.isEmpty ? 2 : 0
 case "transcode":
     Signals.block()
+    // A reader of the progress that goes away does not kill the transcode half-way (it would leave `.partial`).
+    _ = signal(SIGPIPE, SIG_IGN)
     exitCode = TranscodeCommand.run(Array(arguments.dropFirst()))
 case "presets":
     exitCode = PresetsCommand.run(Array(arguments.dropFirst()))
@@ -30,7 +32,11 @@ case "run-job":
     exitCode = RunJobCommand.run(Array(arguments.dropFirst()))
 case "webhook-secret":
     // A fresh secret for --webhook-secret (and for the receivers that verify the signatures).
-    print(WebhookSecret.generate().text)
+    if arguments.dropFirst().contains(where: { $0 == "-h" || $0 == "--help" }) {
+        print("Usage: transcoderd webhook-secret\n\nPrints a fresh whsec_... secret for --webhook-secret and for the receivers that check the signatures.")
+    } else {
+        print(WebhookSecret.generate().text)
+    }
     exitCode = 0
 case "--version", "version":
     print("transcoderd \(Usage.version)")

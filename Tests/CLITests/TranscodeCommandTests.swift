@@ -21,6 +21,10 @@ import TestSupport
         let secret = first.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(first.status == 0 && secret.hasPrefix("whsec_") && secret != second.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(Data(base64Encoded: String(secret.dropFirst(6)))?.count == 32)
+        // Its --help is help, as every command's (it printed a secret).
+        let help = try Shell.run(Binary.path, ["webhook-secret", "--help"])
+        #expect(help.status == 0 && help.stdout.hasPrefix("Usage: transcoderd webhook-secret")
+                && !help.stdout.split(separator: "\n").contains { $0.hasPrefix("whsec_") && $0.count > 40 }, "\(help.stdout)")
         let folder = try Media.scratch()
         let bad = try Shell.run(Binary.path, ["serve", "--data", folder.path, "--port", "0", "--webhook-secret", "whsec_short"])
         #expect(bad.status == 2 && bad.stderr.contains("--webhook-secret") && bad.stderr.split(separator: "\n").count == 1, "\(bad.stderr)")
@@ -156,6 +160,45 @@ import TestSupport
         for (name, text) in files where name != "index.html" {
             #expect((try? String(contentsOf: project.appendingPathComponent(name), encoding: .utf8)) == text, "\(name)")
         }
+    }
+
+    /// A hang-up (a closed terminal, a dropped ssh session) stops a transcode as Ctrl-C does, and a reader of the
+    /// progress that goes away (`| head -1`) does not stop it at all: both killed the process, leaving `.partial`.
+    @Test func aHangUpCancelsCleanlyAndAGoneReaderIsNoFailure() throws {
+        let folder = try Media.scratch()
+        let hungUp = Process()
+        hungUp.executableURL = URL(fileURLWithPath: Binary.path)
+        hungUp.arguments = ["transcode", try Media.path(.long), folder.appendingPathComponent("h.mp4").path,
+                            "--settings", #"{"video": {"preset": "slow"}}"#]
+        hungUp.standardOutput = FileHandle.nullDevice
+        hungUp.standardError = FileHandle.nullDevice
+        try Shell.launch(hungUp)
+        let deadline = Date().addingTimeInterval(20)
+        while Media.files(in: folder).isEmpty && Date() < deadline { usleep(20_000) }
+        #expect(!Media.files(in: folder).isEmpty)
+        kill(hungUp.processIdentifier, SIGHUP)
+        hungUp.waitUntilExit()
+        #expect(hungUp.terminationReason == .exit && hungUp.terminationStatus == 130, "\(hungUp.terminationReason.rawValue) \(hungUp.terminationStatus)")
+        #expect(Media.files(in: folder).isEmpty, "\(Media.files(in: folder))")
+
+        let reader = Process()
+        let pipe = Pipe()
+        reader.executableURL = URL(fileURLWithPath: Binary.path)
+        reader.arguments = ["transcode", try Media.path(.long), folder.appendingPathComponent("r.mp4").path, "--progress", "json"]
+        reader.standardOutput = pipe
+        reader.standardError = FileHandle.nullDevice
+        try Shell.launch(reader)
+        var first = Data()
+        while !first.contains(UInt8(ascii: "\n")) {
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            first.append(chunk)
+        }
+        try pipe.fileHandleForReading.close()
+        reader.waitUntilExit()
+        #expect(first.count > 10, "a progress line came")
+        #expect(reader.terminationReason == .exit && reader.terminationStatus == 0, "\(reader.terminationReason.rawValue) \(reader.terminationStatus)")
+        #expect(Media.files(in: folder) == ["r.mp4"], "\(Media.files(in: folder))")
     }
 
     @Test func interruptDeletesThePartialOutput() throws {
