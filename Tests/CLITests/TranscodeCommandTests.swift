@@ -48,8 +48,8 @@ import TestSupport
         }
     }
 
-    /// The health check asks the server where it listens: a server on `::` (IPv6 only, as this server binds it) was
-    /// asked on 127.0.0.1, and a container's check failed for ever.
+    /// The health check asks the server where it listens: a server on `::` (then IPv6 only) was asked on 127.0.0.1,
+    /// and a container's check failed for ever.
     @Test func theHealthCheckAsksWhereTheServerListens() throws {
         func check(_ arguments: [String], environment: [String: String] = [:]) throws -> Int32 {
             try Shell.run(Binary.path, ["healthcheck"] + arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }).status
@@ -187,6 +187,8 @@ import TestSupport
         reader.arguments = ["transcode", try Media.path(.long), folder.appendingPathComponent("r.mp4").path, "--progress", "json"]
         reader.standardOutput = pipe
         reader.standardError = FileHandle.nullDevice
+        // Our read end is ours alone: a child started meanwhile holding it would keep the pipe read.
+        _ = fcntl(pipe.fileHandleForReading.fileDescriptor, F_SETFD, FD_CLOEXEC)
         try Shell.launch(reader)
         var first = Data()
         while !first.contains(UInt8(ascii: "\n")) {

@@ -195,22 +195,30 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             return value
         }())
         let refused = #expect(throws: StoreError.self) { try foreign.start() }
-        #expect(refused?.code == "data_directory_foreign" && refused?.message.contains(identity) == true, "\(String(describing: refused))")
+        let otherIdentity = try other.store.identity()
+        #expect(refused?.code == "data_directory_foreign" && refused?.message.contains(identity) == true
+                && refused?.message.contains("write \(otherIdentity) into \(fixture.directory.storeIdentityPath)") == true,
+                "\(String(describing: refused))")
         #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("output.mp4").path), "nothing removed")
         // Unmarked (as from an older version): a store without a job does not take a folder with outputs; one with jobs does.
         try FileManager.default.removeItem(atPath: fixture.directory.storeIdentityPath)
         #expect { try foreign.start() } throws: { ($0 as? StoreError)?.code == "data_directory_foreign" }
         #expect(FileManager.default.fileExists(atPath: output.appendingPathComponent("output.mp4").path))
-        // Handed over as the message says: the other store's id written into the mark.
-        try Data((try other.store.identity() + "\n").utf8).write(to: URL(fileURLWithPath: fixture.directory.storeIdentityPath))
-        try foreign.start()
-        foreign.stop(grace: 0)
-        try FileManager.default.removeItem(atPath: fixture.directory.storeIdentityPath)
         _ = try fixture.store.createJob(input: try fixture.upload(try Media.path(.standard)).id, settings: TranscodeSettings())
         let adopting = queue(fixture, configure: configuration)
         try adopting.start()
         adopting.stop(grace: 0)
         #expect(try String(contentsOfFile: fixture.directory.storeIdentityPath, encoding: .utf8) == identity + "\n")
+        // Handed over as the message says: the other store's id written into the mark; what it does not list goes
+        // (at once with a store of its own; a shared store's nodes sweep later). The output again first: the
+        // adopting store's own sweep took it, being none of its jobs'.
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: output.appendingPathComponent("output.mp4"))
+        try Data((otherIdentity + "\n").utf8).write(to: URL(fileURLWithPath: fixture.directory.storeIdentityPath))
+        try foreign.start()
+        foreign.stop(grace: 0)
+        let kept = FileManager.default.fileExists(atPath: output.appendingPathComponent("output.mp4").path)
+        #expect(kept == fixture.store.isShared, "the output the new store does not list: \(kept ? "kept" : "removed")")
     }
 
     @Test func aQueuedJobRunsToSuccessWithEventsInOrder() throws {

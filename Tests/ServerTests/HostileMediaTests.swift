@@ -144,8 +144,10 @@ import TestSupport
 
     /// Every file as an MP4 job and as a ladder job (`"container": "hls"`: several encoders on their own threads).
     @Test(arguments: ["mp4", "hls"]) func everyKindSucceedsCorrectlyOrFailsReadably(container: String) throws {
-        // Under the default memory limit (2 GiB): an 8192×8192 picture needs about 3 GB of a job's address space
-        // for data (x264's threads and frames), so it fails with out_of_memory, and alone.
+        // Under the default memory limit (2 GiB): an 8192×8192 picture needs about as much of a job's address space
+        // for data (x264's threads and frames, the decoder's, malloc's arenas), so it fails with out_of_memory, and
+        // alone, or fits and succeeds: which, varies from run to run (a fresh-clone CI saw both). IsolationTests
+        // holds the limit to its word.
         let server = try TestServer(["--workers", "2"])
         let folder = try Media.scratch()
         let cases = Self.corpus(in: folder)
@@ -178,8 +180,9 @@ import TestSupport
             let state = job["state"] as? String
             let error = job["error"] as? [String: Any]
             var outcome = item.outcome
-            if container == "hls", case .fails("out_of_memory") = outcome, state == "succeeded" {
-                // A ladder of at most 1080 lines from an 8192² picture may fit where an 8192² encode does not.
+            if case .fails("out_of_memory") = outcome, state == "succeeded" {
+                // At the edge of the limit (above); a ladder of at most 1080 lines from it fits more often. A whole
+                // output is as right as the failure: it is checked as any other.
                 outcome = .succeeds(["v"])
             }
             switch outcome {
