@@ -206,24 +206,11 @@ public struct DataDirectory: Sendable {
                 throw StoreError(code: "data_directory_foreign", message: "The data directory \(root.path) holds outputs but no store-id, "
                                  + "and this job store has no job: they may be another store's; \(handOver).")
             }
-            // Written whole and flushed under a name of its own, then linked into place: nodes starting at once keep
-            // the first, and a crash never leaves an empty mark.
-            let temporary = path + ".\(UInt32.random(in: 0...UInt32.max)).tmp"
-            let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            guard descriptor >= 0 else {
-                throw StoreError(code: "data_directory_unusable", message: "Cannot create \(temporary): \(String(cString: strerror(errno))).")
-            }
-            defer { unlink(temporary) }
-            let bytes = Array((identity + "\n").utf8)
-            let written = write(descriptor, bytes, bytes.count)
-            let flushed = fsync(descriptor) == 0
-            close(descriptor)
-            guard written == bytes.count, flushed else {
-                throw StoreError(code: "data_directory_unusable", message: "Cannot write \(temporary): \(String(cString: strerror(errno))).")
-            }
-            if link(temporary, path) == 0 { return }
-            guard errno == EEXIST else {
-                throw StoreError(code: "data_directory_unusable", message: "Cannot create \(path): \(String(cString: strerror(errno))).")
+            // Nodes starting at once keep the first mark; a crash never leaves an empty one.
+            do throws(MediaError) {
+                if try FileDurability.createOnce(at: path, text: identity + "\n", mode: 0o644) { return }
+            } catch {
+                throw StoreError(code: "data_directory_unusable", message: error.message)
             }
         }
         throw StoreError(code: "data_directory_unusable", message: "\(path) cannot be read.")

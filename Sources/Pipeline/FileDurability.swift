@@ -36,6 +36,32 @@ public enum FileDurability {
         for folder in folders { try syncFile(atPath: folder) }
     }
 
+    /// Creates `path` holding `text` unless something is there already: written whole and flushed under a name of
+    /// its own, then linked into place and the folder flushed, so that processes starting at once on a shared
+    /// folder all keep the one that got there first, and a crash never leaves an empty file. Whether this call made it.
+    @discardableResult
+    public static func createOnce(at path: String, text: String, mode: mode_t) throws(MediaError) -> Bool {
+        let temporary = path + ".\(UInt32.random(in: 0...UInt32.max)).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard descriptor >= 0 else {
+            throw MediaError(code: "storage_error", message: "Creating \(temporary) failed: \(String(cString: strerror(errno))).")
+        }
+        defer { unlink(temporary) }
+        let bytes = Array(text.utf8)
+        let written = write(descriptor, bytes, bytes.count)
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced else {
+            throw MediaError(code: "storage_error", message: "Writing \(temporary) failed: \(String(cString: strerror(errno))).")
+        }
+        let made = link(temporary, path) == 0
+        guard made || errno == EEXIST else {
+            throw MediaError(code: "storage_error", message: "Creating \(path) failed: \(String(cString: strerror(errno))).")
+        }
+        if made { try syncDirectory(containing: path) }
+        return made
+    }
+
     private static func sync(_ path: String, flags: Int32, what: String) throws(MediaError) {
         let descriptor = open(path, flags | O_CLOEXEC)
         guard descriptor >= 0 else { throw failure(what, path) }

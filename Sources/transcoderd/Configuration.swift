@@ -407,24 +407,8 @@ extension Configuration {
     /// directory all read the one that got there first, and a crash never leaves an empty file every later start
     /// refuses.
     static func makeWebhookSecret(at path: String) throws(StoreError) {
-        let temporary = path + ".\(UInt32.random(in: 0...UInt32.max)).tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw StoreError(code: "storage_error", message: "Creating \(temporary) failed: \(String(cString: strerror(errno))).")
-        }
-        defer { unlink(temporary) }
-        let bytes = Array((WebhookSecret.generate().text + "\n").utf8)
-        let written = write(descriptor, bytes, bytes.count)
-        let synced = fsync(descriptor) == 0
-        close(descriptor)
-        guard written == bytes.count, synced else {
-            throw StoreError(code: "storage_error", message: "Writing \(temporary) failed.")
-        }
-        guard link(temporary, path) == 0 || errno == EEXIST else {
-            throw StoreError(code: "storage_error", message: "Creating \(path) failed: \(String(cString: strerror(errno))).")
-        }
         do throws(MediaError) {
-            try FileDurability.syncDirectory(containing: path)
+            try FileDurability.createOnce(at: path, text: WebhookSecret.generate().text + "\n", mode: 0o600)
         } catch {
             throw StoreError(code: "storage_error", message: error.message)
         }

@@ -95,15 +95,8 @@ enum ServeCommand {
             logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(queue.directory.root.path),
                                       "workers": .int(config.workers), "store": .string(queue.store.isShared ? "postgresql" : "sqlite")])
             NamedThread.start("tus-recovery") { api.completeInterruptedUploads() }
-            let signals = LockedValue(0)
             let stop = DispatchSemaphore(value: 0)
-            let sources = Signals.onTerminate {
-                let count = signals.withLock { count in
-                    count += 1
-                    return count
-                }
-                if count == 1 { stop.signal() } else { exit(1) }
-            }
+            let sources = Signals.onTerminateThenExit { stop.signal() }
             defer { sources.cancel() }
             stop.wait()
             logger.info("shutting down", ["grace_seconds": .int(Int(config.shutdownGrace))])

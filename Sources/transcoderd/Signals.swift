@@ -19,6 +19,19 @@ enum Signals {
         SignalWaiter(handler)
     }
 
+    /// The first signal calls `stop` (a graceful stop: running jobs get their grace); a second ends the process at
+    /// once, exit status 1.
+    static func onTerminateThenExit(_ stop: @escaping @Sendable () -> Void) -> SignalWaiter {
+        let count = LockedValue(0)
+        return onTerminate {
+            let received = count.withLock { value in
+                value += 1
+                return value
+            }
+            if received == 1 { stop() } else { exit(1) }
+        }
+    }
+
     static var terminating: sigset_t {
         var set = sigset_t()
         sigemptyset(&set)

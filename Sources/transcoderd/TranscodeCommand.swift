@@ -16,6 +16,9 @@ enum TranscodeCommand {
 
         /// A ladder, thumbnails or a path ending in "/" make a folder (which must not exist yet); else one file.
         var makesFolder: Bool { output.hasSuffix("/") || settings.container.isSegmented || settings.thumbnails != nil }
+
+        /// The output folder's path, without trailing slashes.
+        var outputFolder: String { String(output.reversed().drop { $0 == "/" }.reversed()) }
     }
 
     /// What the paths would make go wrong, found before any work instead of after it (the output is put in place
@@ -23,7 +26,7 @@ enum TranscodeCommand {
     /// a folder output where anything is.
     static func checkPaths(_ options: Options) throws(UsageError) {
         var input = stat(), output = stat()
-        let target = options.makesFolder ? String(options.output.reversed().drop { $0 == "/" }.reversed()) : options.output
+        let target = options.makesFolder ? options.outputFolder : options.output
         guard stat(target, &output) == 0 else { return }
         if stat(options.input, &input) == 0, input.st_dev == output.st_dev, input.st_ino == output.st_ino {
             throw UsageError(message: "\(options.output) is the input: its transcode would replace it; give another output path")
@@ -60,7 +63,7 @@ enum TranscodeCommand {
 
         let settings = options.settings
         let session = options.makesFolder
-            ? TranscodeSession(inputPath: options.input, outputDirectory: String(options.output.reversed().drop { $0 == "/" }.reversed()),
+            ? TranscodeSession(inputPath: options.input, outputDirectory: options.outputFolder,
                                settings: settings, cancellation: token)
             : TranscodeSession(inputPath: options.input, outputPath: options.output, settings: settings, cancellation: token)
         session.checkpointDirectory = options.checkpoint

@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Jobs
-import Locks
 import Pipeline
 
 /// `transcoderd work`: runs the job queue of a data directory without the HTTP server.
@@ -44,15 +43,7 @@ enum WorkCommand {
             try config.checkSandbox(runner, logger: config.logger)
             defer { withExtendedLifetime(lock) {} }
             let stop = DispatchSemaphore(value: 0)
-            // The first signal stops it (running jobs get their grace); a second, as for serve, at once.
-            let count = LockedValue(0)
-            let signals = Signals.onTerminate {
-                let received = count.withLock { value in
-                    value += 1
-                    return value
-                }
-                if received == 1 { stop.signal() } else { exit(1) }
-            }
+            let signals = Signals.onTerminateThenExit { stop.signal() }
             defer { signals.cancel() }
             try queue.start()
             config.logger.info("worker node ready", ["workers": .int(config.workers), "data": .string(queue.directory.root.path),
