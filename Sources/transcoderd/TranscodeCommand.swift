@@ -124,12 +124,13 @@ enum TranscodeCommand {
         }
         options.input = positional[0]
         options.output = positional[1]
-        options.settings = try settings(text: settingsText, preset: presetName)
+        options.settings = try settings(text: settingsText, preset: presetName, output: options.output)
         return options
     }
 
-    /// Settings from `--settings` (JSON or @file) on top of `--preset`.
-    static func settings(text: String?, preset: String?) throws(UsageError) -> TranscodeSettings {
+    /// Settings from `--settings` (JSON or @file) on top of `--preset`; where they name no container, the output
+    /// file's extension chooses it (`containerNamed(by:)`).
+    static func settings(text: String?, preset: String?, output: String) throws(UsageError) -> TranscodeSettings {
         var json = JSONValue.object([:])
         if let text {
             var data = Data(text.utf8)
@@ -154,6 +155,15 @@ enum TranscodeCommand {
                 throw UsageError(message: "--preset cannot be combined with a preset name in --settings")
             }
         }
+        // A folder (a ladder, thumbnails, a path ending in "/") is not named after a container.
+        if case .object(var object) = json, object["container"] == nil, object["thumbnails"] ?? .null == .null,
+           !output.hasSuffix("/"), let container = try containerNamed(by: output) {
+            object["container"] = .string(container.rawValue)
+            // The file holds one kind of track: the other is left out, as a player expects of `song.m4a`.
+            if !container.holdsVideo, object["video"] == nil { object["video"] = .null }
+            if !container.holdsAudio, object["audio"] == nil { object["audio"] = .null }
+            json = .object(object)
+        }
         do {
             let settings = try TranscodeSettings(json: json)
             try settings.checkAtIntake()
@@ -161,6 +171,25 @@ enum TranscodeCommand {
         } catch {
             throw UsageError(message: "invalid settings: \(error.description)")
         }
+    }
+}
+
+extension TranscodeCommand {
+    /// The container an output file's extension names, as ffmpeg reads it: `out.mov` is a QuickTime movie,
+    /// `song.m4a` audio only. MP4 bytes were written under any name, so `out.mkv` held no Matroska; an extension of a
+    /// container transcoderd does not write is refused. Any other name (none, `.tmp`) keeps the default, MP4.
+    static func containerNamed(by path: String) throws(UsageError) -> FileType? {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
+        let suffix = name[name.index(after: dot)...].lowercased()
+        if suffix == "264" { return .h264 }
+        if let type = FileType(rawValue: suffix), type != .hls { return type }
+        let foreign: Set = ["mkv", "mka", "webm", "avi", "ts", "m2ts", "mts", "flv", "wmv", "asf", "ogg", "ogv", "oga",
+                            "opus", "mpg", "mpeg", "3gp", "3g2", "mp3", "wav", "flac", "gif", "mxf", "m3u8", "mpd"]
+        guard foreign.contains(suffix) else { return nil }
+        let files = FileType.allCases.filter { !$0.isSegmented }.map { "." + $0.fileExtension }.joined(separator: ", ")
+        throw UsageError(message: "\(path): transcoderd does not write .\(suffix) files; name the output \(files), or set \"container\" "
+                         + "in --settings (a streaming ladder is {\"container\": \"hls\"} with an output folder)")
     }
 }
 

@@ -31,6 +31,11 @@ enum Usage {
         when it is complete; on failure or Ctrl-C nothing is left behind. With "container": "hls", with
         "thumbnails", or when OUTPUT ends in "/", OUTPUT is a new folder (output.mp4 or master.m3u8 and
         manifest.mpd with the segments, plus thumbnails/, storyboard.jpg, storyboard.vtt, poster.jpg).
+        Where the settings name no container, OUTPUT's extension chooses it: .mp4, .mov, .m4v, .m4a (audio
+        only), .h264 or .264 (raw video only), .aac (raw audio only); another name is MP4, and an extension of a
+        container transcoderd does not write (.mkv, .webm, .ts, ...) is refused.
+
+        Exit status: 0 done, 1 the transcode failed, 2 bad arguments, 130 stopped (Ctrl-C, SIGTERM, hang-up).
 
         Options:
           --settings JSON     output settings as JSON text, or @FILE to read them from a file
@@ -45,7 +50,7 @@ enum Usage {
 
         Settings (every key optional; unknown keys are refused):
           {
-            "container": "mp4" | "mov" | "m4v" | "m4a"                default mp4; m4a: audio only;
+            "container": "mp4" | "mov" | "m4v" | "m4a"                default OUTPUT's (mp4); m4a: audio only;
                        | "h264" | "aac" | "hls",                      h264/aac: raw Annex B / ADTS streams;
                                                                       hls: a CMAF ladder, HLS + DASH
             "renditions": "auto" | [{"video": {...}}, ...],           hls only: 1-8 rungs over "video";

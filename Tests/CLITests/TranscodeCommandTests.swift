@@ -112,6 +112,38 @@ import TestSupport
         #expect(Media.files(in: folder) == ["noise.mov"])
     }
 
+    /// Where the settings name no container, the output's extension chooses it, as ffmpeg's would: MP4 bytes were
+    /// written under any name (`clip.mov` an MP4, `song.m4a` with the picture in it, `out.mkv` no Matroska at all).
+    @Test func theOutputsExtensionChoosesTheContainer() throws {
+        let folder = try Media.scratch()
+        let input = try Media.path(.standard)
+        let small = #"{"video": {"height": 180}}"#
+        func brand(_ path: String) throws -> String {
+            let head = try Data(contentsOf: URL(fileURLWithPath: path)).prefix(12)
+            return String(decoding: head.suffix(4), as: UTF8.self)
+        }
+        for (name, settings, expected) in [("clip.MOV", small, "qt  "), ("clip.m4v", small, "M4V "), ("song.m4a", "{}", "M4A "),
+                                           ("named.mov", #"{"container": "mp4", "video": {"height": 180}}"#, "isom"),
+                                           ("plain.bin", small, "isom")] {
+            let output = folder.appendingPathComponent(name).path
+            let run = try Shell.run(Binary.path, ["transcode", input, output, "--settings", settings])
+            #expect(run.status == 0, "\(name): \(run.stderr)")
+            #expect(try brand(output) == expected, "\(name)")
+        }
+        let song = try Probe.read(folder.appendingPathComponent("song.m4a").path)
+        #expect(song.video == nil && song.audio?.codec_name == "aac", "an .m4a holds the sound alone")
+        let raw = folder.appendingPathComponent("pictures.264").path
+        let rawRun = try Shell.run(Binary.path, ["transcode", input, raw, "--preset", "480p"])
+        #expect(rawRun.status == 0, "\(rawRun.stderr)")
+        let rawProbe = try Probe.read(raw)
+        #expect(rawProbe.format.format_name == "h264" && rawProbe.audio == nil && rawProbe.video?.height == 360)
+
+        let refused = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("out.mkv").path])
+        #expect(refused.status == 2 && refused.stderr.contains("does not write .mkv files") && refused.stdout.isEmpty, "\(refused.stderr)")
+        #expect(Media.files(in: folder) == ["clip.MOV", "clip.m4v", "named.mov", "pictures.264", "plain.bin", "song.m4a"],
+                "\(Media.files(in: folder))")
+    }
+
     /// Paths that would go wrong are refused before any work (exit 2, nothing written): the output being the input
     /// replaced the source with its transcode; a folder where a file goes, or anything but an empty folder where a
     /// folder goes, failed only when the finished output was put in place. Two presets named at once are refused.
