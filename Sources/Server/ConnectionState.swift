@@ -62,6 +62,8 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     private(set) var lastActivity: Instant
     private(set) var lastWrite: Instant
     private(set) var lingerStarted: Instant?
+    /// Whether a request head has been read on this connection (kept-alive), or it is fresh.
+    private(set) var servedRequest = false
     /// Reading is paused until the body sink can take more: the client is not the one stalling.
     private(set) var waitingForSink = false
 
@@ -109,6 +111,7 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     mutating func headComplete() {
         precondition(phase == .idle, "a head completes only between requests, not in \(phase)")
         headStarted = nil
+        servedRequest = true
         phase = .readingBody
     }
 
@@ -170,7 +173,9 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
         switch phase {
         case .idle:
             if let headStarted, headStarted.duration(to: now) > timeouts.header { return .requestTimeout }
-            if headStarted == nil, lastActivity.duration(to: now) > timeouts.idle { return .close }
+            // Before its first request a connection has the head's time: silent ones held a slot for the idle minute.
+            let idle = servedRequest ? timeouts.idle : min(timeouts.header, timeouts.idle)
+            if headStarted == nil, lastActivity.duration(to: now) > idle { return .close }
         case .readingBody:
             if !waitingForSink, lastActivity.duration(to: now) > timeouts.transfer { return .close }
         case .writing:

@@ -46,11 +46,10 @@ public final class HTTPServer: Sendable {
             perLoop.append(sockets)
         }
         boundPorts.withLock { $0 = perLoop.first?.map(\.port) ?? [] }
-        var limits = configuration
-        limits.maxConnections = max(1, configuration.maxConnections / eventLoops.count)
+        let budget = ConnectionBudget(limit: configuration.maxConnections)
         for (index, eventLoop) in eventLoops.enumerated() {
-            let loop = ServerLoop(eventLoop: eventLoop, configuration: limits, router: router, logger: logger,
-                                  metrics: metrics, pools: pools, authenticate: authenticate)
+            let loop = ServerLoop(eventLoop: eventLoop, configuration: configuration, router: router, logger: logger,
+                                  metrics: metrics, pools: pools, budget: budget, authenticate: authenticate)
             for socket in perLoop[index] { try loop.addListener(socket.fd) }
             let finished = self.finished
             let box = LoopBox(loop)

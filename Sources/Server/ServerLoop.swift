@@ -15,6 +15,8 @@ final class ServerLoop {
     let metrics: ServerMetrics
     /// Where handlers and file work run: they may block on SQLite, the disk or FFmpeg probes, so never on the loop.
     let pools: ServerPools
+    /// The cap on open connections, shared with the other loops.
+    private let budget: ConnectionBudget
     private var listeners: [UInt64: Int32] = [:]
     var connections: [UInt64: Connection] = [:]
     private var nextToken: UInt64 = 1
@@ -29,9 +31,11 @@ final class ServerLoop {
     private var pendingLog = ""
 
     init(eventLoop: EventLoop, configuration: HTTPServerConfiguration, router: Router, logger: Logger,
-         metrics: ServerMetrics, pools: ServerPools, authenticate: @escaping @Sendable (RequestHead) -> HTTPError?) {
+         metrics: ServerMetrics, pools: ServerPools, budget: ConnectionBudget,
+         authenticate: @escaping @Sendable (RequestHead) -> HTTPError?) {
         self.eventLoop = eventLoop
         self.pools = pools
+        self.budget = budget
         self.configuration = configuration
         self.router = router
         self.logger = logger
@@ -101,7 +105,7 @@ final class ServerLoop {
                 return
             }
             guard let client else { return }
-            if connections.count >= configuration.maxConnections {
+            guard budget.take() else {
                 rejectBusy(client)
                 continue
             }
@@ -114,6 +118,7 @@ final class ServerLoop {
                 try eventLoop.register(client, token: token, events: tc_epoll_in | tc_epoll_rdhup)
             } catch {
                 connections[token] = nil
+                budget.give()
                 Posix.close(client)
             }
         }
@@ -136,7 +141,8 @@ final class ServerLoop {
     }
 
     func remove(_ connection: Connection) {
-        connections[connection.token] = nil
+        guard connections.removeValue(forKey: connection.token) != nil else { return }
+        budget.give()
         eventLoop.unregister(connection.fd)
     }
 

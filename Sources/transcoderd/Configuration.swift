@@ -162,7 +162,7 @@ struct Configuration: Sendable {
                help: "threads for requests that upload a file (probed with FFmpeg), 1-64; default 2") { config, value throws(UsageError) in
             config.probeThreads = try integer(value, flag: "--probe-threads", range: 1...64)
         },
-        Option(flag: "--header-timeout", environment: "TRANSCODER_HEADER_TIMEOUT", help: "seconds to send a request head; default 10") {
+        Option(flag: "--header-timeout", environment: "TRANSCODER_HEADER_TIMEOUT", help: "seconds to send a request head, and a new connection its first; default 10") {
             config, value throws(UsageError) in
             config.headerTimeout = Double(try integer(value, flag: "--header-timeout", range: 1...3600))
         },

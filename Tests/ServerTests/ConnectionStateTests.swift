@@ -51,8 +51,13 @@ struct TestInstant: InstantProtocol {
 
     @Test func aHeadThatDoesNotArriveInTimeIsAnswered408AndAnIdleConnectionCloses() {
         var state = fresh()
-        #expect(state.timeoutAction(at: .seconds(59), outputPending: false) == .none)
-        #expect(state.timeoutAction(at: .seconds(61), outputPending: false) == .close, "idle past 60 s")
+        state.headBytesArrived(at: .seconds(1))
+        state.headComplete()
+        state.bodyComplete()
+        state.responseStarted(streaming: false, at: .seconds(2))
+        _ = state.responseWritten(closeAfter: false, requestRead: true, at: .seconds(3))
+        #expect(state.timeoutAction(at: .seconds(62), outputPending: false) == .none)
+        #expect(state.timeoutAction(at: .seconds(64), outputPending: false) == .close, "kept alive, idle past 60 s")
         state.received(at: .seconds(50))
         state.headBytesArrived(at: .seconds(50))
         state.headBytesArrived(at: .seconds(55)) // more of the same head: the time counts from its first byte
@@ -60,6 +65,21 @@ struct TestInstant: InstantProtocol {
         #expect(state.timeoutAction(at: .seconds(60.1), outputPending: false) == .requestTimeout)
         state.responseStarted(streaming: false, at: .seconds(60.1))
         #expect(state.headStarted == nil, "the 408 ends that head's clock")
+    }
+
+    /// A connection that has sent nothing yet has the head's time to send its first request, not a kept-alive
+    /// connection's idle minute: silent connections (a slow-loris opener, a client that died after connecting) held
+    /// a connection slot each for 60 s.
+    @Test func aConnectionThatNeverSpeaksClosesAfterTheHeadsTime() {
+        let silent = fresh()
+        #expect(silent.timeoutAction(at: .seconds(9.9), outputPending: false) == .none)
+        #expect(silent.timeoutAction(at: .seconds(10.1), outputPending: false) == .close, "no 408: no request began")
+        var short = State(now: .seconds(0), timeouts: .init(header: .seconds(10), idle: .seconds(5), transfer: .seconds(30),
+                                                            heartbeat: .seconds(15)))
+        #expect(short.timeoutAction(at: .seconds(5.1), outputPending: false) == .close, "an idle limit below the head's holds")
+        short.received(at: .seconds(1))
+        short.headBytesArrived(at: .seconds(1))
+        #expect(short.timeoutAction(at: .seconds(10.9), outputPending: false) == .none, "a head under way has its own time")
     }
 
     @Test func aBodyStallsOnlyWhenTheClientDoes() {
