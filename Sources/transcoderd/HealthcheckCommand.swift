@@ -7,8 +7,10 @@ enum HealthcheckCommand {
         Usage: transcoderd healthcheck [--host H] [--port P]
 
         Exits 0 when GET /healthz on the server's listening address answers 200 within 3 seconds, 1 otherwise.
-        The address comes from --host, else $TRANSCODER_HOST, else 127.0.0.1 (a server listening on all addresses,
-        0.0.0.0 or ::, is asked on 127.0.0.1 or ::1); the port from --port, else $TRANSCODER_PORT, else 8080.
+        The address comes from --host, else from the server's own command line when it is the container's first
+        process (`transcoderd serve --port 9000`), else $TRANSCODER_HOST, else 127.0.0.1 (a server listening on
+        all addresses, 0.0.0.0 or ::, is asked on 127.0.0.1 or ::1); the port from --port, else the same way,
+        else $TRANSCODER_PORT, else 8080.
         """
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -21,12 +23,14 @@ enum HealthcheckCommand {
             guard let index = arguments.firstIndex(of: flag), index + 1 < arguments.count else { return nil }
             return arguments[index + 1]
         }
-        let portText = option("--port") ?? environment["TRANSCODER_PORT"] ?? "8080"
+        let server = option("--port") == nil || option("--host") == nil
+            ? containerServer(commandLine: "/proc/1/cmdline", environment: environment) : nil
+        let portText = option("--port") ?? server.map { String($0.port) } ?? environment["TRANSCODER_PORT"] ?? "8080"
         guard let port = Int(portText), (1...65535).contains(port) else {
             Console.error("--port: expected a port number, got \"\(portText)\"")
             return 1
         }
-        let host = target(listening: option("--host") ?? environment["TRANSCODER_HOST"] ?? "127.0.0.1")
+        let host = target(listening: option("--host") ?? server?.host ?? environment["TRANSCODER_HOST"] ?? "127.0.0.1")
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICSERV
@@ -59,6 +63,23 @@ enum HealthcheckCommand {
         }
         Console.error("cannot connect to \(host) port \(port)")
         return 1
+    }
+
+    /// Where the server whose command line is in `commandLine` (a `/proc/PID/cmdline`) listens, when it is this
+    /// program's `serve`: its flags over `environment`, as it read them. A container's check runs beside its first
+    /// process with the container's environment but not its arguments, so `podman run IMAGE serve --port 9000` was
+    /// asked on 8080 and unhealthy for ever. Nil for anything else (PID 1 of a host, a `work` node, flags that do
+    /// not parse).
+    static func containerServer(commandLine: String, environment: [String: String]) -> (host: String, port: Int)? {
+        guard let file = FileHandle(forReadingAtPath: commandLine) else { return nil }
+        defer { try? file.close() }
+        var words = file.readDataToEndOfFile().split(separator: 0, omittingEmptySubsequences: false)
+            .map { String(decoding: $0, as: UTF8.self) }
+        if words.last == "" { words.removeLast() }
+        let program = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
+        guard words.count >= 2, words[1] == "serve", words[0].split(separator: "/").last.map(String.init) == program,
+              let config = try? Configuration.parse(Array(words.dropFirst(2)), environment: environment) else { return nil }
+        return (config.host, config.port)
     }
 
     /// The address to ask a server listening on `host`: its loopback when it listens on every address of a family.
