@@ -108,6 +108,8 @@ public final class JobQueue: Sendable {
         /// request is canceled as it registers, not at its first renewal.
         var heardCancels: [String: Date] = [:]
         var stopping = false
+        /// No job is claimed any more (the node is going away), though running ones go on: `stopTakingJobs`.
+        var takesNoJobs = false
         var started = false
         /// Workers between asking the store for a job and registering the one it gave (or hearing there is none):
         /// a job they claimed is in neither the store's queue nor `running` meanwhile.
@@ -364,6 +366,13 @@ public final class JobQueue: Sendable {
         return try store.job(id: id)
     }
 
+    /// Claims no more jobs from now on; running ones go on. A server calls it when asked to stop, before its HTTP
+    /// requests drain: a job claimed in those seconds had only what was left of the grace, and was sent back to the
+    /// queue half done where another node, or the next start, could have taken it whole.
+    public func stopTakingJobs() {
+        state.withLock { $0.takesNoJobs = true }
+    }
+
     /// Stops taking jobs, lets running ones finish for up to `grace` seconds, then sends the rest back to the queue
     /// for the next start, and waits for the threads to end.
     public func stop(grace: Double) {
@@ -403,6 +412,10 @@ public final class JobQueue: Sendable {
 
     private func work(worker: String) {
         while !stopping {
+            if state.withLock({ $0.takesNoJobs }) {
+                _ = wake.wait(timeout: .now() + configuration.pollInterval)
+                continue
+            }
             let job: Job?
             state.withLock { $0.claiming += 1 }
             do {

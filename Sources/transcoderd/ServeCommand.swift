@@ -102,6 +102,7 @@ enum ServeCommand {
             logger.info("shutting down", ["grace_seconds": .int(Int(config.shutdownGrace))])
             // One grace for both, counted from the signal: a compose file's stop period a little over it holds.
             let stopping = Date()
+            queue.stopTakingJobs()
             server.stop(grace: min(config.shutdownGrace, 10))
             queue.stop(grace: max(0, config.shutdownGrace - Date().timeIntervalSince(stopping)))
             queue.store.close()

@@ -84,6 +84,36 @@ import TestSupport
         #expect(download.status == 200, "\(download.body.prefix(300))")
     }
 
+    /// A server asked to stop claims no job while its HTTP requests drain (up to 10 s): one claimed then had only
+    /// the rest of the grace, and went back to the queue half done where another node, or the next start, could
+    /// have run it whole. Here the first job ends during the drain (a slow upload holds it open); the second stays
+    /// queued for the next start.
+    @Test func aStoppingServerClaimsNoJobWhileItsRequestsDrain() throws {
+        let server = try TestServer(["--workers", "1", "--shutdown-grace", "30"])
+        let running = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.tenSeconds))])
+        let first = try #require(running.object["id"] as? String)
+        let waiting = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard))])
+        let second = try #require(waiting.object["id"] as? String)
+        _ = try eventually { try server.json("/v1/jobs/\(first)").object["state"] as? String == "running" }
+        let uploads = server.data.appendingPathComponent("uploads")
+        let slow = Process()
+        slow.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        slow.arguments = ["curl", "-s", "-o", "/dev/null", "--limit-rate", "100k", "-T", try Media.path(.tenSeconds),
+                          server.base + "/v1/uploads/"]
+        try Shell.launch(slow)
+        defer { slow.terminate() }
+        #expect(eventually(10) { Media.files(in: uploads).contains { $0.hasSuffix(".partial") } }, "the upload is under way")
+        #expect(server.stop() == 0)
+        let log = server.log
+        let firstEnded = log.contains(#""job ended","job_id":"\#(first)","state":"succeeded""#)
+        let secondStarted = log.contains(#""job started","job_id":"\#(second)""#)
+        #expect(firstEnded, "the first job ended within the grace")
+        #expect(!secondStarted, "the second job was not claimed while stopping")
+        let next = try TestServer([], data: server.data)
+        _ = try eventually { try next.json("/v1/jobs/\(second)").object["state"] as? String == "succeeded" }
+        #expect(try next.json("/v1/jobs/\(second)").object["attempts"] as? Int == 1, "taken whole by the next start")
+    }
+
     /// A server killed mid-upload leaves its temporary file; the next start removes it (and nothing else).
     @Test func partialUploadsOfAKilledServerAreRemovedAtTheNextStart() throws {
         let first = try TestServer()
