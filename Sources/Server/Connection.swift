@@ -11,6 +11,8 @@ import Glibc
 final class Connection {
     let token: UInt64
     let fd: Int32
+    /// Let in over the server's cap: its one request is refused (but a liveness probe), and it closes after.
+    let admission: ConnectionBudget.Admission
     private unowned let loop: ServerLoop
     private var inbound = ByteBuffer()
     private var parser: RequestParser
@@ -42,9 +44,10 @@ final class Connection {
     /// The client of the request whose handler is running, told when the connection closes.
     private var waitingClient: ClientPresence?
 
-    init(token: UInt64, fd: Int32, loop: ServerLoop) {
+    init(token: UInt64, fd: Int32, loop: ServerLoop, admission: ConnectionBudget.Admission = .withinCap) {
         self.token = token
         self.fd = fd
+        self.admission = admission
         self.loop = loop
         let configuration = loop.configuration
         parser = RequestParser(limits: .init(headerBytes: configuration.maxHeaderBytes, targetBytes: configuration.maxTargetBytes))
@@ -283,6 +286,11 @@ final class Connection {
             self.route = route
             self.parameters = parameters
         }
+        // Over the cap: only a liveness probe is answered; the rest hear why, and the connection closes after.
+        if admission == .overCap, let route, !route.whenFull {
+            throw refuse(HTTPError(.serviceUnavailable, "too_many_connections", "The server has too many open connections; try again shortly.",
+                                   headers: HTTPHeaders([("Retry-After", "1")]), closeConnection: true))
+        }
         // Refusals from here on carry the route's refusal headers (`fail`).
         if let error = loop.authenticate(head) { throw refuse(error) }
         let sink: BodySink
@@ -437,7 +445,8 @@ final class Connection {
         var response = response
         responseStatus = response.status.code
         responseBytes = 0
-        let keepAlive = (head?.keepAlive ?? false) && response.headers["Connection"]?.caseInsensitiveEquals("close") != true
+        let keepAlive = admission == .withinCap && (head?.keepAlive ?? false)
+            && response.headers["Connection"]?.caseInsensitiveEquals("close") != true
         closeAfterWrite = !keepAlive || !parser.isDone
         if closeAfterWrite {
             response.headers.set("Connection", "close")

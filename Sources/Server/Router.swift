@@ -45,6 +45,8 @@ public final class Router: Sendable {
         /// Headers for the refusals made before the handler runs (authentication): an answer a page on another
         /// origin must be able to read, as the handler's own errors are.
         let refusalHeaders: RefusalHeaders?
+        /// Answered on a connection over the server's cap too (liveness: a probe failing under load restarts it).
+        let whenFull: Bool
     }
 
     /// Headers to add to a refusal of the request whose headers are given.
@@ -77,10 +79,11 @@ public final class Router: Sendable {
         let pool: Pool
         let handler: Handler
         let refusalHeaders: RefusalHeaders?
+        let whenFull: Bool
 
         public init(_ method: String, _ path: String, body: BodyKind = .none, inline: Bool = false,
                     quickAnswer: QuickAnswer? = nil, pool: Pool = .standard, refusalHeaders: RefusalHeaders? = nil,
-                    _ handler: @escaping Handler) {
+                    whenFull: Bool = false, _ handler: @escaping Handler) {
             self.method = method
             self.path = path
             self.body = body
@@ -88,6 +91,7 @@ public final class Router: Sendable {
             self.quickAnswer = quickAnswer
             self.pool = pool
             self.refusalHeaders = refusalHeaders
+            self.whenFull = whenFull
             self.handler = handler
         }
     }
@@ -101,7 +105,7 @@ public final class Router: Sendable {
             }
             return Route(method: route.method, pattern: pattern, body: route.body, name: "\(route.method) \(route.path)",
                          inline: route.inline, quickAnswer: route.quickAnswer, pool: route.pool, handler: route.handler,
-                         refusalHeaders: route.refusalHeaders)
+                         refusalHeaders: route.refusalHeaders, whenFull: route.whenFull)
         }
     }
 

@@ -105,25 +105,26 @@ final class ServerLoop {
                 return
             }
             guard let client else { return }
-            guard budget.take() else {
+            guard let admission = budget.take() else {
                 rejectBusy(client)
                 continue
             }
             var one: Int32 = 1
             setsockopt(client, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let token = takeToken()
-            let connection = Connection(token: token, fd: client, loop: self)
+            let connection = Connection(token: token, fd: client, loop: self, admission: admission)
             connections[token] = connection
             do {
                 try eventLoop.register(client, token: token, events: tc_epoll_in | tc_epoll_rdhup)
             } catch {
                 connections[token] = nil
-                budget.give()
+                budget.give(admission)
                 Posix.close(client)
             }
         }
     }
 
+    /// Past the cap and its spares: the answer goes out at once and the connection closes.
     private func rejectBusy(_ fd: Int32) {
         let body = #"{"error":{"code":"too_many_connections","message":"The server has too many open connections; try again shortly."}}"#
         let text = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" +
@@ -142,7 +143,7 @@ final class ServerLoop {
 
     func remove(_ connection: Connection) {
         guard connections.removeValue(forKey: connection.token) != nil else { return }
-        budget.give()
+        budget.give(connection.admission)
         eventLoop.unregister(connection.fd)
     }
 

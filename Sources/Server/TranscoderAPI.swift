@@ -91,7 +91,8 @@ public final class TranscoderAPI: Sendable {
         // Output routes answer a page on another origin, refusals before the handler (a missing token) included.
         let corsHeaders: Router.RefusalHeaders = { [cors] in cors.headers(for: $0) }
         var routes: [Router.Definition] = [
-            .init("GET", "/healthz", inline: true) { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) },
+            // Alive is alive at the connection cap too: an orchestrator's liveness probe would restart a busy server.
+            .init("GET", "/healthz", inline: true, whenFull: true) { _ throws(HTTPError) in .json(APIModels.Status(status: "ok")) },
             .init("GET", "/", inline: true) { [web] request throws(HTTPError) in web.index(request) },
             .init("GET", "/assets/{build}/{name}", inline: true) { [web] request throws(HTTPError) in try web.asset(request) },
             // The page's sign-in: the bearer header (checked before the handler) buys a session cookie for the
