@@ -42,6 +42,11 @@ final class InputContainer {
             if result == tc_averror(ENOENT) {
                 throw MediaError(code: "input_not_found", message: "The input file \(path) does not exist.", averror: result)
             }
+            // Not the file's content: told apart from "not media", which would send its owner looking at the file.
+            if result == tc_averror(EACCES) || result == tc_averror(EPERM) || result == tc_averror(EISDIR) {
+                let reason = result == tc_averror(EISDIR) ? "is a folder, not a file" : "cannot be read (\(FFmpeg.errorText(result)))"
+                throw MediaError(code: "input_unreadable", message: "The input \(path) \(reason).", averror: result)
+            }
             throw MediaError(
                 code: "unsupported_format",
                 message: "The input is not a media file we can read (\(FFmpeg.errorText(result))).",

@@ -101,6 +101,11 @@ import TestSupport
         _ = FileManager.default.createFile(atPath: empty, contents: Data())
         #expect(try failure(empty, folder: folder)?.code == "unsupported_format")
         #expect(try failure(folder.appendingPathComponent("missing.mp4").path, folder: folder)?.code == "input_not_found")
+        // A folder, or a file this process may not read, is no fault of media: said so, not "not a media file".
+        let inner = folder.appendingPathComponent("inner")
+        try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: false)
+        let folderError = try #require(try failure(inner.path, folder: folder))
+        #expect(folderError.code == "input_unreadable" && folderError.message.contains("is a folder"), "\(folderError)")
     }
 
     @Test func playlistsAreNeverFollowed() throws {
