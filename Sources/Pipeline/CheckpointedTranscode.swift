@@ -160,8 +160,10 @@ final class CheckpointedTranscode {
         return result
     }
 
-    /// What a checkpoint must have been made with to be used: this format, the settings, the input file (by size and
-    /// modification time: uploads never change in place) and the encoder library.
+    /// What a checkpoint must have been made with to be used: this format, the settings, the input file (by name,
+    /// size and modification time: uploads never change in place) and the encoder library. The file's name, not its
+    /// path as given: the same file reached another way (`./in.mp4`, an absolute path, a shared folder mounted
+    /// elsewhere on another node) started over.
     static func fingerprint(_ settings: TranscodeSettings, input: String) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -169,7 +171,7 @@ final class CheckpointedTranscode {
         let size = attributes?[.size] as? Int ?? -1
         let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
         var text = "checkpoint \(CheckpointManifest.currentVersion)\n"
-        text += "input \(input) \(size) \(modified)\n"
+        text += "input \(input.split(separator: "/").last ?? "") \(size) \(modified)\n"
         text += "avcodec \(avcodec_version()) \(String(cString: avcodec_configuration()).count)\n"
         text += "tone mapping \(ToneMapping.method)\n"
         text += String(decoding: (try? encoder.encode(settings)) ?? Data(), as: UTF8.self)

@@ -124,6 +124,21 @@ import TestSupport
         #expect(try SeamCheck.videoPackets(output).count == 360)
     }
 
+    /// The same input reached by another path (a link to its folder, as another node mounts shared storage, or
+    /// `./in.mp4` for `in.mp4`) resumes: the path as typed was in the fingerprint, and it started over.
+    @Test func theSameInputByAnotherPathResumes() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 640, height: 360, seconds: 8, into: folder)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.5)
+        #expect(try segmentEnds(checkpoint).count >= 1)
+        let mount = folder.appendingPathComponent("mounted-elsewhere").path
+        try FileManager.default.createSymbolicLink(atPath: mount, withDestinationPath: folder.path)
+        let name = URL(fileURLWithPath: source).lastPathComponent
+        let result = try complete(mount + "/./" + name, output: folder.appendingPathComponent("out.mp4").path, checkpoint: checkpoint)
+        #expect(result["resumedFrom"] is Double, "\(result)")
+    }
+
     /// Thumbnails every second, a storyboard and a poster late in the clip, killed at 70 % and resumed twice from
     /// copies of one checkpoint: as it was left, the pictures the first attempt took are kept (the very files, linked
     /// into the output) and the rest are taken; with one picture cut short and every later one removed, the pass
