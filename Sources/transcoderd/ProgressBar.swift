@@ -10,12 +10,13 @@ final class ProgressBar {
         let filled = Int((progress.fraction * Double(width)).rounded(.down))
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
         let line = progress.verifying != nil
-            ? String(format: "\r[%@] getting back to the checkpoint: step %d                  ", bar, progress.verifying!)
+            ? String(format: "[%@] getting back to the checkpoint: step %d", bar, progress.verifying!)
             : progress.finishing != nil
-            ? String(format: "\r[%@] %5.1f%%  finishing the output file                ", bar, progress.fraction * 100)
-            : String(format: "\r[%@] %5.1f%%  %.1f/%.1f s  %.1f fps  %.2fx", bar, progress.fraction * 100,
+            ? String(format: "[%@] %5.1f%%  finishing the output file", bar, progress.fraction * 100)
+            : String(format: "[%@] %5.1f%%  %.1f/%.1f s  %.1f fps  %.2fx", bar, progress.fraction * 100,
                      progress.presentationTime, progress.duration, progress.framesPerSecond, progress.speed)
-        Console.stderr(line)
+        // Back to the line's start, the new text, and the rest of the old line erased (a shorter line left its tail).
+        Console.stderr("\r" + line + (Console.stderrIsTerminal ? "\u{1B}[K" : ""))
         drawn = true
     }
 
