@@ -125,6 +125,15 @@ enum TranscodeCommand {
         options.input = positional[0]
         options.output = positional[1]
         options.settings = try settings(text: settingsText, preset: presetName, output: options.output)
+        // The API's uploads do not exist here: a watermark's "upload" is the image file's path. It was taken for an
+        // upload id and failed, every time, once the transcode started.
+        if let image = options.settings.filters?.video?.watermark?.upload {
+            var status = stat()
+            guard stat(image, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, access(image, R_OK) == 0 else {
+                throw UsageError(message: "filters.video.watermark.upload: on the command line, the path of a PNG or JPEG file; \(image) is not a file this can read")
+            }
+            options.settings.filters?.video?.watermark?.imagePath = image
+        }
         return options
     }
 

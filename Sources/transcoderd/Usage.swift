@@ -85,7 +85,7 @@ enum Usage {
             "filters": {                                              effects before scaling and encoding
               "video": {"crop": {"x": 0, "y": 0, "width": 1280, "height": 720}, "grayscale": true,
                         "brightness": 0.1, "contrast": 1.2, "saturation": 1.0,
-                        "watermark": {"upload": "<image upload id>", ...}},   (HTTP API only)
+                        "watermark": {"upload": "logo.png", ...}},  here: a PNG/JPEG file's path
               "audio": {"volume": 1.5, "pitch": 1.25, "tempo": 1.0, "normalize": true}
             },
             "preset": "720p"                                          a named preset to start from

@@ -175,6 +175,24 @@ import TestSupport
                 "\(Media.files(in: folder))")
     }
 
+    /// On the command line a watermark's "upload" is the image file's path: taken for an upload id, it failed every
+    /// time once the transcode started. A path that is no readable file is refused first.
+    @Test func aWatermarkIsAnImageFileOnTheCommandLine() throws {
+        let folder = try Media.scratch()
+        let logo = folder.appendingPathComponent("logo.png").path
+        try Shell.check("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "color=red:s=64x32", "-frames:v", "1", logo])
+        let output = folder.appendingPathComponent("marked.mp4").path
+        let settings = #"{"filters": {"video": {"watermark": {"upload": "\#(logo)", "position": "topLeft", "margin": 0}}}}"#
+        let run = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), output, "--settings", settings])
+        #expect(run.status == 0, "\(run.stderr)")
+        let corner = try Probe.meanColor(output, x: 8, y: 8, width: 32, height: 16)
+        #expect(corner[0] > 200 && corner[1] < 60 && corner[2] < 60, "the red image is in the top left corner: \(corner)")
+        let missing = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), folder.appendingPathComponent("o.mp4").path,
+                                                  "--settings", #"{"filters": {"video": {"watermark": {"upload": "abc123"}}}}"#])
+        #expect(missing.status == 2 && missing.stderr.contains("abc123 is not a file this can read"), "\(missing.stderr)")
+        #expect(Media.files(in: folder) == ["logo.png", "marked.mp4"])
+    }
+
     /// Paths that would go wrong are refused before any work (exit 2, nothing written): the output being the input
     /// replaced the source with its transcode; a folder where a file goes, or anything but an empty folder where a
     /// folder goes, failed only when the finished output was put in place. Two presets named at once are refused.
