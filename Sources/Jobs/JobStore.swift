@@ -88,9 +88,9 @@ public protocol JobStore: AnyObject, Sendable {
 
     /// Claims due deliveries (each the earliest pending one of its job and URL) for `claimSeconds`.
     func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery]
-    /// Records how a claimed attempt went (nothing, if its claim was taken over meanwhile); `payload` is the body
-    /// sent, kept for the retries.
-    func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError)
+    /// Records how a claimed attempt went (nothing, if its claim was taken over, or the delivery sent again,
+    /// meanwhile); `payload` is the body sent, kept for the retries (nil: none was made, the next attempt makes it).
+    func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data?) throws(StoreError)
     /// A job's deliveries, oldest first.
     func deliveries(jobID: String) throws(StoreError) -> [WebhookDelivery]
     /// Makes a delivery pending again, due now, its retry schedule starting over; nil when the job has none with that

@@ -33,8 +33,10 @@ struct WebhookRows<Store: RowRunning> {
             """, [.real(claimSeconds), .integer(Int64(limit))]).map(delivery)
     }
 
-    /// Records how the claimed attempt went; an attempt whose claim was taken over meanwhile records nothing.
-    func finish(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError) {
+    /// Records how the claimed attempt went; an attempt whose claim was taken over meanwhile records nothing, nor
+    /// one whose delivery was sent again (`redeliver` clears the claim; the attempt count alone matched a sender
+    /// that had stalled past its claim, and its late outcome ended the delivery the user had just sent again).
+    func finish(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data?) throws(StoreError) {
         let now = now()
         var assignments: [String]
         var arguments: [SQLValue]
@@ -54,8 +56,9 @@ struct WebhookRows<Store: RowRunning> {
         }
         let done = try store.rows("""
             UPDATE webhook_deliveries SET \((assignments + ["claimed_until = NULL", "payload = COALESCE(payload, ?)"]).joined(separator: ", "))
-            WHERE seq = ? AND attempts = ? AND state = 'pending' RETURNING seq
-            """, arguments + [.text(String(decoding: payload, as: UTF8.self)), .integer(delivery.sequence), .integer(Int64(delivery.attempts))])
+            WHERE seq = ? AND attempts = ? AND state = 'pending' AND claimed_until IS NOT NULL RETURNING seq
+            """, arguments + [payload.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null, .integer(delivery.sequence),
+                              .integer(Int64(delivery.attempts))])
         if case .disabled = outcome, !done.isEmpty {
             // A change of the job as shown: its cached JSON is told by `updated_at`.
             _ = try store.rows("UPDATE jobs SET webhook_disabled = true, updated_at = \(now) WHERE id = ?", [.text(delivery.jobID)])

@@ -102,9 +102,24 @@ public final class WebhookDispatcher: Sendable {
     /// One attempt: the body (the first attempt's, or made now from the job as the state change left it), signed,
     /// posted, and its outcome recorded.
     func send(_ delivery: WebhookDelivery, with transfer: CurlTransfer) {
-        guard let payload = delivery.payload ?? (delivery.job ?? (try? store.job(id: delivery.jobID)) ?? nil).map({ Self.payload(delivery, job: render($0)) }) else {
-            record(delivery, .failed(status: nil, error: "The job no longer exists."), payload: Data())
-            return
+        let payload: Data
+        if let stored = delivery.payload {
+            payload = stored
+        } else {
+            var job = delivery.job
+            do throws(StoreError) {
+                if job == nil { job = try store.job(id: delivery.jobID) }
+            } catch {
+                // A store that fails for a moment is no reason to give the delivery up: it is tried again.
+                record(delivery, retryOrFail(delivery, status: nil, error: "Reading the job failed: \(error.message)"), payload: nil)
+                return
+            }
+            guard let job else {
+                // No body is kept: one sent again later would have gone out empty, and signed.
+                record(delivery, .failed(status: nil, error: "The job no longer exists."), payload: nil)
+                return
+            }
+            payload = Self.payload(delivery, job: render(job))
         }
         let timestamp = Int(Date().timeIntervalSince1970)
         let request = OutboundRequest(url: delivery.url, method: "POST", headers: [
@@ -148,7 +163,7 @@ public final class WebhookDispatcher: Sendable {
         return .retry(after: delay, status: status, error: error)
     }
 
-    private func record(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) {
+    private func record(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data?) {
         let name = switch outcome {
         case .delivered: "delivered"
         case .retry: "retry"

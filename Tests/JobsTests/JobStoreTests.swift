@@ -345,6 +345,28 @@ import TestSupport
         #expect(abs(afterRetry - 300) < 1, "due \(afterRetry) s from now: the second waits behind the retry")
     }
 
+    /// A delivery sent again while an earlier attempt's sender had stalled past its claim: that sender's late
+    /// outcome matched by the attempt count alone and ended the delivery the user had just been told would go out.
+    @Test(arguments: backends) func aStalledSendersLateOutcomeLeavesARedeliveryAlone(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let store = fixture.store
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0,
+                                      webhooks: JobWebhooks(serverURL: "http://hooks.example/all"))
+        _ = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        let stalled = try #require(try store.claimDeliveries(limit: 1, claimSeconds: 0.2).first)
+        Thread.sleep(forTimeInterval: 0.5)
+        let again = try store.redeliver(jobID: job.id, deliveryID: stalled.id)
+        #expect(again?.state == .pending)
+        try store.finishDelivery(stalled, .failed(status: 500, error: "No attempts are left."), payload: Data("{}".utf8))
+        #expect(try store.deliveries(jobID: job.id).first { $0.id == stalled.id }?.state == .pending, "the redelivery stands")
+        let next = try #require(try store.claimDeliveries(limit: 1, claimSeconds: 60).first)
+        #expect(next.id == stalled.id && next.attempts == stalled.attempts + 1)
+        try store.finishDelivery(next, .delivered(status: 204), payload: nil)
+        let delivered = try store.deliveries(jobID: job.id).first { $0.id == stalled.id }
+        #expect(delivered?.state == .delivered && delivered?.payload == nil, "no body made, none kept")
+    }
+
     /// The outbox: every state change a webhook wants writes its delivery with it; claims hand out, per job and URL,
     /// only the earliest pending one; an attempt whose claim was taken over records nothing.
     @Test(arguments: backends) func stateChangesWriteTheirWebhookDeliveriesAndClaimsKeepTheirOrder(_ backend: StoreBackend) throws {

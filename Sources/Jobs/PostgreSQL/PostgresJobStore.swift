@@ -197,7 +197,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
         try webhookRows.claim(limit: limit, claimSeconds: claimSeconds)
     }
 
-    public func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError) {
+    public func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data?) throws(StoreError) {
         try webhookRows.finish(delivery, outcome, payload: payload)
     }
 

@@ -350,7 +350,7 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         try webhookRows.claim(limit: limit, claimSeconds: claimSeconds)
     }
 
-    public func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data) throws(StoreError) {
+    public func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data?) throws(StoreError) {
         try webhookRows.finish(delivery, outcome, payload: payload)
     }
 
