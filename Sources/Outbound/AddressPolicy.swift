@@ -42,9 +42,11 @@ public struct AddressPolicy: Sendable, Equatable {
     }
 
     /// Where clouds hand out instance metadata and credentials: the instance metadata service (AWS, GCP, Azure,
-    /// OCI; AWS's IPv6 one), ECS task credentials, EKS Pod Identity (IPv4 and IPv6), Alibaba Cloud's, OCI's older one.
+    /// OCI; AWS's IPv6 one), ECS task credentials, EKS Pod Identity (IPv4 and IPv6), Alibaba Cloud's, OCI's older one,
+    /// and Azure's WireServer (168.63.129.16: the host agent's goal state and extension settings), whose address is
+    /// public-looking and so was let through.
     static let metadata = ["169.254.169.254/32", "fd00:ec2::254/128", "169.254.170.2/32", "169.254.170.23/32",
-                           "fd00:ec2::23/128", "100.100.100.200/32", "192.0.0.192/32"].map { CIDRBlock($0)! }
+                           "fd00:ec2::23/128", "100.100.100.200/32", "192.0.0.192/32", "168.63.129.16/32"].map { CIDRBlock($0)! }
 
     /// The IPv4 address inside a NAT64 (`64:ff9b::/96`) or 6to4 (`2002::/16`) address.
     static func tunnelled(_ address: IPAddress) -> IPAddress? {

@@ -28,7 +28,9 @@ public enum RedactedURL {
         if let items = components.queryItems {
             components.queryItems = items.map { item in
                 let name = item.name.lowercased()
-                return secretNames.contains(where: name.contains) ? URLQueryItem(name: item.name, value: "REDACTED") : item
+                // `code`: Azure Functions' keys and OAuth's codes (only the whole name: `countrycode` is none).
+                let secret = secretNames.contains(where: name.contains) || name == "code"
+                return secret ? URLQueryItem(name: item.name, value: "REDACTED") : item
             }
         }
         return components.string ?? "(an unparseable URL)"

@@ -51,6 +51,10 @@ import Testing
             #expect(wider.refusal(of: try #require(IPAddress(address))) == "cloud metadata", "\(address)")
         }
         #expect(wider.refusal(of: try #require(IPAddress("100.100.100.201"))) == nil)
+        // Azure's WireServer is a public-looking address: refused by default, as the metadata service is.
+        #expect(policy.refusal(of: try #require(IPAddress("168.63.129.16"))) == "cloud metadata")
+        #expect(policy.refusal(ofURL: "http://168.63.129.16/machine/?comp=goalstate")?.kind == "cloud metadata")
+        #expect(policy.refusal(of: try #require(IPAddress("168.63.129.17"))) == nil)
     }
 
     /// A literal address in a URL is refused before anything is sent, in every spelling libcurl reads as one.

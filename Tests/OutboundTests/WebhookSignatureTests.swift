@@ -68,5 +68,10 @@ import Webhooks
                      "https://h.example/jobs/0b9e6f1c-4f0e-4a39-9c57-2d7f3c1e8a10/done"] {
             #expect(RedactedURL.text(kept) == kept, "names and lower-case ids are kept")
         }
+        #expect(RedactedURL.text("https://f.azurewebsites.net/api/hook?code=s3cr3tKey&countrycode=nl")
+                == "https://f.azurewebsites.net/api/hook?code=REDACTED&countrycode=nl")
+        // An input's name comes from its URL's last segment, and is shown as it is: never a token.
+        #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA") == nil)
+        #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA/clip%20one.mp4") == "clip one.mp4")
     }
 }
