@@ -68,11 +68,16 @@ public final class JobQueue: Sendable {
 
     private struct Running {
         let lease: Lease
-        /// When the store last confirmed the lease.
-        var renewedAt: Date
+        /// When the store last confirmed the lease; a clock that counts a suspended machine's time (the lease ran on
+        /// in the store meanwhile) and that setting the wall clock does not move.
+        var renewedAt: ContinuousClock.Instant
         let token: CancellationToken
         var reason: StopReason?
-        var lastAdvance: Date
+        /// When the job last advanced, for the stall watchdog: a clock that neither a wall-clock step (NTP, a VM
+        /// restored) nor a suspended machine moves. With `Date()` a step forward of a few minutes failed, as stalled
+        /// and for good, a job the watchdog looked at before its next progress (one in a slow phase surely, any one
+        /// now and then), and a laptop's sleep longer than the stall timeout failed them all on waking.
+        var lastAdvance: SuspendingClock.Instant
         var lastTime: Double
         /// Steps of the work after the last sample reported so far (`TranscodeProgress.finishing`), and of the
         /// check of a checkpoint before the first (`verifying`): they advance too.
@@ -446,7 +451,7 @@ public final class JobQueue: Sendable {
             // store gave to this one: it is not the job's any more. It stops, and its entry is this one's now: what it
             // still does (progress, its end) leaves this attempt alone (`ownEntry`).
             if let earlier = state.running[id], earlier.lease.token != lease.token { earlier.token.cancel() }
-            var running = Running(lease: lease, renewedAt: Date(), token: token, lastAdvance: Date(), lastTime: -1)
+            var running = Running(lease: lease, renewedAt: .now, token: token, lastAdvance: .now, lastTime: -1)
             if state.pendingCancels.remove(id) != nil || state.heardCancels.removeValue(forKey: id) != nil {
                 running.reason = .canceled
                 token.cancel()
@@ -464,7 +469,7 @@ public final class JobQueue: Sendable {
         // and each folder removed counts as progress for the watchdog.
         for path in directory.leftovers(of: claimed) {
             removeFile(path, of: "job_id", id)
-            _ = ownEntry(id, token: lease.token) { $0.lastAdvance = Date() }
+            _ = ownEntry(id, token: lease.token) { $0.lastAdvance = .now }
         }
         events.publish(id, .state(claimed))
         logger.info("job started", ["job_id": .string(id), "attempt": .int(claimed.attempts)])
@@ -484,7 +489,7 @@ public final class JobQueue: Sendable {
             // job back without spending an attempt).
             let seconds = min(8, configuration.unavailableBackoff * Double(1 << min(10, max(0, claimed.attempts - 1))))
             Self.pause(seconds, endingWhen: { token.isCanceled || self.stopping }) {
-                _ = ownEntry(id, token: lease.token) { $0.lastAdvance = Date() }
+                _ = ownEntry(id, token: lease.token) { $0.lastAdvance = .now }
             }
             if stopping { _ = ownEntry(id, token: lease.token) { $0.reason = $0.reason ?? .shuttingDown } }
         }
@@ -591,8 +596,8 @@ public final class JobQueue: Sendable {
     /// start's recovery then sends the job back to the queue).
     private func record(_ outcome: Result<TranscodeResult, MediaError>, of job: Job, lease: Lease, reason: StopReason?) -> Recorded {
         let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, lease: lease, reason: reason) }
-        let renewedAt = ownEntry(job.id, token: lease.token) { $0.renewedAt } ?? Date()
-        let leaseEnd = store.isShared ? renewedAt.addingTimeInterval(configuration.leaseSeconds) : nil
+        let renewedAt = ownEntry(job.id, token: lease.token) { $0.renewedAt } ?? .now
+        let leaseEnd = store.isShared ? renewedAt + .seconds(configuration.leaseSeconds) : nil
         // A plain failure has no fallback: it is the last write.
         let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
         switch retrying(job.id, what: "recording the end of the job", until: leaseEnd, persistent: writesFailure && !store.isShared,
@@ -643,7 +648,7 @@ public final class JobQueue: Sendable {
     /// second after the delays; `persistent`, until the queue stops, at the last delay), logging each failure. A
     /// refusal that cannot change (the job is gone, the state machine refuses the move, the job is another
     /// worker's) is not tried again.
-    private func retrying<T>(_ id: String, what: String, until deadline: Date? = nil, persistent: Bool = false,
+    private func retrying<T>(_ id: String, what: String, until deadline: ContinuousClock.Instant? = nil, persistent: Bool = false,
                              unless canceled: CancellationToken? = nil,
                              _ body: () throws(StoreError) -> T) -> Result<T, StoreError> {
         var delays = configuration.recordRetryDelays[...]
@@ -653,7 +658,7 @@ public final class JobQueue: Sendable {
             } catch {
                 let permanent = Self.isPermanent(error)
                 var delay = delays.popFirst()
-                if delay == nil, let deadline, Date() < deadline { delay = min(1, deadline.timeIntervalSinceNow) }
+                if delay == nil, let deadline, ContinuousClock.now < deadline { delay = min(1, Self.seconds(deadline - .now)) }
                 if delay == nil, persistent, !stopping { delay = configuration.recordRetryDelays.last ?? 1 }
                 logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
                                                   "retrying": .string(delay == nil || permanent ? "no" : "yes")])
@@ -669,10 +674,14 @@ public final class JobQueue: Sendable {
         }
     }
 
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+
     /// Sleeps `seconds` in steps of 50 ms, ending early once `stop` says so; `step` runs before each.
     private static func pause(_ seconds: Double, endingWhen stop: () -> Bool, step: () -> Void = {}) {
-        let until = Date().addingTimeInterval(seconds)
-        while Date() < until, !stop() {
+        let until = SuspendingClock.now + .seconds(seconds)
+        while SuspendingClock.now < until, !stop() {
             step()
             usleep(50_000)
         }
@@ -711,13 +720,13 @@ public final class JobQueue: Sendable {
             }
             job.settings.filters?.video?.watermark?.imagePath = image.path
         }
-        var lastSaved = Date.distantPast
+        var lastSaved: SuspendingClock.Instant?
         var resumeLogged = false
         do throws(MediaError) {
             let checkpoint = directory.adoptCheckpoint(for: job)
             return .success(try runner.run(job, input: upload, outputDirectory: directory.outputDirectory(for: job),
                                            checkpointDirectory: checkpoint, cancellation: token) { progress in
-                let now = Date()
+                let now = SuspendingClock.now
                 if !resumeLogged, let seconds = progress.resumedFrom {
                     resumeLogged = true
                     logger.info("job resumed from its checkpoint", ["job_id": .string(job.id), "seconds": .double(seconds)])
@@ -740,7 +749,7 @@ public final class JobQueue: Sendable {
                 guard own != nil else { return } // a later attempt here has the job
                 events.publish(job.id, .progress(progress))
                 // While a checkpoint is checked the time is 0: the store keeps what the earlier attempt saved.
-                if progress.verifying == nil && now.timeIntervalSince(lastSaved) >= configuration.progressSaveInterval {
+                if progress.verifying == nil && lastSaved.map({ now - $0 >= .seconds(configuration.progressSaveInterval) }) ?? true {
                     lastSaved = now
                     do throws(StoreError) {
                         try store.saveProgress(lease, time: progress.presentationTime, duration: progress.duration)
@@ -777,7 +786,7 @@ public final class JobQueue: Sendable {
                 let progress = FetchProgress(bytes: bytes, totalBytes: total)
                 let advanced = ownEntry(job.id, token: job.leaseToken) { running -> Bool in
                     guard running.fetch != progress else { return false }
-                    if bytes > running.fetch?.bytes ?? 0 { running.lastAdvance = Date() }
+                    if bytes > running.fetch?.bytes ?? 0 { running.lastAdvance = .now }
                     running.fetch = progress
                     return true
                 } ?? false
@@ -808,11 +817,16 @@ public final class JobQueue: Sendable {
         if case .failure(let error) = retrying(job.id, what: "recording the fetched input", unless: token,
                                                { () throws(StoreError) in try store.completeFetch(upload) }) {
             // Another attempt recorded the same URL's bytes first (or this one did, its answer lost): they are the
-            // input.
-            let recorded = error.code == "not_found" ? try? store.upload(id: upload.id) : nil
-            if recorded?.path != upload.path { unlink(upload.path) }
-            if let recorded, !recorded.sha256.isEmpty, access(recorded.path, R_OK) == 0 {
-                logger.info("input fetched by another attempt", ["job_id": .string(job.id), "upload_id": .string(upload.id)])
+            // input. The file goes only when the store says the input is another one: a store that failed may have
+            // recorded this very file before its answer was lost, and removing it left the job an input it lacks.
+            var recorded: Upload?
+            var answered = true
+            do throws(StoreError) { recorded = try store.upload(id: upload.id) } catch { answered = false }
+            if answered, recorded?.path != upload.path { unlink(upload.path) }
+            if let recorded, !recorded.sha256.isEmpty, access(recorded.path, R_OK) == 0,
+               error.code == "not_found" || recorded.path == upload.path {
+                logger.info(recorded.path == upload.path ? "input fetched" : "input fetched by another attempt",
+                            ["job_id": .string(job.id), "upload_id": .string(upload.id)])
                 return recorded
             }
             throw Self.storeFailure(error, while: "recording the fetched input")
@@ -855,16 +869,18 @@ public final class JobQueue: Sendable {
     }
 
     private func watch() {
-        var lastSweep = Date.distantPast
-        var lastLeaseSweep = Date.distantPast
-        var lastStraySweep = Date.distantPast
-        var lastTusSweep = Date.distantPast
+        var lastSweep: SuspendingClock.Instant?
+        var lastLeaseSweep: SuspendingClock.Instant?
+        var lastStraySweep: SuspendingClock.Instant?
+        var lastTusSweep: SuspendingClock.Instant?
         while !stopping {
             _ = watchdogWake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
-            let now = Date()
+            // Intervals on a clock the wall clock's steps do not move (set back an hour, the sweeps of dead nodes'
+            // leases waited that hour); the sweeps themselves are given the wall time, which rows and files carry.
+            let now = SuspendingClock.now, wall = Date()
             state.withLock { state in
                 for (id, var running) in state.running where running.reason == nil
-                    && now.timeIntervalSince(running.lastAdvance) > configuration.stallTimeout {
+                    && now - running.lastAdvance > .seconds(configuration.stallTimeout) {
                     running.reason = .stalled
                     state.running[id] = running
                     running.token.cancel(immediately: true) // SIGKILL at once: a stalled child is not asked to tidy up
@@ -881,18 +897,18 @@ public final class JobQueue: Sendable {
                 chore("strays", every: configuration.straySweepInterval, last: &lastStraySweep, now: now,
                       failing: "removing stray outputs failed") { () throws(StoreError) in
                     try removeStrayOutputs()
-                    try removeStrayUploads(now: now.timeIntervalSince1970)
+                    try removeStrayUploads(now: wall.timeIntervalSince1970)
                 }
             }
             chore("tus", every: min(60, configuration.tusExpiryHours * 900), last: &lastTusSweep, now: now,
                   failing: "the resumable upload sweep failed") { () throws(StoreError) in
-                let expired = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours).sweep(at: now.timeIntervalSince1970)
+                let expired = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours).sweep(at: wall.timeIntervalSince1970)
                 if !expired.isEmpty { logger.info("expired resumable uploads deleted", ["count": .int(expired.count)]) }
             }
             if let hours = configuration.retentionHours {
                 // One node at a time: two deleting the same rows and files would trip over each other.
                 chore("retention", every: 60, last: &lastSweep, now: now, failing: "the retention sweep failed") { () throws(StoreError) in
-                    try sweep(olderThan: now.timeIntervalSince1970 - hours * 3600)
+                    try sweep(olderThan: wall.timeIntervalSince1970 - hours * 3600)
                 }
             }
         }
@@ -900,9 +916,9 @@ public final class JobQueue: Sendable {
 
     /// One of the watchdog's periodic chores: runs `body` when `interval` seconds have passed since `last`, on one
     /// node at a time (the store's `exclusively`) unless not `exclusive`; a failure is logged with `message`.
-    private func chore(_ name: String, every interval: Double, last: inout Date, now: Date, exclusive: Bool = true,
-                       failing message: String, _ body: () throws(StoreError) -> Void) {
-        guard now.timeIntervalSince(last) >= interval else { return }
+    private func chore(_ name: String, every interval: Double, last: inout SuspendingClock.Instant?, now: SuspendingClock.Instant,
+                       exclusive: Bool = true, failing message: String, _ body: () throws(StoreError) -> Void) {
+        if let last, now - last < .seconds(interval) { return }
         last = now
         do {
             if exclusive { _ = try store.exclusively(name, body) } else { try body() }
@@ -926,7 +942,7 @@ public final class JobQueue: Sendable {
                 do throws(StoreError) {
                     switch try store.renew(lease, leaseSeconds: configuration.leaseSeconds) {
                     case .held(let cancelRequested):
-                        ownEntry(lease.jobID, token: lease.token) { $0.renewedAt = Date() }
+                        ownEntry(lease.jobID, token: lease.token) { $0.renewedAt = .now }
                         if cancelRequested { _ = signalCancel(lease.jobID) }
                     case .lost:
                         stop(lease, .leaseLost, because: "its lease (token \(lease.token)) is another worker's now")
@@ -935,7 +951,7 @@ public final class JobQueue: Sendable {
                     logger.warning("renewing a job's lease failed", ["job_id": .string(lease.jobID), "error": .string(error.description)])
                     // Only a shared store gives the job to someone else; with a store of our own, the job keeps
                     // running and its end is recorded once the store answers again.
-                    if store.isShared, Date().timeIntervalSince(renewedAt) >= configuration.leaseSeconds {
+                    if store.isShared, ContinuousClock.now - renewedAt >= .seconds(configuration.leaseSeconds) {
                         stop(lease, .leaseExpired, because: "its lease ran out while the store could not be reached")
                     }
                 }
