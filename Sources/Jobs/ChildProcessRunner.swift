@@ -63,6 +63,12 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         // The output is where this process said, whatever the child claims; its files are listed here too.
         let mainType = job.settings.container.mimeType(hasVideo: result.tracks.contains { $0.mediaType == .video })
         let files = OutputFile.list(directory: outputDirectory, mainType: mainType)
+        // The list holds regular files only. The main file must be one of them: a link the child left in its place
+        // (a child taken over by a hostile file; Landlock, where it runs, refuses it links) was served as the output,
+        // and the server, unconfined, followed it to whatever it named (the webhook secret, the database).
+        guard files.contains(where: { $0.path == job.settings.container.mainFileName }) else {
+            throw MediaError(code: "output_failed", message: "The job's process left no \(job.settings.container.mainFileName) file in its output.")
+        }
         result.path = outputDirectory + "/" + job.settings.container.mainFileName
         result.files = files
         result.size = files.reduce(0) { $0 + $1.size }

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Jobs
+import Isolation
 import Pipeline
 import Locks
 import Logging
@@ -110,6 +111,38 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         configuration.pollInterval = 0.1
         configure(&configuration)
         return JobQueue(store: fixture.store, directory: fixture.directory, runner: runner, configuration: configuration)
+    }
+
+    /// A child that leaves a link where its main file goes (one taken over by a hostile file, where Landlock does not
+    /// run) does not get it served: the server, unconfined, followed it to what it named. A stub child stands in.
+    @Test func aLinkLeftAsTheMainFileFailsTheJob() throws {
+        let fixture = try StoreFixture()
+        let secret = fixture.directory.root.appendingPathComponent("not-for-clients").path
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: secret))
+        let result = TranscodeResult(path: "x", size: 6, container: .mp4, tracks: [], duration: 1, framesEncoded: 1, elapsed: 1,
+                                     mimeType: "video/mp4")
+        let answer = String(decoding: try JSONEncoder().encode(JobMessage(result: result)), as: UTF8.self)
+        let stub = fixture.directory.root.deletingLastPathComponent().appendingPathComponent("links.sh").path
+        let script = """
+            #!/bin/sh
+            read request
+            out=$(printf '%s' "$request" | sed 's/.*"output":"\\([^"]*\\)".*/\\1/' | sed 's#\\\\/#/#g')
+            mkdir -p "$out" && ln -s '\(secret)' "$out/output.mp4"
+            echo '\(answer)'
+
+            """
+        try Data(script.utf8).write(to: URL(fileURLWithPath: stub))
+        #expect(chmod(stub, 0o755) == 0)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture, runner: ChildProcessRunner(executable: stub)) { $0.maxAttempts = 1 }
+        try queue.start()
+        queue.jobQueued()
+        #expect(try eventually(20) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        queue.stop(grace: 5)
+        let ended = try #require(try fixture.store.job(id: job.id))
+        #expect(ended.state == .failed && ended.errorCode == "output_failed" && ended.outputPath == nil,
+                "\(ended.state) \(ended.errorCode ?? "") \(ended.errorMessage ?? "")")
     }
 
     /// A job process that cannot be started (here: its binary is missing, as with no processes or memory left) is
