@@ -84,6 +84,16 @@ public final class LockedValue<Value: ~Copyable>: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
     }
 
+    /// Runs `body` with exclusive access to the value if no other thread holds it now; nil (and `body` not run)
+    /// when one does.
+    public func withLockIfAvailable<Result: ~Copyable, Failure: Error>(
+        _ body: (inout sending Value) throws(Failure) -> sending Result
+    ) throws(Failure) -> sending Result? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return .some(try body(&value))
+    }
+
     /// Runs `body` with exclusive access to the value; keep it short and never block inside.
     public func withLock<Result: ~Copyable, Failure: Error>(
         _ body: (inout sending Value) throws(Failure) -> sending Result

@@ -97,4 +97,24 @@ import TestSupport
         try #require(one.count == 1)
         #expect(one[0]["one"] == .integer(1))
     }
+
+    /// A statement waits for a connection only when every one is busy: taken round-robin, a lease renewal waited
+    /// behind a slow query on its slot (a metrics scrape's counts, a long listing) while another idled, and the
+    /// lease could run out under a healthy job.
+    @Test func aStatementTakesAFreeConnectionNotOneBusyWithASlowQuery() throws {
+        let uri = try PostgresServer.shared().makeDatabase()
+        let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 2)
+        _ = try store.rows("SELECT 1", []) // both connections made before the clock starts
+        _ = try store.rows("SELECT 1", [])
+        let slow = Thread { _ = try? store.rows("SELECT pg_sleep(3)", []) }
+        slow.start()
+        Thread.sleep(forTimeInterval: 0.3)
+        var longest = 0.0
+        for _ in 0..<4 {
+            let started = Date()
+            _ = try store.rows("SELECT 1", [])
+            longest = max(longest, Date().timeIntervalSince(started))
+        }
+        #expect(longest < 1.5, "the longest quick statement waited \(longest) s")
+    }
 }

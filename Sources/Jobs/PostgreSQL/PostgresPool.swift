@@ -27,13 +27,26 @@ final class PostgresPool: Sendable {
         slots = (0..<max(1, size)).map { _ in LockedValue(Slot()) }
     }
 
-    /// Runs `body` on a connection of slot `index` (by default the next slot round-robin).
+    /// Runs `body` on a connection of slot `index`, or else of the first free slot from the next one round-robin
+    /// (waiting for that one when all are busy). Taken round-robin alone, a lease renewal waited behind a slow
+    /// query (a metrics scrape's counts, a long listing: up to the 60 s statement timeout) on its slot while others
+    /// idled, and the lease ran out under a healthy job, which another node then ran again.
     func with<T: Sendable>(slot index: Int? = nil, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
-        let slot = slots[(index ?? next.wrappingAdd(1, ordering: .relaxed).oldValue) % slots.count]
-        return try slot.withLock { (slot: inout Slot) throws(StoreError) -> T in
-            let connection = try connection(in: &slot)
-            return try body(connection)
+        if let index {
+            return try slots[index % slots.count].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
         }
+        let first = Int(UInt(bitPattern: next.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(slots.count))
+        for offset in 0..<slots.count {
+            let free = try slots[(first + offset) % slots.count].withLockIfAvailable { (slot: inout Slot) throws(StoreError) -> T in
+                try use(&slot, body)
+            }
+            if let free { return free }
+        }
+        return try slots[first].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
+    }
+
+    private func use<T>(_ slot: inout Slot, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
+        try body(try connection(in: &slot))
     }
 
     private func connection(in slot: inout Slot) throws(StoreError) -> PostgresConnection {
