@@ -270,9 +270,11 @@ public final class JobQueue: Sendable {
     /// Returns the job as it is now; throws `invalid_transition` if it had already finished.
     @discardableResult
     public func cancel(id: String) throws(StoreError) -> Job {
+        var signaled = false
         while true {
             switch signalCancel(id) {
             case .signaled:
+                signaled = true
                 // Stored too on a shared store: if this attempt's end cannot be written (the database away until the
                 // lease runs out), the node that recovers the job cancels it rather than run it again. The attempt
                 // here was told either way: a store that refuses does not fail the cancel.
@@ -326,6 +328,10 @@ public final class JobQueue: Sendable {
                     state.withLock { _ = $0.pendingCancels.remove(id) }
                     continue
                 }
+                return job
+            case .canceled where signaled:
+                // This cancel reached its worker, which recorded it before the store heard the request: done, not a
+                // 409 for a job that "had already finished".
                 return job
             default:
                 throw StoreError(code: "invalid_transition", message: "The job has already finished (\(job.state.rawValue)).")
@@ -598,16 +604,19 @@ public final class JobQueue: Sendable {
         let attempt = { () throws(StoreError) -> Job in try self.write(outcome, of: job, lease: lease, reason: reason) }
         let renewedAt = ownEntry(job.id, token: lease.token) { $0.renewedAt } ?? .now
         let leaseEnd = store.isShared ? renewedAt + .seconds(configuration.leaseSeconds) : nil
-        // A plain failure has no fallback: it is the last write.
-        let writesFailure = if case .failure = outcome, reason == nil { true } else { false }
-        switch retrying(job.id, what: "recording the end of the job", until: leaseEnd, persistent: writesFailure && !store.isShared,
-                        attempt) {
+        // Only a finished transcode has a fallback (recorded as failed, its output discarded): a failure is the last
+        // write, and so is a cancel, a stall or a requeue, which the fallback turned into a `store_error` failure
+        // for good (a cancel the user asked for, a job that was to run again). With a store of its own nobody else
+        // will record them: tried until they go through or the queue stops.
+        let succeeded = if case .success = outcome { true } else { false }
+        let persistent = !store.isShared && !succeeded && reason != .shuttingDown
+        switch retrying(job.id, what: "recording the end of the job", until: leaseEnd, persistent: persistent, attempt) {
         case .success(let final):
             return .stored(final)
         case .failure(let error) where error.code == "lease_lost":
             return .leaseLost
         case .failure(let error):
-            guard reason != .shuttingDown, !writesFailure, !Self.isPermanent(error),
+            guard succeeded, reason != .shuttingDown, !Self.isPermanent(error),
                   !(store.isShared && error.code == "store_unavailable") else { break }
             let message = "The transcode ended but the job store could not record it (\(error.message)); the output was discarded. "
                 + "Submit the job again."
