@@ -164,7 +164,10 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         let exitTimer = answer == nil ? nil : Deadlines.shared.schedule(after: answeredExitGrace) { child.signal(SIGKILL) }
         defer { if let exitTimer { Deadlines.shared.cancel(exitTimer) } }
         let termination = child.wait()
-        if let answer, termination == .exited(0) || (termination == .signaled(SIGKILL) && child.killedByParent) {
+        // An answer stands however the child ended after it: one that crashed or exited non-zero in a library's
+        // clean-up had finished (its answer is its last line, written once the output was flushed), and the job ran
+        // again to the same crash, three times, then failed as crashed, or as out of memory, its output complete.
+        if let answer {
             // Finished work stands, even when a cancel came while the child was on its way out.
             if answer.error == nil { return answer }
             if cancellation.isCanceled { throw MediaError.canceled }

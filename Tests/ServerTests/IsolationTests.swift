@@ -323,6 +323,20 @@ import TestSupport
         #expect(Date().timeIntervalSince(started) < 10, "ended after its answer, not at the deadline: \(Date().timeIntervalSince(started)) s")
     }
 
+    /// A child that answers and then crashes on its way out (a library's clean-up at exit) has finished: its answer
+    /// stands. It was thrown away, and a job ran again to the same crash, then failed as crashed.
+    @Test func aChildThatCrashesAfterItsAnswerHasItsAnswerKept() throws {
+        let folder = try Media.scratch()
+        let tracks = try ChildProcessRunner(executable: Binary.path).probe(path: try Media.path(.audioOnly))
+        let answer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: tracks)), as: UTF8.self)
+        for (name, end) in [("segv.sh", "kill -SEGV $$"), ("fails.sh", "exit 3")] {
+            let path = folder.appendingPathComponent(name).path
+            try Data("#!/bin/sh\nulimit -c 0\nread request\necho '\(answer)'\n\(end)\n".utf8).write(to: URL(fileURLWithPath: path))
+            #expect(chmod(path, 0o755) == 0)
+            #expect(try ChildProcessRunner(executable: path).probe(path: "/dev/null") == tracks, "\(name)")
+        }
+    }
+
     @Test func aProbeThatNeverEndsIsGivenUpAtItsDeadline() throws {
         let fifo = try Media.scratch().appendingPathComponent("silent.ts").path
         #expect(mkfifo(fifo, 0o600) == 0)
