@@ -134,6 +134,8 @@ public final class JobQueue: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     /// Wakes the watchdog early, to stop.
     private let watchdogWake = DispatchSemaphore(value: 0)
+    /// Wakes the sweeper early, to stop.
+    private let sweeperWake = DispatchSemaphore(value: 0)
     /// Wakes the heartbeat early, to stop. Its own: waiting on the state's condition would wake it at every job's end.
     private let heartbeatWake = DispatchSemaphore(value: 0)
     private let finished = DispatchGroup()
@@ -153,13 +155,13 @@ public final class JobQueue: Sendable {
     }
 
     /// Recovers what a previous process left (jobs left running, stray outputs), then starts the workers and the
-    /// watchdog. Returns the ids recovery requeued and failed; their new states are published like any other change.
+    /// watchdog and the sweeper. Returns the ids recovery requeued and failed; their new states are published like any other change.
     @discardableResult
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
         // Before anything here is swept: a folder of another store's files is refused, not emptied.
         try directory.claim(by: store.identity()) { () throws(StoreError) in try store.counts().values.reduce(0, +) == 0 }
         // A store of our own: whatever is running was left by a process that died. A shared one: other nodes' jobs,
-        // recovered only when their leases run out (by the watchdog).
+        // recovered only when their leases run out (by the sweeper).
         let recovered = store.isShared ? ([], []) : try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
         published(recovered)
         if !store.isShared { try removeStrayOutputs() }
@@ -170,6 +172,7 @@ public final class JobQueue: Sendable {
             spawn(name: "worker-\(index)") { [self] in work(worker: "\(host)/\(getpid())-\(instance)/\(index)") }
         }
         spawn(name: "watchdog") { [self] in watch() }
+        spawn(name: "sweeper") { [self] in sweepPeriodically() }
         if configuration.workers > 0 { spawn(name: "heartbeat") { [self] in heartbeat() } }
         return recovered
     }
@@ -395,6 +398,7 @@ public final class JobQueue: Sendable {
         if started {
             for _ in 0..<configuration.workers { wake.signal() }
             watchdogWake.signal()
+            sweeperWake.signal()
             heartbeatWake.signal()
         }
         _ = state.wait(timeout: grace) { $0.running.isEmpty }
@@ -877,16 +881,13 @@ public final class JobQueue: Sendable {
         }
     }
 
+    /// Stops jobs that made no progress for `stallTimeout`. On a thread of its own: while the sweeps ran on it (a
+    /// stray sweep is a store round trip per entry of `outputs/`, a retention backlog many deletions), a hung job
+    /// kept its worker past its timeout.
     private func watch() {
-        var lastSweep: SuspendingClock.Instant?
-        var lastLeaseSweep: SuspendingClock.Instant?
-        var lastStraySweep: SuspendingClock.Instant?
-        var lastTusSweep: SuspendingClock.Instant?
         while !stopping {
             _ = watchdogWake.wait(timeout: .now() + min(1, configuration.stallTimeout / 4))
-            // Intervals on a clock the wall clock's steps do not move (set back an hour, the sweeps of dead nodes'
-            // leases waited that hour); the sweeps themselves are given the wall time, which rows and files carry.
-            let now = SuspendingClock.now, wall = Date()
+            let now = SuspendingClock.now
             state.withLock { state in
                 for (id, var running) in state.running where running.reason == nil
                     && now - running.lastAdvance > .seconds(configuration.stallTimeout) {
@@ -895,6 +896,21 @@ public final class JobQueue: Sendable {
                     running.token.cancel(immediately: true) // SIGKILL at once: a stalled child is not asked to tidy up
                 }
             }
+        }
+    }
+
+    /// The periodic chores: recovering expired leases (shared store), stray files, expired resumable uploads,
+    /// retention.
+    private func sweepPeriodically() {
+        var lastSweep: SuspendingClock.Instant?
+        var lastLeaseSweep: SuspendingClock.Instant?
+        var lastStraySweep: SuspendingClock.Instant?
+        var lastTusSweep: SuspendingClock.Instant?
+        while !stopping {
+            _ = sweeperWake.wait(timeout: .now() + min(1, configuration.pollInterval))
+            // Intervals on a clock the wall clock's steps do not move (set back an hour, the sweeps of dead nodes'
+            // leases waited that hour); the sweeps themselves are given the wall time, which rows and files carry.
+            let now = SuspendingClock.now, wall = Date()
             if store.isShared {
                 // On every node, not one at a time: a node that stops (paused, cut off) while it holds a sweep's
                 // lock keeps it as long as its session lives, and every dead node's jobs would stay running. Row

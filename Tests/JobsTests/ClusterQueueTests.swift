@@ -188,7 +188,7 @@ struct PacedRunner: JobRunner {
         #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.state == .succeeded })
         let done = try #require(try fixture.store.job(id: job.id))
         #expect(done.attempts == 2 && done.leaseToken == ghost.token + 1)
-        // Lease 2 s, a poll 0.2 s, the watchdog's tick up to 1 s, the job 0.2 s: generous for a loaded machine.
+        // Lease 2 s, a poll 0.2 s, the sweeper's tick up to 1 s, the job 0.2 s: generous for a loaded machine.
         #expect(Date().timeIntervalSince(started) < 7, "taken over within the lease and a poll")
         #expect(done.outputPath == fixture.directory.outputs.path + "/\(job.id).2/output.mp4")
         #expect(!FileManager.default.fileExists(atPath: partial), "the old holder's partial folder went at the new claim")

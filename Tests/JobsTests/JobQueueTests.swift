@@ -243,7 +243,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         adopting.stop(grace: 0)
         #expect(try String(contentsOfFile: fixture.directory.storeIdentityPath, encoding: .utf8) == identity + "\n")
         // Handed over as the message says: the other store's id written into the mark; what it does not list goes
-        // (at its start with a store of its own; a shared store's nodes sweep a moment later, on the watchdog's
+        // (at its start with a store of its own; a shared store's nodes sweep a moment later, on the sweeper's
         // first round, which a stop may come before). The output again first: the adopting store's sweep took it.
         try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
         try Data("x".utf8).write(to: output.appendingPathComponent("output.mp4"))
