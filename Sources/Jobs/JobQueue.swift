@@ -154,8 +154,9 @@ public final class JobQueue: Sendable {
         self.logger = logger
     }
 
-    /// Recovers what a previous process left (jobs left running, stray outputs), then starts the workers and the
-    /// watchdog and the sweeper. Returns the ids recovery requeued and failed; their new states are published like any other change.
+    /// Recovers what a previous process left (jobs left running, stray outputs), then starts the workers, the
+    /// watchdog and the sweeper. Returns the ids recovery requeued and failed; their new states are published like
+    /// any other change.
     @discardableResult
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
         // Before anything here is swept: a folder of another store's files is refused, not emptied.
