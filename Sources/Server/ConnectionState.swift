@@ -62,7 +62,8 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     private(set) var lastActivity: Instant
     private(set) var lastWrite: Instant
     private(set) var lingerStarted: Instant?
-    /// Whether a request head has been read on this connection (kept-alive), or it is fresh.
+    /// Whether a response has gone out on this connection and it was kept open for the next request (kept-alive,
+    /// the idle timeout), or it is fresh (the header timeout).
     private(set) var servedRequest = false
     /// Reading is paused until the body sink can take more: the client is not the one stalling.
     private(set) var waitingForSink = false
@@ -111,7 +112,6 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     mutating func headComplete() {
         precondition(phase == .idle, "a head completes only between requests, not in \(phase)")
         headStarted = nil
-        servedRequest = true
         phase = .readingBody
     }
 
@@ -156,6 +156,8 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
         guard closeAfter else {
             phase = .idle
             lastActivity = now
+            // A refusal before the head was taken (404, 401) keeps the connection too: the client may ask again.
+            servedRequest = true
             return .readNext
         }
         if requestRead { return .close }

@@ -80,6 +80,14 @@ struct TestInstant: InstantProtocol {
         short.received(at: .seconds(1))
         short.headBytesArrived(at: .seconds(1))
         #expect(short.timeoutAction(at: .seconds(10.9), outputPending: false) == .none, "a head under way has its own time")
+        // A request refused before its head was taken (a 404, a 401 before the retry with a token) keeps the
+        // connection as any answered one does: the idle minute, not the head's time.
+        var refused = fresh()
+        refused.headBytesArrived(at: .seconds(1))
+        refused.responseStarted(streaming: false, at: .seconds(1))
+        _ = refused.responseWritten(closeAfter: false, requestRead: true, at: .seconds(2))
+        #expect(refused.timeoutAction(at: .seconds(30), outputPending: false) == .none, "kept alive after a refusal")
+        #expect(refused.timeoutAction(at: .seconds(63), outputPending: false) == .close)
     }
 
     @Test func aBodyStallsOnlyWhenTheClientDoes() {
