@@ -150,7 +150,7 @@ struct Configuration: Sendable {
             }
             config.maxUploadBytes = bytes
         },
-        Option(flag: "--max-connections", environment: "TRANSCODER_MAX_CONNECTIONS", help: "open connections at most (503 past it, /healthz still answered); default 4096") {
+        Option(flag: "--max-connections", environment: "TRANSCODER_MAX_CONNECTIONS", help: "open connections at most (503 past it; /healthz still answered on 32 more); default 4096") {
             config, value throws(UsageError) in
             config.maxConnections = try integer(value, flag: "--max-connections", range: 1...1_000_000)
         },

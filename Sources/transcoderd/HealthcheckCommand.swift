@@ -8,7 +8,8 @@ enum HealthcheckCommand {
 
         Exits 0 when GET /healthz on the server's listening address answers 200 within 3 seconds, 1 otherwise.
         The address comes from --host, else from the server's own command line when it is the container's first
-        process (`transcoderd serve --port 9000`), else $TRANSCODER_HOST, else 127.0.0.1 (a server listening on
+        process (`transcoderd serve --port 9000`) or the one `transcoderd serve` running (behind an init such as
+        `--init`'s), else $TRANSCODER_HOST, else 127.0.0.1 (a server listening on
         all addresses, 0.0.0.0 or ::, is asked on 127.0.0.1 or ::1); the port from --port, else the same way,
         else $TRANSCODER_PORT, else 8080.
         """
@@ -23,8 +24,7 @@ enum HealthcheckCommand {
             guard let index = arguments.firstIndex(of: flag), index + 1 < arguments.count else { return nil }
             return arguments[index + 1]
         }
-        let server = option("--port") == nil || option("--host") == nil
-            ? containerServer(commandLine: "/proc/1/cmdline", environment: environment) : nil
+        let server = option("--port") == nil || option("--host") == nil ? runningServer(environment: environment) : nil
         let portText = option("--port") ?? server.map { String($0.port) } ?? environment["TRANSCODER_PORT"] ?? "8080"
         guard let port = Int(portText), (1...65535).contains(port) else {
             Console.error("--port: expected a port number, got \"\(portText)\"")
@@ -65,6 +65,24 @@ enum HealthcheckCommand {
         return 1
     }
 
+    /// Where the server runs: PID 1 when it is this program's `serve` (a container), else the one such process that
+    /// PID 1 started (a container run with `--init`, whose PID 1 is the init); nil when there is none, or several.
+    static func runningServer(environment: [String: String]) -> (host: String, port: Int)? {
+        if let first = containerServer(commandLine: "/proc/1/cmdline", environment: environment) { return first }
+        let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        let found = processes.filter { $0.allSatisfy(\.isNumber) && parent(of: $0) == 1 }
+            .compactMap { containerServer(commandLine: "/proc/\($0)/cmdline", environment: environment) }
+        return found.count == 1 ? found[0] : nil
+    }
+
+    /// The parent process of process `pid`, from `/proc/PID/stat` (its fourth field, after the name in parentheses).
+    static func parent(of pid: String) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 1 ? Int(fields[1]) : nil
+    }
+
     /// Where the server whose command line is in `commandLine` (a `/proc/PID/cmdline`) listens, when it is this
     /// program's `serve`: its flags over `environment`, as it read them. A container's check runs beside its first
     /// process with the container's environment but not its arguments, so `podman run IMAGE serve --port 9000` was
@@ -78,7 +96,8 @@ enum HealthcheckCommand {
         if words.last == "" { words.removeLast() }
         let program = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 }
         guard words.count >= 2, words[1] == "serve", words[0].split(separator: "/").last.map(String.init) == program,
-              let config = try? Configuration.parse(Array(words.dropFirst(2)), environment: environment) else { return nil }
+              let config = try? Configuration.parse(Array(words.dropFirst(2)), environment: environment), config.port != 0
+        else { return nil }
         return (config.host, config.port)
     }
 

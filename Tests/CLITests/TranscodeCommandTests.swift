@@ -65,33 +65,38 @@ import TestSupport
 
     /// In a container the check runs beside the server, PID 1, with the container's environment but not its
     /// arguments: `podman run IMAGE serve --port 9000` was asked on 8080 and unhealthy for ever. Here the server is
-    /// PID 1 of a new PID namespace (root only: CI's runs are), and the check runs inside it.
+    /// PID 1 of a new PID namespace, then the child of a shell standing for `--init`'s init (root only: CI's runs
+    /// are), and the check runs inside it.
     @Test(.enabled(if: getuid() == 0, "a PID namespace needs root"))
     func theHealthCheckReadsTheContainersServerFromItsCommandLine() throws {
-        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")),
-                                  sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
-        let port = Int(UInt16(bigEndian: address.sin_port))
-        close(probe)
-        let server = try TestServer(["--port", String(port)], wrapper: ["unshare", "--pid", "--fork", "--mount-proc"])
-        #expect(server.port == port)
-        let pid = try #require(server.serverPID)
         var environment = ProcessInfo.processInfo.environment
         environment["TRANSCODER_PORT"] = nil
         environment["TRANSCODER_HOST"] = nil
-        func check(_ arguments: [String]) throws -> (status: Int32, stderr: String) {
-            let run = try Shell.run("nsenter", ["--target", String(pid), "--pid", "--mount", Binary.path, "healthcheck"] + arguments,
-                                    environment: environment)
-            return (run.status, run.stderr)
+        let namespace = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+        for (wrapper, what) in [(namespace, "the server as PID 1"), (namespace + ["sh", "-c", "\"$@\" & wait", "sh"], "an init in front")] {
+            let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")),
+                                      sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+            let port = Int(UInt16(bigEndian: address.sin_port))
+            close(probe)
+            let server = try TestServer(["--port", String(port)], wrapper: wrapper)
+            #expect(server.port == port)
+            let pid = try #require(server.serverPID) // the namespace's PID 1 seen from here: the server, or the shell
+            func check(_ arguments: [String]) throws -> (status: Int32, stderr: String) {
+                let run = try Shell.run("nsenter", ["--target", String(pid), "--pid", "--mount", Binary.path, "healthcheck"] + arguments,
+                                        environment: environment)
+                return (run.status, run.stderr)
+            }
+            let found = try check([])
+            #expect(found.status == 0, "\(what): asked where the server listens: \(found.stderr)")
+            let elsewhere = try check(["--port", String(port == 65535 ? 65534 : port + 1)])
+            #expect(elsewhere.status == 1, "\(what): a --port given wins: \(elsewhere.stderr)")
+            kill(server.process.processIdentifier, SIGKILL) // unshare --kill-child: the namespace goes with it
+            server.process.waitUntilExit()
         }
-        let found = try check([])
-        #expect(found.status == 0, "asked where PID 1 listens: \(found.stderr)")
-        let elsewhere = try check(["--port", String(port == 65535 ? 65534 : port + 1)])
-        #expect(elsewhere.status == 1, "a --port given wins: \(elsewhere.stderr)")
-        #expect(server.stop() == 0)
     }
 
     @Test func presetsAreListed() throws {
