@@ -161,17 +161,23 @@ final class CheckpointedTranscode {
     }
 
     /// What a checkpoint must have been made with to be used: this format, the settings, the input file (by name,
-    /// size and modification time: uploads never change in place) and the encoder library. The file's name, not its
-    /// path as given: the same file reached another way (`./in.mp4`, an absolute path, a shared folder mounted
-    /// elsewhere on another node) started over.
+    /// inode, size and modification time: uploads never change in place), the watermark's image (the same way) and
+    /// the encoder library. The file's name and inode, not its path as given: the same file reached another way
+    /// (`./in.mp4`, an absolute path, a shared folder mounted elsewhere on another node, whose server keeps the
+    /// inode) started over.
     static func fingerprint(_ settings: TranscodeSettings, input: String) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let attributes = try? FileManager.default.attributesOfItem(atPath: input)
-        let size = attributes?[.size] as? Int ?? -1
-        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        func identity(_ path: String) -> String {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+            let size = attributes?[.size] as? Int ?? -1
+            let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+            let inode = attributes?[.systemFileNumber] as? Int ?? 0
+            return "\(path.split(separator: "/").last ?? "") \(inode) \(size) \(modified)"
+        }
         var text = "checkpoint \(CheckpointManifest.currentVersion)\n"
-        text += "input \(input.split(separator: "/").last ?? "") \(size) \(modified)\n"
+        text += "input \(identity(input))\n"
+        if let image = settings.filters?.video?.watermark?.imagePath { text += "watermark \(identity(image))\n" }
         text += "avcodec \(avcodec_version()) \(String(cString: avcodec_configuration()).count)\n"
         text += "tone mapping \(ToneMapping.method)\n"
         text += String(decoding: (try? encoder.encode(settings)) ?? Data(), as: UTF8.self)
