@@ -139,6 +139,28 @@ import TestSupport
         #expect(result["resumedFrom"] is Double, "\(result)")
     }
 
+    /// Another file alike in name, size and modification time (a copy in another folder) is another input: its
+    /// inode tells it apart, and its transcode starts over instead of splicing the first file's pieces.
+    @Test func aLookAlikeFileElsewhereStartsOver() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 640, height: 360, seconds: 8, into: folder)
+        // One whole second for both (a time set with sub-second digits does not come back exactly).
+        let modified = Date(timeIntervalSince1970: 1_700_000_000)
+        try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: source)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.5)
+        #expect(try segmentEnds(checkpoint).count >= 1)
+        let elsewhere = folder.appendingPathComponent("elsewhere")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: false)
+        let copy = elsewhere.appendingPathComponent(URL(fileURLWithPath: source).lastPathComponent).path
+        try FileManager.default.copyItem(atPath: source, toPath: copy)
+        try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: copy)
+        let times = try [source, copy].map { try FileManager.default.attributesOfItem(atPath: $0)[.modificationDate] as? Date }
+        #expect(times[0] == times[1] && times[0] == modified, "alike but for the inode: \(times)")
+        let result = try complete(copy, output: folder.appendingPathComponent("out.mp4").path, checkpoint: checkpoint)
+        #expect(result["resumedFrom"] == nil, "\(result)")
+    }
+
     /// Thumbnails every second, a storyboard and a poster late in the clip, killed at 70 % and resumed twice from
     /// copies of one checkpoint: as it was left, the pictures the first attempt took are kept (the very files, linked
     /// into the output) and the rest are taken; with one picture cut short and every later one removed, the pass

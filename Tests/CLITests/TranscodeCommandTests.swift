@@ -73,16 +73,26 @@ import TestSupport
         environment["TRANSCODER_PORT"] = nil
         environment["TRANSCODER_HOST"] = nil
         let namespace = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
-        for (wrapper, what) in [(namespace, "the server as PID 1"), (namespace + ["sh", "-c", "\"$@\" & wait", "sh"], "an init in front")] {
-            let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // A port bound and not listening: nobody else takes it, and a connection to it is refused. With SO_REUSEPORT,
+        // which the server sets too, the server can bind it while this holds it.
+        func heldPort() -> (fd: Int32, port: Int) {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
             var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")),
                                       sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
-            let port = Int(UInt16(bigEndian: address.sin_port))
-            close(probe)
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+            return (fd, Int(UInt16(bigEndian: address.sin_port)))
+        }
+        let refusing = heldPort()
+        defer { close(refusing.fd) }
+        for (wrapper, what) in [(namespace, "the server as PID 1"), (namespace + ["sh", "-c", "\"$@\" & wait", "sh"], "an init in front")] {
+            let held = heldPort()
+            let port = held.port
             let server = try TestServer(["--port", String(port)], wrapper: wrapper)
+            close(held.fd)
             #expect(server.port == port)
             let pid = try #require(server.serverPID) // the namespace's PID 1 seen from here: the server, or the shell
             func check(_ arguments: [String]) throws -> (status: Int32, stderr: String) {
@@ -92,7 +102,7 @@ import TestSupport
             }
             let found = try check([])
             #expect(found.status == 0, "\(what): asked where the server listens: \(found.stderr)")
-            let elsewhere = try check(["--port", String(port == 65535 ? 65534 : port + 1)])
+            let elsewhere = try check(["--port", String(refusing.port)])
             #expect(elsewhere.status == 1, "\(what): a --port given wins: \(elsewhere.stderr)")
             kill(server.process.processIdentifier, SIGKILL) // unshare --kill-child: the namespace goes with it
             server.process.waitUntilExit()

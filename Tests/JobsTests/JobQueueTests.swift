@@ -127,8 +127,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             #!/bin/sh
             read request
             out=$(printf '%s' "$request" | sed 's/.*"output":"\\([^"]*\\)".*/\\1/' | sed 's#\\\\/#/#g')
-            mkdir -p "$out" && ln -s '\(secret)' "$out/output.mp4"
-            echo '\(answer)'
+            mkdir -p "$out" && ln -s '\(secret)' "$out/output.mp4" && echo '\(answer)'
 
             """
         try Data(script.utf8).write(to: URL(fileURLWithPath: stub))

@@ -102,13 +102,19 @@ import TestSupport
     /// behind a slow query on its slot (a metrics scrape's counts, a long listing) while another idled, and the
     /// lease could run out under a healthy job.
     @Test func aStatementTakesAFreeConnectionNotOneBusyWithASlowQuery() throws {
-        let uri = try PostgresServer.shared().makeDatabase()
+        let server = try PostgresServer.shared()
+        let uri = try server.makeDatabase()
         let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 2)
         _ = try store.rows("SELECT 1", []) // both connections made before the clock starts
         _ = try store.rows("SELECT 1", [])
-        let slow = Thread { _ = try? store.rows("SELECT pg_sleep(3)", []) }
+        let slow = Thread { _ = try? store.rows("SELECT pg_sleep(3) AS held_for_the_pool_test", []) }
         slow.start()
-        Thread.sleep(forTimeInterval: 0.3)
+        // Until the slow statement holds its connection (asked apart from the pool).
+        #expect(eventually(5) {
+            let active = try? Shell.check("psql", ["-X", "-A", "-t", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c",
+                                                   "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%held_for_the_pool_test%' AND state = 'active' AND pid <> pg_backend_pid()"])
+            return active?.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+        })
         var longest = 0.0
         for _ in 0..<4 {
             let started = Date()
