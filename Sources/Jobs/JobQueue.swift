@@ -672,7 +672,7 @@ public final class JobQueue: Sendable {
             } catch {
                 let permanent = Self.isPermanent(error)
                 var delay = delays.popFirst()
-                if delay == nil, let deadline, ContinuousClock.now < deadline { delay = min(1, Self.seconds(deadline - .now)) }
+                if delay == nil, let deadline, ContinuousClock.now < deadline { delay = min(1, (deadline - .now).inSeconds) }
                 if delay == nil, persistent, !stopping { delay = configuration.recordRetryDelays.last ?? 1 }
                 logger.error("\(what) failed", ["job_id": .string(id), "error": .string(error.description),
                                                   "retrying": .string(delay == nil || permanent ? "no" : "yes")])
@@ -686,10 +686,6 @@ public final class JobQueue: Sendable {
                 if canceled.isCanceled { return .failure(error) }
             }
         }
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
     }
 
     /// Sleeps `seconds` in steps of 50 ms, ending early once `stop` says so; `step` runs before each.
@@ -940,7 +936,7 @@ public final class JobQueue: Sendable {
         }
     }
 
-    /// One of the watchdog's periodic chores: runs `body` when `interval` seconds have passed since `last`, on one
+    /// One of the sweeper's periodic chores: runs `body` when `interval` seconds have passed since `last`, on one
     /// node at a time (the store's `exclusively`) unless not `exclusive`; a failure is logged with `message`.
     private func chore(_ name: String, every interval: Double, last: inout SuspendingClock.Instant?, now: SuspendingClock.Instant,
                        exclusive: Bool = true, failing message: String, _ body: () throws(StoreError) -> Void) {

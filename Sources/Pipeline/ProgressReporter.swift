@@ -1,4 +1,5 @@
 import Foundation
+import Locks
 
 /// Calls the progress callback: monotonic, clamped to the duration, throttled, and exactly at the end once.
 final class ProgressReporter {
@@ -36,8 +37,7 @@ final class ProgressReporter {
 
     /// Wall-clock seconds from `start` to now.
     static func seconds(since start: ContinuousClock.Instant) -> Double {
-        let time = ContinuousClock.now - start
-        return Double(time.components.seconds) + Double(time.components.attoseconds) * 1e-18
+        (ContinuousClock.now - start).inSeconds
     }
 
     func update(_ presentationTime: Double, frames: Int, call: (TranscodeProgress) -> Void) {

@@ -1,6 +1,7 @@
 import Logging
 import CSystem
 import Foundation
+import Locks
 import Glibc
 
 /// One client connection, confined to the loop thread: reads and parses requests, streams bodies into sinks, hands
@@ -44,7 +45,7 @@ final class Connection {
     /// The client of the request whose handler is running, told when the connection closes.
     private var waitingClient: ClientPresence?
 
-    init(token: UInt64, fd: Int32, loop: ServerLoop, admission: ConnectionBudget.Admission = .withinCap) {
+    init(token: UInt64, fd: Int32, loop: ServerLoop, admission: ConnectionBudget.Admission) {
         self.token = token
         self.fd = fd
         self.admission = admission
@@ -618,14 +619,13 @@ final class Connection {
         guard let head, !requestLogged else { return }
         requestLogged = true
         let route = self.route?.name ?? "unmatched"
-        let elapsed = ContinuousClock.now - requestStarted
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        loop.metrics.countResponse(route: route, status: responseStatus, seconds: milliseconds / 1000,
+        let seconds = (ContinuousClock.now - requestStarted).inSeconds
+        loop.metrics.countResponse(route: route, status: responseStatus, seconds: seconds,
                                    sent: responseBytes, received: uploadedBytes)
         loop.log("request", [
             "request_id": .string(requestID), "method": .string(head.method), "path": .string(head.path.utf8.count <= 200 ? head.path : String(head.path.prefix(200))),
             "route": .string(route), "status": .int(responseStatus), "bytes": .int(Int(responseBytes)),
-            "duration_ms": .double((milliseconds * 100).rounded() / 100),
+            "duration_ms": .double((seconds * 1000 * 100).rounded() / 100),
         ])
     }
 

@@ -8,10 +8,10 @@ enum HealthcheckCommand {
 
         Exits 0 when GET /healthz on the server's listening address answers 200 within 3 seconds, 1 otherwise.
         The address comes from --host, else from the server's own command line when it is the container's first
-        process (`transcoderd serve --port 9000`) or the one `transcoderd serve` running (behind an init such as
-        `--init`'s), else $TRANSCODER_HOST, else 127.0.0.1 (a server listening on
-        all addresses, 0.0.0.0 or ::, is asked on 127.0.0.1 or ::1); the port from --port, else the same way,
-        else $TRANSCODER_PORT, else 8080.
+        process (`transcoderd serve --port 9000`) or the one `transcoderd serve` that process started (behind an
+        init such as `--init`'s), else $TRANSCODER_HOST, else 127.0.0.1 (a server listening on all addresses,
+        0.0.0.0 or ::, is asked on 127.0.0.1 or ::1); the port from --port, else the same way, else
+        $TRANSCODER_PORT, else 8080.
         """
 
     static func run(_ arguments: [String]) -> Int32 {
