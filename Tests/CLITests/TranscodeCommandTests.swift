@@ -258,20 +258,27 @@ import TestSupport
         }
     }
 
+    /// Starts a slow transcode of the long clip into `output` and waits until its temporary file is in the output's
+    /// folder (which must be empty before), so that a signal sent now finds work to stop and a file to remove.
+    private func slowTranscodeUnderWay(to output: String) throws -> Process {
+        let folder = URL(fileURLWithPath: output).deletingLastPathComponent()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binary.path)
+        process.arguments = ["transcode", try Media.path(.long), output, "--settings", #"{"video": {"preset": "slow"}}"#]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try Shell.launch(process)
+        let deadline = Date().addingTimeInterval(20)
+        while Media.files(in: folder).isEmpty && Date() < deadline { usleep(20_000) }
+        #expect(!Media.files(in: folder).isEmpty)
+        return process
+    }
+
     /// A hang-up (a closed terminal, a dropped ssh session) stops a transcode as Ctrl-C does, and a reader of the
     /// progress that goes away (`| head -1`) does not stop it at all: both killed the process, leaving `.partial`.
     @Test func aHangUpCancelsCleanlyAndAGoneReaderIsNoFailure() throws {
         let folder = try Media.scratch()
-        let hungUp = Process()
-        hungUp.executableURL = URL(fileURLWithPath: Binary.path)
-        hungUp.arguments = ["transcode", try Media.path(.long), folder.appendingPathComponent("h.mp4").path,
-                            "--settings", #"{"video": {"preset": "slow"}}"#]
-        hungUp.standardOutput = FileHandle.nullDevice
-        hungUp.standardError = FileHandle.nullDevice
-        try Shell.launch(hungUp)
-        let deadline = Date().addingTimeInterval(20)
-        while Media.files(in: folder).isEmpty && Date() < deadline { usleep(20_000) }
-        #expect(!Media.files(in: folder).isEmpty)
+        let hungUp = try slowTranscodeUnderWay(to: folder.appendingPathComponent("h.mp4").path)
         kill(hungUp.processIdentifier, SIGHUP)
         hungUp.waitUntilExit()
         #expect(hungUp.terminationReason == .exit && hungUp.terminationStatus == 130, "\(hungUp.terminationReason.rawValue) \(hungUp.terminationStatus)")
@@ -302,16 +309,7 @@ import TestSupport
     @Test func interruptDeletesThePartialOutput() throws {
         let folder = try Media.scratch()
         let output = folder.appendingPathComponent("o.mp4").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binary.path)
-        process.arguments = ["transcode", try Media.path(.long), output, "--settings", #"{"video": {"preset": "slow"}}"#]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try Shell.launch(process)
-        // Wait until the writer has created its temporary file, then interrupt.
-        let deadline = Date().addingTimeInterval(20)
-        while Media.files(in: folder).isEmpty && Date() < deadline { usleep(20_000) }
-        #expect(!Media.files(in: folder).isEmpty)
+        let process = try slowTranscodeUnderWay(to: output)
         process.interrupt()
         process.waitUntilExit()
         #expect(process.terminationStatus == 130)
