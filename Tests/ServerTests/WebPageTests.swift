@@ -203,6 +203,36 @@ import TestSupport
         #expect(upload["size"] as? Int == size && upload["sha256"] as? String == expected, "\(upload)")
     }
 
+    /// What the server refuses, for good or for now, as the page meets it. An empty file is refused before anything
+    /// is sent. A file that is not media is not "ready to transcode": the server's reason shows. A PATCH that another
+    /// request still holds (423) is waited out, and the upload goes on to the whole, right file. A file dropped
+    /// beside the box is taken, not opened by the browser in place of the page. An upload deleted with its last job
+    /// can no longer be transcoded.
+    @Test func refusalsShowTheServersReasonAndPassingOnesAreWaitedOut() throws {
+        let server = try TestServer()
+        let file = try clip("clip.mp4")
+        let report = try browse("refusals", server, file: file)
+        #expect((report["emptyMessage"] as? String ?? "").contains("empty"), "\(report["emptyMessage"] ?? "")")
+        #expect(report["emptyCreations"] as? Int == 0 && report["emptyRemembered"] as? String ?? "{}" == "{}", "\(report)")
+        #expect((report["notMediaMessage"] as? String ?? "").contains("not usable media"), "\(report["notMediaMessage"] ?? "")")
+        #expect(report["notMediaUploaded"] is NSNull && report["notMediaStartDisabled"] as? Bool == true, "\(report)")
+        #expect((report["retryNotice"] as? String ?? "").contains("trying again"), "\(report["retryNotice"] ?? "")")
+        #expect(report["messageWhileHeld"] as? String == "", "\(report["messageWhileHeld"] ?? "")")
+        let held = report["heldUploadID"] as? String ?? "?"
+        #expect((report["heldUploadURL"] as? String ?? "").hasSuffix("/\(held)") && report["heldCreations"] as? Int == 0,
+                "the page went on with the upload it remembered: \(report)")
+        let upload = try server.json("/v1/uploads/\(held)").object
+        let expected = try Shell.run("sha256sum", [file]).stdout.split(separator: " ").first.map(String.init)
+        #expect(upload["sha256"] as? String == expected, "\(upload)")
+        #expect(report["hrefAfterDrop"] as? String == report["hrefBeforeDrop"] as? String, "\(report)")
+        let dropped = report["droppedUploadID"] as? String ?? ""
+        #expect(!dropped.isEmpty && dropped != held, "\(report)")
+        #expect(report["state"] as? String == "succeeded", "\(report)")
+        #expect((report["detailAfterDelete"] as? String ?? "").contains("deleted") && report["startDisabledAfterDelete"] as? Bool == true,
+                "\(report)")
+        #expect(try server.json("/v1/uploads/\(dropped)").status == 404)
+    }
+
     /// With `--token`, the page asks for it, refuses a wrong one, and then works, playing through the session
     /// cookie; nothing worked before, and the token is in no URL the browser asked for nor in the server's log.
     @Test func withATokenThePageSignsInAndTheTokenStaysOutOfURLs() throws {

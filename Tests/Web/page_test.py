@@ -6,11 +6,15 @@ Swift test asserts on it). Screenshots of each step go into the artifacts folder
 Scenarios: basic (upload through the file input, transcode, play, storyboard, downloads; the file's name is
 markup), resume (reload mid-upload on a throttled connection, choose the file again), token (sign in first),
 keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
-shown by their field, a ladder played as HLS), eta (the ETA shown against the real time left).
+shown by their field, a ladder played as HLS), eta (the ETA shown against the real time left), refusals (an empty
+file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
+job).
 """
 
+import http.client
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -329,6 +333,98 @@ def scenario_eta(browser, base, path, report, token, settings=None):
     report["samples"] = samples
     report["startedAt"] = started
     browser.screenshot("1-finished")
+
+
+def held_patch(base, upload_url, offset, data, sent):
+    """A PATCH of `data` at `offset` that sends `sent` bytes of its body and then holds the upload (the server keeps
+    it locked) until the returned socket is closed: a client's PATCH from before its connection dropped."""
+    host, port = base.split("//")[1].split(":")
+    sock = socket.create_connection((host, int(port)))
+    head = (f"PATCH {upload_url} HTTP/1.1\r\nHost: {host}\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: {offset}\r\n"
+            f"Content-Type: application/offset+octet-stream\r\nContent-Length: {len(data)}\r\n\r\n")
+    sock.sendall(head.encode() + data[:sent])
+    return sock
+
+
+def tus_request(base, method, path, headers, body=b""):
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request(method, path, body=body, headers=dict(headers, **{"Tus-Resumable": "1.0.0"}))
+    answer = connection.getresponse()
+    answer.read()
+    connection.close()
+    return answer
+
+
+def scenario_refusals(browser, base, path, report, token):
+    """What the server refuses, or refuses for now, as the page shows it: an empty file, a file that is not media, a
+    PATCH the server still holds from before (423, then the upload goes on), a file dropped beside the box, and an
+    upload deleted with its last job."""
+    folder = tempfile.mkdtemp(prefix="refusals-")
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    error_text = "document.querySelector('#start-error').textContent"
+
+    empty = os.path.join(folder, "empty.mp4")
+    open(empty, "wb").close()
+    creations = len(browser.requests("POST", "/v1/tus"))
+    browser.set_files("#file", [empty])
+    report["emptyMessage"] = browser.wait(f"{error_text} || null", timeout=10)
+    browser.pump(0.5)
+    report["emptyCreations"] = len(browser.requests("POST", "/v1/tus")) - creations
+    report["emptyRemembered"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
+
+    notes = os.path.join(folder, "notes.mp4")
+    with open(notes, "w") as file:
+        file.write("These are notes, not a film.\n" * 200)
+    browser.set_files("#file", [notes])
+    report["notMediaMessage"] = browser.wait(f"{error_text}.includes('notes') || {error_text}.includes('media') ? {error_text} : null", timeout=20)
+    report["notMediaUploaded"] = browser.eval("document.querySelector('#upload').dataset.uploaded || null")
+    report["notMediaStartDisabled"] = browser.eval("document.querySelector('#start').disabled")
+    browser.screenshot("1-not-media")
+
+    # The clip's upload made by another client that sent half of it and then held a PATCH open, remembered by the
+    # page as its own unfinished upload: choosing the file meets 423 until the held PATCH ends.
+    with open(path, "rb") as file:
+        data = file.read()
+    half = len(data) // 2
+    created = tus_request(base, "POST", "/v1/tus", {"Upload-Length": str(len(data))})
+    upload_url = created.getheader("Location")
+    tus_request(base, "PATCH", upload_url, {"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"}, data[:half])
+    held = held_patch(base, upload_url, half, data[half:], 1000)
+    browser.pump(0.5)
+    last_modified = int(os.stat(path).st_mtime * 1000)
+    key = f"{os.path.basename(path)}\u0000{len(data)}\u0000{last_modified}"
+    browser.eval(f"localStorage.setItem('transcoderd.uploads', JSON.stringify({{[{json.dumps(key)}]: {{url: {json.dumps(upload_url)}, at: Date.now()}}}}))")
+    creations = len(browser.requests("POST", "/v1/tus"))
+    browser.set_files("#file", [path])
+    try:
+        report["retryNotice"] = browser.wait("document.querySelector('#upload-detail').textContent.includes('trying again') ? document.querySelector('#upload-detail').textContent : null", timeout=20)
+    finally:
+        report["messageWhileHeld"] = browser.eval(error_text)
+        held.close()
+    report["heldUploadID"] = browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=60)
+    report["heldUploadURL"] = upload_url
+    report["heldCreations"] = len(browser.requests("POST", "/v1/tus")) - creations
+    browser.screenshot("2-held-then-uploaded")
+
+    # The same file dropped at the page's corner, outside the box: the page stays and takes it.
+    href = browser.eval("location.href")
+    browser.eval("delete document.querySelector('#upload').dataset.uploaded")
+    drag = {"items": [], "files": [path], "dragOperationsMask": 1}
+    for kind in ("dragEnter", "dragOver", "drop"):
+        browser.send("Input.dispatchDragEvent", {"type": kind, "x": 5, "y": 5, "data": drag})
+    browser.pump(0.5)
+    report["hrefAfterDrop"] = browser.eval("location.href")
+    report["hrefBeforeDrop"] = href
+    report["droppedUploadID"] = browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=30)
+
+    # Transcoded, then the job deleted: it was the upload's last, so the server deleted the upload with it.
+    report["job"] = start_job(browser)
+    wait_for_end(browser, report)
+    browser.eval(f"{JOB_ITEM}.querySelector('[data-action=delete]').click()")
+    report["detailAfterDelete"] = browser.wait("document.querySelector('#upload-detail').textContent.includes('deleted') ? document.querySelector('#upload-detail').textContent : null", timeout=10)
+    report["startDisabledAfterDelete"] = browser.eval("document.querySelector('#start').disabled")
+    browser.screenshot("3-deleted")
 
 
 def main():

@@ -14,6 +14,7 @@ const state = { upload: null, uploadID: null, fileName: null, settingsEdited: fa
 const jobs = new JobList({
   list: $("jobs"), empty: $("jobs-empty"), live: $("live"), template: $("job-template"),
   onShow: (job) => result.show(job),
+  onDeleted: (job) => forgetDeletedInput(job),
   onRetry: async (job) => {
     // An input still to be fetched (its fetch failed) is named by its URL again; one with credentials the server
     // hides cannot be.
@@ -138,6 +139,7 @@ async function loadPresets() {
 async function upload(file) {
   if (state.upload) state.upload.abort();
   state.uploadID = null;
+  delete $("upload").dataset.uploaded;
   state.fileName = file.name;
   $("start").disabled = true;
   $("start-error").textContent = "";
@@ -168,9 +170,14 @@ async function upload(file) {
   try {
     const id = await current.start();
     if (state.upload !== current) return;
-    state.uploadID = id;
+    // The last PATCH is answered before the server has looked at the bytes: whether they are media (and what
+    // they hold) is the upload's own answer, a refusal's reason included.
+    $("upload-detail").textContent = "checking the file…";
+    const stored = await request("GET", `/v1/uploads/${encodeURIComponent(id)}`);
+    if (state.upload !== current) return;
+    state.uploadID = stored.id;
     $("upload-detail").textContent = `uploaded (${formatBytes(file.size)}) · ready to transcode`;
-    $("upload").dataset.uploaded = id;
+    $("upload").dataset.uploaded = stored.id;
     $("start").disabled = false;
     $("live").textContent = `${file.name} uploaded`;
   } catch (error) {
@@ -180,19 +187,42 @@ async function upload(file) {
   }
 }
 
+// The upload a deleted job took with it (its last job: the server deletes an input no job uses) can start nothing.
+async function forgetDeletedInput(job) {
+  if (!job?.input?.id || job.input.id !== state.uploadID) return;
+  try {
+    await request("GET", `/v1/uploads/${encodeURIComponent(job.input.id)}`);
+  } catch (error) {
+    if (error.status !== 404 || job.input.id !== state.uploadID) return;
+    state.uploadID = null;
+    delete $("upload").dataset.uploaded;
+    $("start").disabled = true;
+    $("upload-detail").textContent = "was deleted with its last job: choose the file again to transcode it.";
+  }
+}
+
 $("file").addEventListener("change", () => {
   const file = $("file").files[0];
   if (file) upload(file);
 });
 
+// A file dropped anywhere on the page is taken (the box is where to aim): a drop the page did not take would make
+// the browser leave the page for the file, and an upload under way with it.
 const drop = $("drop");
-drop.addEventListener("dragover", (event) => { event.preventDefault(); drop.classList.add("over"); });
-drop.addEventListener("dragleave", () => drop.classList.remove("over"));
-drop.addEventListener("drop", (event) => {
+document.addEventListener("dragover", (event) => {
+  event.preventDefault();
+  if (event.dataTransfer) event.dataTransfer.dropEffect = $("app").hidden ? "none" : "copy";
+  drop.classList.add("over");
+});
+document.addEventListener("dragleave", (event) => { if (!event.relatedTarget) drop.classList.remove("over"); });
+document.addEventListener("drop", (event) => {
   event.preventDefault();
   drop.classList.remove("over");
-  const file = event.dataTransfer.files[0];
-  if (file) upload(file);
+  if ($("app").hidden) return;
+  const files = event.dataTransfer?.files || [];
+  if (files.length === 0) return;
+  upload(files[0]);
+  if (files.length > 1) $("start-error").textContent = `One file at a time: ${files[0].name} is uploading, the other ${files.length - 1} were left.`;
 });
 
 // ---- Starting a job ----

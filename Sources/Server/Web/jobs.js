@@ -14,13 +14,14 @@ const refreshSeconds = 5;
 const ended = (state) => state === "succeeded" || state === "failed" || state === "canceled";
 
 export class JobList {
-  constructor({ list, empty, live, template, onShow, onRetry, onError }) {
+  constructor({ list, empty, live, template, onShow, onRetry, onDeleted = () => {}, onError }) {
     this.list = list;
     this.empty = empty;
     this.live = live;
     this.template = template;
     this.onShow = onShow;
     this.onRetry = onRetry;
+    this.onDeleted = onDeleted;
     this.onError = onError;
     this.jobs = new Map();
     this.items = new Map();
@@ -222,6 +223,7 @@ export class JobList {
           const next = item.nextElementSibling || item.previousElementSibling;
           this.remove(id);
           (next?.querySelector("button:not([hidden])") || document.getElementById("jobs-title")).focus();
+          await this.onDeleted(job);
           break;
         }
       }

@@ -8,8 +8,13 @@ const storageKey = "transcoderd.uploads";
 const version = "1.0.0";
 // The server keeps an unfinished upload for a day (--tus-expiry-hours): older entries are forgotten.
 const rememberFor = 24 * 3600 * 1000;
-// Waits before each new try after a dropped connection, in seconds.
-const retryDelays = [1, 2, 4, 8, 16];
+// Waits before each new try after a dropped connection or a passing refusal, in seconds (a server's Retry-After,
+// up to the last of these, wins): about two minutes in all, so a PATCH the server still holds from before a dropped
+// connection (423 until its body times out) is waited out.
+const retryDelays = [1, 2, 4, 8, 16, 30, 30, 30];
+// Answers worth another try: the connection dropped (0), the offset moved (409: ask the server), another request
+// holds the upload or is completing it (423), too many requests or connections, or the server is busy (429, 503).
+const passing = new Set([0, 409, 423, 429, 503]);
 
 function remembered() {
   let all;
@@ -42,7 +47,8 @@ function base64(text) {
 
 const sleep = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 
-function failure(status, text, doing) {
+// `retryAfter`: the answer's Retry-After header (seconds), if any.
+function failure(status, text, doing, retryAfter = null) {
   let message = `${doing} failed (HTTP ${status}).`;
   try {
     const body = JSON.parse(text);
@@ -50,12 +56,26 @@ function failure(status, text, doing) {
   } catch { /* not JSON */ }
   const error = new Error(message);
   error.status = status;
+  const seconds = Number(retryAfter);
+  if (retryAfter !== null && retryAfter !== "" && Number.isFinite(seconds) && seconds >= 0) error.retryAfter = seconds;
   return error;
+}
+
+function connectionLost() {
+  const error = new Error("The connection to the server was lost during the upload.");
+  error.status = 0;
+  return error;
+}
+
+// The wait before try number `failures` + 1 after `error`.
+function delayAfter(error, failures) {
+  const planned = retryDelays[failures];
+  return error.retryAfter === undefined ? planned : Math.min(Math.max(error.retryAfter, 1), retryDelays[retryDelays.length - 1]);
 }
 
 export class TusUpload {
   // `onProgress({sent, total, speed, remaining, resumedFrom})` while bytes go; `chunkSize` bytes per PATCH.
-  // `onRetry(seconds, error)` before a new try after a dropped connection.
+  // `onRetry(seconds, error)` before a new try after a dropped connection or a passing refusal.
   constructor(file, { endpoint = "/v1/tus", chunkSize = 4 * 1024 * 1024, onProgress = () => {}, onRetry = () => {} } = {}) {
     this.file = file;
     this.endpoint = endpoint;
@@ -70,12 +90,15 @@ export class TusUpload {
     this.speedSamples = [];
   }
 
-  // Uploads the whole file; resolves with the upload's id (usable as a job's input).
+  // Uploads the whole file; resolves with the upload's id (usable as a job's input once the server has taken its
+  // bytes as media: the final PATCH is answered before that is known). An empty file is refused here: there is
+  // nothing to send.
   async start() {
+    if (this.file.size === 0) throw new Error(`${this.file.name} is empty: there is nothing to upload.`);
     const key = fingerprint(this.file);
     const known = remembered()[key];
     if (known) {
-      const offset = await this.serverOffset(known.url);
+      const offset = await this.retrying(() => this.serverOffset(known.url));
       if (offset !== null) {
         this.url = known.url;
         this.offset = offset;
@@ -85,7 +108,7 @@ export class TusUpload {
       }
     }
     if (!this.url) {
-      const url = await this.create();
+      const url = await this.retrying(() => this.create());
       if (this.aborted) throw new Error("The upload was stopped.");
       this.url = url;
       remember(key, this.url);
@@ -99,20 +122,36 @@ export class TusUpload {
         this.offset = await this.patch(this.file.slice(this.offset, end));
         failures = 0;
       } catch (error) {
-        // A dropped connection (or an offset the server does not agree with): wait, ask the server where the
-        // upload stands, and go on from there. Anything else (refused, signed out) ends the upload.
-        if (this.aborted || !(error.status === 0 || error.status === 409) || failures >= retryDelays.length) throw error;
-        this.onRetry(retryDelays[failures], error);
-        await sleep(retryDelays[failures]);
+        // A dropped connection, an offset the server does not agree with, or a refusal that passes: wait, ask the
+        // server where the upload stands, and go on from there. Anything else (refused, signed out) ends the upload.
+        if (this.aborted || !passing.has(error.status) || failures >= retryDelays.length) throw error;
+        await this.pause(delayAfter(error, failures), error);
         failures += 1;
         const offset = await this.serverOffset(this.url).catch(() => null);
         if (offset !== null) this.offset = offset;
       }
       this.report();
     }
-    if (this.file.size === 0) await this.patch(new Blob([]));
     remember(key, null);
     return this.url.split("/").pop();
+  }
+
+  // `attempt()` again after a refusal that passes, as the PATCHes are.
+  async retrying(attempt) {
+    for (let failures = 0; ; failures += 1) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (this.aborted || !passing.has(error.status) || error.status === 409 || failures >= retryDelays.length) throw error;
+        await this.pause(delayAfter(error, failures), error);
+      }
+    }
+  }
+
+  async pause(seconds, error) {
+    this.onRetry(seconds, error);
+    await sleep(seconds);
+    if (this.aborted) throw new Error("The upload was stopped.");
   }
 
   abort() {
@@ -123,9 +162,12 @@ export class TusUpload {
   // The server's offset of the upload at `url`; null when it has no such upload (gone, expired). Throws for other
   // answers (signed out, server trouble): the upload is then kept for later.
   async serverOffset(url) {
-    const response = await fetch(url, { method: "HEAD", headers: authHeaders({ "Tus-Resumable": version }) });
+    const response = await fetch(url, { method: "HEAD", headers: authHeaders({ "Tus-Resumable": version }) })
+      .catch(() => { throw connectionLost(); });
     if (response.status === 404 || response.status === 410) return null;
-    if (!response.ok) throw failure(response.status, "", "Asking the server how far the upload got");
+    if (!response.ok) {
+      throw failure(response.status, "", "Asking the server how far the upload got", response.headers.get("Retry-After"));
+    }
     const offset = Number(response.headers.get("Upload-Offset"));
     const length = Number(response.headers.get("Upload-Length"));
     if (!Number.isFinite(offset) || length !== this.file.size) return null;
@@ -137,8 +179,10 @@ export class TusUpload {
     const response = await fetch(this.endpoint, {
       method: "POST",
       headers: authHeaders({ "Tus-Resumable": version, "Upload-Length": String(this.file.size), "Upload-Metadata": metadata }),
-    });
-    if (response.status !== 201) throw failure(response.status, await response.text(), "Starting the upload");
+    }).catch(() => { throw connectionLost(); });
+    if (response.status !== 201) {
+      throw failure(response.status, await response.text(), "Starting the upload", response.headers.get("Retry-After"));
+    }
     const location = response.headers.get("Location");
     if (!location) throw new Error("The server did not say where the upload goes.");
     return new URL(location, window.location.href).pathname;
@@ -158,15 +202,13 @@ export class TusUpload {
       request.onload = () => {
         this.request = null;
         const offset = Number(request.getResponseHeader("Upload-Offset"));
-        if (request.status !== 204) reject(failure(request.status, request.responseText, "Uploading"));
+        if (request.status !== 204) reject(failure(request.status, request.responseText, "Uploading", request.getResponseHeader("Retry-After")));
         else if (!Number.isInteger(offset) || offset <= start || offset > this.file.size) reject(failure(409, "", "Uploading"));
         else resolve(offset);
       };
       request.onerror = () => {
         this.request = null;
-        const error = new Error("The connection to the server was lost during the upload.");
-        error.status = 0;
-        reject(error);
+        reject(connectionLost());
       };
       request.onabort = () => { this.request = null; reject(new Error("The upload was stopped.")); };
       request.send(blob);
