@@ -215,9 +215,16 @@ public final class ChildProcess: Sendable {
     public func wait() -> Termination {
         if let known = state.withLock({ $0.termination }) { return known }
         var info = siginfo_t()
-        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+        var ended = false
+        while !ended {
+            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == 0 { ended = true } else if errno != EINTR { break }
+        }
         let termination = state.withLock { state -> Termination in
             if let known = state.termination { return known }
+            // What the child started and left running (its process group, which it cannot leave) ends with it:
+            // it would otherwise go on with the job's limits lifted and its files open, past the job's end. Sent
+            // while the child is not yet reaped, so the group's id cannot be another's.
+            if ended { kill(-pid, SIGKILL) }
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
             let ended: Termination = status & 0x7F == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)

@@ -2,6 +2,7 @@ import Foundation
 import Isolation
 import Locks
 import Testing
+import TestSupport
 
 /// A job's child speaks in lines on its standard output. The parent must get every line whole and in order however
 /// the pipe cuts them (a burst of many short lines in one read, one long line over many reads), and must stop a
@@ -79,5 +80,28 @@ import Testing
         }
         #expect(ended.wait(timeout: .now() + 10) == .success, "the output ended: the forked process went with the child")
         #expect(child.wait() == .signaled(SIGKILL))
+    }
+
+    /// What a child started and left running when it ended by itself ends with it: it went on past the job, with
+    /// the job's files open, where no signal of the server's reached it once the child was reaped.
+    @Test func whatAChildLeftRunningEndsWithIt() throws {
+        let script = """
+        import os, sys
+        pid = os.fork()
+        if pid == 0:
+            os.close(1)
+            import time
+            time.sleep(60)
+            os._exit(0)
+        print(pid, flush=True)
+        """
+        let child = try ChildProcess(executable: "/usr/bin/python3", arguments: ["-c", script])
+        let left = try #require(child.readLine().flatMap { pid_t($0) })
+        #expect(child.wait() == .exited(0))
+        // Dead (or a zombie waiting for init): gone from the group's running processes.
+        #expect(try eventually(5) {
+            let status = (try? String(contentsOfFile: "/proc/\(left)/status", encoding: .utf8)) ?? ""
+            return status.isEmpty || status.contains("State:\tZ")
+        }, "the process the child left is still running")
     }
 }
