@@ -7,7 +7,9 @@ import Glibc
 /// programs and from signalling other processes, and (`confineFiles`) a Landlock ruleset that lets it touch only its
 /// job's files — defence in depth behind the protocol and demuxer whitelists.
 public enum Sandbox {
-    /// The calls the filter refuses with EPERM. `socket` only for families other than AF_UNIX; the signal calls only
+    /// The calls the filter refuses with EPERM. `socket` of every family: with `connect`, `bind` and `listen`
+    /// refused a stream socket could do nothing, but a datagram one reaches any Unix socket with `sendto` (the
+    /// journal, `/dev/log`, abstract names), which Landlock does not cover; `socketpair` stays. The signal calls only
     /// for a target other than this process (its own threads are signalled through its own pid); io_uring because
     /// its operations (sockets among them) never pass through the filter; `setsid` and `setpgid` because the server
     /// stops a child by its process group, which a process it started must not leave. More with some arguments
@@ -19,20 +21,31 @@ public enum Sandbox {
 
     /// Calls refused only with certain arguments: the ways to have the kernel act on another process that are not
     /// signal calls. Making another process the owner of a descriptor's I/O signals (`fcntl` F_SETOWN, F_SETOWN_EX,
-    /// F_SETSIG; `ioctl` FIOSETOWN, SIOCSPGRP): a write then sends it SIGIO, whose default ends it. And setting the
+    /// F_SETSIG; `ioctl` FIOSETOWN, SIOCSPGRP): a write then sends it SIGIO, whose default ends it. Setting the
     /// resource limits of another process (`prlimit64` with a pid other than 0 and new limits; reading them is
-    /// harmless): RLIMIT_CPU of 1 s kills it, RLIMIT_NOFILE of 0 cripples it. The server is such a process.
+    /// harmless): RLIMIT_CPU of 1 s kills it, RLIMIT_NOFILE of 0 cripples it. And the scheduling of another process
+    /// (or, with `setpriority`, of a whole process group or user, the server's threads among them): niceness 19,
+    /// SCHED_IDLE, one CPU or the idle I/O class starve it, and outlive the job. Each for a target other than the
+    /// calling thread (0). The server is such a process.
     static let refusedWithArguments: [(name: String, conditions: [(index: UInt32, equal: Bool, value: UInt64)])] = [
         // F_SETOWN, F_SETOWN_EX (15) and F_SETSIG (10): the last two are GNU names Swift does not import.
         ("fcntl", [(1, true, UInt64(F_SETOWN))]), ("fcntl", [(1, true, 15)]), ("fcntl", [(1, true, 10)]),
         ("ioctl", [(1, true, 0x8901)]), ("ioctl", [(1, true, 0x8902)]), // FIOSETOWN, SIOCSPGRP
         ("prlimit64", [(0, false, 0), (2, false, 0)]),
+        ("setpriority", [(0, false, UInt64(PRIO_PROCESS.rawValue))]), ("setpriority", [(1, false, 0)]),
+        ("sched_setscheduler", [(0, false, 0)]), ("sched_setparam", [(0, false, 0)]), ("sched_setattr", [(0, false, 0)]),
+        ("sched_setaffinity", [(0, false, 0)]), ("ioprio_set", [(1, false, 0)]),
+        ("migrate_pages", [(0, false, 0)]), ("move_pages", [(0, false, 0)]),
     ]
 
-    /// The first argument a refused call may still have: AF_UNIX for `socket`, this process's pid for the signals.
+    /// The capabilities a child keeps when the server has them (runs as root): reading and writing files whatever
+    /// their modes, as the server does (Landlock decides which). Every other one goes: with them a child taken over
+    /// could load a kernel module, use eBPF, raise its own limits, or change its user.
+    static let keptCapabilities: UInt64 = 1 << 1 | 1 << 2 // CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+
+    /// The first argument a refused call may still have: this process's pid for the signals.
     private static func allowedFirstArgument(of name: String) -> UInt64? {
         switch name {
-        case "socket": UInt64(AF_UNIX)
         case "kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo": UInt64(getpid())
         default: nil
         }
@@ -51,18 +64,23 @@ public enum Sandbox {
         _ = tc_set_parent_death_signal(SIGKILL)
         if let parent, getppid() != parent { exit(1) }
         _ = tc_set_no_new_privileges()
+        let capabilityError = tc_drop_capabilities(keptCapabilities) == 0 ? nil : String(cString: strerror(errno))
         var seccompError: String?
         do throws(ProcessError) {
             let filter = try SeccompFilter()
             for name in refused {
                 try filter.refuse(name, unlessFirstArgumentIs: allowedFirstArgument(of: name))
             }
-            for rule in refusedWithArguments { try filter.refuse(rule.name, when: rule.conditions, low32: rule.name != "prlimit64") }
+            for rule in refusedWithArguments {
+                try filter.refuse(rule.name, when: rule.conditions, low32: rule.name == "fcntl" || rule.name == "ioctl")
+            }
             try filter.load()
         } catch {
             seccompError = error.description
         }
-        return report(seccompError: seccompError)
+        var report = report(seccompError: seccompError)
+        report.capabilityError = capabilityError
+        return report
     }
 
     /// Lets this process touch only the files of its job from now on (Landlock): read `read`, and read, write,
@@ -121,8 +139,10 @@ public enum Sandbox {
     /// What is in force now, read back from the kernel.
     public static func report(seccompError: String? = nil) -> SandboxReport {
         let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        let seccompMode = status.split(separator: "\n").first { $0.hasPrefix("Seccomp:") }?
-            .split(whereSeparator: { $0 == " " || $0 == "\t" }).last.flatMap { Int($0) } ?? 0
+        func field(_ name: String) -> Substring? {
+            status.split(separator: "\n").first { $0.hasPrefix(name + ":") }?.split(whereSeparator: { $0 == " " || $0 == "\t" }).last
+        }
+        let seccompMode = field("Seccomp").flatMap { Int($0) } ?? 0
         let deathSignal = tc_parent_death_signal()
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
@@ -131,16 +151,17 @@ public enum Sandbox {
             noNewPrivileges: tc_no_new_privileges() == 1,
             parentDeathSignal: deathSignal == 0 ? nil : ChildProcess.Termination.name(of: deathSignal),
             dataBytes: current(Int32(RLIMIT_DATA.rawValue)), openFiles: current(Int32(RLIMIT_NOFILE.rawValue)), coreBytes: current(Int32(RLIMIT_CORE.rawValue)),
-            nice: Int(nice))
+            nice: Int(nice), capabilities: field("CapEff").map(String.init), permittedCapabilities: field("CapPrm").map(String.init))
     }
 
     /// Tries calls the sandbox should refuse, and one it should let through, and says what happened to each:
     /// `socket(AF_INET)`, `socket(AF_INET6)`, `execve` of a path that does not exist (so without the filter it
     /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, `setsid` and
     /// `setpgid` (from a forked process), the parent made the owner of a socket's I/O signals (`fcntl` F_SETOWN, also
-    /// with high bits set in the command, F_SETOWN_EX, `ioctl` FIOSETOWN), the parent's open-files limit set to what
-    /// it is (`prlimit`), reading `/etc/hostname` (outside any job's files, once `confineFiles` is in force), and
-    /// `socket(AF_UNIX)`.
+    /// with high bits set in the command, F_SETOWN_EX, `ioctl` FIOSETOWN), the parent's open-files limit, niceness
+    /// and CPUs, and this process group's niceness, set to what they are, reading `/etc/hostname` (outside any job's
+    /// files, once `confineFiles` is in force), `socket(AF_UNIX)`; and, allowed, `socketpair(AF_UNIX)` and this
+    /// thread's own niceness.
     public static func tryRefusedCalls() -> [String: String] {
         func outcome(_ result: Int32) -> String {
             if result >= 0 { return "allowed" }
@@ -174,6 +195,19 @@ public enum Sandbox {
         let ownerHighBits = paired ? outcome(tc_set_io_owner(pair[0], getppid(), 2)) : failed
         pair.filter { $0 >= 0 }.forEach { close($0) }
         let limits = outcome(tc_reset_open_files_limit(getppid()))
+        // Niceness and CPUs set to what they are (changing nothing if allowed): the parent's, this process group's
+        // (this process alone), and this thread's own, which stays allowed.
+        let which = __priority_which_t(PRIO_PROCESS.rawValue)
+        errno = 0
+        let parentNice = getpriority(which, id_t(getppid()))
+        let parentPriority = errno == 0 ? outcome(setpriority(which, id_t(getppid()), parentNice)) : String(cString: strerror(errno))
+        let ownNice = getpriority(which, 0)
+        let groupPriority = outcome(setpriority(__priority_which_t(PRIO_PGRP.rawValue), 0, ownNice))
+        let ownPriority = outcome(setpriority(which, 0, ownNice))
+        let affinity = outcome(tc_reset_affinity(getppid()))
+        var unixPair: [Int32] = [-1, -1]
+        let pairOutcome = outcome(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &unixPair))
+        unixPair.filter { $0 >= 0 }.forEach { close($0) }
         let file = open("/etc/hostname", O_RDONLY | O_CLOEXEC)
         let read = file >= 0 ? "allowed" : (errno == EACCES ? "EACCES" : String(cString: strerror(errno)))
         if file >= 0 { close(file) }
@@ -181,8 +215,9 @@ public enum Sandbox {
                 "execve": exec, "kill(parent)": signal, "setsid": session, "setpgid": group, "open(/etc/hostname)": read,
                 "fcntl(F_SETOWN, parent)": owner, "fcntl(F_SETOWN_EX, parent)": ownerEx, "ioctl(FIOSETOWN, parent)": ownerIoctl,
                 "fcntl(F_SETOWN with high bits, parent)": ownerHighBits,
-                "prlimit(parent, set)": limits,
-                "socket(AF_UNIX)": socketOutcome(AF_UNIX)]
+                "prlimit(parent, set)": limits, "setpriority(parent)": parentPriority,
+                "setpriority(own group)": groupPriority, "setpriority(self)": ownPriority, "sched_setaffinity(parent)": affinity,
+                "socket(AF_UNIX)": socketOutcome(AF_UNIX), "socketpair(AF_UNIX)": pairOutcome]
     }
 
     /// Reads this process's data size (heap and anonymous mappings: what RLIMIT_DATA limits) from

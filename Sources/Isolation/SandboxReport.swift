@@ -24,6 +24,12 @@ public struct SandboxReport: Sendable, Codable, Equatable {
     public var coreBytes: Int?
     /// Scheduling niceness.
     public var nice: Int
+    /// The effective and permitted capability sets, as the kernel shows them (hexadecimal): at most
+    /// `Sandbox.keptCapabilities`. (The bounding set matters only to a program run with `execve`, which is refused.)
+    public var capabilities: String?
+    public var permittedCapabilities: String?
+    /// Why the capabilities could not be dropped, when they could not.
+    public var capabilityError: String?
     /// What the filter did to calls tried for real (`run-job --check` tries them): call → `EPERM`, `allowed`, or
     /// the error it failed with.
     public var tried: [String: String]?
@@ -32,11 +38,14 @@ public struct SandboxReport: Sendable, Codable, Equatable {
     public var complete: Bool {
         let refusedAsTried = (tried ?? [:]).allSatisfy { call, outcome in
             switch call {
-            case "socket(AF_UNIX)", "write(in its folder)": outcome == "allowed"
+            case "socketpair(AF_UNIX)", "write(in its folder)", "setpriority(self)": outcome == "allowed"
             case "open(/etc/hostname)", "write(beside its folder)": outcome == "EACCES"
             default: outcome == "EPERM"
             }
         }
-        return seccomp && noNewPrivileges && parentDeathSignal != nil && coreBytes == 0 && landlock != false && refusedAsTried
+        let dropped = [capabilities, permittedCapabilities].allSatisfy { set in
+            set.flatMap { UInt64($0, radix: 16) }.map { $0 & ~Sandbox.keptCapabilities == 0 } == true
+        }
+        return seccomp && noNewPrivileges && parentDeathSignal != nil && coreBytes == 0 && landlock != false && dropped && refusedAsTried
     }
 }

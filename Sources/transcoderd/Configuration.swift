@@ -335,6 +335,7 @@ struct Configuration: Sendable {
             "parent_death_signal": .string(report.parentDeathSignal ?? "none"),
             "memory_bytes": .int(report.dataBytes ?? 0), "open_files": .int(report.openFiles ?? 0),
             "core_bytes": .int(report.coreBytes ?? -1), "nice": .int(report.nice),
+            "capabilities": .string(report.capabilityError.map { "not dropped: \($0)" } ?? report.capabilities ?? "unknown"),
             "tried": .string((report.tried ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")),
         ]
         logger.log(report.complete ? .info : .warning, "job sandbox", fields)

@@ -157,6 +157,25 @@ import TestSupport
         #expect(try eventually(60) { try roomy.json("/v1/jobs/\(again)").object["state"] as? String == "succeeded" })
     }
 
+    /// A folder the request names that is not there (a checkpoint folder a newer claim of the job renamed away)
+    /// gets no Landlock rule; the rest still holds. Before, Landlock was left off for the whole job: the child ran
+    /// with every file the server can reach, and made the folder again where it pleased.
+    @Test func aMissingFolderLeavesTheRestOfTheConfinementInForce() throws {
+        let folder = try Media.scratch()
+        let stage = folder.appendingPathComponent("stage")
+        try FileManager.default.createDirectory(at: stage, withIntermediateDirectories: true)
+        let missing = folder.appendingPathComponent("checkpoint").path
+        var request = JobRequest(kind: .transcode, input: try Media.path(.standard), output: stage.appendingPathComponent("out.mp4").path,
+                                 settings: .init())
+        request.checkpoint = missing
+        let file = folder.appendingPathComponent("request.json")
+        try (try JSONEncoder().encode(request) + Data("\n".utf8)).write(to: file)
+        let run = try Shell.run("/bin/sh", ["-c", "exec \"$0\" run-job < \"$1\"", Binary.path, file.path])
+        #expect(!run.stderr.contains("Landlock"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: missing), "the child made a folder outside its rules")
+        #expect(run.stdout.contains(#""code":"output_failed""#) && run.stdout.contains(missing), "\(run.stdout)")
+    }
+
     @Test func theSandboxIsInForceAndRefusesTheNetworkAndOtherPrograms() throws {
         let run = try Shell.run(Binary.path, ["run-job", "--check", "--memory-mib", "512", "--nice", "7"])
         #expect(run.status == 0, "\(run.stderr)")
@@ -166,11 +185,20 @@ import TestSupport
         // Tried for real by the child under the filter; AF_UNIX shows the filter picks what it refuses.
         #expect(report.tried == ["socket(AF_INET)": "EPERM", "socket(AF_INET6)": "EPERM", "execve": "EPERM",
                                  "kill(parent)": "EPERM", "setsid": "EPERM", "setpgid": "EPERM", "open(/etc/hostname)": "EACCES",
-                                 "socket(AF_UNIX)": "allowed", "write(in its folder)": "allowed", "write(beside its folder)": "EACCES",
+                                 "socket(AF_UNIX)": "EPERM", "socketpair(AF_UNIX)": "allowed",
+                                 "write(in its folder)": "allowed", "write(beside its folder)": "EACCES",
                                  "fcntl(F_SETOWN, parent)": "EPERM", "fcntl(F_SETOWN_EX, parent)": "EPERM",
                                  "ioctl(FIOSETOWN, parent)": "EPERM", "fcntl(F_SETOWN with high bits, parent)": "EPERM",
-                                 "prlimit(parent, set)": "EPERM"],
+                                 "prlimit(parent, set)": "EPERM", "setpriority(parent)": "EPERM", "setpriority(own group)": "EPERM",
+                                 "setpriority(self)": "allowed", "sched_setaffinity(parent)": "EPERM"],
                 "\(report.tried ?? [:])")
+        // Whatever the server runs as (root here, in CI): the child keeps at most the two file-access capabilities.
+        let kept: UInt64 = 0x6
+        for set in [report.capabilities, report.permittedCapabilities] {
+            let bits = try #require(set.flatMap { UInt64($0, radix: 16) }, "\(report)")
+            #expect(bits & ~kept == 0, "capabilities \(set ?? "") left to the child")
+        }
+        #expect(report.capabilityError == nil && report.complete, "\(report)")
         #expect(report.landlock == true, "\(report.landlockError ?? "")")
         let server = try TestServer(["--job-memory-mib", "1024"])
         #expect(server.log.contains(#""message":"job sandbox","seccomp":"on""#), "\(server.log.prefix(600))")
@@ -180,6 +208,8 @@ import TestSupport
         let child = try #require(try Self.runningChild(server, job: job, attempt: 1))
         let status = try String(contentsOfFile: "/proc/\(child)/status", encoding: .utf8)
         #expect(status.contains("Seccomp:\t2") && status.contains("NoNewPrivs:\t1"), "\(status)")
+        let effective = status.split(separator: "\n").first { $0.hasPrefix("CapEff:") }?.split(separator: "\t").last
+        #expect(effective.flatMap { UInt64($0, radix: 16) }.map { $0 & ~kept == 0 } == true, "\(effective ?? "")")
         let limits = try String(contentsOfFile: "/proc/\(child)/limits", encoding: .utf8)
         let data = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max data size") })
         #expect(data.split(separator: " ", omittingEmptySubsequences: true).contains("\(1024 * 1024 * 1024)"), "\(data)")

@@ -24,6 +24,14 @@ int tc_set_io_owner(int fd, pid_t pid, int method);
 /// was allowed (nothing changes), -1 (errno set) when refused. For the sandbox check.
 int tc_reset_open_files_limit(pid_t pid);
 
+/// Sets process `pid`'s CPUs to what they are (sched_getaffinity, then sched_setaffinity): 0 when the set was
+/// allowed, -1 (errno set) when refused. For the sandbox check.
+int tc_reset_affinity(pid_t pid);
+
+/// Drops every capability but those whose bits are in `keep`: from the bounding, ambient, effective, permitted
+/// and inheritable sets. 0, or -1 (errno set) when the sets could not be changed.
+int tc_drop_capabilities(unsigned long long keep);
+
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): 0 or -1 (errno set).
 int tc_set_no_new_privileges(void);
 
