@@ -52,8 +52,8 @@ enum HLSPlaylists {
 
     /// A track's media playlist (in its folder: URIs are relative to it).
     static func media(_ track: LadderTrack) -> String {
-        let durations = track.segments.map { track.seconds($0.duration) }
-        var lines = header(durations: durations)
+        let durations = track.segmentDurations
+        var lines = header(targetDuration: track.targetDuration)
         for (segment, duration) in zip(track.segments, durations) {
             lines.append("#EXTINF:\(String(format: "%.5f", duration)),")
             lines.append(URL(fileURLWithPath: segment.path).lastPathComponent)
@@ -65,7 +65,7 @@ enum HLSPlaylists {
     /// A video track's I-frame playlist: each key frame as a byte range (its moof and the frame) of its segment.
     static func iFrames(_ track: LadderTrack) -> String {
         let frames = track.iFrames
-        var lines = header(durations: frames.map(\.duration), iFramesOnly: true)
+        var lines = header(targetDuration: LadderTrack.targetDuration(frames.map(\.duration)), iFramesOnly: true)
         for item in frames {
             lines.append("#EXTINF:\(String(format: "%.5f", item.duration)),")
             lines.append("#EXT-X-BYTERANGE:\(item.frame.length)@\(item.frame.offset)")
@@ -75,10 +75,10 @@ enum HLSPlaylists {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// The target duration is the longest segment rounded to the nearest second (at least 1).
-    private static func header(durations: [Double], iFramesOnly: Bool = false) -> [String] {
+    /// An I-frame playlist's target duration is its own (the rule of one target leaves them out).
+    private static func header(targetDuration: Int, iFramesOnly: Bool = false) -> [String] {
         var lines = [
-            "#EXTM3U", "#EXT-X-VERSION:\(version)", "#EXT-X-TARGETDURATION:\(LadderTrack.targetDuration(durations))",
+            "#EXTM3U", "#EXT-X-VERSION:\(version)", "#EXT-X-TARGETDURATION:\(targetDuration)",
             "#EXT-X-MEDIA-SEQUENCE:0", "#EXT-X-PLAYLIST-TYPE:VOD", "#EXT-X-INDEPENDENT-SEGMENTS",
         ]
         if iFramesOnly { lines.append("#EXT-X-I-FRAMES-ONLY") }

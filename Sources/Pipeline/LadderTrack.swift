@@ -26,6 +26,9 @@ struct LadderTrack {
     /// Units added to every timestamp in the files (`SegmentedOutput.offsetSeconds`).
     var offset: Int64
     var segments: [SegmentedOutput.Segment]
+    /// The target duration of every media playlist of the ladder, when set (`LadderTrack.sharingTarget`); else this
+    /// track's own.
+    var sharedTargetDuration: Int? = nil
 
     func seconds(_ units: Int64) -> Double { Double(units) / Double(timescale) }
 
@@ -57,13 +60,31 @@ struct LadderTrack {
     /// A playlist's target duration: its longest piece rounded to the nearest second (at least 1).
     static func targetDuration(_ durations: [Double]) -> Int { max(1, Int((durations.max() ?? 0).rounded())) }
 
+    /// Seconds of each segment.
+    var segmentDurations: [Double] { segments.map { seconds($0.duration) } }
+
+    /// The media playlist's target duration: the ladder's, shared, or this track's own.
+    var targetDuration: Int { sharedTargetDuration ?? Self.targetDuration(segmentDurations) }
+
+    /// These tracks with one target duration, their longest segment's: "each Media Playlist in each Variant Stream
+    /// MUST have the same Target Duration" (RFC 8216, 6.2.4), and a variant's audio is in all of them. Each rounded
+    /// its own longest segment before, and a video of 2.47 s said 2 where its audio (priming included) said 3.
+    static func sharingTarget(_ tracks: [LadderTrack]) -> [LadderTrack] {
+        let target = targetDuration(tracks.flatMap(\.segmentDurations))
+        return tracks.map { track in
+            var shared = track
+            shared.sharedTargetDuration = target
+            return shared
+        }
+    }
+
     /// The peak segment bit rate of a playlist of `pieces` (what BANDWIDTH states, as RFC 8216bis defines it), bits
     /// per second: the highest of any run of consecutive pieces lasting 0.5 to 1.5 of the playlist's target duration,
     /// over their lengths as listed (what a player measures with). Not of single segments: a last one of a frame or
     /// a few samples would state a peak many times the real one, and players would pass over the rung. A playlist
     /// shorter than half its target is one run.
-    static func peakBitRate(_ pieces: [(bytes: Int, seconds: Double)]) -> Int {
-        let targetDuration = Self.targetDuration(pieces.map(\.seconds))
+    static func peakBitRate(_ pieces: [(bytes: Int, seconds: Double)], targetDuration: Int? = nil) -> Int {
+        let targetDuration = targetDuration ?? Self.targetDuration(pieces.map(\.seconds))
         let lengths = pieces.map { listed($0.seconds) }
         let shortest = 0.5 * Double(targetDuration), longest = 1.5 * Double(targetDuration)
         var peak = 0.0
@@ -84,7 +105,9 @@ struct LadderTrack {
     }
 
     /// The peak segment bit rate of the media playlist (see `peakBitRate(_:)`).
-    var peakBitRate: Int { Self.peakBitRate(segments.map { (bytes: $0.bytes, seconds: seconds($0.duration)) }) }
+    var peakBitRate: Int {
+        Self.peakBitRate(segments.map { (bytes: $0.bytes, seconds: seconds($0.duration)) }, targetDuration: targetDuration)
+    }
 
     /// All segments' bits over the whole duration, in bits per second.
     var averageBitRate: Int {

@@ -148,6 +148,10 @@ final class LadderWriter: TranscodeOutput {
     /// what each track holds, by folder.
     static func writePlaylists(root: String, video videoTracks: [LadderTrack], audio audioTrack: LadderTrack?) throws(MediaError)
         -> [String: LadderTrack.Measured] {
+        let usable = audioTrack.flatMap { $0.segments.isEmpty ? nil : $0 }
+        let shared = LadderTrack.sharingTarget(videoTracks + [usable].compactMap { $0 })
+        let videoTracks = Array(shared.prefix(videoTracks.count))
+        let audioTrack = usable == nil ? audioTrack : shared.last
         var measured: [String: LadderTrack.Measured] = [:]
         for track in videoTracks + [audioTrack].compactMap({ $0 }) {
             measured[track.folder] = track.measured

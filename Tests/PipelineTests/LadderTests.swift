@@ -172,6 +172,23 @@ import TestSupport
         #expect(Double(variant.bandwidth) < 1.5 * Double(variant.averageBandwidth), "\(variant.bandwidth) against \(variant.averageBandwidth)")
     }
 
+    /// A source shorter than a segment: its video's one segment lasts 2.4 s, its audio's 2.6 s. Every media playlist
+    /// states one target duration, as RFC 8216 requires of a variant's playlists; before, the video's said 2 and the
+    /// audio's 3 (`Ladder.check` compares them).
+    @Test func allMediaPlaylistsShareOneTargetDuration() throws {
+        let input = try Media.scratch().appendingPathComponent("short.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=30:d=2.4", "-f", "lavfi", "-i", "sine=d=2.6",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 6, "renditions": [{"video": {"height": 240}}]}"#)
+        let summary = try Ladder.check(run.folder)
+        let video = try #require(summary.variants.first?.durations.first)
+        #expect(video < 2.5, "the video's segment rounds down on its own: \(video)")
+        for playlist in ["240p/index.m3u8", "audio/index.m3u8"] {
+            let text = try String(contentsOfFile: run.folder + "/" + playlist, encoding: .utf8)
+            #expect(text.contains("#EXT-X-TARGETDURATION:3\n"), "\(playlist): \(text)")
+        }
+    }
+
     /// A variable-rate source whose first pictures come slowly (a tenth of a second apart, then 30 a second): x264
     /// decodes its first frames earlier than the start delay of the average rate covers. Before, the ladder failed
     /// ("segments start before the ladder's time offset allows"); the single MP4 had an edit list for it.

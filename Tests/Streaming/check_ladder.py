@@ -91,12 +91,18 @@ def check_media(uri, kind):
         total_time += segment.duration
     if kind == "iframe" and not playlist.is_i_frames_only:
         fail(f"{uri}: no EXT-X-I-FRAMES-ONLY")
-    if playlist.target_duration != max(1, math.floor(max(durations, default=0) + 0.5)):
-        fail(f"{uri}: TARGETDURATION {playlist.target_duration} is not the longest segment rounded ({max(durations, default=0)})")
+    if kind == "iframe":
+        if playlist.target_duration != max(1, math.floor(max(durations, default=0) + 0.5)):
+            fail(f"{uri}: TARGETDURATION {playlist.target_duration} is not the longest segment rounded ({max(durations, default=0)})")
+    else:
+        media_targets[uri] = (playlist.target_duration, max(durations, default=0))
     peak = windowed_peak(pieces, playlist.target_duration)
     return durations, peak, (total_bits / total_time if total_time else 0), total_time
 
 
+# RFC 8216, 6.2.4: every media playlist of a variant (its audio's included) has the same target duration; here the
+# longest segment of them all, rounded.
+media_targets = {}
 audio_stats = None
 for group, media in audio_groups.items():
     durations, peak, average, length = check_media(media.uri, "audio")
@@ -140,6 +146,14 @@ for iframe in master.iframe_playlists:
         fail(f"{iframe.uri}: BANDWIDTH {iframe.iframe_stream_info.bandwidth} far above the measured peak {peak:.0f}")
     summary["iframes"].append({"uri": iframe.uri, "count": len(durations), "codecs": iframe.iframe_stream_info.codecs,
                                "durations": durations})
+
+if media_targets:
+    targets = {target for target, _ in media_targets.values()}
+    longest = max(length for _, length in media_targets.values())
+    if len(targets) != 1:
+        fail(f"media playlists with different TARGETDURATIONs: {dict((uri, t) for uri, (t, _) in media_targets.items())}")
+    elif targets != {max(1, math.floor(longest + 0.5))}:
+        fail(f"TARGETDURATION {targets} is not the longest segment of all rounded ({longest})")
 
 # DASH: a static MPD whose templates name the same files.
 mpd = ET.parse(os.path.join(folder, "manifest.mpd")).getroot()
