@@ -132,7 +132,8 @@ final class CheckpointedTranscode {
                                              inPlace: directory != nil, fileType: settings.container, cancellation: cancellation,
                                              step: { reporter.finishingStep(frames: frames, call: progress) })
             if let stills, let directory {
-                try stills.link(manifest.stills, into: directory, duration: manifest.segments.last?.end ?? 0)
+                let length = TranscodeSession.duration(ofFile: directory.path(settings.container.mainFileName))
+                try stills.link(manifest.stills, into: directory, duration: length ?? manifest.segments.last?.end ?? 0)
             }
             try directory?.commit(step: { reporter.finishingStep(frames: frames, call: progress) })
         } catch {

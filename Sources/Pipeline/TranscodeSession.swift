@@ -48,6 +48,9 @@ public final class TranscodeSession {
         self.limits = limits
     }
 
+    /// How long the media file at `path` lasts, as its reader says; nil when it cannot be read.
+    static func duration(ofFile path: String) -> Double? { (try? MediaReader(path: path))?.duration }
+
     /// Transcodes the input and reports the output's tracks (and, for a folder, its files).
     ///
     /// `progress` is called on this thread with monotonic values, at most every `progressInterval` seconds, and a
@@ -98,7 +101,10 @@ public final class TranscodeSession {
             try output.finishWriting(step: { reporter.finishingStep(frames: plan.framesEncoded, call: progress) },
                                      cancellation: cancellation)
             if let directory {
-                try plan.thumbnailer?.writeCues(duration: output.writtenSeconds)
+                // A file's cues last as long as the file, as its reader says (its longest track, the last
+                // picture's length included); what the writer counted is where its progress stood.
+                let length = settings.container.isSegmented ? nil : Self.duration(ofFile: directory.path(settings.container.mainFileName))
+                try plan.thumbnailer?.writeCues(duration: length ?? output.writtenSeconds)
                 try directory.commit(step: { reporter.finishingStep(frames: plan.framesEncoded, call: progress) })
             }
         } catch {
