@@ -109,19 +109,26 @@ public final class TusEndpoint: Sendable {
         } else {
             let id = parameters["id"] ?? ""
             guard TusUploads.isValidID(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
-            guard let text = headers["Upload-Offset"], let offset = Int64(text), offset >= 0 else {
-                throw refusal(.badRequest, "invalid_offset", "Upload-Offset: expected the upload's offset, a whole number of bytes.")
-            }
-            var length: Int64?
-            if let text = headers["Upload-Length"] {
-                guard let value = Int64(text), value >= 0 else {
-                    throw refusal(.badRequest, "invalid_length", "Upload-Length: expected a whole number of bytes.")
-                }
-                length = value
-            }
+            let offsetRefusal = refusal(.badRequest, "invalid_offset", "Upload-Offset: expected the upload's offset, a whole number of bytes.")
+            guard let offset = try Self.byteCount(headers, "Upload-Offset", else: offsetRefusal) else { throw offsetRefusal }
+            let length = try Self.byteCount(headers, "Upload-Length", else: lengthRefusal)
             mode = .append(id: id, offset: offset, length: length)
         }
         return TusSink(mode: mode, uploads: uploads, digests: digests, maxBytes: maxBytes, checksum: checksum, pool: pool)
+    }
+
+    private var lengthRefusal: HTTPError {
+        refusal(.badRequest, "invalid_length", "Upload-Length: expected a whole number of bytes.")
+    }
+
+    /// The whole number of bytes the header `name` holds, nil when it is absent; `refusal` when it is there twice
+    /// (a proxy may take the other one) or is anything but decimal digits (`Int64` alone takes "+3" and "-0").
+    static func byteCount(_ headers: HTTPHeaders, _ name: String, else refusal: HTTPError) throws(HTTPError) -> Int64? {
+        let values = headers.values(name)
+        guard let text = values.first else { return nil }
+        guard values.count == 1, !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              let value = Int64(text) else { throw refusal }
+        return value
     }
 
     /// A creation's headers: `Upload-Length` or `Upload-Defer-Length: 1` (one of them), and metadata that parses.
@@ -129,10 +136,8 @@ public final class TusEndpoint: Sendable {
         let length = headers["Upload-Length"], deferred = headers["Upload-Defer-Length"]
         var declared: Int64?
         switch (length, deferred) {
-        case (let text?, nil):
-            guard let value = Int64(text), value >= 0 else {
-                throw refusal(.badRequest, "invalid_length", "Upload-Length: expected a whole number of bytes.")
-            }
+        case (_?, nil):
+            guard let value = try Self.byteCount(headers, "Upload-Length", else: lengthRefusal) else { throw lengthRefusal }
             guard value <= maxBytes else {
                 throw refusal(.contentTooLarge, "upload_too_large", "Upload-Length: uploads may be at most \(maxBytes) bytes.")
             }
@@ -271,7 +276,15 @@ public final class TusEndpoint: Sendable {
         }
         guard var upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "The upload vanished.") }
         var headers = HTTPHeaders([("Location", "/v1/tus/\(upload.id)")])
-        try advanced(&upload, by: body, headers: &headers)
+        do throws(HTTPError) {
+            try advanced(&upload, by: body, headers: &headers)
+        } catch {
+            // The upload exists (and its bytes: a completion's refusal, or its failure for now, leaves them): a
+            // client must still learn where, to ask again or to read what became of it, not create another.
+            var answer = error
+            for name in ["Location", "Upload-Offset"] { if let value = headers[name] { answer.headers.set(name, value) } }
+            throw answer
+        }
         return Response(.created, headers: headers)
     }
 

@@ -216,6 +216,8 @@ import TestSupport
         #expect(try create(server, Self.version).status == 400)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Defer-Length: 1"]).status == 400)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: -5"]).status == 400)
+        #expect(try create(server, Self.version + ["-H", "Upload-Length: +5"]).status == 400)
+        #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Length: 6"]).status == 400)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5000001"]).status == 413)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Metadata: filename not*base64"]).status == 400)
         let badSettings = Data(#"{"video": {"width": "wide"}}"#.utf8).base64EncodedString()
@@ -245,6 +247,13 @@ import TestSupport
         let sha = Data(try Shell.check("sh", ["-c", "printf abc | sha256sum | cut -c1-64"]).trimmingCharacters(in: .whitespacesAndNewlines)
             .hexBytes).base64EncodedString()
         #expect(try patch(server, path, offset: 0, body: "abc", ["-H", "Upload-Checksum: sha256 \(sha)"]).status == 204)
+        // An offset is digits alone, given once: "+3" was read as 3, and of two the first was taken where a proxy
+        // in front may have taken the other.
+        for offsets in [["+3"], ["3", "0"]] {
+            let odd = try server.curl(path, ["-X", "PATCH", "--data-binary", "d"] + offsets.flatMap { ["-H", "Upload-Offset: \($0)"] }
+                                      + Self.version + Self.chunk)
+            #expect(odd.status == 400 && odd.body.contains("invalid_offset"), "\(offsets): \(odd)")
+        }
         #expect(try patch(server, path, offset: 3, body: "0123456789").status == 413, "past the declared length")
         // A body longer than any upload may be is refused before it is read, with the protocol's header as always.
         let tooLong = try RawClient(port: server.port)
@@ -278,6 +287,28 @@ import TestSupport
         // Errors are JSON like every other.
         let missing = try server.json("/v1/tus/00000000-0000-4000-8000-000000000000", ["-X", "DELETE"] + Self.version)
         #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
+    }
+
+    /// A creation whose body is the whole upload, completed there, and whose job is then refused (its watermark is no
+    /// upload): the answer still says where the upload is. Without it the client could not ask again nor read what
+    /// became of the bytes, and a client retrying would upload them all a second time.
+    @Test func aCreationCompletedThenRefusedStillSaysWhereTheUploadIs() throws {
+        let server = try TestServer()
+        let clip = try Media.scratch().appendingPathComponent("tiny.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-c:v", "libx264", "-preset", "ultrafast", clip])
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: clip)[.size] as? Int)
+        let settings = Data(#"{"filters": {"video": {"watermark": {"upload": "00000000-0000-4000-8000-000000000000"}}}}"#.utf8)
+        let run = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-T", clip, "-H", "Expect:", "-H", "Upload-Length: \(size)",
+                                         "-H", "Upload-Metadata: settings \(settings.base64EncodedString())"]
+                                  + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
+        #expect(run.hasPrefix("HTTP/1.1 422 "), "\(run)")
+        let location = run.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("location: ") }.map { String($0.dropFirst(10)) }
+        let path = try #require(location, "no Location in \(run)")
+        #expect(run.contains("Upload-Offset: \(size)\r\n"), "\(run)")
+        let info = try head(server, path)
+        #expect(info.status == 200 && info.headers["upload-offset"] == String(size) && info.headers["transcoder-job"] == nil, "\(info)")
+        let id = try #require(path.split(separator: "/").last.map(String.init))
+        #expect(try server.json("/v1/uploads/\(id)").status == 200, "the bytes are an upload, which the client can now name")
     }
 
     /// A refusal while the body is read carries CORS and the protocol's header, as one before it does: a page on
