@@ -94,11 +94,19 @@ enum ServeCommand {
             }
             logger.info("listening", ["host": .string(config.host), "port": .int(server.port), "data": .string(queue.directory.root.path),
                                       "workers": .int(config.workers), "store": .string(queue.store.isShared ? "postgresql" : "sqlite")])
-            NamedThread.start("tus-recovery") { api.completeInterruptedUploads() }
+            // At start, and then as often as expired uploads are swept: an upload whose bytes all arrived but whose
+            // completion failed for now (the store or the disk) is completed once it can be, though its client
+            // never asks again; before, it waited for a restart, and was deleted as expired a day later.
+            let recoveryStop = DispatchSemaphore(value: 0)
+            NamedThread.start("tus-recovery") {
+                repeat { api.completeInterruptedUploads() }
+                while recoveryStop.wait(timeout: .now() + min(60, config.tusExpiryHours * 900)) == .timedOut
+            }
             let stop = DispatchSemaphore(value: 0)
             let sources = Signals.onTerminateThenExit { stop.signal() }
             defer { sources.cancel() }
             stop.wait()
+            recoveryStop.signal()
             logger.info("shutting down", ["grace_seconds": .int(Int(config.shutdownGrace))])
             // One grace for both, counted from the signal: a compose file's stop period a little over it holds.
             let stopping = Date()

@@ -351,6 +351,32 @@ import TestSupport
         #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload.object)")
     }
 
+    /// A completion that fails for now (the uploads folder cannot be written: `chattr +i`, which binds root too) is
+    /// done again by the server on its own once it can be, though the client never asks again. Before, it waited for
+    /// a restart or the client's next request, and the whole upload was deleted as expired a day after its last byte.
+    @Test func aCompletionThatFailedForNowIsDoneWithoutTheClient() throws {
+        // An expiry of 18 s: uploads are swept, and failed completions tried again, every 4.5 s.
+        let server = try TestServer(["--tus-expire-hours", "0.005"])
+        let source = try Media.path(.audioOnly)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)"]).location)
+        let id = String(path.split(separator: "/").last ?? "")
+        let file = try Media.scratch().appendingPathComponent("all.bin")
+        try bytes.write(to: file)
+        let uploads = server.data.appendingPathComponent("uploads").path
+        try Shell.check("chattr", ["+i", uploads])
+        let final: (status: Int, body: String)
+        do {
+            defer { _ = try? Shell.run("chattr", ["-i", uploads]) }
+            final = try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: 0"] + Self.version + Self.chunk)
+        }
+        #expect(final.status == 500 && final.body.contains("storage_error"), "\(final)")
+        #expect(try server.json("/v1/uploads/\(id)").status == 404, "not stored yet")
+        #expect(try eventually(15) { try server.json("/v1/uploads/\(id)").status == 200 }, "completed without the client asking")
+        let upload = try server.json("/v1/uploads/\(id)")
+        #expect(upload.object["sha256"] as? String == (try sha256(source)), "\(upload.object)")
+    }
+
     /// While a completion runs (its lock held on the description, the bytes renamed aside), a HEAD leaves the bytes
     /// where they are and counts them, and a DELETE is refused as during a PATCH: deleting the description would not
     /// stop the completion, which records the upload (and starts its job) afterwards. This process holds the lock, as

@@ -6,7 +6,7 @@ import { authHeaders } from "./api.js";
 
 const storageKey = "transcoderd.uploads";
 const version = "1.0.0";
-// The server keeps an unfinished upload for a day (--tus-expiry-hours): older entries are forgotten.
+// The server keeps an unfinished upload for a day (--tus-expire-hours): older entries are forgotten.
 const rememberFor = 24 * 3600 * 1000;
 // Waits before each new try after a dropped connection or a passing refusal, in seconds (a server's Retry-After,
 // up to the last of these, wins): about two minutes in all, so a PATCH the server still holds from before a dropped
