@@ -76,6 +76,14 @@ int tc_reset_affinity(pid_t pid) {
     return sched_setaffinity(pid, sizeof cpus, &cpus);
 }
 
+int tc_unshare_nothing(void) { return unshare(0); }
+
+int tc_reset_io_priority(int which, pid_t who) {
+    long priority = syscall(SYS_ioprio_get, which, who);
+    if (priority < 0) return -1;
+    return (int)syscall(SYS_ioprio_set, which, who, priority);
+}
+
 int tc_drop_capabilities(unsigned long long keep) {
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
     // The bounding set first (dropping from it takes CAP_SETPCAP, which goes next); a process without that

@@ -210,21 +210,22 @@ public final class ChildProcess: Sendable {
     /// Whether the child was killed for writing a line longer than `maxLineBytes` (a child gone wrong).
     public var lineTooLong: Bool { state.withLock { $0.lineTooLong } }
 
-    /// Waits for the child to end and reaps it; later calls return the same answer.
+    /// Waits for the child to end, kills what it left running in its process group, and reaps it; later calls return
+    /// the same answer.
     @discardableResult
     public func wait() -> Termination {
         if let known = state.withLock({ $0.termination }) { return known }
         var info = siginfo_t()
-        var ended = false
-        while !ended {
-            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == 0 { ended = true } else if errno != EINTR { break }
+        var exited = false
+        while !exited {
+            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == 0 { exited = true } else if errno != EINTR { break }
         }
         let termination = state.withLock { state -> Termination in
             if let known = state.termination { return known }
             // What the child started and left running (its process group, which it cannot leave) ends with it:
             // it would otherwise go on with the job's limits lifted and its files open, past the job's end. Sent
             // while the child is not yet reaped, so the group's id cannot be another's.
-            if ended { kill(-pid, SIGKILL) }
+            if exited { kill(-pid, SIGKILL) }
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
             let ended: Termination = status & 0x7F == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)

@@ -12,12 +12,15 @@ public enum Sandbox {
     /// journal, `/dev/log`, abstract names), which Landlock does not cover; `socketpair` stays. The signal calls only
     /// for a target other than this process (its own threads are signalled through its own pid); io_uring because
     /// its operations (sockets among them) never pass through the filter; `setsid` and `setpgid` because the server
-    /// stops a child by its process group, which a process it started must not leave. More with some arguments
-    /// only: `refusedWithArguments`.
+    /// stops a child by its process group, which a process it started must not leave; `unshare` and `setns`,
+    /// whose new namespaces (a user namespace: every capability again, inside it) a job has no use for; and the file
+    /// handle calls, which open a file by its inode past the paths Landlock checks. More with some arguments only:
+    /// `refusedWithArguments`.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
                           "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
-                          "pidfd_send_signal", "pidfd_open", "setsid", "setpgid"]
+                          "pidfd_send_signal", "pidfd_open", "setsid", "setpgid", "unshare", "setns",
+                          "open_by_handle_at", "name_to_handle_at"]
 
     /// Calls refused only with certain arguments: the ways to have the kernel act on another process that are not
     /// signal calls. Making another process the owner of a descriptor's I/O signals (`fcntl` F_SETOWN, F_SETOWN_EX,
@@ -34,14 +37,15 @@ public enum Sandbox {
         ("prlimit64", [(0, false, 0), (2, false, 0)]),
         ("setpriority", [(0, false, UInt64(PRIO_PROCESS.rawValue))]), ("setpriority", [(1, false, 0)]),
         ("sched_setscheduler", [(0, false, 0)]), ("sched_setparam", [(0, false, 0)]), ("sched_setattr", [(0, false, 0)]),
-        ("sched_setaffinity", [(0, false, 0)]), ("ioprio_set", [(1, false, 0)]),
+        ("sched_setaffinity", [(0, false, 0)]), ("ioprio_set", [(0, false, 1)]), ("ioprio_set", [(1, false, 0)]), // 1: IOPRIO_WHO_PROCESS
         ("migrate_pages", [(0, false, 0)]), ("move_pages", [(0, false, 0)]),
     ]
 
     /// The capabilities a child keeps when the server has them (runs as root): reading and writing files whatever
     /// their modes, as the server does (Landlock decides which). Every other one goes: with them a child taken over
-    /// could load a kernel module, use eBPF, raise its own limits, or change its user.
-    static let keptCapabilities: UInt64 = 1 << 1 | 1 << 2 // CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+    /// could load a kernel module, use eBPF, raise its own limits, change its user, or (CAP_DAC_READ_SEARCH) open a
+    /// file by its handle past Landlock's path checks.
+    static let keptCapabilities: UInt64 = 1 << 1 // CAP_DAC_OVERRIDE
 
     /// The first argument a refused call may still have: this process's pid for the signals.
     private static func allowedFirstArgument(of name: String) -> UInt64? {
@@ -158,8 +162,9 @@ public enum Sandbox {
     /// `socket(AF_INET)`, `socket(AF_INET6)`, `execve` of a path that does not exist (so without the filter it
     /// fails with ENOENT rather than replacing this process), `kill` of the parent with signal 0, `setsid` and
     /// `setpgid` (from a forked process), the parent made the owner of a socket's I/O signals (`fcntl` F_SETOWN, also
-    /// with high bits set in the command, F_SETOWN_EX, `ioctl` FIOSETOWN), the parent's open-files limit, niceness
-    /// and CPUs, and this process group's niceness, set to what they are, reading `/etc/hostname` (outside any job's
+    /// with high bits set in the command, F_SETOWN_EX, `ioctl` FIOSETOWN), the parent's open-files limit, niceness,
+    /// CPUs and I/O priority, and this process group's niceness and I/O priority, set to what they are, `unshare` of
+    /// nothing, reading `/etc/hostname` (outside any job's
     /// files, once `confineFiles` is in force), `socket(AF_UNIX)`; and, allowed, `socketpair(AF_UNIX)` and this
     /// thread's own niceness.
     public static func tryRefusedCalls() -> [String: String] {
@@ -205,6 +210,9 @@ public enum Sandbox {
         let groupPriority = outcome(setpriority(__priority_which_t(PRIO_PGRP.rawValue), 0, ownNice))
         let ownPriority = outcome(setpriority(which, 0, ownNice))
         let affinity = outcome(tc_reset_affinity(getppid()))
+        let ioPriority = outcome(tc_reset_io_priority(1, getppid()))
+        let groupIOPriority = outcome(tc_reset_io_priority(2, 0)) // this process group: this process alone
+        let namespaces = outcome(tc_unshare_nothing())
         var unixPair: [Int32] = [-1, -1]
         let pairOutcome = outcome(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &unixPair))
         unixPair.filter { $0 >= 0 }.forEach { close($0) }
@@ -217,6 +225,8 @@ public enum Sandbox {
                 "fcntl(F_SETOWN with high bits, parent)": ownerHighBits,
                 "prlimit(parent, set)": limits, "setpriority(parent)": parentPriority,
                 "setpriority(own group)": groupPriority, "setpriority(self)": ownPriority, "sched_setaffinity(parent)": affinity,
+                "ioprio_set(parent)": ioPriority, "ioprio_set(own group)": groupIOPriority,
+                "unshare(nothing)": namespaces,
                 "socket(AF_UNIX)": socketOutcome(AF_UNIX), "socketpair(AF_UNIX)": pairOutcome]
     }
 

@@ -24,9 +24,10 @@ public struct SandboxReport: Sendable, Codable, Equatable {
     public var coreBytes: Int?
     /// Scheduling niceness.
     public var nice: Int
-    /// The effective and permitted capability sets, as the kernel shows them (hexadecimal): at most
-    /// `Sandbox.keptCapabilities`. (The bounding set matters only to a program run with `execve`, which is refused.)
+    /// The effective capability set, as the kernel shows it (hexadecimal): at most `Sandbox.keptCapabilities`.
+    /// (The bounding set matters only to a program run with `execve`, which is refused.)
     public var capabilities: String?
+    /// The permitted set, which bounds what the effective one could be raised to: as little.
     public var permittedCapabilities: String?
     /// Why the capabilities could not be dropped, when they could not.
     public var capabilityError: String?

@@ -99,7 +99,7 @@ import TestSupport
         let left = try #require(child.readLine().flatMap { pid_t($0) })
         #expect(child.wait() == .exited(0))
         // Dead (or a zombie waiting for init): gone from the group's running processes.
-        #expect(try eventually(5) {
+        #expect(eventually(5) {
             let status = (try? String(contentsOfFile: "/proc/\(left)/status", encoding: .utf8)) ?? ""
             return status.isEmpty || status.contains("State:\tZ")
         }, "the process the child left is still running")

@@ -28,8 +28,15 @@ int tc_reset_open_files_limit(pid_t pid);
 /// allowed, -1 (errno set) when refused. For the sandbox check.
 int tc_reset_affinity(pid_t pid);
 
-/// Drops every capability but those whose bits are in `keep`: from the bounding, ambient, effective, permitted
-/// and inheritable sets. 0, or -1 (errno set) when the sets could not be changed.
+/// unshare(0), which changes nothing: 0 when allowed, -1 (errno set) when refused. For the sandbox check.
+int tc_unshare_nothing(void);
+
+/// Sets the I/O priority of `who` (`which`: 1 a process, 2 a process group, 3 a user) to what it is (ioprio_get,
+/// then ioprio_set): 0 when the set was allowed, -1 (errno set) when refused. For the sandbox check.
+int tc_reset_io_priority(int which, pid_t who);
+
+/// Drops every capability but those whose bits are in `keep` from the bounding, effective and permitted sets, and
+/// every one from the ambient and inheritable sets. 0, or -1 (errno set) when the sets could not be changed.
 int tc_drop_capabilities(unsigned long long keep);
 
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): 0 or -1 (errno set).
