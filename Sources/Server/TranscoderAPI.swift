@@ -54,6 +54,10 @@ public final class TranscoderAPI: Sendable {
 
     /// Resumable uploads (tus), kept in the data directory's `tus/` until complete.
     let tusUploads: TusUploads
+    private let tusDigests = TusDigests()
+    /// Interrupted completions that failed: how often, and when the next try is due (a store or disk that stays
+    /// down is not asked to hash and probe every such upload again every minute).
+    private let recoveryFailures = LockedValue<[String: (count: Int, next: ContinuousClock.Instant)]>([:])
     let maxUploadBytes: Int64
     /// Downloads inputs given by URL (`POST /v1/uploads` with `{"url": …}`), under the outbound address policy.
     let fetcher: URLFetcher
@@ -249,11 +253,27 @@ public final class TranscoderAPI: Sendable {
                             contentType: fetched.contentType)
     }
 
-    /// Completes the resumable uploads whose bytes all arrived but whose completion a crash cut short (their jobs
-    /// start), logging what it did. At start, on a thread of its own: it probes files and writes to the store.
-    public func completeInterruptedUploads() {
-        let (completed, failed) = tus.completeInterrupted()
-        if !completed.isEmpty { logger.info("completed resumable uploads a crash had cut short", ["count": .int(completed.count)]) }
+    /// Completes the resumable uploads whose bytes all arrived but whose completion a crash cut short or that failed
+    /// for now (their jobs start), but for those written to in the last `quietSeconds`, logging what it did. At start
+    /// and then periodically, on a thread of its own: it probes files and writes to the store. One that fails is tried
+    /// again 1, 2, 4 … minutes later, at most an hour.
+    public func completeInterruptedUploads(quietSeconds: Double = 5) {
+        let now = ContinuousClock.now
+        let failures = recoveryFailures.withLock { failures in
+            failures = failures.filter { tusUploads.upload($0.key).map { $0.completedAt == nil } ?? false } // gone meanwhile
+            return failures
+        }
+        let (completed, failed) = tus.completeInterrupted(quietSeconds: quietSeconds,
+                                                          skip: { id in failures[id].map { now < $0.next } ?? false })
+        if !completed.isEmpty { logger.info("completed resumable uploads whose completion had not ended", ["count": .int(completed.count)]) }
+        recoveryFailures.withLock { failures in
+            for id in completed { failures[id] = nil }
+            for (id, _) in failed {
+                // 1, 2, 4 … minutes apart, at most an hour.
+                let count = (failures[id]?.count ?? 0) + 1
+                failures[id] = (count, now + .seconds(60 * min(60, 1 << min(count - 1, 6))))
+            }
+        }
         for (id, error) in failed {
             logger.error("completing a resumable upload failed", ["upload_id": .string(id), "code": .string(error.code),
                                                                   "error": .string(error.message)])
@@ -262,7 +282,7 @@ public final class TranscoderAPI: Sendable {
 
     /// The tus endpoint, completing uploads and starting their jobs through this API's own paths.
     private var tus: TusEndpoint {
-        TusEndpoint(uploads: tusUploads, maxBytes: maxUploadBytes, cors: cors,
+        TusEndpoint(uploads: tusUploads, digests: tusDigests, maxBytes: maxUploadBytes, cors: cors,
                     store: { [self] file, id throws(HTTPError) in try store(file, id: id) },
                     storedUpload: { [self] id throws(HTTPError) in try Self.fromStore { () throws(StoreError) in try store.upload(id: id) } },
                     createJob: { [self] upload, settings, id throws(HTTPError) in try createJob(on: upload, settings: settings, id: id) },

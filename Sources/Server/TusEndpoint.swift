@@ -18,7 +18,9 @@ public final class TusEndpoint: Sendable {
 
     let uploads: TusUploads
     let maxBytes: Int64
-    let digests = TusDigests()
+    /// The running hashes of unfinished uploads, shared by every endpoint of an API (its routes and its recovery
+    /// of interrupted completions): one that lost them hashes the whole file again.
+    let digests: TusDigests
     /// HEADs completing an upload a crash left now (each hashes and probes a whole file on a handler thread): at
     /// most `maxHeadCompletions`; past it a HEAD answers 423 with Retry-After, and the handlers stay free for the
     /// quick requests.
@@ -35,13 +37,14 @@ public final class TusEndpoint: Sendable {
     /// Reads settings given as JSON (or a preset's name) as a job would, refusing them as it would.
     let checkSettings: @Sendable (Data) throws(HTTPError) -> Void
 
-    init(uploads: TusUploads, maxBytes: Int64, cors: CORSPolicy,
+    init(uploads: TusUploads, digests: TusDigests = TusDigests(), maxBytes: Int64, cors: CORSPolicy,
          store: @escaping @Sendable (UploadedFile, String) throws(HTTPError) -> Upload,
          storedUpload: @escaping @Sendable (String) throws(HTTPError) -> Upload?,
          createJob: @escaping @Sendable (Upload, Data, String) throws(HTTPError) -> String,
          checkSettings: @escaping @Sendable (Data) throws(HTTPError) -> Void) {
         self.checkSettings = checkSettings
         self.uploads = uploads
+        self.digests = digests
         self.maxBytes = maxBytes
         self.cors = cors
         self.store = store
@@ -291,7 +294,14 @@ public final class TusEndpoint: Sendable {
     private func head(_ request: Request) throws(HTTPError) -> Response {
         try checkVersion(request.headers)
         var upload = try current(request)
-        if upload.completedAt == nil, let length = upload.length, uploads.offset(of: upload) == length, !uploads.isHeld(upload.id) {
+        let whole = upload.completedAt == nil && upload.length.map { uploads.offset(of: upload) == $0 } == true
+        if whole && uploads.isHeld(upload.id) {
+            // Its last PATCH is still under way (its bytes written, not yet let go): the whole length now would
+            // tell a client the upload is done before it is stored, and its id would name nothing.
+            throw refusal(.locked, "upload_completing", "The upload's bytes are all there and its last PATCH is still under way; ask again.",
+                          headers: [("Retry-After", "1")])
+        }
+        if whole {
             // All there, yet not complete: a completion cut short by a crash. The final PATCH got no answer, and a
             // client that sees the whole length here sends nothing more: it is done now. Never an answer that tells
             // a client to start over: one under way elsewhere, or a failure that is not the bytes' (the store, a
@@ -466,12 +476,16 @@ public final class TusEndpoint: Sendable {
                             contentType: text("filetype").map(Self.cleanType))
     }
 
-    /// Completes the uploads whose bytes all arrived but whose completion a crash cut short, at a node's start: their
-    /// clients sent everything and may never ask again. Blocking (probes, the store): on a thread of its own.
-    /// Returns the ids completed, and those that failed with why.
-    func completeInterrupted() -> (completed: [String], failed: [(id: String, error: HTTPError)]) {
+    /// Completes the uploads whose bytes all arrived but whose completion a crash cut short or that failed for now:
+    /// their clients sent everything and may never ask again. Not one written to in the last `quietSeconds` (its
+    /// last PATCH may be about to complete it, and answer with its job), nor one `skip` names. Blocking (probes, the
+    /// store): on a thread of its own. Returns the ids completed, and those that failed with why.
+    func completeInterrupted(quietSeconds: Double = 5, skip: (String) -> Bool = { _ in false })
+        -> (completed: [String], failed: [(id: String, error: HTTPError)]) {
         var completed: [String] = [], failed: [(String, HTTPError)] = []
-        for var upload in uploads.uncompleted() where !uploads.isHeld(upload.id) {
+        let now = Date().timeIntervalSince1970
+        for var upload in uploads.uncompleted() where !uploads.isHeld(upload.id) && !skip(upload.id)
+            && now - uploads.lastWrite(of: upload) >= quietSeconds {
             do {
                 try complete(&upload, waiting: false)
                 if upload.completedAt != nil { completed.append(upload.id) }

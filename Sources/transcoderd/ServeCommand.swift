@@ -99,8 +99,11 @@ enum ServeCommand {
             // never asks again; before, it waited for a restart, and was deleted as expired a day later.
             let recoveryStop = DispatchSemaphore(value: 0)
             NamedThread.start("tus-recovery") {
-                repeat { api.completeInterruptedUploads() }
-                while recoveryStop.wait(timeout: .now() + min(60, config.tusExpiryHours * 900)) == .timedOut
+                // At start every one: a crash just now left the latest, and no request of this node's is under way.
+                api.completeInterruptedUploads(quietSeconds: 0)
+                while recoveryStop.wait(timeout: .now() + min(60, config.tusExpiryHours * 900)) == .timedOut {
+                    api.completeInterruptedUploads()
+                }
             }
             let stop = DispatchSemaphore(value: 0)
             let sources = Signals.onTerminateThenExit { stop.signal() }

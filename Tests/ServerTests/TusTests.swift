@@ -354,6 +354,7 @@ import TestSupport
     /// A completion that fails for now (the uploads folder cannot be written: `chattr +i`, which binds root too) is
     /// done again by the server on its own once it can be, though the client never asks again. Before, it waited for
     /// a restart or the client's next request, and the whole upload was deleted as expired a day after its last byte.
+    /// Meanwhile a HEAD while the bytes are held answers 423, not the whole length.
     @Test func aCompletionThatFailedForNowIsDoneWithoutTheClient() throws {
         // An expiry of 18 s: uploads are swept, and failed completions tried again, every 4.5 s.
         let server = try TestServer(["--tus-expire-hours", "0.005"])
@@ -372,7 +373,14 @@ import TestSupport
         }
         #expect(final.status == 500 && final.body.contains("storage_error"), "\(final)")
         #expect(try server.json("/v1/uploads/\(id)").status == 404, "not stored yet")
-        #expect(try eventually(15) { try server.json("/v1/uploads/\(id)").status == 200 }, "completed without the client asking")
+        // While its bytes are held (as by a last PATCH not yet let go), a HEAD does not say the upload is whole: a
+        // client would take it as done, and the upload's id would name nothing.
+        let bin = open(server.data.appendingPathComponent("tus/\(id).bin").path, O_RDWR)
+        #expect(bin >= 0 && flock(bin, LOCK_EX | LOCK_NB) == 0)
+        let whileHeld = try head(server, path)
+        close(bin)
+        #expect(whileHeld.status == 423 && whileHeld.headers["retry-after"] != nil, "\(whileHeld)")
+        #expect(try eventually(25) { try server.json("/v1/uploads/\(id)").status == 200 }, "completed without the client asking")
         let upload = try server.json("/v1/uploads/\(id)")
         #expect(upload.object["sha256"] as? String == (try sha256(source)), "\(upload.object)")
     }
