@@ -216,6 +216,7 @@ import TestSupport
         #expect(report["emptyCreations"] as? Int == 0 && report["emptyRemembered"] as? String ?? "{}" == "{}", "\(report)")
         #expect((report["notMediaMessage"] as? String ?? "").contains("not usable media"), "\(report["notMediaMessage"] ?? "")")
         #expect(report["notMediaUploaded"] is NSNull && report["notMediaStartDisabled"] as? Bool == true, "\(report)")
+        #expect(report["notMediaRemembered"] as? String == "{}", "a refused upload is not one to continue: \(report)")
         #expect((report["retryNotice"] as? String ?? "").contains("trying again"), "\(report["retryNotice"] ?? "")")
         #expect(report["messageWhileHeld"] as? String == "", "\(report["messageWhileHeld"] ?? "")")
         let held = report["heldUploadID"] as? String ?? "?"

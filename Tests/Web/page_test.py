@@ -380,6 +380,7 @@ def scenario_refusals(browser, base, path, report, token):
     report["notMediaMessage"] = browser.wait(f"{error_text}.includes('notes') || {error_text}.includes('media') ? {error_text} : null", timeout=20)
     report["notMediaUploaded"] = browser.eval("document.querySelector('#upload').dataset.uploaded || null")
     report["notMediaStartDisabled"] = browser.eval("document.querySelector('#start').disabled")
+    report["notMediaRemembered"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
     browser.screenshot("1-not-media")
 
     # The clip's upload made by another client that sent half of it and then held a PATCH open, remembered by the

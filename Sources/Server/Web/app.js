@@ -150,7 +150,10 @@ async function upload(file) {
   progress.value = 0;
   let announced = 0;
   const current = new TusUpload(file, {
-    onRetry: (seconds) => { $("upload-detail").textContent = `connection lost; trying again in ${seconds} s…`; },
+    onRetry: (seconds, error) => {
+      const why = error.status === 0 ? "connection lost" : error.message.replace(/[.\s]+$/, "");
+      $("upload-detail").textContent = `${why}; trying again in ${seconds} s…`;
+    },
     onProgress: ({ sent, total, speed, remaining, resumedFrom }) => {
       const step = total > 0 ? Math.floor(sent / total * 4) : 0;
       if (step > announced && step < 4) {
@@ -173,7 +176,14 @@ async function upload(file) {
     // The last PATCH is answered before the server has looked at the bytes: whether they are media (and what
     // they hold) is the upload's own answer, a refusal's reason included.
     $("upload-detail").textContent = "checking the file…";
-    const stored = await request("GET", `/v1/uploads/${encodeURIComponent(id)}`);
+    let stored;
+    try {
+      stored = await storedUpload(id, () => state.upload !== current);
+    } catch (error) {
+      if (error.status === 422) current.forget(); // the bytes are refused for good: nothing to continue
+      throw error;
+    }
+    current.forget();
     if (state.upload !== current) return;
     state.uploadID = stored.id;
     $("upload-detail").textContent = `uploaded (${formatBytes(file.size)}) · ready to transcode`;
@@ -184,6 +194,19 @@ async function upload(file) {
     if (state.upload !== current) return;
     $("upload-detail").textContent = "";
     handleError(error, $("start-error"));
+  }
+}
+
+// The stored upload a completed tus upload became. Asked again for a while when the answer may change (the
+// connection, the server busy, the upload still being completed elsewhere): a refusal of the bytes (422) is final.
+async function storedUpload(id, abandoned) {
+  for (let tries = 0; ; tries += 1) {
+    try {
+      return await request("GET", `/v1/uploads/${encodeURIComponent(id)}`);
+    } catch (error) {
+      if (abandoned() || tries >= 10 || ![0, 404, 423, 503].includes(error.status)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1000 * Math.min(2 ** tries, 5)));
+    }
   }
 }
 
@@ -209,20 +232,27 @@ $("file").addEventListener("change", () => {
 // A file dropped anywhere on the page is taken (the box is where to aim): a drop the page did not take would make
 // the browser leave the page for the file, and an upload under way with it.
 const drop = $("drop");
+// Text dragged into a field is the field's.
+const carriesFiles = (event) => event.dataTransfer?.types?.includes("Files");
 document.addEventListener("dragover", (event) => {
+  if (!carriesFiles(event)) return;
   event.preventDefault();
-  if (event.dataTransfer) event.dataTransfer.dropEffect = $("app").hidden ? "none" : "copy";
+  event.dataTransfer.dropEffect = $("app").hidden ? "none" : "copy";
   drop.classList.add("over");
 });
 document.addEventListener("dragleave", (event) => { if (!event.relatedTarget) drop.classList.remove("over"); });
 document.addEventListener("drop", (event) => {
+  if (!carriesFiles(event)) return;
   event.preventDefault();
   drop.classList.remove("over");
   if ($("app").hidden) return;
-  const files = event.dataTransfer?.files || [];
+  const files = event.dataTransfer.files;
   if (files.length === 0) return;
   upload(files[0]);
-  if (files.length > 1) $("start-error").textContent = `One file at a time: ${files[0].name} is uploading, the other ${files.length - 1} were left.`;
+  const left = files.length - 1;
+  if (left > 0) {
+    $("start-error").textContent = `One file at a time: ${files[0].name} is uploading; ${left === 1 ? "the other one was" : `the other ${left} were`} left.`;
+  }
 });
 
 // ---- Starting a job ----

@@ -91,8 +91,8 @@ export class TusUpload {
   }
 
   // Uploads the whole file; resolves with the upload's id (usable as a job's input once the server has taken its
-  // bytes as media: the final PATCH is answered before that is known). An empty file is refused here: there is
-  // nothing to send.
+  // bytes as media: the final PATCH is answered before that is known). It stays remembered until `forget()`. An
+  // empty file is refused here: there is nothing to send.
   async start() {
     if (this.file.size === 0) throw new Error(`${this.file.name} is empty: there is nothing to upload.`);
     const key = fingerprint(this.file);
@@ -132,8 +132,12 @@ export class TusUpload {
       }
       this.report();
     }
-    remember(key, null);
     return this.url.split("/").pop();
+  }
+
+  // The server has the upload (its id named a stored upload): it need not be continued after a reload.
+  forget() {
+    remember(fingerprint(this.file), null);
   }
 
   // `attempt()` again after a refusal that passes, as the PATCHes are.
