@@ -75,7 +75,8 @@ enum HLSPlaylists {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// An I-frame playlist's target duration is its own (the rule of one target leaves them out).
+    /// A playlist's first lines, with `targetDuration`: the ladder's for a media playlist (`LadderTrack.targetDuration`),
+    /// an I-frame playlist's own (the rule of one target leaves them out).
     private static func header(targetDuration: Int, iFramesOnly: Bool = false) -> [String] {
         var lines = [
             "#EXTM3U", "#EXT-X-VERSION:\(version)", "#EXT-X-TARGETDURATION:\(targetDuration)",

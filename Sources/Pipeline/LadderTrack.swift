@@ -80,7 +80,8 @@ struct LadderTrack {
 
     /// The peak segment bit rate of a playlist of `pieces` (what BANDWIDTH states, as RFC 8216bis defines it), bits
     /// per second: the highest of any run of consecutive pieces lasting 0.5 to 1.5 of the playlist's target duration,
-    /// over their lengths as listed (what a player measures with). Not of single segments: a last one of a frame or
+    /// over their lengths as listed (what a player measures with). The target is the playlist's stated one when given
+    /// (`targetDuration`), else its longest piece's. Not of single segments: a last one of a frame or
     /// a few samples would state a peak many times the real one, and players would pass over the rung. A playlist
     /// shorter than half its target is one run.
     static func peakBitRate(_ pieces: [(bytes: Int, seconds: Double)], targetDuration: Int? = nil) -> Int {
