@@ -169,7 +169,12 @@ import TestSupport
         let pictures = (1...6).map { String(format: "thumbnails/%05d.jpg", $0) } + ["poster.jpg", "storyboard.jpg", "storyboard.vtt"]
         #expect(Set(pictures).isSubset(of: Set(files)) && files.filter { $0.hasPrefix("thumbnails/") }.count == 6, "\(files)")
         let cues = try server.curl("/v1/jobs/\(job)/output/storyboard.vtt")
-        #expect(cues.status == 200 && cues.body.contains("00:00:10.000 --> 00:00:12.000"), "the last tile's cue ends with the output: \(cues.body)")
+        // The last tile's cue ends with the output file (its sound, a few ms past the last picture, included).
+        let length = try Probe.read(output).format.durationSeconds
+        let end = cues.body.components(separatedBy: "\n").last { $0.contains(" --> ") }?.components(separatedBy: " --> ").last
+            .map { $0.split(separator: ":").reduce(0.0) { $0 * 60 + (Double($1) ?? .nan) } }
+        #expect(cues.status == 200 && cues.body.contains("00:00:10.000 --> ") && end.map { abs($0 - length) < 0.002 } == true,
+                "the last tile's cue ends with the output (\(length) s): \(cues.body)")
         #expect(eventually(10) { segments(in: data).isEmpty }, "the checkpoint went with the job's end")
         _ = server.stop()
     }

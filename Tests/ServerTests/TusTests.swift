@@ -23,6 +23,19 @@ import TestSupport
         return path
     }
 
+    /// Puts a regular file where the uploads folder is, so that storing an upload (a rename into it) fails with
+    /// ENOTDIR, for root too; returns what puts the folder back.
+    private func breakUploadsFolder(_ server: TestServer) throws -> () throws -> Void {
+        let uploads = server.data.appendingPathComponent("uploads")
+        let aside = server.data.appendingPathComponent("uploads.aside")
+        try FileManager.default.moveItem(at: uploads, to: aside)
+        try Data().write(to: uploads)
+        return {
+            try FileManager.default.removeItem(at: uploads)
+            try FileManager.default.moveItem(at: aside, to: uploads)
+        }
+    }
+
     /// POST /v1/tus with `headers`; the status and the upload's path.
     private func create(_ server: TestServer, _ headers: [String]) throws -> (status: Int, location: String?) {
         let run = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST"] + headers + [server.base + "/v1/tus"])
@@ -216,7 +229,10 @@ import TestSupport
         #expect(try create(server, Self.version).status == 400)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Defer-Length: 1"]).status == 400)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: -5"]).status == 400)
-        #expect(try create(server, Self.version + ["-H", "Upload-Length: +5"]).status == 400)
+        for length in ["+5", "-0"] {
+            let odd = try Shell.run("curl", ["-s", "-X", "POST", "-H", "Upload-Length: \(length)"] + Self.version + [server.base + "/v1/tus"]).stdout
+            #expect(odd.contains("invalid_length"), "\(length): \(odd)")
+        }
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Length: 6"]).status == 400)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5000001"]).status == 413)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Metadata: filename not*base64"]).status == 400)
@@ -290,8 +306,8 @@ import TestSupport
     }
 
     /// A creation whose body is the whole upload, completed there, and whose job is then refused (its watermark is no
-    /// upload): the answer still says where the upload is. Without it the client could not ask again nor read what
-    /// became of the bytes, and a client retrying would upload them all a second time.
+    /// upload), or whose completion fails for now: the answer still says where the upload is. Without it the client
+    /// could not ask again nor read what became of the bytes, and a client retrying would upload them all again.
     @Test func aCreationCompletedThenRefusedStillSaysWhereTheUploadIs() throws {
         let server = try TestServer()
         let clip = try Media.scratch().appendingPathComponent("tiny.mp4").path
@@ -309,6 +325,19 @@ import TestSupport
         #expect(info.status == 200 && info.headers["upload-offset"] == String(size) && info.headers["transcoder-job"] == nil, "\(info)")
         let id = try #require(path.split(separator: "/").last.map(String.init))
         #expect(try server.json("/v1/uploads/\(id)").status == 200, "the bytes are an upload, which the client can now name")
+        // And one whose completion fails for now (storing it cannot be done): 500, with where it is to ask again.
+        let restore = try breakUploadsFolder(server)
+        let failing = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-T", clip, "-H", "Expect:", "-H", "Upload-Length: \(size)"]
+                                      + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
+        try restore()
+        #expect(failing.hasPrefix("HTTP/1.1 500 ") && failing.contains("storage_error"), "\(failing)")
+        let again = try #require(failing.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("location: ") }
+            .map { String($0.dropFirst(10)) }, "no Location in \(failing)")
+        #expect(failing.contains("Upload-Offset: \(size)\r\n"), "\(failing)")
+        let completed = try head(server, again) // completes it, now that it can be stored
+        #expect(completed.status == 200 && completed.headers["upload-offset"] == String(size), "\(completed)")
+        let stored = try #require(again.split(separator: "/").last.map(String.init))
+        #expect(try server.json("/v1/uploads/\(stored)").status == 200)
     }
 
     /// A refusal while the body is read carries CORS and the protocol's header, as one before it does: a page on
@@ -351,7 +380,7 @@ import TestSupport
         #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload.object)")
     }
 
-    /// A completion that fails for now (the uploads folder cannot be written: `chattr +i`, which binds root too) is
+    /// A completion that fails for now (the uploads folder is a file for a moment: `breakUploadsFolder`) is
     /// done again by the server on its own once it can be, though the client never asks again. Before, it waited for
     /// a restart or the client's next request, and the whole upload was deleted as expired a day after its last byte.
     /// Meanwhile a HEAD while the bytes are held answers 423, not the whole length.
@@ -364,19 +393,17 @@ import TestSupport
         let id = String(path.split(separator: "/").last ?? "")
         let file = try Media.scratch().appendingPathComponent("all.bin")
         try bytes.write(to: file)
-        let uploads = server.data.appendingPathComponent("uploads").path
-        try Shell.check("chattr", ["+i", uploads])
-        let final: (status: Int, body: String)
-        do {
-            defer { _ = try? Shell.run("chattr", ["-i", uploads]) }
-            final = try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: 0"] + Self.version + Self.chunk)
-        }
-        #expect(final.status == 500 && final.body.contains("storage_error"), "\(final)")
-        #expect(try server.json("/v1/uploads/\(id)").status == 404, "not stored yet")
-        // While its bytes are held (as by a last PATCH not yet let go), a HEAD does not say the upload is whole: a
-        // client would take it as done, and the upload's id would name nothing.
+        let restore = try breakUploadsFolder(server)
+        let final = try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: 0"] + Self.version + Self.chunk)
+        // Held from here (as by a last PATCH not yet let go): the server's recovery leaves it alone meanwhile.
         let bin = open(server.data.appendingPathComponent("tus/\(id).bin").path, O_RDWR)
-        #expect(bin >= 0 && flock(bin, LOCK_EX | LOCK_NB) == 0)
+        let held = bin >= 0 && flock(bin, LOCK_EX | LOCK_NB) == 0
+        try restore()
+        #expect(final.status == 500 && final.body.contains("storage_error"), "\(final)")
+        #expect(held)
+        #expect(try server.json("/v1/uploads/\(id)").status == 404, "not stored yet")
+        // While its bytes are held, a HEAD does not say the upload is whole: a client would take it as done, and the
+        // upload's id would name nothing.
         let whileHeld = try head(server, path)
         close(bin)
         #expect(whileHeld.status == 423 && whileHeld.headers["retry-after"] != nil, "\(whileHeld)")

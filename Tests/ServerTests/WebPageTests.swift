@@ -205,19 +205,25 @@ import TestSupport
 
     /// What the server refuses, for good or for now, as the page meets it. An empty file is refused before anything
     /// is sent. A file that is not media is not "ready to transcode": the server's reason shows. A PATCH that another
-    /// request still holds (423) is waited out, and the upload goes on to the whole, right file. A file dropped
-    /// beside the box is taken, not opened by the browser in place of the page. An upload deleted with its last job
-    /// can no longer be transcoded.
+    /// request still holds (423) is waited out, saying why, and the upload goes on to the whole, right file; asks for
+    /// the stored upload that meet 503 are repeated, the upload remembered until one succeeds. A file dropped beside
+    /// the box is taken, not opened by the browser in place of the page; text dropped into a field stays the field's.
+    /// An upload deleted with its last job can no longer be transcoded.
     @Test func refusalsShowTheServersReasonAndPassingOnesAreWaitedOut() throws {
         let server = try TestServer()
         let file = try clip("clip.mp4")
         let report = try browse("refusals", server, file: file)
-        #expect((report["emptyMessage"] as? String ?? "").contains("empty"), "\(report["emptyMessage"] ?? "")")
+        #expect((report["emptyMessage"] as? String ?? "").contains("is empty"), "\(report["emptyMessage"] ?? "")")
         #expect(report["emptyCreations"] as? Int == 0 && report["emptyRemembered"] as? String ?? "{}" == "{}", "\(report)")
         #expect((report["notMediaMessage"] as? String ?? "").contains("not usable media"), "\(report["notMediaMessage"] ?? "")")
         #expect(report["notMediaUploaded"] is NSNull && report["notMediaStartDisabled"] as? Bool == true, "\(report)")
         #expect(report["notMediaRemembered"] as? String == "{}", "a refused upload is not one to continue: \(report)")
-        #expect((report["retryNotice"] as? String ?? "").contains("trying again"), "\(report["retryNotice"] ?? "")")
+        let notice = report["retryNotice"] as? String ?? ""
+        #expect(notice.contains("trying again") && notice.contains("Another PATCH") && !notice.contains("connection lost"),
+                "the server's reason, not a lost connection: \(notice)")
+        #expect(report["refusedAsks"] as? Int == 2 && (report["rememberedWhileAskRefused"] as? String ?? "").contains("/v1/tus/"),
+                "asked again, the upload remembered meanwhile: \(report)")
+        #expect(report["rememberedAfterStored"] as? String == "{}", "forgotten once stored: \(report)")
         #expect(report["messageWhileHeld"] as? String == "", "\(report["messageWhileHeld"] ?? "")")
         let held = report["heldUploadID"] as? String ?? "?"
         #expect((report["heldUploadURL"] as? String ?? "").hasSuffix("/\(held)") && report["heldCreations"] as? Int == 0,
@@ -225,7 +231,10 @@ import TestSupport
         let upload = try server.json("/v1/uploads/\(held)").object
         let expected = try Shell.run("sha256sum", [file]).stdout.split(separator: " ").first.map(String.init)
         #expect(upload["sha256"] as? String == expected, "\(upload)")
-        #expect(report["hrefAfterDrop"] as? String == report["hrefBeforeDrop"] as? String, "\(report)")
+        #expect(report["dropPointOutsideBox"] as? Bool == true && report["hrefBeforeDrop"] is String
+                    && report["hrefAfterDrop"] as? String == report["hrefBeforeDrop"] as? String, "\(report)")
+        #expect(report["textDropped"] as? Bool == true && report["textDropCreations"] as? Int == 0,
+                "text dropped into the settings is the field's: \(report)")
         let dropped = report["droppedUploadID"] as? String ?? ""
         #expect(!dropped.isEmpty && dropped != held, "\(report)")
         #expect(report["state"] as? String == "succeeded", "\(report)")

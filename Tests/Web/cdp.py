@@ -1,5 +1,6 @@
 """A small driver for headless Chromium over the DevTools protocol (websocket-client from PyPI): launch, evaluate,
-wait, click, type, press keys, set files, throttle, screenshot, and collect console errors and dialogs."""
+wait, click, type, press keys, set files, throttle, intercept requests, screenshot, and collect console errors and
+dialogs."""
 
 import base64
 import json
@@ -48,6 +49,9 @@ class Browser:
         self.events = []
         self.console_errors = []
         self.dialogs = []
+        # Called with each Fetch.requestPaused event's params once `intercept` has turned interception on; it
+        # answers with `fulfill` or `let_through`.
+        self.on_paused = None
         for domain in ["Page", "Runtime", "Log", "Network", "DOM"]:
             self.send(f"{domain}.enable")
 
@@ -72,6 +76,8 @@ class Browser:
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
             entry = params["entry"]
             self.console_errors.append(f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}")
+        elif method == "Fetch.requestPaused" and self.on_paused:
+            self.on_paused(params)
         elif method == "Page.javascriptDialogOpening":
             self.dialogs.append(params.get("message"))
             self.send_async("Page.handleJavaScriptDialog", {"accept": False})
@@ -126,6 +132,21 @@ class Browser:
     def navigate(self, url):
         self.send("Page.navigate", {"url": url})
         self.wait("document.readyState === 'complete'")
+
+    def intercept(self, url_pattern, on_paused):
+        """Pauses requests whose URL matches `url_pattern` (DevTools' wildcards) and hands each to `on_paused`."""
+        self.on_paused = on_paused
+        self.send("Fetch.enable", {"patterns": [{"urlPattern": url_pattern, "requestStage": "Request"}]})
+
+    def fulfill(self, paused, status, body):
+        """Answers a paused request with `status` and a JSON `body`, without the server."""
+        self.send_async("Fetch.fulfillRequest", {
+            "requestId": paused["requestId"], "responseCode": status,
+            "responseHeaders": [{"name": "Content-Type", "value": "application/json"}],
+            "body": base64.b64encode(json.dumps(body).encode()).decode()})
+
+    def let_through(self, paused):
+        self.send_async("Fetch.continueRequest", {"requestId": paused["requestId"]})
 
     def reload(self):
         self.send("Page.reload", {"ignoreCache": False})

@@ -364,7 +364,7 @@ def scenario_refusals(browser, base, path, report, token):
     browser.wait("!document.querySelector('#app').hidden")
     error_text = "document.querySelector('#start-error').textContent"
 
-    empty = os.path.join(folder, "empty.mp4")
+    empty = os.path.join(folder, "zero.mp4")
     open(empty, "wb").close()
     creations = len(browser.requests("POST", "/v1/tus"))
     browser.set_files("#file", [empty])
@@ -392,24 +392,50 @@ def scenario_refusals(browser, base, path, report, token):
     upload_url = created.getheader("Location")
     tus_request(base, "PATCH", upload_url, {"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"}, data[:half])
     held = held_patch(base, upload_url, half, data[half:], 1000)
-    browser.pump(0.5)
-    last_modified = int(os.stat(path).st_mtime * 1000)
+    # Held once a PATCH of nothing meets 423 (the server has taken the upload's lock).
+    deadline = time.time() + 10
+    while tus_request(base, "PATCH", upload_url, {"Upload-Offset": str(half + 1000),
+                                                  "Content-Type": "application/offset+octet-stream"}).status != 423:
+        if time.time() > deadline:
+            raise TimeoutError("the held PATCH never held the upload")
+        time.sleep(0.05)
+    last_modified = os.stat(path).st_mtime_ns // 1_000_000
     key = f"{os.path.basename(path)}\u0000{len(data)}\u0000{last_modified}"
     browser.eval(f"localStorage.setItem('transcoderd.uploads', JSON.stringify({{[{json.dumps(key)}]: {{url: {json.dumps(upload_url)}, at: Date.now()}}}}))")
     creations = len(browser.requests("POST", "/v1/tus"))
+    # Once the bytes are all there, the first two asks for the stored upload meet 503: the page asks again, and
+    # keeps the upload remembered meanwhile.
+    refused_asks = []
+
+    def on_paused(paused):
+        if paused["request"]["method"] == "GET" and len(refused_asks) < 2:
+            refused_asks.append(paused["request"]["url"])
+            browser.fulfill(paused, 503, {"error": {"code": "server_busy", "message": "Busy; ask again."}})
+        else:
+            browser.let_through(paused)
+    browser.intercept("*/v1/uploads/*", on_paused)
     browser.set_files("#file", [path])
     try:
         report["retryNotice"] = browser.wait("document.querySelector('#upload-detail').textContent.includes('trying again') ? document.querySelector('#upload-detail').textContent : null", timeout=20)
     finally:
         report["messageWhileHeld"] = browser.eval(error_text)
         held.close()
+    deadline = time.time() + 60
+    while len(refused_asks) < 2:
+        if time.time() > deadline:
+            raise TimeoutError("the page did not ask for the stored upload twice")
+        browser.pump(0.1)
+    report["rememberedWhileAskRefused"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
     report["heldUploadID"] = browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=60)
+    report["refusedAsks"] = len(refused_asks)
+    report["rememberedAfterStored"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
     report["heldUploadURL"] = upload_url
     report["heldCreations"] = len(browser.requests("POST", "/v1/tus")) - creations
     browser.screenshot("2-held-then-uploaded")
 
     # The same file dropped at the page's corner, outside the box: the page stays and takes it.
     href = browser.eval("location.href")
+    report["dropPointOutsideBox"] = browser.eval("!document.querySelector('#drop').contains(document.elementFromPoint(5, 5))")
     browser.eval("delete document.querySelector('#upload').dataset.uploaded")
     drag = {"items": [], "files": [path], "dragOperationsMask": 1}
     for kind in ("dragEnter", "dragOver", "drop"):
@@ -418,6 +444,18 @@ def scenario_refusals(browser, base, path, report, token):
     report["hrefAfterDrop"] = browser.eval("location.href")
     report["hrefBeforeDrop"] = href
     report["droppedUploadID"] = browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=30)
+
+    # Text dragged into the settings stays the field's: no upload starts.
+    browser.eval("document.querySelector('#advanced').open = true")
+    box = browser.eval("(() => { const r = document.querySelector('#settings-json').getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+    creations = len(browser.requests("POST", "/v1/tus"))
+    text_drag = {"items": [{"mimeType": "text/plain", "data": "DROPPED"}], "dragOperationsMask": 1}
+    for kind in ("dragEnter", "dragOver", "drop"):
+        browser.send("Input.dispatchDragEvent", {"type": kind, "x": box[0], "y": box[1], "data": text_drag})
+    browser.pump(0.5)
+    report["textDropped"] = browser.eval("document.querySelector('#settings-json').value.includes('DROPPED')")
+    report["textDropCreations"] = len(browser.requests("POST", "/v1/tus")) - creations
+    browser.eval("document.querySelector('#settings-json').value = '{}'")
 
     # Transcoded, then the job deleted: it was the upload's last, so the server deleted the upload with it.
     report["job"] = start_job(browser)
