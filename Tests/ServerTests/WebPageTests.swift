@@ -243,6 +243,25 @@ import TestSupport
         #expect(try server.json("/v1/uploads/\(dropped)").status == 404)
     }
 
+    /// A page holds at most two event streams, running jobs first: a browser has six connections per server for all
+    /// its tabs, and three streams in each of two tabs (three jobs active) left none for anything else, so both pages
+    /// hung. Here one job runs and two wait; the page streams two of them.
+    @Test func aPageHoldsAtMostTwoEventStreams() throws {
+        let server = try TestServer(["--workers", "1"])
+        let file = try clip("long.mp4", size: "1280x720", seconds: 30)
+        let upload = try #require(try server.json("/v1/uploads", ["-F", "file=@" + file]).object["id"] as? String)
+        var jobs: [String] = []
+        for _ in 0..<3 {
+            let made = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "--data", #"{"input": "\#(upload)"}"#])
+            jobs.append(try #require(made.object["id"] as? String, "\(made)"))
+        }
+        defer { for job in jobs { _ = try? server.json("/v1/jobs/\(job)/cancel", ["-X", "POST"]) } }
+        #expect(try eventually(30) { try server.json("/v1/jobs/\(jobs[0])").object["state"] as? String == "running" })
+        let report = try browse("streams", server, file: file)
+        let streamed = report["streamedJobs"] as? [String] ?? []
+        #expect(streamed.count == 2 && streamed.contains(jobs[0]), "the running job and one more: \(streamed) of \(jobs), \(report["states"] ?? "")")
+    }
+
     /// With `--token`, the page asks for it, refuses a wrong one, and then works, playing through the session
     /// cookie; nothing worked before, and the token is in no URL the browser asked for nor in the server's log.
     @Test func withATokenThePageSignsInAndTheTokenStaysOutOfURLs() throws {

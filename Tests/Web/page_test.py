@@ -8,7 +8,7 @@ markup), resume (reload mid-upload on a throttled connection, choose the file ag
 keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
 shown by their field, a ladder played as HLS), eta (the ETA shown against the real time left), refusals (an empty
 file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
-job).
+job), streams (how many event streams a page holds).
 """
 
 import http.client
@@ -464,6 +464,19 @@ def scenario_refusals(browser, base, path, report, token):
     report["detailAfterDelete"] = browser.wait("document.querySelector('#upload-detail').textContent.includes('deleted') ? document.querySelector('#upload-detail').textContent : null", timeout=10)
     report["startDisabledAfterDelete"] = browser.eval("document.querySelector('#start').disabled")
     browser.screenshot("3-deleted")
+
+
+def scenario_streams(browser, base, path, report, token):
+    """Jobs made elsewhere (one running, more queued): how many event streams the page holds open."""
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.wait("document.querySelectorAll('#jobs li').length >= 3", timeout=20)
+    browser.pump(3)
+    streamed = set()
+    for request in browser.requests("GET", "/events"):
+        streamed.add(request["url"].split("/v1/jobs/")[1].split("/")[0])
+    report["streamedJobs"] = sorted(streamed)
+    report["states"] = browser.eval("Object.fromEntries([...document.querySelectorAll('#jobs li')].map(li => [li.dataset.job, li.dataset.state]))")
 
 
 def main():

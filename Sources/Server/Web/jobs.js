@@ -5,9 +5,10 @@
 import { request } from "./api.js";
 import { EtaEstimator, formatBytes, formatSeconds } from "./eta.js";
 
-// Event streams open at once: a browser keeps about six connections per server, and the page (and another tab of
-// it) needs some for itself.
-const maxStreams = 3;
+// Event streams open at once. A browser keeps six connections per server for all its tabs together, and every
+// stream holds one for as long as it is open: three streams in each of two tabs left no connection for anything
+// else, and both pages hung. Two at most, and none while the page is hidden.
+const maxStreams = 2;
 // Seconds between readings of the whole list (jobs made or deleted elsewhere) and of active jobs not streamed.
 const refreshSeconds = 5;
 
@@ -31,6 +32,7 @@ export class JobList {
     // The highest fraction shown per job: a reading older than it (the list's, next to the stream's) is ignored.
     this.fractions = new Map();
     this.timer = null;
+    document.addEventListener("visibilitychange", () => { if (this.timer) this.watchActive(); });
   }
 
   async load() {
@@ -161,21 +163,22 @@ export class JobList {
     if (left === null) delete stats.dataset.eta; else stats.dataset.eta = left.toFixed(2);
   }
 
-  // Streams the events of active jobs, running ones first, then the newest, up to `maxStreams`: a queued job's
-  // stream gives way to a running one's (a queued job is read every few seconds; it has no progress to show).
+  // Streams the events of active jobs, running ones first, then the newest, up to `maxStreams`, while the page is
+  // visible: a queued job's stream gives way to a running one's (a queued job is read every few seconds; it has no
+  // progress to show). A job just started is streamed from its start when there is room.
   watchActive() {
     const running = (job) => (job.state === "running" ? 0 : 1);
     const active = [...this.jobs.values()].filter((job) => job.state === "queued" || job.state === "running")
       .sort((a, b) => running(a) - running(b) || (b.createdAt || "").localeCompare(a.createdAt || ""));
-    const wanted = new Set(active.slice(0, maxStreams).map((job) => job.id));
+    const wanted = new Set(document.hidden ? [] : active.slice(0, maxStreams).map((job) => job.id));
     for (const [id, stream] of this.streams) {
-      if (!wanted.has(id) && this.jobs.get(id)?.state === "queued") {
+      if (!wanted.has(id) && (document.hidden || this.jobs.get(id)?.state !== "running")) {
         stream.close();
         this.streams.delete(id);
       }
     }
     for (const job of active) {
-      if (this.streams.size >= maxStreams) break;
+      if (this.streams.size >= maxStreams || document.hidden) break;
       if (!this.streams.has(job.id)) this.watch(job.id);
     }
   }
