@@ -285,6 +285,18 @@ import TestSupport
         #expect(!server.log.contains(token), "the token is not in the server's log")
     }
 
+    /// The session cookie lost while the page is open (a computer asleep through its renewal): the job's stream
+    /// fails, the page asks the server whether its session holds and signs in again quietly, and the result plays
+    /// (the player's reads carry the cookie). Before, streams failed for good and the player was refused.
+    @Test func aLostSessionCookieIsRenewedByThePage() throws {
+        let token = "page-token-\(UUID().uuidString)"
+        let server = try TestServer(["--token", token])
+        let report = try browse("session", server, file: try clip("clip.mp4"), ["--token", token])
+        #expect(report["cookieAfterClearing"] as? Bool == false, "the cookie was gone: \(report)")
+        #expect((report["sessionsPosted"] as? Int ?? 0) >= 1, "signed in again: \(report)")
+        #expect(report["state"] as? String == "succeeded" && (report["currentTime"] as? Double ?? 0) > 0.5, "\(report)")
+    }
+
     /// Tab and Enter (and Space on the file input, whose chooser DevTools answers) alone: upload, start, cancel,
     /// retry (a new job on the same input with the same settings) and delete the canceled job.
     @Test func keyboardAloneUploadsStartsCancelsRetriesAndDeletes() throws {

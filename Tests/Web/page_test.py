@@ -8,7 +8,7 @@ markup), resume (reload mid-upload on a throttled connection, choose the file ag
 keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
 shown by their field, a ladder played as HLS), eta (the ETA shown against the real time left), refusals (an empty
 file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
-job), streams (how many event streams a page holds).
+job), streams (how many event streams a page holds), session (a lost session cookie renewed).
 """
 
 import http.client
@@ -477,6 +477,25 @@ def scenario_streams(browser, base, path, report, token):
         streamed.add(request["url"].split("/v1/jobs/")[1].split("/")[0])
     report["streamedJobs"] = sorted(streamed)
     report["states"] = browser.eval("Object.fromEntries([...document.querySelectorAll('#jobs li')].map(li => [li.dataset.job, li.dataset.state]))")
+
+
+def scenario_session(browser, base, path, report, token):
+    """Signed in, then the session cookie lost (as when it lapses while the computer sleeps): a job's stream fails,
+    the page signs in again by itself, and the result plays."""
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#login').hidden")
+    browser.eval("document.querySelector('#token').focus()")
+    browser.type_text(token)
+    browser.key("Enter", text="\r")
+    browser.wait("!document.querySelector('#app').hidden")
+    sessions_before = len(browser.requests("POST", "/v1/session"))
+    browser.send("Network.clearBrowserCookies")
+    report["cookieAfterClearing"] = browser.eval("fetch('/v1/session', {headers: {}}).then(r => r.json()).then(s => s.session)", await_promise=True)
+    report["uploadID"] = upload_file(browser, path)
+    report["job"] = start_job(browser)
+    wait_for_end(browser, report)
+    report["sessionsPosted"] = len(browser.requests("POST", "/v1/session")) - sessions_before
+    play_result(browser, report)
 
 
 def main():

@@ -15,6 +15,7 @@ const jobs = new JobList({
   list: $("jobs"), empty: $("jobs-empty"), live: $("live"), template: $("job-template"),
   onShow: (job) => result.show(job),
   onDeleted: (job) => forgetDeletedInput(job),
+  onStreamError: () => keepSession(),
   onRetry: async (job) => {
     // An input still to be fetched (its fetch failed) is named by its URL again; one with credentials the server
     // hides cannot be.
@@ -317,5 +318,19 @@ async function startApp() {
 
 // The session cookie lasts 12 hours: renewed every 6 while the page is open.
 setInterval(() => { if (token()) signIn(token()).catch(() => {}); }, 6 * 3600 * 1000);
+
+// The cookie may lapse all the same (a computer asleep through the renewal): then every stream fails (a stream
+// cannot tell why) and the player and the links are refused. When a stream fails or the page is shown again, the
+// server is asked whether the cookie still holds, and the page signs in again quietly if not; at most once a minute.
+let sessionCheckedAt = 0;
+async function keepSession() {
+  if (!token() || Date.now() - sessionCheckedAt < 60 * 1000) return;
+  sessionCheckedAt = Date.now();
+  try {
+    const session = await request("GET", "/v1/session");
+    if (session.required && !session.session) await signIn(token());
+  } catch { /* asked again at the next failure */ }
+}
+document.addEventListener("visibilitychange", () => { if (!document.hidden) keepSession(); });
 
 startApp();

@@ -15,7 +15,7 @@ const refreshSeconds = 5;
 const ended = (state) => state === "succeeded" || state === "failed" || state === "canceled";
 
 export class JobList {
-  constructor({ list, empty, live, template, onShow, onRetry, onDeleted = () => {}, onError }) {
+  constructor({ list, empty, live, template, onShow, onRetry, onDeleted = () => {}, onStreamError = () => {}, onError }) {
     this.list = list;
     this.empty = empty;
     this.live = live;
@@ -23,6 +23,7 @@ export class JobList {
     this.onShow = onShow;
     this.onRetry = onRetry;
     this.onDeleted = onDeleted;
+    this.onStreamError = onStreamError;
     this.onError = onError;
     this.jobs = new Map();
     this.items = new Map();
@@ -194,6 +195,7 @@ export class JobList {
       // streams it again if it is still active.
       stream.close();
       this.streams.delete(id);
+      if (!ended(this.jobs.get(id)?.state)) this.onStreamError();
     };
   }
 
