@@ -120,7 +120,12 @@ public final class ChildProcess: Sendable {
         let envp = Self.environment(ProcessInfo.processInfo.environment).map { strdup($0) } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
         var error: Int32 = 0
-        let pid = tc_spawn(executable, argv, envp, toChild[0], fromChild[1], &error)
+        // Owned from its first moment: an `OrphanReaper` sweep never reaps it.
+        let pid = OrphanReaper.owned.withLock { owned in
+            let pid = tc_spawn(executable, argv, envp, toChild[0], fromChild[1], &error)
+            if pid > 0 { owned.insert(pid) }
+            return pid
+        }
         Glibc.close(toChild[0])
         Glibc.close(fromChild[1])
         guard pid > 0 else {
@@ -228,6 +233,7 @@ public final class ChildProcess: Sendable {
             if exited { kill(-pid, SIGKILL) }
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            OrphanReaper.owned.withLock { _ = $0.remove(pid) }
             let ended: Termination = status & 0x7F == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
             state.termination = ended
             return ended
@@ -242,6 +248,7 @@ public final class ChildProcess: Sendable {
             kill(-pid, SIGKILL)
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            OrphanReaper.owned.withLock { _ = $0.remove(pid) }
         }
         Glibc.close(output)
     }

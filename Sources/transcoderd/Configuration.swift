@@ -321,7 +321,8 @@ struct Configuration: Sendable {
     /// Runs each job, and each upload's probe, in a sandboxed child process of this binary; one spare child per
     /// worker, and one for probes, is kept started. Make one per process.
     func makeRunner() -> ChildProcessRunner {
-        ChildProcessRunner(policy: sandbox, limits: limits, spares: workers + 1)
+        OrphanReaper.startIfInit() // in a container without an init, what a job's child leaves is this process's
+        return ChildProcessRunner(policy: sandbox, limits: limits, spares: workers + 1)
     }
 
     /// Checks that a job's process starts and logs what protects it (a warning for a protection not in force);

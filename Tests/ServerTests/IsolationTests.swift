@@ -157,6 +157,37 @@ import TestSupport
         #expect(try eventually(60) { try roomy.json("/v1/jobs/\(again)").object["state"] as? String == "succeeded" })
     }
 
+    /// The server as PID 1 of its PID namespace (a container without an init, as the compose files run it) waits for
+    /// the processes left to it: here a shell that started `sleep` and ended at once, as a job's child that forked
+    /// would. Before, each stayed a zombie for as long as the server ran. (Root only: a PID namespace needs it.)
+    @Test(.enabled(if: getuid() == 0, "a PID namespace needs root"))
+    func theServerAsInitReapsWhatIsLeftToIt() throws {
+        let server = try TestServer([], wrapper: ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"])
+        defer {
+            kill(server.process.processIdentifier, SIGKILL) // unshare --kill-child: the namespace goes with it
+            server.process.waitUntilExit()
+        }
+        let pid = try #require(server.serverPID)
+        let left = try Shell.run("nsenter", ["--target", String(pid), "--pid", "--mount", "sh", "-c", "sleep 0.5 & echo $!"])
+        #expect(left.status == 0, "\(left.stderr)")
+        let inside = left.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // Zombies whose parent is the server, as seen from here.
+        func zombies() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).filter { name in
+                guard Int(name) != nil, let text = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                      let close = text.lastIndex(of: ")") else { return false }
+                let fields = text[text.index(after: close)...].split(separator: " ")
+                return fields.count >= 2 && fields[0] == "Z" && fields[1] == Substring(String(pid))
+            }
+        }
+        #expect(!inside.isEmpty)
+        usleep(1_500_000) // the sleep has ended by now
+        #expect(eventually(5) { zombies().isEmpty }, "zombies of the server: \(zombies())")
+        // Its own children (a job's, the spares) are still its to reap: a job runs as ever.
+        let job = try #require(try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.standard))]).object["id"] as? String)
+        #expect(try eventually(60) { try server.json("/v1/jobs/\(job)").object["state"] as? String == "succeeded" })
+    }
+
     /// A folder the request names that is not there (a checkpoint folder a newer claim of the job renamed away)
     /// gets no Landlock rule; the rest still holds. Before, Landlock was left off for the whole job: the child ran
     /// with every file the server can reach, and made the folder again where it pleased.
