@@ -231,10 +231,9 @@ public final class ChildProcess: Sendable {
             // it would otherwise go on with the job's limits lifted and its files open, past the job's end. Sent
             // while the child is not yet reaped, so the group's id cannot be another's.
             if exited { kill(-pid, SIGKILL) }
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            OrphanReaper.owned.withLock { _ = $0.remove(pid) }
-            let ended: Termination = status & 0x7F == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
+            let status = Self.reap(pid)
+            // Not ours to reap (cannot happen: no one else waits for an owned child): not a success.
+            let ended: Termination = status.map { $0 & 0x7F == 0 ? .exited(($0 >> 8) & 0xFF) : .signaled($0 & 0x7F) } ?? .exited(255)
             state.termination = ended
             return ended
         }
@@ -246,10 +245,22 @@ public final class ChildProcess: Sendable {
         closeInput()
         if state.withLock({ $0.termination }) == nil {
             kill(-pid, SIGKILL)
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            OrphanReaper.owned.withLock { _ = $0.remove(pid) }
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+            _ = Self.reap(pid)
         }
         Glibc.close(output)
+    }
+
+    /// Reaps `pid`, which has ended (`waitid` saw it), and gives it up in `OrphanReaper.owned` under the same lock:
+    /// a child spawned meanwhile under the pid just freed stays owned. Its wait status, nil when it could not be had.
+    private static func reap(_ pid: pid_t) -> Int32? {
+        OrphanReaper.owned.withLock { owned in
+            var status: Int32 = 0
+            var reaped = waitpid(pid, &status, 0)
+            while reaped < 0 && errno == EINTR { reaped = waitpid(pid, &status, 0) }
+            owned.remove(pid)
+            return reaped == pid ? status : nil
+        }
     }
 }
