@@ -55,8 +55,12 @@ export async function request(method, path, { json, headers = {} } = {}) {
   return body;
 }
 
+// Sign-outs so far: a sign-in under way when one happens does not bring the token back.
+let signOuts = 0;
+
 // Exchanges the token for the session cookie (reads by the browser itself); throws APIError 401 for a wrong token.
 export async function signIn(value) {
+  const generation = signOuts;
   const response = await fetch("/v1/session", {
     method: "POST", credentials: "same-origin", headers: { Authorization: `Bearer ${value}` },
   });
@@ -64,10 +68,11 @@ export async function signIn(value) {
     const body = await response.json().catch(() => null);
     throw new APIError(response.status, body?.error?.code || "unauthorized", body?.error?.message || "The token was refused.");
   }
-  setToken(value);
+  if (generation === signOuts) setToken(value);
 }
 
 export async function signOut() {
+  signOuts += 1;
   await fetch("/v1/session", { method: "DELETE", headers: authHeaders(), credentials: "same-origin" }).catch(() => {});
   setToken("");
 }

@@ -9,7 +9,8 @@ import { TusUpload, unfinishedUploads } from "./tus.js";
 
 const $ = (id) => document.getElementById(id);
 
-const state = { upload: null, uploadID: null, fileName: null, settingsEdited: false, presets: [] };
+// `renewedAt`: when the session cookie was last made (Date.now()).
+const state = { upload: null, uploadID: null, fileName: null, settingsEdited: false, presets: [], renewedAt: Date.now() };
 
 const jobs = new JobList({
   list: $("jobs"), empty: $("jobs-empty"), live: $("live"), template: $("job-template"),
@@ -62,6 +63,7 @@ $("login-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   try {
     await signIn($("token").value);
+    state.renewedAt = Date.now();
     $("token").value = "";
     await startApp();
     if (!$("app").hidden) $("file").focus(); // not when starting sent it back to the sign-in
@@ -293,6 +295,7 @@ async function startApp() {
     // in the cookie's 12 hours would have lost it before then.
     if (session.required) {
       try { await signIn(token()); } catch { showLogin("The session ended; enter the token again."); return; }
+      state.renewedAt = Date.now();
     }
     await loadPresets();
   } catch (error) {
@@ -316,21 +319,35 @@ async function startApp() {
   }
 }
 
-// The session cookie lasts 12 hours: renewed every 6 while the page is open.
-setInterval(() => { if (token()) signIn(token()).catch(() => {}); }, 6 * 3600 * 1000);
+// The session cookie lasts 12 hours: renewed once 6 have passed by the wall clock, looked at every minute (a timer
+// of 6 hours would count only the time the computer was awake).
+setInterval(() => {
+  if (token() && Date.now() - state.renewedAt > 6 * 3600 * 1000) signIn(token()).then(() => { state.renewedAt = Date.now(); }, () => {});
+}, 60 * 1000);
 
-// The cookie may lapse all the same (a computer asleep through the renewal): then every stream fails (a stream
-// cannot tell why) and the player and the links are refused. When a stream fails or the page is shown again, the
-// server is asked whether the cookie still holds, and the page signs in again quietly if not; at most once a minute.
+// The cookie may lapse all the same: then every stream fails (a stream cannot tell why) and the player and the
+// links are refused. When a stream or the player fails, or the page is shown again, the server is asked whether
+// the cookie still holds, and the page signs in again quietly if not; at most once a minute, unless the asking
+// itself failed (the network not back yet after a sleep).
 let sessionCheckedAt = 0;
 async function keepSession() {
   if (!token() || Date.now() - sessionCheckedAt < 60 * 1000) return;
   sessionCheckedAt = Date.now();
   try {
     const session = await request("GET", "/v1/session");
-    if (session.required && !session.session) await signIn(token());
-  } catch { /* asked again at the next failure */ }
+    if (session.required && !session.session && token()) {
+      await signIn(token());
+      state.renewedAt = Date.now();
+    }
+  } catch {
+    sessionCheckedAt = 0;
+  }
 }
-document.addEventListener("visibilitychange", () => { if (!document.hidden) keepSession(); });
+// Shown again: the session first, then the streams it carries.
+document.addEventListener("visibilitychange", async () => {
+  if (!document.hidden) await keepSession();
+  jobs.visibilityChanged();
+});
+$("player").addEventListener("error", () => keepSession());
 
 startApp();

@@ -33,7 +33,11 @@ export class JobList {
     // The highest fraction shown per job: a reading older than it (the list's, next to the stream's) is ignored.
     this.fractions = new Map();
     this.timer = null;
-    document.addEventListener("visibilitychange", () => { if (this.timer) this.watchActive(); });
+  }
+
+  // The page was hidden or shown: its streams close or open again (not while it is signed out).
+  visibilityChanged() {
+    if (this.timer) this.watchActive();
   }
 
   async load() {
@@ -201,7 +205,8 @@ export class JobList {
 
   // Jobs active but not streamed (more than `maxStreams`) are read every few seconds.
   async refreshUnwatched() {
-    const unwatched = [...this.jobs.values()].filter((job) =>
+    // Hidden, none is streamed: the list's own reading is enough until the page is shown.
+    const unwatched = document.hidden ? [] : [...this.jobs.values()].filter((job) =>
       (job.state === "queued" || job.state === "running") && !this.streams.has(job.id));
     for (const job of unwatched) {
       try { this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`)); } catch { /* next time */ }
