@@ -34,7 +34,7 @@ public enum OrphanReaper {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         var reaped = 0
         for name in names {
-            guard let pid = pid_t(name), pid != me, let (state, parent) = status(of: pid), state == "Z", parent == me else { continue }
+            guard let pid = pid_t(name), pid != me, let stat = ProcessStat(pid: pid), stat.state == "Z", stat.parent == me else { continue }
             owned.withLock { owned in
                 guard !owned.contains(pid) else { return }
                 var status: Int32 = 0
@@ -42,15 +42,5 @@ public enum OrphanReaper {
             }
         }
         return reaped
-    }
-
-    /// A process's state letter and parent, from `/proc/<pid>/stat` ("pid (name) S ppid …"; the name may hold
-    /// spaces and parentheses, so the fields are read after the last ')').
-    private static func status(of pid: pid_t) -> (Character, pid_t)? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count >= 2, let state = fields[0].first, let parent = pid_t(fields[1]) else { return nil }
-        return (state, parent)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Isolation
 import Glibc
 
 /// `transcoderd healthcheck`: asks the local server's /healthz, for container HEALTHCHECKs (no curl needed).
@@ -70,17 +71,9 @@ enum HealthcheckCommand {
     static func runningServer(environment: [String: String]) -> (host: String, port: Int)? {
         if let first = containerServer(commandLine: "/proc/1/cmdline", environment: environment) { return first }
         let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        let found = processes.filter { $0.allSatisfy(\.isNumber) && parent(of: $0) == 1 }
+        let found = processes.filter { pid_t($0).flatMap { ProcessStat(pid: $0) }?.parent == 1 }
             .compactMap { containerServer(commandLine: "/proc/\($0)/cmdline", environment: environment) }
         return found.count == 1 ? found[0] : nil
-    }
-
-    /// The parent process of process `pid`, from `/proc/PID/stat` (its fourth field, after the name in parentheses).
-    static func parent(of pid: String) -> Int? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 1 ? Int(fields[1]) : nil
     }
 
     /// Where the server whose command line is in `commandLine` (a `/proc/PID/cmdline`) listens, when it is this
