@@ -72,6 +72,8 @@ final class CheckpointedTranscode {
         var video: VideoPass?
         var audio: AudioPassThread?
         var expectedDuration = 0.0
+        // The assembled file, read once: for the storyboard's end before the folder is committed, and for the result.
+        var written: MediaReader?
         do throws(MediaError) {
             if !checkpoint.manifest.videoComplete {
                 // Set up first: an encoder set up differently from the checkpoint's starts the video over.
@@ -127,13 +129,13 @@ final class CheckpointedTranscode {
             }
             if cancellation.isCanceled { throw MediaError.canceled }
             let frames = manifest.videoFrames
-            try CheckpointAssembler.assemble(manifest, from: checkpoint,
-                                             into: directory?.path(settings.container.mainFileName) ?? session.outputPath,
+            let assembled = directory?.path(settings.container.mainFileName) ?? session.outputPath
+            try CheckpointAssembler.assemble(manifest, from: checkpoint, into: assembled,
                                              inPlace: directory != nil, fileType: settings.container, cancellation: cancellation,
                                              step: { reporter.finishingStep(frames: frames, call: progress) })
+            written = try? MediaReader(path: assembled)
             if let stills, let directory {
-                let length = TranscodeSession.duration(ofFile: directory.path(settings.container.mainFileName))
-                try stills.link(manifest.stills, into: directory, duration: length ?? manifest.segments.last?.end ?? 0)
+                try stills.link(manifest.stills, into: directory, duration: written?.duration ?? manifest.segments.last?.end ?? 0)
             }
             try directory?.commit(step: { reporter.finishingStep(frames: frames, call: progress) })
         } catch {
@@ -144,7 +146,6 @@ final class CheckpointedTranscode {
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
         let outputPath = session.outputPath
-        let written = try? MediaReader(path: outputPath)
         let tracks = written?.tracks ?? []
         let hasVideo = tracks.contains { $0.mediaType == .video }
         let files = session.outputDirectory.map { OutputFile.list(directory: $0, mainType: settings.container.mimeType(hasVideo: hasVideo)) }

@@ -48,9 +48,6 @@ public final class TranscodeSession {
         self.limits = limits
     }
 
-    /// How long the media file at `path` lasts, as its reader says; nil when it cannot be read.
-    static func duration(ofFile path: String) -> Double? { (try? MediaReader(path: path))?.duration }
-
     /// Transcodes the input and reports the output's tracks (and, for a folder, its files).
     ///
     /// `progress` is called on this thread with monotonic values, at most every `progressInterval` seconds, and a
@@ -93,6 +90,8 @@ public final class TranscodeSession {
             throw error
         }
         let reporter = ProgressReporter(duration: plan.expectedDuration, interval: progressInterval, started: started)
+        // The finished file, read once: for the storyboard's end before the folder is committed, and for the result.
+        var written: MediaReader?
         do throws(MediaError) {
             try output.startWriting()
             // Seconds of input per second of output (a tempo filter changes the pace).
@@ -103,8 +102,8 @@ public final class TranscodeSession {
             if let directory {
                 // A file's cues last as long as the file, as its reader says (its longest track, the last
                 // picture's length included); what the writer counted is where its progress stood.
-                let length = settings.container.isSegmented ? nil : Self.duration(ofFile: directory.path(settings.container.mainFileName))
-                try plan.thumbnailer?.writeCues(duration: length ?? output.writtenSeconds)
+                if !settings.container.isSegmented { written = try? MediaReader(path: directory.path(settings.container.mainFileName)) }
+                try plan.thumbnailer?.writeCues(duration: written?.duration ?? output.writtenSeconds)
                 try directory.commit(step: { reporter.finishingStep(frames: plan.framesEncoded, call: progress) })
             }
         } catch {
@@ -125,7 +124,7 @@ public final class TranscodeSession {
                                                 measured: (output as? LadderWriter)?.measured ?? [:])
             duration = output.writtenSeconds
         } else {
-            let written = try? MediaReader(path: outputPath)
+            let written = written ?? (try? MediaReader(path: outputPath))
             tracks = written?.tracks ?? []
             duration = written?.duration ?? output.writtenSeconds
             if let outputDirectory {
