@@ -148,24 +148,24 @@ final class LadderWriter: TranscodeOutput {
     /// what each track holds, by folder.
     static func writePlaylists(root: String, video videoTracks: [LadderTrack], audio audioTrack: LadderTrack?) throws(MediaError)
         -> [String: LadderTrack.Measured] {
-        let usable = audioTrack.flatMap { $0.segments.isEmpty ? nil : $0 }
-        let shared = LadderTrack.sharingTarget(videoTracks + [usable].compactMap { $0 })
-        let videoTracks = Array(shared.prefix(videoTracks.count))
-        let audioTrack = usable == nil ? audioTrack : shared.last
         var measured: [String: LadderTrack.Measured] = [:]
         for track in videoTracks + [audioTrack].compactMap({ $0 }) {
             measured[track.folder] = track.measured
         }
-        for track in videoTracks {
+        // The playlists state one target duration (an audio track without segments has no playlist).
+        let usableAudio = audioTrack.flatMap { $0.segments.isEmpty ? nil : $0 }
+        let shared = LadderTrack.sharingTarget(videoTracks + [usableAudio].compactMap { $0 })
+        let video = Array(shared.prefix(videoTracks.count))
+        let audio = usableAudio == nil ? nil : shared.last
+        for track in video {
             try write(HLSPlaylists.media(track), to: track.folder + "/" + HLSPlaylists.mediaName, in: root)
             try write(HLSPlaylists.iFrames(track), to: track.folder + "/" + HLSPlaylists.iFramesName, in: root)
         }
-        if let audioTrack, !audioTrack.segments.isEmpty {
-            try write(HLSPlaylists.media(audioTrack), to: audioTrack.folder + "/" + HLSPlaylists.mediaName, in: root)
+        if let audio {
+            try write(HLSPlaylists.media(audio), to: audio.folder + "/" + HLSPlaylists.mediaName, in: root)
         }
-        let usableAudio = audioTrack.flatMap { $0.segments.isEmpty ? nil : $0 }
-        try write(DASHManifest.render(video: videoTracks, audio: usableAudio), to: DASHManifest.name, in: root)
-        try write(HLSPlaylists.master(video: videoTracks, audio: usableAudio), to: FileType.hls.mainFileName, in: root)
+        try write(DASHManifest.render(video: video, audio: audio), to: DASHManifest.name, in: root)
+        try write(HLSPlaylists.master(video: video, audio: audio), to: FileType.hls.mainFileName, in: root)
         return measured
     }
 
