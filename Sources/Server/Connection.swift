@@ -16,6 +16,9 @@ final class Connection {
     let admission: ConnectionBudget.Admission
     private unowned let loop: ServerLoop
     private var inbound = ByteBuffer()
+    /// Whether `processInbound` is running now, and whether a call made meanwhile asked for another pass.
+    private var parsingInbound = false
+    private var inboundPending = false
     private var parser: RequestParser
     /// The phase and its timers; every decision that needs no socket is the state's.
     private var state: ConnectionState<ContinuousClock.Instant>
@@ -194,6 +197,8 @@ final class Connection {
                 try apply(event, in: rest)
                 if case .needMore = event, consumed == 0 { break }
             } catch {
+                // A request refused as its body ends keeps the connection: what follows it is the next request.
+                if !isClosed, offset < bytes.count { inbound.append(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
                 fail(error)
                 return
             }
@@ -206,8 +211,24 @@ final class Connection {
         processInbound()
     }
 
-    /// Parses what is buffered for as long as the current phase takes input.
+    /// Parses what is buffered for as long as the current phase takes input. An answer given at once (an inline
+    /// route, a refusal) ends its request and asks for the next one from inside the parse; that call only marks the
+    /// buffer for another pass, as the bytes it would read are not consumed yet (a chunked body's last CRLF was
+    /// parsed twice and the buffer's start passed its end, a trap), and a long pipeline would nest once per request.
     private func processInbound() {
+        if parsingInbound {
+            inboundPending = true
+            return
+        }
+        parsingInbound = true
+        defer { parsingInbound = false }
+        repeat {
+            inboundPending = false
+            parseInbound()
+        } while inboundPending && !isClosed
+    }
+
+    private func parseInbound() {
         while readsRequests {
             do throws(HTTPError) {
                 // A refusal of what was parsed still consumes it: a request refused whole (a 404 without a body)

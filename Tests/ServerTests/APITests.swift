@@ -530,6 +530,33 @@ import TestSupport
         #expect(try server.json("/healthz").status == 200)
     }
 
+    /// A request answered on the spot (no token, no pool) whose body ends the read: the answer goes out and asks for
+    /// the next request while the body's last bytes are still being parsed.
+    @Test func aChunkedRequestAnsweredAtOnceAndWhatFollowsIt() throws {
+        // The last CRLF of a chunked body used to be parsed twice, and the buffer's start passed its end: the
+        // server trapped, for anyone who could reach /healthz.
+        let chunked = try RawClient(port: try server.port)
+        chunked.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                     + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                     + "GET /v1/presets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        let answers = chunked.read(until: "\"audio\"")
+        #expect(answers.components(separatedBy: "HTTP/1.1 200 OK").count == 4, "three answers on one connection: \(answers)")
+        #expect(try server.json("/healthz").status == 200, "the server still runs")
+
+        // A body refused as it ends (a form without its closing boundary) keeps the connection, and the request
+        // that came in the same read as the body's end is answered: it used to be dropped, and the client waited for
+        // the idle timeout.
+        let form = "--b\r\nContent-Disposition: form-data; name=\"settings\"\r\n\r\n{}"
+        let refused = try RawClient(port: try server.port)
+        refused.send("POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                     + "Content-Length: \(form.utf8.count)\r\n\r\n")
+        usleep(300_000) // the body then arrives on its own, with the next request behind it
+        refused.send(form + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        let both = refused.read(until: #"{"status":"ok"}"#, timeout: 5)
+        let statuses = both.matches(of: #/HTTP\/1\.1 [0-9]{3}/#).map { String(both[$0.range]) }
+        #expect(statuses == ["HTTP/1.1 400", "HTTP/1.1 200"], "\(both)")
+    }
+
     @Test func aThousandIdleEventStreamsWhileAPollStillAnswers() throws {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
