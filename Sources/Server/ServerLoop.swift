@@ -18,6 +18,8 @@ final class ServerLoop {
     /// The cap on open connections, shared with the other loops.
     private let budget: ConnectionBudget
     private var listeners: [UInt64: Int32] = [:]
+    /// Listeners not watched until the next sweep: accepting failed for want of file descriptors.
+    private var resting: Set<UInt64> = []
     var connections: [UInt64: Connection] = [:]
     private var nextToken: UInt64 = 1
     private var requestCounter: UInt64 = 0
@@ -89,6 +91,7 @@ final class ServerLoop {
                 lastSweep = now
                 updateDate()
                 for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
+                rearmListeners()
             }
         }
     }
@@ -100,7 +103,13 @@ final class ServerLoop {
                 client = try Posix.accept(listener)
             } catch {
                 if error.errnoCode == EMFILE || error.errnoCode == ENFILE {
-                    logger.error("accept failed: out of file descriptors", ["error": .string(error.description)])
+                    // The connection stays queued and the listener readable: watched on, it would wake the loop at
+                    // once, every time (a core spun and the log filled). It rests until the next sweep.
+                    if let token = listeners.first(where: { $0.value == listener })?.key, resting.insert(token).inserted {
+                        eventLoop.modify(listener, token: token, events: 0)
+                        logger.error("accept failed: out of file descriptors; accepting again in a second",
+                                     ["error": .string(error.description)])
+                    }
                 }
                 return
             }
@@ -122,6 +131,15 @@ final class ServerLoop {
                 Posix.close(client)
             }
         }
+    }
+
+    /// Listeners that rest after running out of file descriptors are watched again (the next accept tells).
+    private func rearmListeners() {
+        guard accepting, !resting.isEmpty else { return }
+        for token in resting {
+            if let fd = listeners[token] { eventLoop.modify(fd, token: token, events: tc_epoll_in) }
+        }
+        resting.removeAll()
     }
 
     /// Past the cap and its spares: the answer goes out at once and the connection closes.

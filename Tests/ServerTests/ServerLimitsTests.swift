@@ -186,6 +186,38 @@ import TestSupport
         #expect(second.process.terminationStatus == 1)
     }
 
+    /// Out of file descriptors (a hard limit below the connection cap): the queued connection cannot be accepted,
+    /// and the listener must not be watched until some are free again.
+    @Test func runningOutOfFileDescriptorsNeitherSpinsNorStopsAccepting() throws {
+        let server = try TestServer(["--max-connections", "1000"], wrapper: ["prlimit", "--nofile=96:96", "--"])
+        let pid = try #require(server.serverPID)
+        let open = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0 }
+        var clients: [RawClient] = []
+        while open() < 96, clients.count < 200 {
+            clients.append(try RawClient(port: server.port))
+            usleep(2_000)
+        }
+        // A few more wait in the listen queue.
+        for _ in 0..<3 { clients.append(try RawClient(port: server.port)) }
+        let cpu = { () -> Double in
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+            let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+            return fields.count > 13 ? (Double(fields[11])! + Double(fields[12])!) / Double(sysconf(Int32(_SC_CLK_TCK))) : 0
+        }
+        let before = cpu()
+        sleep(2)
+        let used = cpu() - before
+        let refusals = server.log.components(separatedBy: "out of file descriptors").count - 1
+        // Watched on, the listener woke the loop without end: two seconds of CPU and thousands of log lines.
+        #expect(refusals >= 1 && refusals <= 8, "a line a second for each event loop at most: \(refusals)")
+        #expect(used < 0.5, "the loop rests: \(used) s of CPU in 2 s")
+        // Descriptors free again: the waiting connections are taken and answered.
+        let waiting = Array(clients.suffix(3)) // a slice would keep the others open
+        clients.removeAll()
+        for client in waiting { client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") }
+        for client in waiting { #expect(client.read(until: "}", timeout: 5).hasPrefix("HTTP/1.1 200")) }
+    }
+
     @Test func ipv6AndTheConnectionCapAndIdleTimeout() throws {
         let v6 = try TestServer(["--host", "::1"])
         let answer = try Shell.run("curl", ["-s", "-g", "http://[::1]:\(v6.port)/healthz"])
