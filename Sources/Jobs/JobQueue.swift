@@ -279,16 +279,15 @@ public final class JobQueue: Sendable {
             switch signalCancel(id) {
             case .signaled:
                 signaled = true
-                // Stored too on a shared store: if this attempt's end cannot be written (the database away until the
-                // lease runs out), the node that recovers the job cancels it rather than run it again. The attempt
-                // here was told either way: a store that refuses does not fail the cancel.
-                if store.isShared {
-                    do throws(StoreError) {
-                        // Not running in the store any more (sent back to the queue meanwhile): as its state says, below.
-                        if try !store.requestCancel(id: id) { break }
-                    } catch {
-                        logger.warning("storing a cancel request failed", ["job_id": .string(id), "error": .string(error.description)])
-                    }
+                // Stored too: if this attempt's end cannot be written (the database away until the lease runs out, or
+                // the process killed first), whoever recovers the job cancels it rather than run it again: a node
+                // of a shared store, or this store's next start. The attempt here was told either way: a store that
+                // refuses does not fail the cancel.
+                do throws(StoreError) {
+                    // Not running in the store any more (sent back to the queue meanwhile): as its state says, below.
+                    if try !store.requestCancel(id: id) { break }
+                } catch {
+                    logger.warning("storing a cancel request failed", ["job_id": .string(id), "error": .string(error.description)])
                 }
                 guard let job = try store.job(id: id) else { throw Self.notFound(id) }
                 return job
@@ -331,6 +330,12 @@ public final class JobQueue: Sendable {
                 guard let now = try store.job(id: id), !now.state.isTerminal else {
                     state.withLock { _ = $0.pendingCancels.remove(id) }
                     continue
+                }
+                // Stored too, for the next start should this process die before the worker records it.
+                do throws(StoreError) {
+                    _ = try store.requestCancel(id: id)
+                } catch {
+                    logger.warning("storing a cancel request failed", ["job_id": .string(id), "error": .string(error.description)])
                 }
                 return job
             case .canceled where signaled:

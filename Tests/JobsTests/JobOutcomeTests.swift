@@ -115,6 +115,34 @@ import TestSupport
         #expect(try fixture.store.job(id: job.id)?.state == .running)
     }
 
+    /// A cancel the API acknowledged whose end never reached the store (the process killed first, the write
+    /// refused until the stop gave up): the next start cancels the job instead of running it again. The request
+    /// lived in memory only with a store of its own, and the job was requeued with one more attempt.
+    @Test func anAcknowledgedCancelSurvivesTheProcess() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, """
+            CREATE TRIGGER refuse_cancel BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'canceled'
+            BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
+            """)
+        let lines = Lines()
+        let first = queue(fixture, lines: lines, runner: StuckRunner())
+        try first.start()
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
+        #expect(try first.cancel(id: job.id).state == .running, "acknowledged; the worker records it")
+        #expect(eventually(10) { lines.all.contains { $0.contains("recording the end of the job failed") && $0.contains(job.id) } })
+        first.stop(grace: 1)
+        #expect(try fixture.store.job(id: job.id)?.state == .running, "its end never stored")
+        try sql(fixture, "DROP TRIGGER refuse_cancel")
+
+        let next = queue(fixture, lines: lines, runner: StuckRunner()) { $0.workers = 0 }
+        try next.start()
+        defer { next.stop(grace: 1) }
+        let recovered = try #require(try fixture.store.job(id: job.id))
+        #expect(recovered.state == .canceled && recovered.attempts == 1, "\(recovered.state), attempt \(recovered.attempts)")
+    }
+
     @Test func claimErrorsAreLogged() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
