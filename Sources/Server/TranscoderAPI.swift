@@ -139,7 +139,8 @@ public final class TranscoderAPI: Sendable {
             .init("GET", "/v1/jobs/{id}/output/{path...}", refusalHeaders: corsHeaders) { [self] request throws(HTTPError) in
                 try withCORS(request) { () throws(HTTPError) in try outputFile(request) }
             },
-            .init("POST", "/v1/jobs/{id}/cancel") { [self] request throws(HTTPError) in try cancel(request) },
+            // Waits (up to a minute) when the job's end is being recorded: not on the pool every request needs.
+            .init("POST", "/v1/jobs/{id}/cancel", pool: .waiting) { [self] request throws(HTTPError) in try cancel(request) },
             .init("GET", "/v1/jobs/{id}/webhooks") { [self] request throws(HTTPError) in try deliveries(request) },
             .init("POST", "/v1/jobs/{id}/webhooks/{delivery}/redeliver") { [self] request throws(HTTPError) in try redeliver(request) },
         ]
@@ -854,7 +855,11 @@ public final class TranscoderAPI: Sendable {
             let current = try queue.cancel(id: job.id)
             return .json(resource(current), status: .accepted)
         } catch where error.code == "invalid_transition" {
-            throw HTTPError(.conflict, "job_finished", "The job has already finished (\(job.state.rawValue)); nothing to cancel.")
+            // As it is now: it may have ended during the cancel (the state read before said running), or gone.
+            let now = try self.job(request)
+            throw HTTPError(.conflict, "job_finished", "The job has already finished (\(now.state.rawValue)); nothing to cancel.")
+        } catch where error.code == "not_found" {
+            throw Self.jobNotFound(job.id) // deleted meanwhile
         } catch {
             throw Self.storeFailure(error)
         }
@@ -867,6 +872,8 @@ public final class TranscoderAPI: Sendable {
                 try queue.cancel(id: job.id)
             } catch where error.code == "invalid_transition" {
                 // It finished meanwhile.
+            } catch where error.code == "not_found" {
+                throw Self.jobNotFound(job.id) // deleted meanwhile, by another request
             } catch {
                 throw Self.storeFailure(error)
             }
