@@ -203,10 +203,17 @@ struct ColorTags {
         let hdr = Self.videoRange(transfer) != nil
         primaries = parameters.color_primaries != AVCOL_PRI_UNSPECIFIED
             ? parameters.color_primaries : (hdr ? AVCOL_PRI_BT2020 : hd ? AVCOL_PRI_BT709 : AVCOL_PRI_SMPTE170M)
-        matrix = parameters.color_space != AVCOL_SPC_UNSPECIFIED
+        matrix = Self.yuvMatrices.contains(parameters.color_space)
             ? parameters.color_space : (hdr ? AVCOL_SPC_BT2020_NCL : hd ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M)
         range = parameters.color_range == AVCOL_RANGE_JPEG ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
     }
+
+    /// The matrices an output picture (Y'CbCr 4:2:0, made by swscale) can be in: the source's other tags say what
+    /// its own pictures were (`gbr` for RGB: an RGB source's tag copied made players read Y as green), or name a
+    /// matrix swscale does not convert into (YCgCo, ICtCp, chromaticity-derived); such a source gets the default.
+    static let yuvMatrices: [AVColorSpace] = [
+        AVCOL_SPC_BT709, AVCOL_SPC_BT470BG, AVCOL_SPC_SMPTE170M, AVCOL_SPC_SMPTE240M, AVCOL_SPC_FCC, AVCOL_SPC_BT2020_NCL,
+    ]
 
     /// These tags with what `settings` names replaced.
     func overridden(by settings: ColorSettings?) -> ColorTags {

@@ -41,6 +41,21 @@ import TestSupport
         #expect(blue[2] > 235 && blue[0] < 20 && blue[1] < 20, "blue patch \(blue)")
     }
 
+    /// An RGB source (a screen recording in UT Video, FFV1 or PNG) is tagged with the `gbr` matrix: the output's
+    /// pictures are Y'CbCr, so it gets a Y'CbCr matrix. The tag used to be copied, and players read Y as green.
+    @Test func anRGBSourceGetsAYCbCrMatrix() throws {
+        let input = try Media.scratch().appendingPathComponent("rgb.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=320x480:d=1", "-f", "lavfi", "-i", "color=blue:s=320x480:d=1",
+                          "-filter_complex", "[0][1]hstack,format=gbrp", "-c:v", "utvideo", input])
+        #expect(try Probe.read(input).video?.color_space == "gbr")
+        let result = try transcode(input, "{}")
+        #expect(result.probe.video?.color_space == "smpte170m", "\(result.probe.video?.color_space ?? "none")")
+        let red = try Probe.meanColor(result.path, x: 40, y: 100, width: 200, height: 200)
+        let blue = try Probe.meanColor(result.path, x: 360, y: 100, width: 200, height: 200)
+        #expect(red[0] > 235 && red[1] < 20 && red[2] < 20, "red patch \(red)")
+        #expect(blue[2] > 235 && blue[0] < 20 && blue[1] < 20, "blue patch \(blue)")
+    }
+
     @Test func colorSettingsOverrideTheTagsAndTheMatrix() throws {
         let result = try transcode(try source(tagged: true),
                                    #"{"video": {"color": {"primaries": "bt709", "transfer": "bt709", "matrix": "bt709", "range": "pc"}}}"#)
