@@ -76,12 +76,23 @@ final class OutputContainer {
         return Int(stream.pointee.index)
     }
 
+    /// The tag a copied stream keeps: the source's when it means the same codec in this container (an iPhone's
+    /// `hvc1`, Dolby Vision's `dvh1`); else `hvc1` for HEVC in MP4 or QuickTime, as Apple's players play no other
+    /// (the muxer's own choice is `hev1`); else none, for the muxer to choose.
+    private func copiedTag(of source: AVCodecParameters) -> UInt32 {
+        guard let format = context?.pointee.oformat, let tags = format.pointee.codec_tag else { return 0 }
+        if source.codec_tag != 0, av_codec_get_id(tags, source.codec_tag) == source.codec_id { return source.codec_tag }
+        let hvc1 = UInt32(UInt8(ascii: "h")) | UInt32(UInt8(ascii: "v")) << 8 | UInt32(UInt8(ascii: "c")) << 16
+            | UInt32(UInt8(ascii: "1")) << 24
+        if source.codec_id == AV_CODEC_ID_HEVC, av_codec_get_id(tags, hvc1) == AV_CODEC_ID_HEVC { return hvc1 }
+        return 0
+    }
+
     /// Adds a stream that copies `source`'s packets.
     func addStream(copying source: UnsafeMutablePointer<AVStream>) throws(MediaError) -> Int {
         let stream = try newStream()
         try FFmpeg.check(avcodec_parameters_copy(stream.pointee.codecpar, source.pointee.codecpar), "Copying stream parameters")
-        // The source container's tag may mean nothing in ours; let the muxer choose.
-        stream.pointee.codecpar.pointee.codec_tag = 0
+        stream.pointee.codecpar.pointee.codec_tag = copiedTag(of: source.pointee.codecpar.pointee)
         stream.pointee.time_base = source.pointee.time_base
         stream.pointee.sample_aspect_ratio = source.pointee.sample_aspect_ratio
         stream.pointee.avg_frame_rate = source.pointee.avg_frame_rate

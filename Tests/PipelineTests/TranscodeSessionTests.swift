@@ -385,6 +385,21 @@ import TestSupport
         #expect(run.result.framesEncoded == 0)
     }
 
+    /// HEVC copied into MP4 is `hvc1`, the only tag Apple's players play: the source's when it is an MP4's (an
+    /// iPhone's), and for a source without one (Matroska). The muxer's own choice, `hev1`, was written for both.
+    @Test func hevcCopiedIntoMP4IsTaggedForApplePlayers() throws {
+        let folder = try Media.scratch()
+        let matroska = folder.appendingPathComponent("hevc.mkv").path, iPhone = folder.appendingPathComponent("hevc.mov").path
+        let encode = ["-f", "lavfi", "-i", "testsrc2=s=320x240:d=1", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error"]
+        try Media.ffmpeg(encode + [matroska])
+        try Media.ffmpeg(encode + ["-tag:v", "hvc1", iPhone])
+        for input in [matroska, iPhone] {
+            let run = try transcode(input, #"{"video": "copy", "audio": null}"#)
+            #expect(run.probe.video?.codec_tag_string == "hvc1", "\(input): \(run.probe.video?.codec_tag_string ?? "none")")
+            #expect(try Probe.packetHashes(run.output, type: "v") == (try Probe.packetHashes(input, type: "v")))
+        }
+    }
+
     @Test func copyIntoAContainerThatCannotHoldTheCodecIsRefused() throws {
         let folder = try Media.scratch()
         let settings = try TranscodeSettings.parse(Data(#"{"video": "copy"}"#.utf8))

@@ -6,6 +6,8 @@ public struct Probe: Decodable, Sendable {
         public let index: Int
         public let codec_type: String
         public let codec_name: String?
+        /// The sample entry's four letters (`avc1`, `hvc1`).
+        public let codec_tag_string: String?
         public let profile: String?
         /// H.264 level times ten (31 for 3.1).
         public let level: Int?
