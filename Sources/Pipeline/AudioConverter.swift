@@ -147,7 +147,15 @@ final class AudioConverter {
         if resampler != nil { try resample(input: nil, samples: 0) }
         swr_free(&resampler)
         av_channel_layout_uninit(&inputLayout)
-        if input.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC || input.ch_layout.nb_channels == 0 {
+        var ambisonic: [Double]?
+        if input.ch_layout.order == AV_CHANNEL_ORDER_AMBISONIC, input.ch_layout.nb_channels > 0 {
+            // Sound-field channels (a 360° video's) are no speakers: swresample refuses the layout. They are
+            // decoded to speakers here, and the resampler is told N channels with the matrix to apply.
+            var layout = input.ch_layout
+            ambisonic = Self.ambisonicMatrix(&layout, outputs: encoding.channels)
+            inputLayout.order = AV_CHANNEL_ORDER_UNSPEC
+            inputLayout.nb_channels = input.ch_layout.nb_channels
+        } else if input.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC || input.ch_layout.nb_channels == 0 {
             guard input.ch_layout.nb_channels > 0 else {
                 throw MediaError(code: "unsupported_audio", message: "The input's audio has no channels.")
             }
@@ -160,13 +168,48 @@ final class AudioConverter {
             &resampler, &outputLayout, AV_SAMPLE_FMT_FLTP, Int32(encoding.sampleRate),
             &inputLayout, AVSampleFormat(rawValue: input.format), input.sample_rate, 0, nil)
         try FFmpeg.check(result, "Configuring the audio resampler", code: "unsupported_audio")
-        if inputLayout.nb_channels > outputLayout.nb_channels {
+        if let ambisonic {
+            try FFmpeg.check(swr_set_matrix(resampler, ambisonic, inputLayout.nb_channels), "Setting the ambisonic decode",
+                             code: "unsupported_audio")
+        } else if inputLayout.nb_channels > outputLayout.nb_channels {
             // Mixing down adds channels together (5.1 to stereo: L + 0.707 C + 0.707 Ls): loud surround sound would
             // go past full scale and clip in every player. The mix is scaled so that no output can.
             try FFmpeg.setOption(UnsafeMutableRawPointer(resampler), "rematrix_maxval", "1.0")
         }
         try FFmpeg.check(swr_init(resampler), "Starting the audio resampler", code: "unsupported_audio")
         resamplerInput = key
+    }
+
+    /// The mix (one row per output channel, a weight per input channel) that decodes an ambisonic layout (ACN order,
+    /// SN3D, as YouTube's spatial audio and Opus's family 2 carry it) to speakers: two cardioids facing left and
+    /// right, `(W ± Y) / 2`, a source straight ahead at half level in each. Head-locked channels after the sound
+    /// field (stereo beside it) are added to their own side. A mono output takes both sides' average; outputs past
+    /// the first two (a 5.1's centre and surrounds) stay silent.
+    static func ambisonicMatrix(_ layout: inout AVChannelLayout, outputs: Int) -> [Double] {
+        let inputs = Int(layout.nb_channels)
+        var left = [Double](repeating: 0, count: inputs), right = left
+        for index in 0..<inputs {
+            let channel = av_channel_layout_channel_from_index(&layout, UInt32(index)).rawValue
+            let base = AV_CHAN_AMBISONIC_BASE.rawValue
+            switch channel {
+            case base: (left[index], right[index]) = (0.5, 0.5) // W, everywhere
+            case base + 1: (left[index], right[index]) = (0.5, -0.5) // Y, left minus right
+            case AV_CHAN_FRONT_LEFT.rawValue: left[index] = 1
+            case AV_CHAN_FRONT_RIGHT.rawValue: right[index] = 1
+            case AV_CHAN_FRONT_CENTER.rawValue: (left[index], right[index]) = (0.707, 0.707)
+            default: break // Z and X (up, ahead), higher orders: no part of a left-right picture
+            }
+        }
+        var matrix = [Double](repeating: 0, count: inputs * outputs)
+        for index in 0..<inputs {
+            if outputs == 1 {
+                matrix[index] = (left[index] + right[index]) / 2
+            } else {
+                matrix[index] = left[index]
+                matrix[inputs + index] = right[index]
+            }
+        }
+        return matrix
     }
 
     /// Converts `samples` input samples (nil: flush the resampler) into the FIFO, less any output still to drop.

@@ -56,6 +56,27 @@ import TestSupport
         #expect(layout.trimmingCharacters(in: .whitespacesAndNewlines) == "3.0", "\(layout)")
     }
 
+    /// A 360° video's first-order ambisonic sound field (Opus family 2, as YouTube's spatial audio) is decoded to
+    /// stereo: a source on the left (W 1, Y 0.5) is louder on the left, by 20·log10(0.75 / 0.25) ≈ 9.5 dB. The job
+    /// failed: swresample refuses the layout ("Starting the audio resampler failed: Invalid argument").
+    @Test func anAmbisonicSoundFieldIsDecodedToStereo() throws {
+        let source = try Media.scratch().appendingPathComponent("ambisonic.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=2", "-f", "lavfi", "-i", "sine=f=440:d=2",
+                          "-filter_complex", "[1]pan=4c|c0=c0|c1=0.5*c0|c2=0*c0|c3=0*c0[a]", "-map", "0", "-map", "[a]",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "libopus", "-mapping_family", "2", source])
+        let run = try transcode(source)
+        #expect(run.probe.audio?.channels == 2 && abs((run.probe.audio?.durationSeconds ?? 0) - 2) < 0.1)
+        func level(_ channel: String) throws -> Double {
+            let report = try Shell.run("ffmpeg", ["-nostdin", "-i", run.output, "-af", "pan=mono|c0=\(channel),volumedetect",
+                                                  "-f", "null", "-"]).stderr
+            let line = report.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
+            return Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "")
+                .trimmingCharacters(in: .whitespaces) ?? "") ?? -200
+        }
+        let left = try level("c0"), right = try level("c1")
+        #expect(left > -30 && abs(left - right - 9.5) < 1.5, "left \(left) dB, right \(right) dB")
+    }
+
     @Test func mp4IsWrittenWithTheIndexFirst() throws {
         let run = try transcode(try Media.path(.standard))
         let data = try Data(contentsOf: URL(fileURLWithPath: run.output))
