@@ -69,10 +69,24 @@ public final class MediaReader {
     /// language that comes first in the file is not what a player would play).
     public var mainAudioTrack: Track? { mainTrack(of: .audio) }
 
-    /// The first track of `type` (among those `eligible`) whose disposition says default, else the first.
+    /// The first track of `type` (among those `eligible`) whose disposition says default, else the first; among
+    /// those this FFmpeg can decode when there are any (a default track in a codec it does not know, AC-4 or
+    /// MPEG-H, failed the job though a track it knows came next).
     private func mainTrack(of type: Track.MediaType, eligible: (Track) -> Bool = { _ in true }) -> Track? {
-        let candidates = tracks.filter { $0.mediaType == type && eligible($0) }
+        let all = tracks.filter { $0.mediaType == type && eligible($0) }
+        let decodable = all.filter { isDecodable(container.stream($0.index).pointee.codecpar.pointee) }
+        let candidates = decodable.isEmpty ? all : decodable
         return candidates.first { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 } ?? candidates.first
+    }
+
+    /// Whether a decoder exists for the track and its header says enough to open it.
+    private func isDecodable(_ parameters: AVCodecParameters) -> Bool {
+        guard avcodec_find_decoder(parameters.codec_id) != nil else { return false }
+        switch parameters.codec_type {
+        case AVMEDIA_TYPE_VIDEO: return parameters.width > 0 && parameters.height > 0
+        case AVMEDIA_TYPE_AUDIO: return parameters.ch_layout.nb_channels > 0 && parameters.sample_rate > 0
+        default: return true
+        }
     }
 
     /// Asks for decoded frames of track `index`; the decoder refuses pictures of more than `maxPixels` pixels

@@ -25,7 +25,9 @@ final class StreamDecoder {
         let parameters = stream.pointee.codecpar!
         let name = String(cString: avcodec_get_name(parameters.pointee.codec_id))
         guard let codec = avcodec_find_decoder(parameters.pointee.codec_id) else {
-            throw MediaError(code: "unsupported_codec", message: "No decoder is available for the input's \(name) track.")
+            let kind = parameters.pointee.codec_type == AVMEDIA_TYPE_VIDEO ? "video" : "audio"
+            let what = parameters.pointee.codec_id == AV_CODEC_ID_NONE ? "\(kind) track in a codec FFmpeg does not know" : "\(name) track"
+            throw MediaError(code: "unsupported_codec", message: "No decoder is available for the input's \(what).")
         }
         context = avcodec_alloc_context3(codec)
         guard context != nil else { throw MediaError(code: "out_of_memory", message: "Allocating a \(name) decoder failed.") }

@@ -77,6 +77,32 @@ import TestSupport
         #expect(left > -30 && abs(left - right - 9.5) < 1.5, "left \(left) dB, right \(right) dB")
     }
 
+    /// A default audio track in a codec FFmpeg does not know (AC-4, MPEG-H; here Opus renamed) is passed over for
+    /// the next one it can decode: the job failed with `unsupported_codec` for "the input's none track".
+    @Test func anUndecodableDefaultTrackGivesWayToADecodableOne() throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent("two.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=2", "-f", "lavfi", "-i", "sine=f=200:d=2",
+                          "-f", "lavfi", "-i", "sine=f=3000:d=2", "-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264",
+                          "-preset", "ultrafast", "-c:a:0", "libopus", "-c:a:1", "aac", "-disposition:a:0", "default",
+                          "-disposition:a:1", "0", source])
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let codecID = try #require(bytes.range(of: Data("A_OPUS".utf8)))
+        bytes.replaceSubrange(codecID, with: Data("A_XYZW".utf8))
+        try bytes.write(to: URL(fileURLWithPath: source))
+        let tracks = try MediaReader(path: source).tracks.filter { $0.mediaType == .audio }
+        #expect(tracks.count == 2)
+        let run = try transcode(source)
+        let audio = try #require(run.probe.audio)
+        #expect(abs(audio.durationSeconds - 2) < 0.1)
+        // The second track's 3000 Hz tone, not the first's 200 Hz one (which the high-pass filter takes away).
+        let spectrum = try Shell.run("ffmpeg", ["-nostdin", "-i", run.output, "-af", "highpass=f=1500,highpass=f=1500,volumedetect",
+                                                "-f", "null", "-"]).stderr
+        let line = spectrum.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
+        let level = Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") ?? -200
+        #expect(level > -28, "the 3000 Hz tone is there: \(level) dB")
+    }
+
     @Test func mp4IsWrittenWithTheIndexFirst() throws {
         let run = try transcode(try Media.path(.standard))
         let data = try Data(contentsOf: URL(fileURLWithPath: run.output))
