@@ -3,7 +3,7 @@ import Outbound
 
 /// When a failed webhook attempt is tried again: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 24 h after attempts 1 to 7
 /// (each ±10 % so receivers coming back are not hit by every sender at once), then never; `scale` multiplies it all
-/// (tests run the schedule in seconds). A `Retry-After` on 429 or 503 is honoured instead, up to 24 h.
+/// (tests run the schedule in seconds). A longer `Retry-After` on 429 or 503 is honoured instead, up to 24 h.
 public struct RetrySchedule: Sendable, Equatable {
     public static let delays: [Double] = [5, 300, 1800, 7200, 18_000, 36_000, 86_400]
     public var scale: Double

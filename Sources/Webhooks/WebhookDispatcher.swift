@@ -139,7 +139,8 @@ public final class WebhookDispatcher: Sendable {
     }
 
     /// What an answer means: 2xx delivered; 410 stops (the job's webhook, or this delivery of the server-wide URL,
-    /// logged loudly); 429 and 503 wait as long as `Retry-After` says; anything else follows the schedule.
+    /// logged loudly); 429 and 503 wait as long as `Retry-After` says, if that is longer than the schedule; anything
+    /// else follows the schedule.
     func decide(_ delivery: WebhookDelivery, status: Int, retryAfter: String?) -> DeliveryOutcome {
         if (200..<300).contains(status) { return .delivered(status: status) }
         if status == 410 {
@@ -151,7 +152,10 @@ public final class WebhookDispatcher: Sendable {
         let now = Date().timeIntervalSince1970
         if status == 429 || status == 503, let wait = RetrySchedule.retryAfter(retryAfter, now: now),
            delivery.attempts - delivery.scheduleBase <= RetrySchedule.delays.count {
-            return .retry(after: wait, status: status, error: "The URL answered \(status); Retry-After: \(retryAfter ?? "").")
+            // Never sooner than the schedule: each attempt counts, and a `Retry-After` of 0 (or a date its clock
+            // has passed) would spend them all within seconds.
+            let scheduled = settings.schedule.delay(after: delivery.attempts - delivery.scheduleBase, jitter: 0) ?? 0
+            return .retry(after: max(wait, scheduled), status: status, error: "The URL answered \(status); Retry-After: \(retryAfter ?? "").")
         }
         return retryOrFail(delivery, status: status, error: "The URL answered \(status).")
     }

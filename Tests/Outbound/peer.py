@@ -6,7 +6,7 @@ server for inputs fetched by URL, with the misbehaviours the tests need.
 
 POST /hooks/ok      200            POST /hooks/flaky   500, 500, then 200 (per webhook-id)
 POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 5 once per webhook-id, then 200
-POST /hooks/down    500 always
+POST /hooks/down    500 always       POST /hooks/limited 429 with Retry-After: 0 twice per webhook-id, then 200
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
@@ -75,6 +75,8 @@ class Handler(BaseHTTPRequestHandler):
             status = 410
         elif behaviour == "busy":
             status, extra = (503, (("Retry-After", "5"),)) if count == 1 else (200, ())
+        elif behaviour == "limited":
+            status, extra = (429, (("Retry-After", "0"),)) if count <= 2 else (200, ())
         else:
             status = 500
         data = payload.get("data", {}) if isinstance(payload, dict) else {}

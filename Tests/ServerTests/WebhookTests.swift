@@ -94,6 +94,7 @@ import TestSupport
         let flaky = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/flaky"}}"#)
         let gone = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/gone", "events": ["job.running", "job.succeeded"]}}"#)
         let busy = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/busy"}}"#)
+        let limited = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/limited", "events": ["job.succeeded"]}}"#)
         // 500, 500, 200: three attempts of one delivery, 0.05 s then 3 s apart on the scaled schedule.
         #expect(eventually(60) { peer.deliveries(job: flaky).count == 3 }, "\(peer.deliveries(job: flaky))")
         let tries = peer.deliveries(job: flaky)
@@ -119,6 +120,12 @@ import TestSupport
         #expect(eventually(60) { peer.deliveries(job: busy).count == 2 })
         let waits = peer.deliveries(job: busy).compactMap { $0["received"] as? Double }
         #expect(waits.count == 2 && waits[1] - waits[0] >= 4.9 && waits[1] - waits[0] < 8, "\(waits)")
+
+        // 429 with Retry-After: 0 waits no less than the schedule: 0.05 s, then 3 s. Taken at its word, it had every
+        // attempt sent back to back, and a receiver limiting a burst for a few seconds lost the delivery for good.
+        #expect(eventually(60) { peer.deliveries(job: limited).count == 3 })
+        let paced = peer.deliveries(job: limited).compactMap { $0["received"] as? Double }
+        #expect(paced.count == 3 && paced[2] - paced[1] >= 2.7, "\(paced)")
 
         // Redelivery sends the same delivery again, same id.
         let id = try #require(listed["id"] as? String)
