@@ -131,6 +131,12 @@ public final class WebhookDispatcher: Sendable {
             let response = try transfer.perform(request, policy: settings.policy)
             outcome = decide(delivery, status: response.status, retryAfter: response.header("retry-after"))
         } catch where error.code == "url_not_allowed" {
+            if delivery.scope == .server {
+                // Every event of every job goes this way: said as loudly as a 410 (a name that resolves to a private
+                // address passes the check at start).
+                logger.error("the server-wide webhook URL leads to an address not allowed; fix --webhook-url or --allow-private-urls",
+                             ["url": .string(RedactedURL.text(delivery.url)), "delivery": .string(delivery.id), "error": .string(error.message)])
+            }
             outcome = .failed(status: nil, error: error.message)
         } catch {
             outcome = retryOrFail(delivery, status: nil, error: error.message)

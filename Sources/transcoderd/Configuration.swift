@@ -315,6 +315,11 @@ struct Configuration: Sendable {
         if config.workers == 0 && config.store == nil {
             throw UsageError(message: "--workers: 0 (an API-only node) needs a shared --store postgres://...; with SQLite nothing else could run the jobs")
         }
+        // An address the outbound policy refuses would fail every delivery (a job's URL is checked as the job is
+        // made; this one was never): the server started and dropped every event. A name is checked as it resolves.
+        if let url = config.webhookURL, let (address, kind) = config.outboundPolicy.refusal(ofURL: url) {
+            throw UsageError(message: "--webhook-url: \(address) is a \(kind) address; allow its block with --allow-private-urls")
+        }
         return config
     }
 

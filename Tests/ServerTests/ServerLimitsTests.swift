@@ -66,6 +66,10 @@ import TestSupport
         #expect(env.status == 2 && env.stderr.contains("--workers: 0 (an API-only node) needs a shared --store"), "\(env.stderr)")
         let tooMany = try Shell.run(Binary.path, ["serve", "--workers", "65"])
         #expect(tooMany.status == 2 && tooMany.stderr.contains("--workers: expected 0-64"), "\(tooMany.stderr)")
+        // A server-wide webhook URL on an address the outbound policy refuses: it started, and every event failed.
+        // (An unusable data directory: a server that would start instead stops at once.)
+        let privateHook = try Shell.run(Binary.path, ["serve", "--port", "0", "--data", "/dev/null/data"], environment: ["TRANSCODER_WEBHOOK_URL": "http://10.0.0.5/hook"])
+        #expect(privateHook.status == 2 && privateHook.stderr.contains("--webhook-url: 10.0.0.5 is a private address"), "\(privateHook.stderr)")
         // A data directory that cannot be created is refused at start, not at the first upload.
         let unusable = try Shell.run(Binary.path, ["serve", "--port", "0", "--data", "/dev/null/data"])
         #expect(unusable.status == 1 && unusable.stderr.hasPrefix("error: Cannot create /dev/null/data"), "\(unusable.stderr)")
