@@ -33,6 +33,9 @@ public final class JobQueue: Sendable {
         /// Seconds a job whose process could not be started waits before it goes back to the queue, doubled at each
         /// attempt (1 s, then 2 s): a shortage of processes or memory for a moment does not spend every attempt.
         public var unavailableBackoff = 1.0
+        /// Seconds a job whose input's URL failed for now (503, a reset connection) waits before it goes back to the
+        /// queue, doubled at each attempt, at most a minute.
+        public var fetchBackoff = 5.0
         /// Hours after its last bytes that an unfinished resumable (tus) upload is deleted (checked every minute).
         public var tusExpiryHours = 24.0
         /// Seconds to wait before each new try when the store refuses to record how a job ended (a full disk, a
@@ -503,7 +506,9 @@ public final class JobQueue: Sendable {
             // holding it (the heartbeat renews the lease), or every attempt is spent in a few milliseconds.
             // Doubling, at most 8 s; the wait is not a stall; a cancel or a shutdown ends it (a shutdown sends the
             // job back without spending an attempt).
-            let seconds = min(8, configuration.unavailableBackoff * Double(1 << min(10, max(0, claimed.attempts - 1))))
+            // A URL that failed waits longer (5 s, 10 s, … at most a minute): a server restarting or shedding load.
+            let (base, longest) = error.passing ? (configuration.fetchBackoff, 60.0) : (configuration.unavailableBackoff, 8.0)
+            let seconds = min(longest, base * Double(1 << min(10, max(0, claimed.attempts - 1))))
             Self.pause(seconds, endingWhen: { token.isCanceled || self.stopping }) {
                 _ = ownEntry(id, token: lease.token) { $0.lastAdvance = .now }
             }
@@ -643,10 +648,11 @@ public final class JobQueue: Sendable {
         return .notRecorded
     }
 
-    /// A failure that says nothing of the job: no process could be started for it, or the store failed before it
-    /// ran. The job waits a moment (`unavailableBackoff`, doubling) and goes back to the queue.
+    /// A failure that says nothing of the job: no process could be started for it, the store failed before it ran,
+    /// or its input's URL failed for now. The job waits a moment (`unavailableBackoff` or `fetchBackoff`, doubling)
+    /// and goes back to the queue.
     private static func isTransient(_ error: MediaError) -> Bool {
-        error.code == "worker_unavailable" || error.code == "store_error"
+        error.code == "worker_unavailable" || error.code == "store_error" || error.passing
     }
 
     /// A store that failed what a job needs before it runs (after `recordRetryDelays`), which is not the job's fault:
@@ -809,7 +815,11 @@ public final class JobQueue: Sendable {
                 return !token.isCanceled
             }
         } catch {
-            throw MediaError(code: error.code, message: error.message)
+            // A connection that failed or stalled, or an answer that says "later" (408, 429, 5xx), may go better in
+            // a moment, as a webhook's does: the job is tried again, up to its attempts.
+            let passing = ["connection_failed", "stalled"].contains(error.code)
+                || error.code == "http_status" && error.status.map { [408, 425, 429].contains($0) || (500...599).contains($0) } == true
+            throw MediaError(code: error.code, message: error.message, passing: passing)
         }
         let tracks = try (configuration.prober ?? InProcessProber()).probe(path: temporary)
         guard tracks.contains(where: { $0.mediaType == .video || $0.mediaType == .audio }) else {
@@ -871,7 +881,8 @@ public final class JobQueue: Sendable {
                 let what = switch error.code {
                 case "worker_crashed": "the job's process crashed; it runs again"
                 case "store_error": "the job store failed before the job ran; it runs again"
-                default: "no process could be started for the job; it runs again"
+                case "worker_unavailable": "no process could be started for the job; it runs again"
+                default: "fetching the job's input failed for now; it runs again"
                 }
                 logger.error(what, ["job_id": .string(job.id), "attempt": .int(job.attempts), "error": .string(error.message)])
                 return try store.retry(lease)

@@ -9,11 +9,15 @@ public struct MediaError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// FFmpeg's negative `AVERROR` value, when the failure came from an FFmpeg call.
     public let averror: Int32?
+    /// Whether the same work may well succeed a little later (a server that answered 503 for the input's URL): the
+    /// job then goes back to the queue, up to its attempts, rather than fail.
+    public let passing: Bool
 
-    public init(code: String, message: String, averror: Int32? = nil) {
+    public init(code: String, message: String, averror: Int32? = nil, passing: Bool = false) {
         self.code = code
         self.message = message
         self.averror = averror
+        self.passing = passing
     }
 
     public var description: String { "\(code): \(message)" }

@@ -9,6 +9,7 @@ POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 5 o
 POST /hooks/down    500 always       POST /hooks/limited 429 with Retry-After: 0 twice per webhook-id, then 200
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
+GET /flaky-media/NAME  503 to the first request for NAME, then the file
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
 GET /silent         a 1 MB body's head, then nothing
@@ -94,6 +95,16 @@ class Handler(BaseHTTPRequestHandler):
             with open(os.path.join(media, name), "rb") as source:
                 body = source.read()
             self.answer(200, body, (("Content-Type", "video/mp4"), ("Content-Disposition", f'attachment; filename="{name}"')))
+        elif url.path.startswith("/flaky-media/"):
+            name = os.path.basename(url.path)
+            with lock:
+                seen[("flaky-media", name)] = seen.get(("flaky-media", name), 0) + 1
+                count = seen[("flaky-media", name)]
+            if count == 1:
+                self.answer(503, b"busy")
+            else:
+                with open(os.path.join(media, name), "rb") as source:
+                    self.answer(200, source.read(), (("Content-Type", "video/mp4"),))
         elif url.path.startswith("/slow-media/"):
             with open(os.path.join(media, os.path.basename(url.path)), "rb") as source:
                 body = source.read()

@@ -236,6 +236,16 @@ import TestSupport
         let missing = try #require(try create(open, #"{"url": "\#(peer.base)/missing"}"#).object["id"] as? String)
         #expect(try eventually(30) { try open.json("/v1/jobs/\(missing)").object["state"] as? String == "failed" })
         #expect((try open.json("/v1/jobs/\(missing)").object["error"] as? [String: Any])?["code"] as? String == "http_status")
+        #expect(peer.requests().filter { $0["path"] as? String == "/missing" }.count == 1, "a 404 is not asked again")
+        // A 503 (a bucket shedding load, a server restarting) is asked again after a wait, as the job's next attempt:
+        // it failed the job for good.
+        try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: peer.media.appendingPathComponent("later.mp4").path)
+        let later = try #require(try create(open, #"{"url": "\#(peer.base)/flaky-media/later.mp4"}"#).object["id"] as? String)
+        #expect(try eventually(60) { try open.json("/v1/jobs/\(later)").object["state"] as? String == "succeeded" },
+                "\((try? open.json("/v1/jobs/\(later)").object) ?? [:])")
+        let tries = peer.requests().filter { $0["path"] as? String == "/flaky-media/later.mp4" }.compactMap { $0["received"] as? Double }
+        #expect(tries.count == 2 && tries[1] - tries[0] >= 4.5, "asked again after the wait: \(tries)")
+        #expect(try open.json("/v1/jobs/\(later)").object["attempts"] as? Int == 2)
         // Canceled while the download hangs: it stops at once.
         let hanging = try #require(try create(open, #"{"url": "\#(peer.base)/stall"}"#).object["id"] as? String)
         #expect(try eventually(30) { (try open.json("/v1/jobs/\(hanging)").object["progress"] as? [String: Any])?["phase"] as? String == "fetching" })
