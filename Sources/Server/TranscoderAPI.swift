@@ -164,12 +164,13 @@ public final class TranscoderAPI: Sendable {
     // MARK: Health
 
     private func ready() throws(HTTPError) -> Response {
+        // Not ready is an error answer like any other ({"error": {"code", "message"}}), so a probe's log says why.
         do {
             try store.ping()
         } catch {
-            return .json(APIModels.Status(status: "store unavailable: \(error.message)"), status: .serviceUnavailable)
+            throw HTTPError(.serviceUnavailable, "store_unavailable", "The job store cannot be reached: \(error.message)")
         }
-        guard queue.isReady else { return .json(APIModels.Status(status: "workers not running"), status: .serviceUnavailable) }
+        guard queue.isReady else { throw HTTPError(.serviceUnavailable, "workers_not_running", "The job workers are not running.") }
         return .json(APIModels.Status(status: "ready"))
     }
 

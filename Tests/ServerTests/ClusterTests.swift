@@ -307,6 +307,8 @@ import TestSupport
         Thread.sleep(forTimeInterval: 2)
         let readiness = try cluster.api.curl("/readyz")
         #expect(readiness.status == 503, "the API node is not ready without its database: \(readiness)")
+        let reason = (try? JSONSerialization.jsonObject(with: Data(readiness.body.utf8))) as? [String: Any]
+        #expect((reason?["error"] as? [String: Any])?["code"] as? String == "store_unavailable", "an error answer: \(readiness.body)")
         try server.start()
         #expect(try eventually(120) {
             try ids.allSatisfy { ["succeeded", "failed", "canceled"].contains(try cluster.job($0)["state"] as? String) }
