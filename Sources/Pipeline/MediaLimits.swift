@@ -15,9 +15,8 @@ public struct MediaLimits: Sendable, Equatable, Codable {
         self.maxFrameBytes = maxFrameBytes
     }
 
-    /// Throws `input_too_large` / `input_too_long` when a track is over a limit (its declared duration too, unless
-    /// `duration` is false).
-    func check(_ track: Track, bytesPerPixel: Double, duration checksDuration: Bool = true) throws(MediaError) {
+    /// Throws `input_too_large` / `input_too_long` when a track or the file is over a limit.
+    func check(_ track: Track, bytesPerPixel: Double) throws(MediaError) {
         if track.mediaType == .video, let width = track.width, let height = track.height {
             guard width <= maxDimension, height <= maxDimension else {
                 throw MediaError(code: "input_too_large",
@@ -29,7 +28,7 @@ public struct MediaLimits: Sendable, Equatable, Codable {
                                  message: "A decoded \(width)×\(height) picture would take \(Int(bytes / 1_048_576)) MiB; the limit is \(maxFrameBytes / 1_048_576) MiB.")
             }
         }
-        if checksDuration, let duration = track.duration { try checkDeclared(duration: duration) }
+        if let duration = track.duration { try checkDeclared(duration: duration) }
     }
 
     /// Throws `input_too_long` when a declared duration (of a track or the file), in seconds, is over the limit.

@@ -108,8 +108,6 @@ public final class MediaReader {
     /// Whether `seek` may be used: not in formats whose clock may jump (MPEG-TS and the like), where timestamps read
     /// after a seek would miss the stitching of the jumps before it, and whose seeking does not look for key frames.
     var seeksReliably: Bool { !container.allowsTimestampJumps }
-    /// Whether the input's clock may jump (MPEG-TS, MPEG-PS, FLV).
-    var allowsTimestampJumps: Bool { container.allowsTimestampJumps }
 
     /// Moves the reading position to the key frame of `track` at or before `seconds` (on the file's clock), before
     /// anything is read. False when the file cannot seek (it is then read from the start; callers skip by time).

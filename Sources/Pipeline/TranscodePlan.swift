@@ -73,14 +73,10 @@ final class TranscodePlan {
                                  message: "thumbnails: they are taken from the encoded video, and the output has none (the input has no video, or it is copied or dropped).")
             }
         }
-        // A clock that may jump (MPEG-TS, FLV) makes the declared duration its first to last timestamp: recordings
-        // joined end to end declared hours for seconds of media and were refused. Such a file's length is held to
-        // the limit as it is read (`checkRead`), after the jumps are stitched.
-        let declaredIsLength = !reader.allowsTimestampJumps
         for track in [videoTrack, audioTrack].compactMap({ $0 }) {
-            try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)), duration: declaredIsLength)
+            try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)))
         }
-        if declaredIsLength, let duration = reader.duration { try limits.checkDeclared(duration: duration) }
+        if let duration = reader.duration { try limits.checkDeclared(duration: duration) }
         let selected = [videoTrack, audioTrack].compactMap { $0?.index }
         let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
         let tempo = settings.filters?.tempo ?? 1
