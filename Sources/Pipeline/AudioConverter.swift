@@ -183,7 +183,7 @@ final class AudioConverter {
     /// The mix (one row per output channel, a weight per input channel) that decodes an ambisonic layout (ACN order,
     /// SN3D, as YouTube's spatial audio and Opus's family 2 carry it) to speakers: two cardioids facing left and
     /// right, `(W ± Y) / 2`, a source straight ahead at half level in each. Head-locked channels after the sound
-    /// field (stereo beside it) are added to their own side. A mono output takes both sides' average; outputs past
+    /// field (stereo beside it) are added to their own side, the side scaled down so it cannot clip. A mono output takes both sides' average; outputs past
     /// the first two (a 5.1's centre and surrounds) stay silent.
     static func ambisonicMatrix(_ layout: inout AVChannelLayout, outputs: Int) -> [Double] {
         let inputs = Int(layout.nb_channels)
@@ -199,6 +199,14 @@ final class AudioConverter {
             case AV_CHAN_FRONT_CENTER.rawValue: (left[index], right[index]) = (0.707, 0.707)
             default: break // Z and X (up, ahead), higher orders: no part of a left-right picture
             }
+        }
+        // A custom matrix has none of the resampler's own guard against clipping (`rematrix_maxval`): each side is
+        // scaled so that its weights cannot add up past full scale (head-locked stereo beside the sound field).
+        for side in [0, 1] {
+            let weights = side == 0 ? left : right
+            let total = weights.reduce(0) { $0 + abs($1) }
+            guard total > 1 else { continue }
+            if side == 0 { left = left.map { $0 / total } } else { right = right.map { $0 / total } }
         }
         var matrix = [Double](repeating: 0, count: inputs * outputs)
         for index in 0..<inputs {

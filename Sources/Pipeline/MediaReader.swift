@@ -61,20 +61,26 @@ public final class MediaReader {
 
     /// The video track a transcode takes: a real picture sequence (cover art is skipped), the first marked default,
     /// else the first.
-    public var mainVideoTrack: Track? {
-        mainTrack(of: .video) { $0.coverArt != true }
-    }
+    public var mainVideoTrack: Track? { mainVideoTrack(copying: false) }
 
     /// The audio track a transcode takes: the first marked default, else the first (a commentary or a second
     /// language that comes first in the file is not what a player would play).
-    public var mainAudioTrack: Track? { mainTrack(of: .audio) }
+    public var mainAudioTrack: Track? { mainAudioTrack(copying: false) }
 
-    /// The first track of `type` (among those `eligible`) whose disposition says default, else the first; among
-    /// those this FFmpeg can decode when there are any (a default track in a codec it does not know, AC-4 or
-    /// MPEG-H, failed the job though a track it knows came next).
-    private func mainTrack(of type: Track.MediaType, eligible: (Track) -> Bool = { _ in true }) -> Track? {
+    /// The video track, to be decoded or (`copying`) copied as it is.
+    public func mainVideoTrack(copying: Bool) -> Track? {
+        mainTrack(of: .video, copying: copying) { $0.coverArt != true }
+    }
+
+    /// The audio track, to be decoded or (`copying`) copied as it is.
+    public func mainAudioTrack(copying: Bool) -> Track? { mainTrack(of: .audio, copying: copying) }
+
+    /// The first track of `type` (among those `eligible`) whose disposition says default, else the first; to be
+    /// decoded, among those this FFmpeg can decode when there are any (a default track in a codec it does not know,
+    /// AC-4 or MPEG-H, failed the job though a track it knows came next). A copy takes the default as it is.
+    private func mainTrack(of type: Track.MediaType, copying: Bool, eligible: (Track) -> Bool = { _ in true }) -> Track? {
         let all = tracks.filter { $0.mediaType == type && eligible($0) }
-        let decodable = all.filter { isDecodable(container.stream($0.index).pointee.codecpar.pointee) }
+        let decodable = copying ? [] : all.filter { isDecodable(container.stream($0.index).pointee.codecpar.pointee) }
         let candidates = decodable.isEmpty ? all : decodable
         return candidates.first { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 } ?? candidates.first
     }

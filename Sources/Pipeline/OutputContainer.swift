@@ -76,16 +76,14 @@ final class OutputContainer {
         return Int(stream.pointee.index)
     }
 
-    /// The tag a copied stream keeps: the source's when it means the same codec in this container (an iPhone's
-    /// `hvc1`, Dolby Vision's `dvh1`); else `hvc1` for HEVC in MP4 or QuickTime, as Apple's players play no other
-    /// (the muxer's own choice is `hev1`); else none, for the muxer to choose.
+    /// The tag a copied stream gets: `hvc1` for HEVC where the container takes it (MP4, QuickTime), the only one
+    /// Apple's players play, whatever the source said (the muxer's own choice, and many files', is `hev1`); none for
+    /// anything else, for the muxer to choose (a source container's tag may mean nothing in ours: AVI's `XVID`).
     private func copiedTag(of source: AVCodecParameters) -> UInt32 {
-        guard let format = context?.pointee.oformat, let tags = format.pointee.codec_tag else { return 0 }
-        if source.codec_tag != 0, av_codec_get_id(tags, source.codec_tag) == source.codec_id { return source.codec_tag }
+        guard source.codec_id == AV_CODEC_ID_HEVC, let tags = context?.pointee.oformat.pointee.codec_tag else { return 0 }
         let hvc1 = UInt32(UInt8(ascii: "h")) | UInt32(UInt8(ascii: "v")) << 8 | UInt32(UInt8(ascii: "c")) << 16
             | UInt32(UInt8(ascii: "1")) << 24
-        if source.codec_id == AV_CODEC_ID_HEVC, av_codec_get_id(tags, hvc1) == AV_CODEC_ID_HEVC { return hvc1 }
-        return 0
+        return av_codec_get_id(tags, hvc1) == AV_CODEC_ID_HEVC ? hvc1 : 0
     }
 
     /// Adds a stream that copies `source`'s packets.

@@ -38,8 +38,8 @@ final class TranscodePlan {
     ///   the earliest of the tracks the settings keep).
     init(reader: MediaReader, output: any TranscodeOutput, settings: TranscodeSettings, limits: MediaLimits,
          directory: String?, pass: Pass = .all) throws(MediaError) {
-        let videoTrack = settings.video == .drop ? nil : reader.mainVideoTrack
-        let audioTrack = settings.audio == .drop ? nil : reader.mainAudioTrack
+        let videoTrack = settings.video == .drop ? nil : reader.mainVideoTrack(copying: settings.video == .copy)
+        let audioTrack = settings.audio == .drop ? nil : reader.mainAudioTrack(copying: settings.audio == .copy)
         let container = settings.container
         do throws(SettingsError) {
             try settings.checkCopiedTrackFilters()

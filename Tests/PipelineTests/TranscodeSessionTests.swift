@@ -101,6 +101,17 @@ import TestSupport
         let line = spectrum.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
         let level = Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") ?? -200
         #expect(level > -28, "the 3000 Hz tone is there: \(level) dB")
+        // With no other, the refusal says what the track is: it spoke of "the input's none track".
+        let alone = folder.appendingPathComponent("alone.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=1", "-f", "lavfi", "-i", "sine=d=1", "-c:v", "libx264",
+                          "-preset", "ultrafast", "-c:a", "libopus", alone])
+        var single = try Data(contentsOf: URL(fileURLWithPath: alone))
+        single.replaceSubrange(try #require(single.range(of: Data("A_OPUS".utf8))), with: Data("A_XYZW".utf8))
+        try single.write(to: URL(fileURLWithPath: alone))
+        #expect { try transcode(alone) } throws: { error in
+            guard let error = error as? MediaError else { return false }
+            return error.code == "unsupported_codec" && error.message.contains("audio track in a codec FFmpeg does not know")
+        }
     }
 
     @Test func mp4IsWrittenWithTheIndexFirst() throws {
@@ -432,15 +443,19 @@ import TestSupport
         #expect(run.result.framesEncoded == 0)
     }
 
-    /// HEVC copied into MP4 is `hvc1`, the only tag Apple's players play: the source's when it is an MP4's (an
-    /// iPhone's), and for a source without one (Matroska). The muxer's own choice, `hev1`, was written for both.
+    /// HEVC copied into MP4 is `hvc1`, the only tag Apple's players play: from an MP4 tagged `hev1` (FFmpeg's own
+    /// choice), an iPhone's `hvc1` and a Matroska file that has no tag. The muxer's choice, `hev1`, was written.
     @Test func hevcCopiedIntoMP4IsTaggedForApplePlayers() throws {
         let folder = try Media.scratch()
-        let matroska = folder.appendingPathComponent("hevc.mkv").path, iPhone = folder.appendingPathComponent("hevc.mov").path
         let encode = ["-f", "lavfi", "-i", "testsrc2=s=320x240:d=1", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error"]
-        try Media.ffmpeg(encode + [matroska])
-        try Media.ffmpeg(encode + ["-tag:v", "hvc1", iPhone])
-        for input in [matroska, iPhone] {
+        var inputs: [String] = []
+        for (name, tag) in [("hevc.mkv", nil), ("iphone.mov", "hvc1"), ("hev1.mp4", "hev1")] {
+            let path = folder.appendingPathComponent(name).path
+            try Media.ffmpeg(encode + (tag.map { ["-tag:v", $0] } ?? []) + [path])
+            inputs.append(path)
+        }
+        #expect(try Probe.read(inputs[2]).video?.codec_tag_string == "hev1")
+        for input in inputs {
             let run = try transcode(input, #"{"video": "copy", "audio": null}"#)
             #expect(run.probe.video?.codec_tag_string == "hvc1", "\(input): \(run.probe.video?.codec_tag_string ?? "none")")
             #expect(try Probe.packetHashes(run.output, type: "v") == (try Probe.packetHashes(input, type: "v")))
