@@ -360,7 +360,9 @@ public final class JobQueue: Sendable {
                 state.running[id] = running
                 return .ending(token: running.lease.token)
             }
-            running.reason = running.reason ?? .canceled
+            // A cancel outranks a shutdown that has not ended the attempt yet: sent back to the queue, the job ran
+            // again at the next start though the cancel was answered 202.
+            if running.reason == nil || running.reason == .shuttingDown { running.reason = .canceled }
             state.running[id] = running
             running.token.cancel()
             return .signaled
@@ -888,10 +890,20 @@ public final class JobQueue: Sendable {
                 return try store.retry(lease)
             }
             return try store.markFailed(lease, code: error.code,
-                                        message: "\(error.message) (attempt \(job.attempts) of \(configuration.maxAttempts))")
+                                        message: "\(shown(error, of: job.id)) (attempt \(job.attempts) of \(configuration.maxAttempts))")
         case (.failure(let error), nil):
-            return try store.markFailed(lease, code: error.code, message: error.message)
+            return try store.markFailed(lease, code: error.code, message: shown(error, of: job.id))
         }
+    }
+
+    /// A failure's message as the job shows it to API clients and webhook receivers: paths inside the data
+    /// directory from it, not from the machine's root (`jobs/…/output.mp4`, not `/srv/transcoderd/data/jobs/…`).
+    /// The log line of the failure keeps them whole.
+    private func shown(_ error: MediaError, of id: String) -> String {
+        let root = directory.root.standardizedFileURL.path
+        guard root.count > 1, error.message.contains(root + "/") else { return error.message }
+        logger.info("the job's failure names a path in the data directory", ["job_id": .string(id), "error": .string(error.message)])
+        return error.message.replacingOccurrences(of: root + "/", with: "")
     }
 
     /// Stops jobs that made no progress for `stallTimeout`. On a thread of its own: while the sweeps ran on it (a

@@ -129,10 +129,13 @@ import TestSupport
         let lines = Lines()
         let first = queue(fixture, lines: lines, runner: StuckRunner())
         try first.start()
+        var firstStopped = false
+        defer { if !firstStopped { first.stop(grace: 1) } }
         #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
         #expect(try first.cancel(id: job.id).state == .running, "acknowledged; the worker records it")
         #expect(eventually(10) { lines.all.contains { $0.contains("recording the end of the job failed") && $0.contains(job.id) } })
         first.stop(grace: 1)
+        firstStopped = true
         #expect(try fixture.store.job(id: job.id)?.state == .running, "its end never stored")
         try sql(fixture, "DROP TRIGGER refuse_cancel")
 
@@ -141,6 +144,32 @@ import TestSupport
         defer { next.stop(grace: 1) }
         let recovered = try #require(try fixture.store.job(id: job.id))
         #expect(recovered.state == .canceled && recovered.attempts == 1, "\(recovered.state), attempt \(recovered.attempts)")
+    }
+
+    /// A cancel that comes while a shutdown waits for the job's attempt to end: the job ends canceled. The shutdown's
+    /// reason was kept, the job went back to the queue, and the next start ran it though the cancel was answered.
+    @Test func aCancelDuringAShutdownEndsTheJobCanceled() throws {
+        /// Takes 1.5 s to stop once told, as a transcode tidying up does.
+        struct SlowToStop: JobRunner {
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                while !cancellation.isCanceled { usleep(10_000) }
+                Thread.sleep(forTimeInterval: 1.5)
+                throw MediaError.canceled
+            }
+        }
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture, lines: Lines(), runner: SlowToStop())
+        try queue.start()
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
+        let stopped = DispatchSemaphore(value: 0)
+        Thread { queue.stop(grace: 0.2); stopped.signal() }.start()
+        Thread.sleep(forTimeInterval: 0.6) // the grace is over: the attempt is told to stop for the shutdown
+        #expect(try queue.cancel(id: job.id).state == .running)
+        stopped.wait()
+        #expect(try fixture.store.job(id: job.id)?.state == .canceled)
     }
 
     @Test func claimErrorsAreLogged() throws {
