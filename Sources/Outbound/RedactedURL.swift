@@ -2,18 +2,25 @@ import Foundation
 
 /// A URL as it may be shown or logged: user name and password, query values that look like credentials (a
 /// presigned URL's `X-Amz-Signature`, `token`, `key`, `sig`…) and path segments that look like random tokens (Slack's
-/// `/services/T0/B0/<secret>`, Discord's `/api/webhooks/<id>/<token>`), replaced by `REDACTED`; a fragment
+/// `/services/T0/B0/<secret>`, Discord's `/api/webhooks/<id>/<token>`, Teams' `/IncomingWebhook/<32 hex>/`),
+/// replaced by `REDACTED`; a fragment
 /// (`#access_token=…`, never sent anyway) goes.
 public enum RedactedURL {
     static let secretNames = ["sig", "token", "key", "secret", "password", "credential", "auth", "policy", "pass", "jwt", "hmac"]
 
     /// A path segment of 16 characters or more, of letters, digits, `-` and `_` only, with capitals, small letters
-    /// and digits all three: a random token (a name, as `big-buck-bunny-1080p` or `clip.mp4`, or a lower-case id is
-    /// not one).
+    /// and digits all three; or of 24 or more small letters and digits, both, and nothing else (Microsoft Teams'
+    /// and Make's webhook URLs hold a 32-character lower-case secret so): a random token. A name, as
+    /// `big-buck-bunny-1080p` or `clip.mp4`, or an id with dashes (a UUID) is not one.
     static func looksLikeToken(_ segment: Substring) -> Bool {
-        segment.count >= 16
-            && segment.unicodeScalars.allSatisfy { ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || $0 == "-" || $0 == "_" }
+        let scalars = segment.unicodeScalars
+        let mixed = segment.count >= 16
+            && scalars.allSatisfy { ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || $0 == "-" || $0 == "_" }
             && segment.contains(where: \.isUppercase) && segment.contains(where: \.isLowercase) && segment.contains(where: \.isNumber)
+        let lowerCase = segment.count >= 24
+            && scalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) }
+            && segment.contains(where: \.isLetter) && segment.contains(where: \.isNumber)
+        return mixed || lowerCase
     }
 
     public static func text(_ url: String) -> String {

@@ -41,7 +41,9 @@ public struct URLFetcher: Sendable {
     public func fetch(_ url: String, to path: String, progress: ((Int64, Int64?) -> Bool)? = nil) throws(OutboundError) -> Fetched {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o640)
         guard descriptor >= 0 else {
-            throw OutboundError(code: "storage_error", message: "Creating \(path) failed: \(String(cString: strerror(errno))).")
+            // The file's name, not where the server keeps its data: the message reaches API clients.
+            let name = path.split(separator: "/").last.map(String.init) ?? path
+            throw OutboundError(code: "storage_error", message: "Creating the download file \(name) failed: \(String(cString: strerror(errno))).")
         }
         var closed = false
         defer { if !closed { close(descriptor) } }

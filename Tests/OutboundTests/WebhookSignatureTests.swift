@@ -68,6 +68,13 @@ import Webhooks
                      "https://h.example/jobs/0b9e6f1c-4f0e-4a39-9c57-2d7f3c1e8a10/done"] {
             #expect(RedactedURL.text(kept) == kept, "names and lower-case ids are kept")
         }
+        // Teams' and Make's secrets are 32 small letters and digits.
+        let teams = "https://contoso.webhook.office.com/webhookb2/0b9e6f1c-4f0e-4a39-9c57-2d7f3c1e8a10@72f988bf-86f1-41af-91ab-2d7cd011db47"
+            + "/IncomingWebhook/3f9a1c0e7b2d4e6f8a1b3c5d7e9f0a2b/0b9e6f1c-4f0e-4a39-9c57-2d7f3c1e8a10"
+        #expect(RedactedURL.text(teams) == teams.replacingOccurrences(of: "3f9a1c0e7b2d4e6f8a1b3c5d7e9f0a2b", with: "REDACTED"))
+        #expect(RedactedURL.text("https://hook.eu1.make.com/k2v9x4m7q1w8e5r3t6y0u2i9o4p7a1s3") == "https://hook.eu1.make.com/REDACTED")
+        #expect(RedactedURL.text("https://cdn.example/videos/summerholidayfinalversion/clip.mp4")
+                == "https://cdn.example/videos/summerholidayfinalversion/clip.mp4", "letters alone are a name")
         #expect(RedactedURL.text("https://f.azurewebsites.net/api/hook?code=s3cr3tKey&countrycode=nl")
                 == "https://f.azurewebsites.net/api/hook?code=REDACTED&countrycode=nl")
         // An input's name comes from its URL's last segment, and is shown as it is: never a token.
