@@ -18,7 +18,8 @@ final class ServerPools: Sendable {
         handlers = BlockingPool(name: "handler", threads: configuration.handlerThreads)
         probes = BlockingPool(name: "probe", threads: configuration.probeThreads)
         files = BlockingPool(name: "file", threads: configuration.fileThreads)
-        waits = BlockingPool(name: "wait", threads: 2)
+        // DELETE (up to 5 s for the job to stop) and cancel (up to a minute while an end is recorded).
+        waits = BlockingPool(name: "wait", threads: 4)
         fetches = BlockingPool(name: "fetch", threads: configuration.fetchThreads)
         bodyMemory = BodyMemory(limit: configuration.maxBufferedBodyBytes)
     }

@@ -403,6 +403,24 @@ import TestSupport
                 "\(refused)")
     }
 
+    /// A failure that names a file of the data directory names it from there: where the server keeps its data is
+    /// not for API clients, nor for webhook receivers, who get the same job. The full path went into the message.
+    @Test func aFailureNamesItsFilesFromTheDataDirectory() throws {
+        let server = try TestServer()
+        let uploadID = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.audioOnly)]).object["id"] as? String)
+        // The outputs folder made a file: the job's folder cannot be made in it.
+        let outputs = server.data.appendingPathComponent("outputs")
+        try FileManager.default.removeItem(at: outputs)
+        try Data().write(to: outputs)
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(uploadID)"}"#])
+        let id = try #require(created.object["id"] as? String, "\(created.object)")
+        var job: [String: Any] = [:]
+        #expect(try eventually(30) { job = try server.json("/v1/jobs/\(id)").object; return job["state"] as? String == "failed" })
+        let message = (job["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(message.contains("outputs/\(id)") && !message.contains(server.data.path), "\(message)")
+        #expect(server.log.contains(server.data.path + "/outputs/\(id)"), "the log keeps the whole path")
+    }
+
     /// A job whose JSON is over the 1 MiB a stream may hold unsent (its output: 9,500 thumbnails, as a long ladder's
     /// thousands of segments) still reaches a client that reads: the bound is for clients that stop reading.
     @Test func aLastStateOverTheStreamBacklogBoundStillArrives() throws {

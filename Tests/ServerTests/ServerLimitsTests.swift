@@ -209,11 +209,13 @@ import TestSupport
             return fields.count > 13 ? (Double(fields[11])! + Double(fields[12])!) / Double(sysconf(Int32(_SC_CLK_TCK))) : 0
         }
         let before = cpu()
+        let linesBefore = server.log.components(separatedBy: "out of file descriptors").count - 1
         sleep(2)
         let used = cpu() - before
-        let refusals = server.log.components(separatedBy: "out of file descriptors").count - 1
-        // Watched on, the listener woke the loop without end: two seconds of CPU and thousands of log lines.
-        #expect(refusals >= 1 && refusals <= 8, "a line a second for each event loop at most: \(refusals)")
+        let refusals = server.log.components(separatedBy: "out of file descriptors").count - 1 - linesBefore
+        // Watched on, the listener woke the loop without end: two seconds of CPU and thousands of log lines. Rested,
+        // each event loop (up to 4) logs once a second at most while a connection waits on its listener.
+        #expect(refusals >= 1 && refusals <= 12, "a line a second for each event loop at most: \(refusals)")
         #expect(used < 0.5, "the loop rests: \(used) s of CPU in 2 s")
         // Descriptors free again: the waiting connections are taken and answered.
         let waiting = Array(clients.suffix(3)) // a slice would keep the others open
