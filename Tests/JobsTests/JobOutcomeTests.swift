@@ -32,10 +32,16 @@ import TestSupport
         try Database(path: fixture.directory.databasePath).execute(statements)
     }
 
-    private static let refuseSuccess = """
-        CREATE TRIGGER refuse_success BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'succeeded'
-        BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
+    /// A trigger `name` that refuses every move of a job to `state`, as a full disk would (or with `message`).
+    private static func refusing(_ state: String, name: String, message: String = "database or disk is full (test)") -> String {
         """
+        CREATE TRIGGER \(name) BEFORE UPDATE OF state ON jobs WHEN NEW.state = '\(state)'
+        BEGIN SELECT RAISE(ABORT, '\(message)'); END;
+        """
+    }
+
+    private static let refuseSuccess = refusing("succeeded", name: "refuse_success")
+    private static let refuseFailure = refusing("failed", name: "refuse_failure")
 
     @Test func aSuccessTheStoreCannotRecordEndsFailedNotRunning() throws {
         let fixture = try StoreFixture()
@@ -78,10 +84,7 @@ import TestSupport
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        try sql(fixture, Self.refuseSuccess + """
-            CREATE TRIGGER refuse_failure BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'failed'
-            BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
-            """)
+        try sql(fixture, Self.refuseSuccess + Self.refuseFailure)
         let lines = Lines()
         let queue = queue(fixture, lines: lines)
         try queue.start()
@@ -100,10 +103,7 @@ import TestSupport
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        try sql(fixture, """
-            CREATE TRIGGER refuse_failure BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'failed'
-            BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
-            """)
+        try sql(fixture, Self.refuseFailure)
         let lines = Lines()
         let queue = queue(fixture, lines: lines, runner: FailingRunner())
         try queue.start()
@@ -122,10 +122,7 @@ import TestSupport
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        try sql(fixture, """
-            CREATE TRIGGER refuse_cancel BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'canceled'
-            BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;
-            """)
+        try sql(fixture, Self.refusing("canceled", name: "refuse_cancel"))
         let lines = Lines()
         let first = queue(fixture, lines: lines, runner: StuckRunner())
         try first.start()
@@ -176,10 +173,7 @@ import TestSupport
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
         _ = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        try sql(fixture, """
-            CREATE TRIGGER refuse_claims BEFORE UPDATE OF state ON jobs WHEN NEW.state = 'running'
-            BEGIN SELECT RAISE(ABORT, 'claims refused (test)'); END;
-            """)
+        try sql(fixture, Self.refusing("running", name: "refuse_claims", message: "claims refused (test)"))
         let lines = Lines()
         let queue = queue(fixture, lines: lines)
         try queue.start()
