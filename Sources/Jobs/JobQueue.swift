@@ -284,14 +284,9 @@ public final class JobQueue: Sendable {
                 signaled = true
                 // Stored too: if this attempt's end cannot be written (the database away until the lease runs out, or
                 // the process killed first), whoever recovers the job cancels it rather than run it again: a node
-                // of a shared store, or this store's next start. The attempt here was told either way: a store that
-                // refuses does not fail the cancel.
-                do throws(StoreError) {
-                    // Not running in the store any more (sent back to the queue meanwhile): as its state says, below.
-                    if try !store.requestCancel(id: id) { break }
-                } catch {
-                    logger.warning("storing a cancel request failed", ["job_id": .string(id), "error": .string(error.description)])
-                }
+                // of a shared store, or this store's next start.
+                // Not running in the store any more (sent back to the queue meanwhile): as its state says, below.
+                if !storeCancelRequest(id) { break }
                 guard let job = try store.job(id: id) else { throw Self.notFound(id) }
                 return job
             case .ending(let token):
@@ -335,11 +330,7 @@ public final class JobQueue: Sendable {
                     continue
                 }
                 // Stored too, for the next start should this process die before the worker records it.
-                do throws(StoreError) {
-                    _ = try store.requestCancel(id: id)
-                } catch {
-                    logger.warning("storing a cancel request failed", ["job_id": .string(id), "error": .string(error.description)])
-                }
+                storeCancelRequest(id)
                 return job
             case .canceled where signaled:
                 // This cancel reached its worker, which recorded it before the store heard the request: done, not a
@@ -348,6 +339,18 @@ public final class JobQueue: Sendable {
             default:
                 throw StoreError(code: "invalid_transition", message: "The job has already finished (\(job.state.rawValue)).")
             }
+        }
+    }
+
+    /// Notes a cancel in the store (`requestCancel`); false only when the store says the job is not running. A
+    /// store that fails is logged, and does not fail the cancel: the attempt here was told either way.
+    @discardableResult
+    private func storeCancelRequest(_ id: String) -> Bool {
+        do throws(StoreError) {
+            return try store.requestCancel(id: id)
+        } catch {
+            logger.warning("storing a cancel request failed", ["job_id": .string(id), "error": .string(error.description)])
+            return true
         }
     }
 
@@ -900,7 +903,7 @@ public final class JobQueue: Sendable {
     /// directory from it, not from the machine's root (`jobs/…/output.mp4`, not `/srv/transcoderd/data/jobs/…`).
     /// The log line of the failure keeps them whole.
     private func shown(_ error: MediaError, of id: String) -> String {
-        let root = directory.root.standardizedFileURL.path
+        let root = directory.root.path
         guard root.count > 1, error.message.contains(root + "/") else { return error.message }
         logger.info("the job's failure names a path in the data directory", ["job_id": .string(id), "error": .string(error.message)])
         return error.message.replacingOccurrences(of: root + "/", with: "")

@@ -3,8 +3,7 @@ import Foundation
 /// A URL as it may be shown or logged: user name and password, query values that look like credentials (a
 /// presigned URL's `X-Amz-Signature`, `token`, `key`, `sig`…) and path segments that look like random tokens (Slack's
 /// `/services/T0/B0/<secret>`, Discord's `/api/webhooks/<id>/<token>`, Teams' `/IncomingWebhook/<32 hex>/`),
-/// replaced by `REDACTED`; a fragment
-/// (`#access_token=…`, never sent anyway) goes.
+/// replaced by `REDACTED`; a fragment (`#access_token=…`, never sent anyway) goes.
 public enum RedactedURL {
     static let secretNames = ["sig", "token", "key", "secret", "password", "credential", "auth", "policy", "pass", "jwt", "hmac"]
 

@@ -183,8 +183,8 @@ final class AudioConverter {
     /// The mix (one row per output channel, a weight per input channel) that decodes an ambisonic layout (ACN order,
     /// SN3D, as YouTube's spatial audio and Opus's family 2 carry it) to speakers: two cardioids facing left and
     /// right, `(W ± Y) / 2`, a source straight ahead at half level in each. Head-locked channels after the sound
-    /// field (stereo beside it) are added to their own side, the side scaled down so it cannot clip. A mono output takes both sides' average; outputs past
-    /// the first two (a 5.1's centre and surrounds) stay silent.
+    /// field (stereo beside it) are added to their own side, the side scaled down so it cannot clip. A mono output
+    /// takes both sides' average; outputs past the first two (a 5.1's centre and surrounds) stay silent.
     static func ambisonicMatrix(_ layout: inout AVChannelLayout, outputs: Int) -> [Double] {
         let inputs = Int(layout.nb_channels)
         var left = [Double](repeating: 0, count: inputs), right = left
@@ -202,12 +202,11 @@ final class AudioConverter {
         }
         // A custom matrix has none of the resampler's own guard against clipping (`rematrix_maxval`): each side is
         // scaled so that its weights cannot add up past full scale (head-locked stereo beside the sound field).
-        for side in [0, 1] {
-            let weights = side == 0 ? left : right
+        func capped(_ weights: [Double]) -> [Double] {
             let total = weights.reduce(0) { $0 + abs($1) }
-            guard total > 1 else { continue }
-            if side == 0 { left = left.map { $0 / total } } else { right = right.map { $0 / total } }
+            return total > 1 ? weights.map { $0 / total } : weights
         }
+        (left, right) = (capped(left), capped(right))
         var matrix = [Double](repeating: 0, count: inputs * outputs)
         for index in 0..<inputs {
             if outputs == 1 {

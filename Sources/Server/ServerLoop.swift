@@ -77,7 +77,7 @@ final class ServerLoop {
                 if token == EventLoop.wakeToken {
                     for task in eventLoop.takeTasks() { task(self) }
                 } else if let listener = listeners[token] {
-                    acceptAll(listener)
+                    acceptAll(listener, token: token)
                 } else if let connection = connections[token] {
                     connection.handle(events: events[index])
                 }
@@ -96,7 +96,7 @@ final class ServerLoop {
         }
     }
 
-    private func acceptAll(_ listener: Int32) {
+    private func acceptAll(_ listener: Int32, token listenerToken: UInt64) {
         while accepting {
             let client: Int32?
             do {
@@ -105,8 +105,8 @@ final class ServerLoop {
                 if error.errnoCode == EMFILE || error.errnoCode == ENFILE {
                     // The connection stays queued and the listener readable: watched on, it would wake the loop at
                     // once, every time (a core spun and the log filled). It rests until the next sweep.
-                    if let token = listeners.first(where: { $0.value == listener })?.key, resting.insert(token).inserted {
-                        eventLoop.modify(listener, token: token, events: 0)
+                    if resting.insert(listenerToken).inserted {
+                        eventLoop.modify(listener, token: listenerToken, events: 0)
                         logger.error("accept failed: out of file descriptors; accepting again in a second",
                                      ["error": .string(error.description)])
                     }
