@@ -4,6 +4,8 @@
 #define TRANSCODERD_CFFMPEG_SHIM_H
 
 #include <errno.h>
+#include <stdint.h>
+#include <string.h>
 #include <libavformat/avformat.h>
 #include <libavcodec/avcodec.h>
 #include <libavutil/avutil.h>
@@ -47,12 +49,25 @@ static inline int tc_codec_flag_qscale(void) { return AV_CODEC_FLAG_QSCALE; }
 static inline int tc_qp2lambda(void) { return FF_QP2LAMBDA; }
 static inline void **tc_frame_extended_data(AVFrame *frame) { return (void **)frame->extended_data; }
 
-/// Rotation of a stream's display matrix in degrees counter-clockwise, or 0 when it has none.
-static inline double tc_stream_display_rotation(const AVStream *stream) {
+/// Rotation of a stream's display matrix in degrees counter-clockwise, or 0 when it has none. A matrix that also
+/// mirrors the picture (its determinant is negative: a selfie camera's, a vertical flip) is read as a left-right
+/// mirror first, then the rotation returned, and `*mirrored` is set to 1 (else 0). `av_display_rotation_get` alone
+/// reads a plain mirror as a half turn, which turns the picture upside down.
+static inline double tc_stream_display_transform(const AVStream *stream, int *mirrored) {
     size_t size = 0;
-    const uint8_t *matrix = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
-    if (!matrix || size < 9 * sizeof(int32_t)) return 0;
-    double angle = av_display_rotation_get((const int32_t *)matrix);
+    *mirrored = 0;
+    const uint8_t *bytes = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
+    if (!bytes || size < 9 * sizeof(int32_t)) return 0;
+    int32_t matrix[9];
+    memcpy(matrix, bytes, sizeof(matrix));
+    double determinant = (double)matrix[0] * matrix[4] - (double)matrix[1] * matrix[3];
+    if (determinant < 0) {
+        /* M = F . R with F the left-right mirror (row vectors: the mirror first): R is M with its first row negated. */
+        *mirrored = 1;
+        matrix[0] = matrix[0] == INT32_MIN ? INT32_MAX : -matrix[0];
+        matrix[1] = matrix[1] == INT32_MIN ? INT32_MAX : -matrix[1];
+    }
+    double angle = av_display_rotation_get(matrix);
     return angle != angle ? 0 : angle;
 }
 

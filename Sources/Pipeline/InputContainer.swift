@@ -166,7 +166,9 @@ extension InputContainer {
             track.height = Int(parameters.height)
             let sar = av_guess_sample_aspect_ratio(context, stream, nil)
             track.sampleAspectRatio = FFmpeg.isValid(sar) ? "\(sar.num):\(sar.den)" : "1:1"
-            track.rotation = Self.clockwiseRotation(stream)
+            let display = Self.displayTransform(stream)
+            track.rotation = display.rotation
+            if display.mirrored { track.mirrored = true }
             if stream.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC != 0 {
                 track.coverArt = true // one picture: its "frame rate" is the container's clock
             } else {
@@ -192,10 +194,12 @@ extension InputContainer {
         return track
     }
 
-    /// The display matrix's rotation as a clockwise multiple of 90 degrees.
-    static func clockwiseRotation(_ stream: UnsafeMutablePointer<AVStream>) -> Int {
-        let counterClockwise = tc_stream_display_rotation(stream)
+    /// The display matrix's rotation as a clockwise multiple of 90 degrees, and whether the picture is mirrored
+    /// left to right before it.
+    static func displayTransform(_ stream: UnsafeMutablePointer<AVStream>) -> (rotation: Int, mirrored: Bool) {
+        var mirrored: Int32 = 0
+        let counterClockwise = tc_stream_display_transform(stream, &mirrored)
         let quarterTurns = Int((-counterClockwise / 90).rounded())
-        return ((quarterTurns % 4) + 4) % 4 * 90
+        return (((quarterTurns % 4) + 4) % 4 * 90, mirrored != 0)
     }
 }

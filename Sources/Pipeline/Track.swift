@@ -19,6 +19,9 @@ public struct Track: Sendable, Codable, Equatable {
     public var sampleAspectRatio: String?
     /// Clockwise rotation, in degrees (0, 90, 180 or 270), that the display matrix asks players to apply.
     public var rotation: Int?
+    /// True when the display matrix also mirrors the picture, left to right before the rotation (a front camera's
+    /// recording, a flipped one); absent otherwise.
+    public var mirrored: Bool?
     /// Average frame rate in frames per second (video).
     public var frameRate: Double?
     /// Duration in seconds, when the container declares one.

@@ -51,7 +51,7 @@ final class VideoConverter {
             try scale(frame, into: layout.destination)
             upright = scaled
         }
-        guard encoding.rotation != 0 else { return upright }
+        guard encoding.rotation != 0 || encoding.mirrored else { return upright }
         try rotate(upright)
         return rotated
     }
@@ -131,7 +131,8 @@ final class VideoConverter {
         }
     }
 
-    /// Copies `source` into `rotated`, turned clockwise by the encoding's rotation.
+    /// Copies `source` into `rotated`, mirrored left to right if the encoding says so, then turned clockwise by
+    /// its rotation.
     private func rotate(_ source: Frame) throws(MediaError) {
         try prepare(rotated, width: encoding.width, height: encoding.height)
         for plane in 0..<3 {
@@ -144,16 +145,22 @@ final class VideoConverter {
                   let output = tc_frame_data(rotated.pointer, Int32(plane)) else { continue }
             let inStride = Int(tc_frame_linesize(source.pointer, Int32(plane)))
             let outStride = Int(tc_frame_linesize(rotated.pointer, Int32(plane)))
+            // The source column a mirrored picture's column `x` comes from.
+            let mirrored = encoding.mirrored
+            @inline(__always) func column(_ x: Int) -> Int { mirrored ? sourceWidth - 1 - x : x }
             for y in 0..<height {
                 let row = output + y * outStride
                 switch encoding.rotation {
+                case 0:
+                    let sourceRow = input + y * inStride
+                    for x in 0..<width { row[x] = sourceRow[column(x)] }
                 case 90:
-                    for x in 0..<width { row[x] = input[(sourceHeight - 1 - x) * inStride + y] }
+                    for x in 0..<width { row[x] = input[(sourceHeight - 1 - x) * inStride + column(y)] }
                 case 180:
                     let sourceRow = input + (sourceHeight - 1 - y) * inStride
-                    for x in 0..<width { row[x] = sourceRow[sourceWidth - 1 - x] }
+                    for x in 0..<width { row[x] = sourceRow[column(sourceWidth - 1 - x)] }
                 default:
-                    for x in 0..<width { row[x] = input[x * inStride + (sourceWidth - 1 - y)] }
+                    for x in 0..<width { row[x] = input[x * inStride + column(sourceWidth - 1 - y)] }
                 }
             }
         }

@@ -15,6 +15,8 @@ struct VideoEncoding {
     var cropHeight: Int
     /// Clockwise rotation applied after scaling, in degrees.
     var rotation: Int
+    /// The picture is mirrored left to right after scaling, before the rotation (the display matrix said so).
+    var mirrored = false
     /// The picture the geometry was made for: its size in pixels (the user's crop taken), its display aspect
     /// (width × sample aspect / height, before rotation), the sample aspect its codec states (what decoded pictures
     /// carry; 1 when unstated), and the scaling mode (`fit` when the box followed the picture's aspect). A picture
@@ -99,7 +101,7 @@ struct VideoEncoding {
             width: geometry.width, height: geometry.height,
             scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
             cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
-            rotation: geometry.rotation,
+            rotation: geometry.rotation, mirrored: track.mirrored == true,
             sourceWidth: sourceWidth, sourceHeight: sourceHeight,
             sourceAspect: Double(sourceWidth) * track.sampleAspectValue / Double(max(1, sourceHeight)),
             codecSampleAspect: FFmpeg.isValid(parameters.sample_aspect_ratio) ? av_q2d(parameters.sample_aspect_ratio) : 1,

@@ -238,6 +238,48 @@ import TestSupport
         #expect((left[0] > 180) != (right[0] > 180), "red on one side only")
     }
 
+    /// A display matrix that mirrors the picture (a front camera's recording, a flipped one): `matrix` is its
+    /// a, b, c, d (row vectors: x' = a·x + c·y), written into the MP4's `tkhd`. The source is 320×240, blue with a
+    /// red top-left quarter; `red` is where that quarter must show. Read as a rotation alone, a mirror came out
+    /// upside down (a half turn) and a vertical flip not flipped at all.
+    @Test(arguments: [
+        ([-1, 0, 0, 1], 0, "top-right"),     // left-right mirror
+        ([1, 0, 0, -1], 180, "bottom-left"), // upside-down mirror: the left-right one, then a half turn
+        ([0, -1, -1, 0], 90, "bottom-right"), // mirrored, then a clockwise quarter turn
+    ])
+    func mirroringDisplayMatricesAreApplied(matrix: [Int32], rotation: Int, red: String) throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("mirrored.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=blue:s=320x240:r=30:d=1,drawbox=x=0:y=0:w=160:h=120:color=red:t=fill",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: input)))
+        let box = try #require(bytes.indices.dropLast(4).first { bytes[$0..<$0 + 4] == [0x74, 0x6B, 0x68, 0x64] }, "a tkhd box")
+        // After the type: version and flags, then times of 4 bytes (version 0) or 8 (version 1), then 16 bytes.
+        let start = box + 4 + (bytes[box + 4] == 1 ? 36 : 24) + 16
+        for (offset, value) in [(0, matrix[0]), (4, matrix[1]), (12, matrix[2]), (16, matrix[3])] {
+            let fixed = UInt32(bitPattern: value << 16)
+            for byte in 0..<4 { bytes[start + offset + byte] = UInt8(truncatingIfNeeded: fixed >> (24 - 8 * byte)) }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: input))
+        let track = try #require(try TranscodeSession.probe(path: input).first)
+        #expect(track.mirrored == true && track.rotation == rotation, "\(String(describing: track.mirrored)), \(String(describing: track.rotation))")
+
+        let run = try transcode(input)
+        let video = try #require(run.probe.video)
+        let (width, height) = rotation % 180 == 0 ? (320, 240) : (240, 320)
+        #expect(video.width == width && video.height == height && video.rotation == 0)
+        let quarters = [("top-left", 0, 0), ("top-right", width / 2, 0), ("bottom-left", 0, height / 2),
+                        ("bottom-right", width / 2, height / 2)]
+        for (name, x, y) in quarters {
+            let color = try Probe.meanColor(run.output, x: x + 20, y: y + 20, width: width / 2 - 40, height: height / 2 - 40)
+            if name == red {
+                #expect(color[0] > 180 && color[2] < 80, "\(name) is red: \(color)")
+            } else {
+                #expect(color[2] > 180 && color[0] < 80, "\(name) is blue: \(color)")
+            }
+        }
+    }
+
     @Test func anamorphicSourcesComeOutWithSquarePixels() throws {
         let run = try transcode(try Media.path(.anamorphic))
         let video = try #require(run.probe.video)
