@@ -1,9 +1,13 @@
 /// Refuses what a web page on another site can make a local user's browser send to this server, before any token
 /// is looked at:
-/// - a change (any method but `GET`, `HEAD`, `OPTIONS`) that the browser marks `Sec-Fetch-Site: cross-site`, unless
-///   its `Origin` is one `--cors-origin` allows (a player or upload page elsewhere). A form or a `no-cors` fetch
-///   needs no preflight: without this, any page could start jobs (and webhooks to where it likes) on a server
-///   without a token.
+/// - a change (any method but `GET`, `HEAD`, `OPTIONS`) from a page of another origin, unless `--cors-origin` names
+///   that origin (a player or upload page elsewhere; `*` covers the tus uploads only, the routes it is documented
+///   for). A form or a `no-cors` fetch needs no preflight: without this, any page could start jobs (and webhooks
+///   to where it likes) on a server without a token. Another origin is what the browser marks `Sec-Fetch-Site:
+///   cross-site` or `same-site` (another port of localhost, another subdomain); a browser that sends no
+///   `Sec-Fetch-Site` (plain HTTP to an address on the network, older browsers) is judged by its `Origin`, which
+///   must name the server as the request does (`Host`, or a proxy's `X-Forwarded-Host`). Clients that are not
+///   browsers send neither header and pass.
 /// - with `checksHost` (bound to a loopback address, no token), a `Host` that is neither a loopback name nor one of
 ///   `allowedHosts`: a page whose name its owner points at 127.0.0.1 (DNS rebinding) is same-origin with this server
 ///   and could read every job and output.
@@ -27,12 +31,34 @@ public struct BrowserGuard: Sendable {
                                  + "add \(host.prefix(100)) with --allowed-hosts (or set a token).")
         }
         let changes = !["GET", "HEAD", "OPTIONS"].contains(head.method)
-        if changes, head.headers["Sec-Fetch-Site"]?.lowercased() == "cross-site",
-           !cors.allows(origin: head.headers["Origin"]) {
+        if changes, Self.isFromAnotherOrigin(head), !allowsChanges(from: head) {
             return HTTPError(.forbidden, "cross_site_request",
                              "A page on another site may not change anything here (allow its origin with --cors-origin).")
         }
         return nil
+    }
+
+    /// Whether a browser sent `head` for a page of another origin.
+    static func isFromAnotherOrigin(_ head: RequestHead) -> Bool {
+        if let site = head.headers["Sec-Fetch-Site"]?.trimmingCharacters(in: .whitespaces).lowercased() {
+            return site == "cross-site" || site == "same-site"
+        }
+        guard let origin = head.headers["Origin"]?.trimmingCharacters(in: .whitespaces).lowercased() else { return false }
+        // `scheme://host[:port]`; "null" (a sandboxed frame, a file) names no server.
+        guard let separator = origin.range(of: "://") else { return true }
+        let authority = origin[separator.upperBound...]
+        let defaultPort = origin.hasPrefix("https://") ? ":443" : ":80"
+        let names = [head.headers["Host"], head.headers["X-Forwarded-Host"]?.split(separator: ",").first.map(String.init)]
+            .compactMap { $0?.trimmingCharacters(in: .whitespaces).lowercased() }
+        return !names.contains { $0 == authority || $0 == authority + defaultPort || $0 + defaultPort == authority }
+    }
+
+    /// Whether `--cors-origin` lets the request's origin change what it asks to: an origin it names, anything;
+    /// `*`, the tus uploads.
+    private func allowsChanges(from head: RequestHead) -> Bool {
+        guard let origin = head.headers["Origin"] else { return false }
+        if cors.origins.contains(CORSPolicy.serialized(origin)) { return true }
+        return cors.origins.contains("*") && head.segments.count >= 2 && head.segments[0] == "v1" && head.segments[1] == "tus"
     }
 
     /// The name of a `Host` value, lowercased, without its port or an IPv6 literal's brackets.

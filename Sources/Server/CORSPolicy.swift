@@ -26,11 +26,6 @@ public struct CORSPolicy: Sendable, Equatable {
     /// The headers of an output file's answer a page on another origin may read.
     static let exposedByOutputs = "Content-Length, Content-Range, Accept-Ranges, ETag, Location, Content-Disposition"
 
-    /// Whether `origin` (a request's `Origin`) is one allowed.
-    func allows(origin: String?) -> Bool {
-        origins.contains("*") || origin.map { origins.contains($0) } ?? false
-    }
-
     /// Response headers that let the requesting origin read the answer (none when it is not allowed).
     func headers(for request: HTTPHeaders,
                  exposing exposed: String = Self.exposedByOutputs) -> [(String, String)] {

@@ -42,4 +42,35 @@ import TestSupport
         let own = try server.json("/v1/jobs", ["-F", "file=@" + clip, "-H", "Sec-Fetch-Site: same-origin", "-H", "Origin: \(server.base)"])
         #expect(own.status == 201, "the page's own requests: \(own)")
     }
+
+    /// Another origin on the same site (another port of localhost, another subdomain) is another page too, and a
+    /// browser that sends no `Sec-Fetch-Site` (plain HTTP to a name on the network) is judged by its `Origin`.
+    @Test func aChangeFromAnotherPortOrWithoutFetchMetadataIsRefused() throws {
+        let server = try TestServer()
+        let clip = try Media.path(.audioOnly)
+        let port = server.port
+        for headers in [["Sec-Fetch-Site: same-site", "Origin: http://localhost:3000"],
+                        ["Origin: http://evil.example"], ["Origin: null"], ["Origin: http://127.0.0.1:\(port + 1)"]] {
+            let refused = try server.json("/v1/jobs", ["-F", "file=@" + clip] + headers.flatMap { ["-H", $0] })
+            #expect(refused.status == 403 && (refused.object["error"] as? [String: Any])?["code"] as? String == "cross_site_request",
+                    "\(headers): \(refused)")
+        }
+        #expect((try server.json("/v1/jobs").object["jobs"] as? [Any])?.isEmpty == true, "no job was made")
+        // The page's own origin, a proxy's name for it, and clients that are not browsers.
+        for headers in [["Origin: \(server.base)"], ["Origin: http://localhost:\(port)", "Host: localhost:\(port)"],
+                        ["Origin: https://media.example", "X-Forwarded-Host: media.example"], []] {
+            let made = try server.json("/v1/jobs", ["-F", "file=@" + clip] + headers.flatMap { ["-H", $0] })
+            #expect(made.status == 201, "\(headers): \(made)")
+        }
+    }
+
+    /// `--cors-origin '*'` lets any page upload through tus (what it is documented for), not make every change.
+    @Test func anyOriginMayUploadThroughTusButChangeNothingElse() throws {
+        let server = try TestServer(["--cors-origin", "*"])
+        let page = ["-H", "Sec-Fetch-Site: cross-site", "-H", "Origin: https://uploads.example"]
+        let refused = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))] + page)
+        #expect(refused.status == 403, "\(refused)")
+        let upload = try server.curl("/v1/tus", ["-X", "POST", "-H", "Tus-Resumable: 1.0.0", "-H", "Upload-Length: 10"] + page)
+        #expect(upload.status == 201, "\(upload)")
+    }
 }
