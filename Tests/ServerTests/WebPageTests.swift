@@ -262,6 +262,28 @@ import TestSupport
         #expect(streamed.count == 2 && streamed.contains(jobs[0]), "the running job and one more: \(streamed) of \(jobs), \(report["states"] ?? "")")
     }
 
+    /// The page recovers by itself from what used to leave it stuck until a reload: a first reading of the job list
+    /// refused (the timer that reads it again never started), a job deleted elsewhere past the list's first page
+    /// (it stayed "queued", read every 5 s with 404), and an upload refused and chosen again through the file input
+    /// (the input still held the file, so the browser fired no change).
+    @Test func thePageRecoversFromARefusedListAJobDeletedElsewhereAndARefusedUpload() throws {
+        let server = try TestServer(["--workers", "1"])
+        let file = try clip("recovery.mp4", size: "1280x720", seconds: 30)
+        let upload = try #require(try server.json("/v1/uploads", ["-F", "file=@" + file]).object["id"] as? String)
+        var jobs: [String] = []
+        for _ in 0..<53 {
+            let made = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "--data", #"{"input": "\#(upload)"}"#])
+            jobs.append(try #require(made.object["id"] as? String, "\(made)"))
+        }
+        defer { for job in jobs { _ = try? server.json("/v1/jobs/\(job)/cancel", ["-X", "POST"]) } }
+        let report = try browse("recovery", server, file: try Media.path(.standard))
+        #expect((report["startError"] as? String)?.contains("Busy") == true, "the refusal was shown: \(report)")
+        #expect((report["listedAfterRefusal"] as? Int ?? 0) >= 50, "\(report)")
+        #expect(report["deleteStatus"] as? Int == 204 && report["deletedGone"] as? Bool == true, "\(report)")
+        #expect((report["refusedMessage"] as? String)?.contains("Refused once") == true, "\(report)")
+        #expect(report["uploadedOnSecondChoice"] as? String != nil && report["creations"] as? Int == 2, "\(report)")
+    }
+
     /// With `--token`, the page asks for it, refuses a wrong one, and then works, playing through the session
     /// cookie; nothing worked before, and the token is in no URL the browser asked for nor in the server's log.
     @Test func withATokenThePageSignsInAndTheTokenStaysOutOfURLs() throws {

@@ -8,7 +8,8 @@ markup), resume (reload mid-upload on a throttled connection, choose the file ag
 keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
 shown by their field, a ladder played as HLS), eta (the ETA shown against the real time left), refusals (an empty
 file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
-job), streams (how many event streams a page holds), session (a lost session cookie renewed).
+job), streams (how many event streams a page holds), session (a lost session cookie renewed), recovery (a refused first
+list, a job deleted elsewhere past the first page, a refused upload chosen again).
 """
 
 import http.client
@@ -477,6 +478,53 @@ def scenario_streams(browser, base, path, report, token):
         streamed.add(request["url"].split("/v1/jobs/")[1].split("/")[0])
     report["streamedJobs"] = sorted(streamed)
     report["states"] = browser.eval("Object.fromEntries([...document.querySelectorAll('#jobs li')].map(li => [li.dataset.job, li.dataset.state]))")
+
+
+def scenario_recovery(browser, base, path, report, token):
+    """The page's first reading of the job list refused (a server restarting), more than a page of jobs made
+    elsewhere, one of them deleted elsewhere, and an upload refused once and chosen again through the file input."""
+    refused_lists = []
+
+    def on_list(paused):
+        if not refused_lists:
+            refused_lists.append(paused["request"]["url"])
+            browser.fulfill(paused, 503, {"error": {"code": "server_busy", "message": "Busy; ask again."}})
+        else:
+            browser.let_through(paused)
+    browser.intercept("*/v1/jobs?limit=*", on_list)
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    report["startError"] = browser.wait("document.querySelector('#start-error').textContent || null", timeout=10)
+    report["listedAfterRefusal"] = browser.wait("document.querySelectorAll('#jobs li').length || null", timeout=20)
+
+    # A queued job the page does not stream, deleted by another client: past the list's first page only reading it
+    # (404) tells the page it is gone.
+    browser.pump(1)
+    streamed = {r["url"].split("/v1/jobs/")[1].split("/")[0] for r in browser.requests("GET", "/events")}
+    shown = browser.eval("[...document.querySelectorAll('#jobs li')].filter(li => li.dataset.state === 'queued').map(li => li.dataset.job)")
+    victim = next(ident for ident in shown if ident not in streamed)
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("DELETE", f"/v1/jobs/{victim}")
+    report["deleteStatus"] = connection.getresponse().status
+    connection.close()
+    report["deletedGone"] = browser.wait(f"document.querySelector('#jobs li[data-job=\"{victim}\"]') ? null : true", timeout=20)
+
+    # The upload's creation refused once; the same file chosen again through the input starts it again.
+    refused_creations = []
+
+    def on_creation(paused):
+        if paused["request"]["method"] == "POST" and not refused_creations:
+            refused_creations.append(paused["request"]["url"])
+            browser.fulfill(paused, 400, {"error": {"code": "invalid_request", "message": "Refused once for the test."}})
+        else:
+            browser.let_through(paused)
+    browser.intercept("*/v1/tus", on_creation)
+    creations = len(browser.requests("POST", "/v1/tus"))
+    browser.set_files("#file", [path])
+    report["refusedMessage"] = browser.wait("document.querySelector('#start-error').textContent.includes('Refused once') ? document.querySelector('#start-error').textContent : null", timeout=20)
+    browser.set_files("#file", [path])
+    report["uploadedOnSecondChoice"] = browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=60)
+    report["creations"] = len(browser.requests("POST", "/v1/tus")) - creations
 
 
 def scenario_session(browser, base, path, report, token):

@@ -229,6 +229,9 @@ async function forgetDeletedInput(job) {
 
 $("file").addEventListener("change", () => {
   const file = $("file").files[0];
+  // Emptied, so that choosing the same file again (how an upload that failed is resumed) is a change: a browser
+  // fires none for the file the input already holds.
+  $("file").value = "";
   if (file) upload(file);
 });
 

@@ -41,8 +41,10 @@ export class JobList {
   }
 
   async load() {
-    await this.refreshList();
+    // The timer first: a first reading that failed (the server restarting, a 503) is made again at the next tick,
+    // where before the list stayed empty and unwatched until the page was reloaded. A 401 stops it (signed out).
     if (!this.timer) this.timer = setInterval(() => this.refresh(), refreshSeconds * 1000);
+    await this.refreshList();
   }
 
   // The newest jobs as the server lists them: new ones are added; when the list is whole, ones gone are removed.
@@ -209,7 +211,13 @@ export class JobList {
     const unwatched = document.hidden ? [] : [...this.jobs.values()].filter((job) =>
       (job.state === "queued" || job.state === "running") && !this.streams.has(job.id));
     for (const job of unwatched) {
-      try { this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`)); } catch { /* next time */ }
+      try {
+        this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`));
+      } catch (error) {
+        // Deleted elsewhere: past the list's first page nothing else would take it off (it stayed "queued" with
+        // buttons that answer 404, read again every few seconds). Anything else: next time.
+        if (error.status === 404) this.remove(job.id);
+      }
     }
     this.watchActive();
   }
