@@ -105,8 +105,8 @@ import TestSupport
         let server = try PostgresServer.shared()
         let uri = try server.makeDatabase()
         let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 2)
-        _ = try store.rows("SELECT 1", []) // both connections made before the clock starts
-        _ = try store.rows("SELECT 1", [])
+        _ = try store.rows("SELECT 1", []) // connected before the clock starts (the second connection is made
+                                           // when the slow statement holds the first: its cost is counted)
         let slow = Thread { _ = try? store.rows("SELECT pg_sleep(3) AS held_for_the_pool_test", []) }
         slow.start()
         // Until the slow statement holds its connection (asked apart from the pool).
@@ -122,5 +122,23 @@ import TestSupport
             longest = max(longest, Date().timeIntervalSince(started))
         }
         #expect(longest < 1.5, "the longest quick statement waited \(longest) s")
+    }
+
+    /// A call goes to a connection that is up before a free slot that has none: one the database refuses (here at
+    /// its limit for the role; after a restart, one still waiting out its backoff) failed every call that landed on
+    /// it, every other one, while a connection served.
+    @Test func aCallGoesToAConnectionThatIsUpBeforeASlotWithout() throws {
+        let server = try PostgresServer()
+        for statement in ["CREATE ROLE app LOGIN CONNECTION LIMIT 1", "CREATE DATABASE app OWNER app"] {
+            try Shell.check("psql", ["-X", "-q", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c", statement])
+        }
+        let uri = "postgresql:///app?host=\(server.directory)&user=app"
+        let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 2)
+        #expect(throws: StoreError.self, "the role's one connection is the store's") { _ = try PostgresConnection(uri: uri) }
+        var failures: [String] = []
+        for _ in 0..<10 {
+            do { _ = try store.rows("SELECT 1", []) } catch { failures.append(error.description) }
+        }
+        #expect(failures.isEmpty, "\(failures)")
     }
 }

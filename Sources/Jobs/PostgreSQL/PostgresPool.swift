@@ -2,14 +2,18 @@ import Foundation
 import Locks
 import Synchronization
 
-/// A few libpq connections for a process's threads, each used by one thread at a time. A connection that was lost
-/// is replaced on a later call, no sooner than its backoff allows (0.1 s doubling to 5 s), so a database that is
-/// down costs one failed connect per slot and backoff, not one per call.
+/// A few libpq connections for a process's threads, each used by one thread at a time, made as calls overlap. A
+/// connection that was lost is replaced on a later call, no sooner than its backoff allows (0.1 s doubling to 5 s),
+/// so a database that is down costs one failed connect per slot and backoff, not one per call.
 final class PostgresPool: Sendable {
     private struct Slot {
         var connection: PostgresConnection?
-        var nextTry = Date.distantPast
+        /// No connect is tried before this (a clock that setting the wall clock does not move: stepped back an
+        /// hour, the slot refused every call for an hour).
+        var nextTry: ContinuousClock.Instant?
         var backoff = 0.1
+        /// Whether a call can go ahead here now: connected, or free to try connecting.
+        var isUsable: Bool { connection != nil || nextTry.map { ContinuousClock.now >= $0 } ?? true }
     }
 
     private let slots: [LockedValue<Slot>]
@@ -27,22 +31,37 @@ final class PostgresPool: Sendable {
         slots = (0..<max(1, size)).map { _ in LockedValue(Slot()) }
     }
 
-    /// Runs `body` on a connection of slot `index`, or else of the first free slot from the next one round-robin
-    /// (waiting for that one when all are busy). Taken round-robin alone, a lease renewal waited behind a slow
-    /// query (a metrics scrape's counts, a long listing: up to the 60 s statement timeout) on its slot while others
-    /// idled, and the lease ran out under a healthy job, which another node then ran again.
+    /// Runs `body` on a connection of slot `index`, or else of a free slot, from the next one round-robin: a
+    /// connected one first, then one free to connect, waiting for a busy one only when no free one can serve.
+    /// Taken round-robin alone, a lease renewal waited behind a slow query (a metrics scrape's counts, a long
+    /// listing: up to the 60 s statement timeout) on its slot while others idled, and the lease ran out under a
+    /// healthy job, which another node then ran again. A free slot that was not connected was taken like one that
+    /// was: after a database restart, a call that landed on one still waiting out its backoff failed at once (for up
+    /// to 5 s) while another slot was connected again, lease renewals among them; and one the database refused (at
+    /// its connection limit) failed every other call while one connection served.
     func with<T: Sendable>(slot index: Int? = nil, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
         if let index {
             return try slots[index % slots.count].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
         }
         let first = Int(UInt(bitPattern: next.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(slots.count))
-        for offset in 0..<slots.count {
-            let free = try slots[(first + offset) % slots.count].withLockIfAvailable { (slot: inout Slot) throws(StoreError) -> T in
-                try use(&slot, body)
+        var busy: Int?
+        for connectedOnly in [true, false] {
+            for offset in 0..<slots.count {
+                let position = (first + offset) % slots.count
+                let free = try slots[position].withLockIfAvailable { (slot: inout Slot) throws(StoreError) -> T? in
+                    guard connectedOnly ? slot.connection?.isConnected == true : slot.isUsable else { return nil }
+                    return try use(&slot, body)
+                }
+                switch free {
+                case .some(.some(let value)): return value
+                case .some(.none): continue
+                case .none: busy = busy ?? position
+                }
             }
-            if let free { return free }
         }
-        return try slots[first].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
+        // None free can serve: wait for a busy one, or (none busy: every slot waits out its backoff) fail as the
+        // first one does.
+        return try slots[busy ?? first].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
     }
 
     private func use<T>(_ slot: inout Slot, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
@@ -52,7 +71,7 @@ final class PostgresPool: Sendable {
     private func connection(in slot: inout Slot) throws(StoreError) -> PostgresConnection {
         if let connection = slot.connection, connection.isConnected { return connection }
         slot.connection = nil
-        guard Date() >= slot.nextTry else {
+        guard slot.isUsable else {
             throw StoreError(code: "store_unavailable", message: "PostgreSQL at \(displayURI) is unreachable; trying again shortly.")
         }
         do {
@@ -62,7 +81,7 @@ final class PostgresPool: Sendable {
             slot.backoff = 0.1
             return connection
         } catch {
-            slot.nextTry = Date().addingTimeInterval(slot.backoff)
+            slot.nextTry = .now + .seconds(slot.backoff)
             slot.backoff = min(slot.backoff * 2, 5)
             throw error
         }
