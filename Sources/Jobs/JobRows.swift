@@ -91,7 +91,8 @@ struct JobRows: Sendable {
 
 
     /// A page cursor: the last job's creation time (the bits of the Double, 16 hex digits) and its id, e.g.
-    /// `41d9b5a1c2f3e4d5-9b2f6c1e-8a59-4f0e-9d0c-3f1f2a7e5b11`. Any string of that form is a valid cursor.
+    /// `41d9b5a1c2f3e4d5-9b2f6c1e-8a59-4f0e-9d0c-3f1f2a7e5b11`. Any string of that form whose time is a finite
+    /// number is a valid cursor (a NaN compared as true on PostgreSQL, as NULL on SQLite: two stores, two pages).
     static func encodeCursor(time: Double, id: String) -> String {
         let bits = String(time.bitPattern, radix: 16)
         return String(repeating: "0", count: 16 - bits.count) + bits + "-" + id
@@ -101,7 +102,8 @@ struct JobRows: Sendable {
         let bits = cursor.prefix(16)
         let id = String(cursor.dropFirst(17))
         guard bits.count == 16, cursor.dropFirst(16).first == "-", let value = UInt64(bits, radix: 16), id.count == 36,
-              id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || $0 == 0x2D }) else {
+              id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || $0 == 0x2D }),
+              Double(bitPattern: value).isFinite else {
             throw StoreError(code: "invalid_cursor", message: "The cursor is not one this server gave out.")
         }
         return (Double(bitPattern: value), id)
