@@ -166,11 +166,14 @@ final class CheckpointedTranscode {
     /// inode, size and modification time: uploads never change in place), the watermark's image (the same way) and
     /// the encoder library. The file's name and inode, not its path as given: the same file reached another way
     /// (`./in.mp4`, an absolute path, a shared folder mounted elsewhere on another node, whose server keeps the
-    /// inode) started over.
+    /// inode) started over. The file a symbolic link points at, not the link: FileManager reads a link's own
+    /// attributes, so a file replaced behind an unchanged link (a take rendered again) resumed, splicing the old
+    /// file's first part onto the new one's rest.
     static func fingerprint(_ settings: TranscodeSettings, input: String) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        func identity(_ path: String) -> String {
+        func identity(_ given: String) -> String {
+            let path = URL(fileURLWithPath: given).resolvingSymlinksInPath().path
             let attributes = try? FileManager.default.attributesOfItem(atPath: path)
             let size = attributes?[.size] as? Int ?? -1
             let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0

@@ -139,6 +139,33 @@ import TestSupport
         #expect(result["resumedFrom"] is Double, "\(result)")
     }
 
+    /// An input given by a symbolic link is the file the link points at: replaced behind the link (a take rendered
+    /// again), it is another input and starts over, where the link's own unchanged attributes made it resume and
+    /// splice the old file's first part onto the new one.
+    @Test func aFileReplacedBehindALinkStartsOver() throws {
+        let folder = try Media.scratch()
+        let take = try SeamCheck.clip(width: 640, height: 360, seconds: 8, into: folder, name: "take.mp4")
+        let link = folder.appendingPathComponent("input.mp4").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: take)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(link, checkpoint: checkpoint, fraction: 0.5)
+        #expect(try segmentEnds(checkpoint).count >= 1)
+        // Rendered again: other pictures, the same size, rate and codec (the encoder's settings alone do not tell).
+        let rendered = try Media.scratch().appendingPathComponent("take.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "smptebars=size=640x360:rate=30:duration=8",
+                          "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8",
+                          "-ac", "2", "-c:v", "libx264", "-preset", "ultrafast", "-g", "30", "-c:a", "aac", "-b:a", "192k",
+                          "-shortest", rendered])
+        #expect(rename(rendered, take) == 0)
+        let output = folder.appendingPathComponent("out.mp4").path
+        let result = try complete(link, output: output, checkpoint: checkpoint)
+        #expect(result["resumedFrom"] == nil, "\(result)")
+        // SMPTE bars from the start: the first picture's left column is the grey bar, not testsrc2's.
+        let first = try Probe.meanColor(output, at: nil, x: 10, y: 20, width: 60, height: 100)
+        let bars = try Probe.meanColor(take, at: nil, x: 10, y: 20, width: 60, height: 100)
+        #expect(zip(first, bars).allSatisfy { abs($0 - $1) < 12 }, "the output starts with the new take: \(first) against \(bars)")
+    }
+
     /// Another file alike in name, size and modification time (a copy in another folder) is another input: its
     /// inode tells it apart, and its transcode starts over instead of splicing the first file's pieces.
     @Test func aLookAlikeFileElsewhereStartsOver() throws {
