@@ -19,6 +19,9 @@ protocol BodySink: AnyObject {
     func commitDirect(_ count: Int) throws(HTTPError)
     /// Whether more body bytes may be read now; if not, `resume` is called once (from any thread) when they may.
     func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool
+    /// Whether another request waits for what this body holds (a tus upload's lock): its client then has
+    /// `Timeouts.contended`, not the whole transfer timeout, to send its next bytes.
+    var isWanted: Bool { get }
 }
 
 extension BodySink {
@@ -27,6 +30,7 @@ extension BodySink {
         preconditionFailure("\(Self.self) gives no direct buffer")
     }
     func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool { true }
+    var isWanted: Bool { false }
 }
 
 /// Collects a small body in memory, refusing more than `limit` bytes, within the server's `BodyMemory`.

@@ -706,7 +706,8 @@ final class Connection {
 
     /// Applies the header, body, idle and write timeouts, and sends heartbeats on quiet event streams.
     func checkTimeouts(now: ContinuousClock.Instant) {
-        switch state.timeoutAction(at: now, outputPending: !outbound.isEmpty || file != nil) {
+        switch state.timeoutAction(at: now, outputPending: !outbound.isEmpty || file != nil,
+                                   bodyWanted: state.phase == .readingBody && sink?.isWanted == true) {
         case .none:
             break
         case .requestTimeout:

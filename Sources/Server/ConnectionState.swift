@@ -34,6 +34,9 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
         var heartbeat: Duration
         /// Lingering after our side shut.
         var linger = Duration.seconds(2)
+        /// Without a byte of a body arriving while another request waits for what the body holds (a tus upload):
+        /// a client that went quiet lets it go soon (tus clients retry a 423 for a few seconds only).
+        var contended = Duration.seconds(3)
     }
 
     /// What a timeout check asks the connection to do.
@@ -170,8 +173,9 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
 
     // MARK: Time
 
-    /// What the limits ask for at `now`; `outputPending`: response bytes wait to be sent.
-    func timeoutAction(at now: Instant, outputPending: Bool) -> TimeoutAction {
+    /// What the limits ask for at `now`; `outputPending`: response bytes wait to be sent; `bodyWanted`: another
+    /// request waits for what the body being read holds.
+    func timeoutAction(at now: Instant, outputPending: Bool, bodyWanted: Bool = false) -> TimeoutAction {
         switch phase {
         case .idle:
             if let headStarted, headStarted.duration(to: now) > timeouts.header { return .requestTimeout }
@@ -179,7 +183,8 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
             let idle = servedRequest ? timeouts.idle : min(timeouts.header, timeouts.idle)
             if headStarted == nil, lastActivity.duration(to: now) > idle { return .close }
         case .readingBody:
-            if !waitingForSink, lastActivity.duration(to: now) > timeouts.transfer { return .close }
+            let stall = bodyWanted ? min(timeouts.transfer, timeouts.contended) : timeouts.transfer
+            if !waitingForSink, lastActivity.duration(to: now) > stall { return .close }
         case .writing:
             if outputPending, lastWrite.duration(to: now) > timeouts.transfer { return .close }
         case .streaming:

@@ -26,6 +26,8 @@ public final class TusEndpoint: Sendable {
     /// quick requests.
     private let headCompletions = LockedValue(0)
     static let maxHeadCompletions = 2
+    /// The PATCHes here holding an upload, told when another request waits for it.
+    let holders = TusLockHolders()
     let cors: CORSPolicy
     /// Makes a complete file an upload with the given id (probed, recorded): the API's own path for uploads.
     let store: @Sendable (UploadedFile, String) throws(HTTPError) -> Upload
@@ -117,7 +119,8 @@ public final class TusEndpoint: Sendable {
             let length = try Self.byteCount(headers, "Upload-Length", else: lengthRefusal)
             mode = .append(id: id, offset: offset, length: length)
         }
-        return TusSink(mode: mode, uploads: uploads, digests: digests, maxBytes: maxBytes, checksum: checksum, pool: pool)
+        return TusSink(mode: mode, uploads: uploads, digests: digests, holders: holders, maxBytes: maxBytes, checksum: checksum,
+                       pool: pool)
     }
 
     private var lengthRefusal: HTTPError {
@@ -222,7 +225,11 @@ public final class TusEndpoint: Sendable {
         let headers = HTTPHeaders([("Tus-Resumable", version)])
         switch error.errnoCode {
         case ENOENT: return HTTPError(.notFound, "upload_not_found", error.reason, headers: headers)
-        case EWOULDBLOCK: return HTTPError(.locked, "upload_locked", error.reason, headers: headers)
+        case EWOULDBLOCK:
+            // The holder here, told, lets go within seconds if its client went quiet.
+            var locked = headers
+            locked.set("Retry-After", "1")
+            return HTTPError(.locked, "upload_locked", error.reason, headers: locked)
         case ESPIPE: return HTTPError(.conflict, "offset_mismatch", error.reason, headers: headers)
         case EFBIG: return HTTPError(.contentTooLarge, "upload_too_large", "The chunk goes past the upload's length; nothing of it was kept.",
                                      headers: headers)

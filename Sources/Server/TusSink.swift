@@ -21,8 +21,12 @@ final class TusSink: BodySink {
     let id: String
     private var size: Int64 = 0
     private let hasChecksum: Bool
+    /// This request's hold on the upload, registered in `holders` once its lock is taken.
+    private let holder = TusLockHolders.Holder()
+    private let holders: TusLockHolders
 
-    init(mode: Mode, uploads: TusUploads, digests: TusDigests, maxBytes: Int64, checksum: (Digest, Data)?, pool: BlockingPool) {
+    init(mode: Mode, uploads: TusUploads, digests: TusDigests, holders: TusLockHolders, maxBytes: Int64,
+         checksum: (Digest, Data)?, pool: BlockingPool) {
         let id: String
         let offset: Int64
         switch mode {
@@ -34,11 +38,20 @@ final class TusSink: BodySink {
             offset = at
         }
         self.id = id
+        self.holders = holders
         hasChecksum = checksum != nil
         let hashing: UploadWriter.Hashing = offset == 0 ? .continuing(Digest()) : (digests.take(id, at: offset).map { .continuing($0) } ?? .none)
         let checked = checksum != nil
+        let holder = holder
         let opening = UploadWriter.Opening.append({ path throws(IOError) in
-            try Self.open(path, mode: mode, uploads: uploads, maxBytes: maxBytes, noteChunk: checked)
+            do throws(IOError) {
+                let opened = try Self.open(path, mode: mode, uploads: uploads, maxBytes: maxBytes, noteChunk: checked)
+                holders.hold(id, by: holder)
+                return opened
+            } catch where error.errnoCode == EWOULDBLOCK {
+                holders.want(id)
+                throw error
+            }
         })
         var settled: (@Sendable () -> Void)?
         if checked {
@@ -167,6 +180,11 @@ final class TusSink: BodySink {
     /// The request failed or the client left: what arrived stays (flushed, the lock let go), unless a checksum came
     /// with it, which can no longer be checked.
     func abort() { writer.finish(discardingChunk: hasChecksum) }
+
+    /// Whether another request waits for the upload this body holds (`TusLockHolders`).
+    var isWanted: Bool { holder.isWanted }
+
+    deinit { holders.release(id, by: holder) }
 
     private func failure(_ error: IOError) -> HTTPError {
         abort()

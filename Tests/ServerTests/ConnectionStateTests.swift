@@ -106,6 +106,21 @@ struct TestInstant: InstantProtocol {
         #expect(state.timeoutAction(at: .seconds(131), outputPending: false) == .close)
     }
 
+    /// A body holding what another request waits for (a tus upload's lock) has `contended` (3 s) between bytes,
+    /// not the transfer timeout: a client that went quiet lets it go, one still sending keeps it.
+    @Test func aWantedBodyStallsSooner() {
+        var state = fresh()
+        state.headComplete()
+        state.received(at: .seconds(5))
+        #expect(state.timeoutAction(at: .seconds(7), outputPending: false, bodyWanted: true) == .none)
+        #expect(state.timeoutAction(at: .seconds(9), outputPending: false, bodyWanted: true) == .close)
+        #expect(state.timeoutAction(at: .seconds(9), outputPending: false) == .none, "not wanted: the transfer timeout")
+        state.received(at: .seconds(9))
+        #expect(state.timeoutAction(at: .seconds(11), outputPending: false, bodyWanted: true) == .none, "still sending")
+        state.sinkBusy()
+        #expect(state.timeoutAction(at: .seconds(20), outputPending: false, bodyWanted: true) == .none, "the disk, not the client")
+    }
+
     @Test func aResponseThatStopsLeavingCloses() {
         var state = fresh()
         state.headComplete()

@@ -636,6 +636,33 @@ import TestSupport
         #expect(answer.hasPrefix("HTTP/1.1 204") && answer.contains("Upload-Offset: 600000"), "\(answer)")
     }
 
+    /// A client whose connection died unseen (its network changed) resumes at once: its old PATCH held the upload's
+    /// lock until its body timed out (a minute of 423; tus clients retry for a few seconds). Told that another
+    /// request waits, the quiet holder lets go within seconds and what it received stays.
+    @Test func aQuietPatchLetsTheUploadGoWhenAnotherWaits() throws {
+        let server = try TestServer()
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 600000"]).location)
+        let dead = try RawClient(port: server.port)
+        dead.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                  + "Upload-Offset: 0\r\nContent-Length: 600000\r\n\r\n")
+        dead.send(Data(repeating: 1, count: 300_000))
+        #expect(try eventually(5) { Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0 > 0 }, "the PATCH holds the upload")
+        let chunk = try Media.scratch().appendingPathComponent("chunk.bin")
+        try Data("abc".utf8).write(to: chunk)
+        let offset = try head(server, path).headers["upload-offset"] ?? "?"
+        let locked = try Shell.run("curl", ["-s", "-i", "-X", "PATCH", "-T", chunk.path, "-H", "Upload-Offset: \(offset)"]
+                                   + Self.version + Self.chunk + [server.base + path]).stdout
+        #expect(locked.contains("HTTP/1.1 423 ") && locked.contains("Retry-After: 1\r\n"), "\(locked)")
+        // As a tus client retries: HEAD for the offset, then PATCH there.
+        var resumed = 0
+        #expect(try eventually(15) {
+            let offset = Int(try head(server, path).headers["upload-offset"] ?? "") ?? -1
+            resumed = try patch(server, path, offset: offset, body: String(repeating: "x", count: 600_000 - offset)).status
+            return resumed == 204
+        }, "let go in seconds, not the transfer timeout's minute: \(resumed)")
+        #expect(try head(server, path).headers["upload-offset"] == "600000")
+    }
+
     @Test func deferredAndEmptyUploadsAndExpiry() throws {
         let server = try TestServer(["--tus-expire-hours", "0.001"]) // 3.6 s
         // Deferred length, set by a later PATCH.

@@ -10,7 +10,8 @@ const version = "1.0.0";
 const rememberFor = 24 * 3600 * 1000;
 // Waits before each new try after a dropped connection or a passing refusal, in seconds (a server's Retry-After,
 // up to the last of these, wins): about two minutes in all, so a PATCH the server still holds from before a dropped
-// connection (423 until its body times out) is waited out.
+// connection (423 until the server lets it go: seconds on the same node, its body's timeout on another) is waited
+// out.
 const retryDelays = [1, 2, 4, 8, 16, 30, 30, 30];
 // Answers worth another try: the connection dropped (0), the offset moved (409: ask the server), another request
 // holds the upload or is completing it (423), too many requests or connections, or the server is busy (429, 503).
