@@ -219,11 +219,13 @@ public struct TusUploads: Sendable {
         if descriptor >= 0 {
             defer { close(descriptor) }
             guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return false }
-            unlink(dataPath(id))
         }
+        // The description first: a crash after it leaves files without one, which `sweep` removes; one before the
+        // bytes left a description whose bytes were nowhere, which HEAD answered as complete.
+        unlink(infoPath(id))
+        if descriptor >= 0 { unlink(dataPath(id)) }
         unlink(completingPath(id)) // a completion that died with its process
         unlink(chunkPath(id))
-        unlink(infoPath(id))
         // A description's new version that a crash left half-saved (`save` writes it aside, then renames it).
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         for name in names where name.hasPrefix(id + ".json.") && name.hasSuffix(".tmp") {

@@ -433,8 +433,10 @@ public final class TusEndpoint: Sendable {
             } catch where error.status == .unprocessableContent {
                 current.completedAt = Date().timeIntervalSince1970
                 current.refused = error.message
-                unlink(file.path)
+                // Saved before the bytes go: a crash or a full disk between the two left a description waiting
+                // for bytes that were nowhere, which HEAD answered as complete.
                 try save(current)
+                unlink(file.path)
                 return true
             } catch {
                 // Not the bytes' fault (the store or the disk): they stay, and a PATCH at the length (no bytes) or a
