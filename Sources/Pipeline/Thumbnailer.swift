@@ -45,14 +45,22 @@ final class Thumbnailer: FrameConsumer {
     private let tileScaler = TileScaler(maxSide: Thumbnailer.maxTileSide)
     /// The storyboard's layout, once its sprite is written.
     private(set) var storyboard: Storyboard?
+    /// For a source whose video keeps HDR: the pictures taken are tone-mapped first (JPEG has no HDR). Only those
+    /// taken go through it, each on its own (the chain keeps nothing from one picture to the next).
+    private let toneMapping: ToneMapping?
+    private var mapper: FilterGraph?
+    private var mapperShape: (width: Int32, height: Int32, format: Int32)?
 
     /// - Parameters:
     ///   - thumbnail: the encoding a thumbnail is converted with (its size, upright, full-range BT.601).
     ///   - poster: the same at the output's size.
     ///   - expectedDuration: seconds the output should last (0 when unknown), for `count` and a poster fraction.
-    init(settings: ThumbnailSettings, root: String, timeline: Timeline, sourceColors: ColorTags,
+    ///   - toneMapping: maps the pictures taken to SDR (a source whose video keeps HDR); `sourceColors` are then
+    ///     the mapping's output.
+    init(settings: ThumbnailSettings, root: String, timeline: Timeline, sourceColors: ColorTags, toneMapping: ToneMapping? = nil,
          thumbnail: VideoEncoding, poster: VideoEncoding, expectedDuration: Double) throws(MediaError) {
         self.root = root
+        self.toneMapping = toneMapping
         self.timeline = timeline
         if let count = settings.count {
             guard expectedDuration > 0 else {
@@ -122,7 +130,7 @@ final class Thumbnailer: FrameConsumer {
         }
         if let interval, let converter, let jpeg, taken < limit,
            time + KeyFrameGrid.tolerance >= Double(taken) * interval {
-            let picture = try converter.convert(item.frame)
+            let picture = try converter.convert(try mapped(item))
             // A gap in the source covers several points of the grid: the picture after it stands for each.
             while taken < limit, time + KeyFrameGrid.tolerance >= Double(taken) * interval {
                 taken += 1
@@ -132,7 +140,7 @@ final class Thumbnailer: FrameConsumer {
         }
         if let posterTime, !posterTaken {
             if time + KeyFrameGrid.tolerance >= posterTime {
-                try writePoster(item.frame)
+                try writePoster(item)
             } else {
                 latest = item
             }
@@ -140,7 +148,7 @@ final class Thumbnailer: FrameConsumer {
     }
 
     func finish() throws(MediaError) {
-        if posterTime != nil, !posterTaken, let latest { try writePoster(latest.frame) }
+        if posterTime != nil, !posterTaken, let latest { try writePoster(latest) }
         latest = nil
         if wantsStoryboard, let first = tiles.first { try writeSprite(tileWidth: first.width, tileHeight: first.height) }
     }
@@ -152,13 +160,32 @@ final class Thumbnailer: FrameConsumer {
 
     static func thumbnailPath(_ number: Int) -> String { folder + "/" + String(format: "%05d.jpg", number) }
 
-    private func writePoster(_ frame: Frame) throws(MediaError) {
+    private func writePoster(_ item: FrameQueue.Item) throws(MediaError) {
         guard let posterConverter, let posterJPEG else { return }
         posterTaken = true
+        let picture = try posterConverter.convert(try mapped(item))
         // The picture kept in case the input ended before the poster's time is not needed now: let the decoder
         // have its buffer back.
         latest = nil
-        try posterJPEG.write(try posterConverter.convert(frame), to: root + "/" + Self.posterName)
+        try posterJPEG.write(picture, to: root + "/" + Self.posterName)
+    }
+
+    /// The item's picture as a still is taken from: tone-mapped when the source keeps HDR (the graph's own frame,
+    /// valid until the next call), else the item's own reference.
+    private func mapped(_ item: FrameQueue.Item) throws(MediaError) -> Frame {
+        guard let toneMapping else { return item.frame }
+        let picture = item.frame.pointer.pointee
+        let shape = (width: picture.width, height: picture.height, format: picture.format)
+        if mapper == nil || mapperShape.map({ $0 != shape }) ?? true {
+            mapper = try FilterGraph(video: picture, timeBase: item.timeBase, chain: toneMapping.filters)
+            mapperShape = shape
+        }
+        guard let mapper else { return item.frame }
+        try mapper.push(item.frame)
+        guard let mappedPicture = try mapper.pull() else {
+            throw MediaError(code: "filter_failed", message: "Tone mapping a still picture gave no picture.")
+        }
+        return mappedPicture
     }
 
     /// Keeps a reference to the converted thumbnail (its converter makes a new picture next time, since this one is

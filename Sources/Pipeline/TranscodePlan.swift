@@ -179,15 +179,27 @@ final class TranscodePlan {
         }
         var pictures = encodings
         if let thumbnails = settings.thumbnails, let directory {
+            // JPEG has no HDR: a source whose video keeps it (`hdr: keep`) has its still pictures tone-mapped on
+            // their own, as a tone-mapped video's are; shown as SDR, PQ's values came out grey and flat.
+            var stillMapping: ToneMapping?
+            if toneMapping == nil {
+                stillMapping = try ToneMapping(source: sourceTags, stream: stream, settings: nil) { () throws(MediaError) in
+                    try MediaReader(path: reader.path, cancellation: reader.cancellation).firstPicture(track: track.index, maxPixels: maxPixels)
+                }
+            }
             var thumbnail = try VideoEncoding.resolve(
                 track: track, stream: stream,
                 settings: VideoSettings(width: thumbnails.width ?? ThumbnailSettings.defaultWidth, allowUpscaling: true), filters: settings.filters,
-                toneMapped: toneMapped)
+                toneMapped: toneMapped || stillMapping != nil)
             thumbnail.colors = Self.jpegColors(thumbnail.colors)
             var poster = encodings[0]
             poster.colors = Self.jpegColors(poster.colors)
+            stillMapping?.prescale = ToneMapping.prescale(source: (Int(parameters.width), Int(parameters.height)),
+                                                          pictures: [thumbnail, poster], filters: settings.filters)
+            stillMapping?.padsToEven = crop != nil && (parameters.width % 2 == 1 || parameters.height % 2 == 1)
             thumbnailer = try Thumbnailer(settings: thumbnails, root: directory, timeline: output.timeline,
-                                          sourceColors: sourceColors, thumbnail: thumbnail, poster: poster,
+                                          sourceColors: stillMapping == nil ? sourceColors : ToneMapping.output,
+                                          toneMapping: stillMapping, thumbnail: thumbnail, poster: poster,
                                           expectedDuration: expectedDuration)
             pictures.append(thumbnail)
         }

@@ -227,6 +227,14 @@ import TestSupport
         let manifest = try String(contentsOfFile: kept + "/manifest.mpd", encoding: .utf8)
         #expect(manifest.contains(#"<EssentialProperty schemeIdUri="urn:mpeg:mpegB:cicp:TransferCharacteristics" value="16"/>"#))
         #expect(!(try String(contentsOfFile: mapped + "/manifest.mpd", encoding: .utf8)).contains("TransferCharacteristics"))
+        // The video keeps HDR, its pictures cannot (JPEG has none): they are mapped as the mapped ladder's are. As
+        // they were, PQ's values shown as SDR, white came out about 150 of 255.
+        for (path, width, height) in [(kept + "/poster.jpg", 640, 360), (kept + "/thumbnails/00001.jpg", 160, 90),
+                                      (kept + "/thumbnails/00002.jpg", 160, 90)] {
+            let (white, grey, red) = try patches(path, width: width, height: height, at: nil)
+            #expect(white.allSatisfy { $0 > 215 } && red[0] > 215 && red[1] < 40, "\(path): \(white) \(red)")
+            #expect(grey.allSatisfy { (116...140).contains($0) }, "\(path): \(grey)")
+        }
     }
 
     @Test func settingsAreChecked() throws {
