@@ -62,7 +62,8 @@ public enum Renditions: Sendable, Equatable, Codable {
         var bitRate: Int
     }
 
-    /// The HLS Authoring Specification's ladder, one rung per size (the lower of its bit rates where it lists two).
+    /// The HLS Authoring Specification's ladder, one rung per size: the lower of its bit rates where it lists two,
+    /// but for 432 lines its higher one (1.1 Mb/s, not 0.73), as the README documents for `"auto"`.
     static let appleTable = [
         Rung(lines: 1080, bitRate: 6_000_000), Rung(lines: 720, bitRate: 3_000_000), Rung(lines: 540, bitRate: 2_000_000),
         Rung(lines: 432, bitRate: 1_100_000), Rung(lines: 360, bitRate: 365_000), Rung(lines: 234, bitRate: 145_000),
