@@ -45,7 +45,8 @@ enum Usage {
                               none: no progress (default when stderr is not a terminal)
           --checkpoint DIR    keep durable pieces of the encoded video and audio in DIR while it runs; run the
                               same command again after Ctrl-C or a crash and it continues from the last finished
-                              segment (2 s, the key-frame interval) instead of from the start (DIR is removed on success)
+                              segment (2 s, the key-frame interval) instead of from the start (DIR is removed on success;
+                              one run at a time per DIR)
           -h, --help          this help
 
         Settings (every key optional; unknown keys are refused):

@@ -139,6 +139,33 @@ import TestSupport
         #expect(result["resumedFrom"] is Double, "\(result)")
     }
 
+    /// A second run on a checkpoint folder another run is using stops at once: both wrote the same segment files,
+    /// journal lines and manifest into each other's.
+    @Test func aCheckpointInUseIsRefused() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 640, height: 360, seconds: 8, into: folder)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        let progress = folder.appendingPathComponent("progress.jsonl")
+        _ = FileManager.default.createFile(atPath: progress.path, contents: nil)
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: Binary.path)
+        first.arguments = ["transcode", source, folder.appendingPathComponent("first.mp4").path, "--settings", Self.settings,
+                           "--checkpoint", checkpoint, "--progress", "json"]
+        first.standardOutput = try FileHandle(forWritingTo: progress)
+        first.standardError = FileHandle.nullDevice
+        try Shell.launch(first)
+        defer {
+            kill(first.processIdentifier, SIGKILL)
+            first.waitUntilExit()
+        }
+        #expect(eventually(60) { ((try? String(contentsOf: progress, encoding: .utf8)) ?? "").contains("fraction") || !first.isRunning })
+        #expect(first.isRunning, "the first run is still under way")
+        let second = try Shell.run(Binary.path, ["transcode", source, folder.appendingPathComponent("second.mp4").path,
+                                                 "--settings", Self.settings, "--checkpoint", checkpoint, "--progress", "none"])
+        #expect(second.status == 1 && second.stderr.contains("in use by another transcode"), "\(second.status): \(second.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("second.mp4").path))
+    }
+
     /// An input given by a symbolic link is the file the link points at: replaced behind the link (a take rendered
     /// again), it is another input and starts over, where the link's own unchanged attributes made it resume and
     /// splice the old file's first part onto the new one.
