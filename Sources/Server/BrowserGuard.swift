@@ -6,8 +6,8 @@
 ///   to where it likes) on a server without a token. Another origin is what the browser marks `Sec-Fetch-Site:
 ///   cross-site` or `same-site` (another port of localhost, another subdomain); a browser that sends no
 ///   `Sec-Fetch-Site` (plain HTTP to an address on the network, older browsers) is judged by its `Origin`, which
-///   must name the server as the request does (`Host`, or a proxy's `X-Forwarded-Host`). Clients that are not
-///   browsers send neither header and pass.
+///   must name the server as the request does (`Host`, a proxy's `X-Forwarded-Host` or `Forwarded: host=`) or be
+///   one of `--allowed-hosts`. Clients that are not browsers send neither header and pass.
 /// - with `checksHost` (bound to a loopback address, no token), a `Host` that is neither a loopback name nor one of
 ///   `allowedHosts`: a page whose name its owner points at 127.0.0.1 (DNS rebinding) is same-origin with this server
 ///   and could read every job and output.
@@ -31,24 +31,31 @@ public struct BrowserGuard: Sendable {
                                  + "add \(host.prefix(100)) with --allowed-hosts (or set a token).")
         }
         let changes = !["GET", "HEAD", "OPTIONS"].contains(head.method)
-        if changes, Self.isFromAnotherOrigin(head), !allowsChanges(from: head) {
+        if changes, isFromAnotherOrigin(head), !allowsChanges(from: head) {
             return HTTPError(.forbidden, "cross_site_request",
                              "A page on another site may not change anything here (allow its origin with --cors-origin).")
         }
         return nil
     }
 
-    /// Whether a browser sent `head` for a page of another origin.
-    static func isFromAnotherOrigin(_ head: RequestHead) -> Bool {
+    /// Whether a browser sent `head` for a page of another origin. Without fetch metadata, the `Origin` must name
+    /// the server as the request does (`Host`; a proxy's `X-Forwarded-Host` or `Forwarded: host=`), or be one of
+    /// `--allowed-hosts` (a proxy that passes none of these, as nginx's default `proxy_pass` does).
+    func isFromAnotherOrigin(_ head: RequestHead) -> Bool {
         if let site = head.headers["Sec-Fetch-Site"]?.trimmingCharacters(in: .whitespaces).lowercased() {
             return site == "cross-site" || site == "same-site"
         }
         guard let origin = head.headers["Origin"]?.trimmingCharacters(in: .whitespaces).lowercased() else { return false }
         // `scheme://host[:port]`; "null" (a sandboxed frame, a file) names no server.
         guard let separator = origin.range(of: "://") else { return true }
-        let authority = origin[separator.upperBound...]
+        let authority = String(origin[separator.upperBound...])
+        if allowedHosts.contains(Self.hostName(authority)) { return false }
         let defaultPort = origin.hasPrefix("https://") ? ":443" : ":80"
-        let names = [head.headers["Host"], head.headers["X-Forwarded-Host"]?.split(separator: ",").first.map(String.init)]
+        let forwarded = head.headers["Forwarded"]?.split(separator: ",").first?.split(separator: ";").lazy
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .first { $0.lowercased().hasPrefix("host=") }
+            .map { String($0.dropFirst(5).filter { $0 != "\"" }) }
+        let names = [head.headers["Host"], head.headers["X-Forwarded-Host"]?.split(separator: ",").first.map(String.init), forwarded]
             .compactMap { $0?.trimmingCharacters(in: .whitespaces).lowercased() }
         return !names.contains { $0 == authority || $0 == authority + defaultPort || $0 + defaultPort == authority }
     }

@@ -139,7 +139,7 @@ struct Configuration: Sendable {
             config.corsOrigin = value.isEmpty ? nil : value
         },
         Option(flag: "--allowed-hosts", environment: "TRANSCODER_ALLOWED_HOSTS",
-               help: "host names (comma-separated) answered besides localhost when listening on a loopback address without a token: a proxy's") {
+               help: "host names (comma-separated) answered besides localhost when listening on a loopback address without a token, and whose pages may make changes: a proxy's") {
             config, value throws(UsageError) in
             config.allowedHosts = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
         },
