@@ -225,8 +225,9 @@ public final class TusEndpoint: Sendable {
         let headers = HTTPHeaders([("Tus-Resumable", version)])
         switch error.errnoCode {
         case ENOENT: return HTTPError(.notFound, "upload_not_found", error.reason, headers: headers)
-        case EWOULDBLOCK:
-            // The holder here, told, lets go within seconds if its client went quiet.
+        case EWOULDBLOCK: return HTTPError(.locked, "upload_locked", error.reason, headers: headers)
+        case EBUSY:
+            // The holder on this node was told that another waits: it lets go within seconds if its client went quiet.
             var locked = headers
             locked.set("Retry-After", "1")
             return HTTPError(.locked, "upload_locked", error.reason, headers: locked)

@@ -11,6 +11,9 @@ final class TusLockHolders: Sendable {
     /// One request's hold on an upload.
     final class Holder: Sendable {
         private let wanted = Atomic<Bool>(false)
+        /// Set when its request is gone: a hold registered after that (the file opened late, on a file thread) is
+        /// not recorded, so no entry outlives its request.
+        fileprivate let released = Atomic<Bool>(false)
 
         /// Whether another request waits for the upload.
         var isWanted: Bool { wanted.load(ordering: .relaxed) }
@@ -21,15 +24,24 @@ final class TusLockHolders: Sendable {
     private let holders = LockedValue<[String: Holder]>([:])
 
     /// `holder` holds upload `id` now (its lock was just taken).
-    func hold(_ id: String, by holder: Holder) { holders.withLock { $0[id] = holder } }
+    func hold(_ id: String, by holder: Holder) {
+        holders.withLock { holders in
+            if !holder.released.load(ordering: .sequentiallyConsistent) { holders[id] = holder }
+        }
+    }
 
-    /// `holder` let upload `id` go; a later holder's entry stays.
+    /// `holder`'s request is gone; its entry goes (a later holder's stays).
     func release(_ id: String, by holder: Holder) {
+        holder.released.store(true, ordering: .sequentiallyConsistent)
         holders.withLock { holders in
             if holders[id] === holder { holders[id] = nil }
         }
     }
 
-    /// Another request found upload `id` locked: its holder here, if any, is told.
-    func want(_ id: String) { holders.withLock { $0[id] }?.want() }
+    /// Another request found upload `id` locked: its holder here, if any, is told; whether one was.
+    func want(_ id: String) -> Bool {
+        guard let holder = holders.withLock({ $0[id] }) else { return false }
+        holder.want()
+        return true
+    }
 }

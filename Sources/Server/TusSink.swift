@@ -49,8 +49,9 @@ final class TusSink: BodySink {
                 holders.hold(id, by: holder)
                 return opened
             } catch where error.errnoCode == EWOULDBLOCK {
-                holders.want(id)
-                throw error
+                // Told, the holder here lets go within seconds if its client went quiet: EBUSY says to ask again soon.
+                guard holders.want(id) else { throw error }
+                throw IOError(errnoCode: EBUSY, reason: error.reason)
             }
         })
         var settled: (@Sendable () -> Void)?

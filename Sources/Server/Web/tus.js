@@ -9,9 +9,9 @@ const version = "1.0.0";
 // The server keeps an unfinished upload for a day (--tus-expire-hours): older entries are forgotten.
 const rememberFor = 24 * 3600 * 1000;
 // Waits before each new try after a dropped connection or a passing refusal, in seconds (a server's Retry-After,
-// up to the last of these, wins): about two minutes in all, so a PATCH the server still holds from before a dropped
-// connection (423 until the server lets it go: seconds on the same node, its body's timeout on another) is waited
-// out.
+// up to the last of these, wins; for a 423, the longer of the two): about two minutes in all, so a PATCH the server
+// still holds from before a dropped connection (423 until the server lets it go: seconds on the node that holds it,
+// its body's minute-long timeout when another node holds it) is waited out.
 const retryDelays = [1, 2, 4, 8, 16, 30, 30, 30];
 // Answers worth another try: the connection dropped (0), the offset moved (409: ask the server), another request
 // holds the upload or is completing it (423), too many requests or connections, or the server is busy (429, 503).
@@ -68,9 +68,12 @@ function connectionLost() {
   return error;
 }
 
-// The wait before try number `failures` + 1 after `error`.
+// The wait before try number `failures` + 1 after `error`. A lock (423) is waited out at least as the plan says:
+// its Retry-After (1 s once the holder was told another waits) would have spent every try within seconds while a
+// holder that still sends (another tab), or one on another node, keeps the upload for longer.
 function delayAfter(error, failures) {
   const planned = retryDelays[failures];
+  if (error.status === 423) return Math.max(planned, error.retryAfter ?? 0);
   return error.retryAfter === undefined ? planned : Math.min(Math.max(error.retryAfter, 1), retryDelays[retryDelays.length - 1]);
 }
 
