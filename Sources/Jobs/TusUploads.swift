@@ -216,10 +216,10 @@ public struct TusUploads: Sendable {
         }
         defer { if let completion { close(completion) } }
         let descriptor = open(dataPath(id), O_RDWR | O_CLOEXEC) // for writing: see lockCompletion
-        if descriptor >= 0 {
-            defer { close(descriptor) }
-            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return false }
-        }
+        // Held until the files are gone: a PATCH that took the lock between would write into (and a deferred
+        // length save a description for) an upload being deleted.
+        defer { if descriptor >= 0 { close(descriptor) } }
+        if descriptor >= 0, flock(descriptor, LOCK_EX | LOCK_NB) != 0 { return false }
         // The description first: a crash after it leaves files without one, which `sweep` removes; one before the
         // bytes left a description whose bytes were nowhere, which HEAD answered as complete.
         unlink(infoPath(id))
