@@ -32,7 +32,7 @@ final class PostgresPool: Sendable {
     }
 
     /// Runs `body` on a connection of slot `index`, or else of a free slot, from the next one round-robin: a
-    /// connected one first, then one free to connect, waiting for a busy one only when no free one can serve.
+    /// connected one first, then one free to connect, waiting for a busy one only when none is free.
     /// Taken round-robin alone, a lease renewal waited behind a slow query (a metrics scrape's counts, a long
     /// listing: up to the 60 s statement timeout) on its slot while others idled, and the lease ran out under a
     /// healthy job, which another node then ran again. A free slot that was not connected was taken like one that
@@ -44,7 +44,7 @@ final class PostgresPool: Sendable {
             return try slots[index % slots.count].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
         }
         let first = Int(UInt(bitPattern: next.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(slots.count))
-        var busy: Int?
+        var waiting: Int?
         for connectedOnly in [true, false] {
             for offset in 0..<slots.count {
                 let position = (first + offset) % slots.count
@@ -54,14 +54,14 @@ final class PostgresPool: Sendable {
                 }
                 switch free {
                 case .some(.some(let value)): return value
-                case .some(.none): continue
-                case .none: busy = busy ?? position
+                case .some(.none): waiting = waiting ?? position
+                case .none: continue
                 }
             }
         }
-        // None free can serve: wait for a busy one, or (none busy: every slot waits out its backoff) fail as the
-        // first one does.
-        return try slots[busy ?? first].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
+        // None free can serve: one free but waiting out its backoff fails at once, as before (waiting behind a busy
+        // one could mean a 60 s query); with none free, wait for the first.
+        return try slots[waiting ?? first].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
     }
 
     private func use<T>(_ slot: inout Slot, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
