@@ -57,18 +57,17 @@ enum TranscodeCommand {
             Console.error(error.message)
             return 2
         }
-        // One run at a time per checkpoint folder: two wrote the same segment files, journal lines and manifest
-        // into each other's, and the next run found the folder damaged. The lock goes with the process.
-        var checkpointLock: Int32 = -1
+        // One run at a time per checkpoint folder (`CheckpointLock`), held until the command returns.
+        var checkpointLock: CheckpointLock?
         if let checkpoint = options.checkpoint {
             do {
-                checkpointLock = try holdCheckpoint(checkpoint)
+                checkpointLock = try CheckpointLock(path: checkpoint)
             } catch {
                 Console.error(error.message)
                 return 1
             }
         }
-        defer { if checkpointLock >= 0 { close(checkpointLock) } }
+        defer { withExtendedLifetime(checkpointLock) {} }
         let token = CancellationToken()
         let sources = Signals.onTerminate { token.cancel() }
         defer { sources.cancel() }
@@ -95,33 +94,13 @@ enum TranscodeCommand {
             return 0
         } catch {
             if options.progress == .bar { bar.end() }
+            checkpointLock?.failed()
             Console.error(error.description)
             return error.code == "canceled" ? 130 : 1
         }
     }
 
     struct UsageError: Error { let message: String }
-
-    /// Makes the checkpoint folder if it is missing and takes its lock (`flock` on the folder), or says that
-    /// another run holds it.
-    static func holdCheckpoint(_ path: String) throws(UsageError) -> Int32 {
-        do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        } catch {
-            throw UsageError(message: "Creating the checkpoint folder \(path) failed: \(error.localizedDescription)")
-        }
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw UsageError(message: "Opening the checkpoint folder \(path) failed: \(String(cString: strerror(errno)))")
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let busy = errno == EWOULDBLOCK
-            close(descriptor)
-            throw UsageError(message: busy ? "The checkpoint folder \(path) is in use by another transcode; wait for it to end or give another folder."
-                                           : "Locking the checkpoint folder \(path) failed: \(String(cString: strerror(errno)))")
-        }
-        return descriptor
-    }
 
     static func parse(_ arguments: [String]) throws(UsageError) -> Options {
         var options = Options()

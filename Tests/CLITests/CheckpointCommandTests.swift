@@ -155,15 +155,26 @@ import TestSupport
         first.standardError = FileHandle.nullDevice
         try Shell.launch(first)
         defer {
-            kill(first.processIdentifier, SIGKILL)
-            first.waitUntilExit()
+            if first.isRunning {
+                kill(first.processIdentifier, SIGKILL)
+                kill(first.processIdentifier, SIGCONT)
+                first.waitUntilExit()
+            }
         }
-        #expect(eventually(60) { ((try? String(contentsOf: progress, encoding: .utf8)) ?? "").contains("fraction") || !first.isRunning })
-        #expect(first.isRunning, "the first run is still under way")
+        let started = eventually(60) { ((try? String(contentsOf: progress, encoding: .utf8)) ?? "").contains("fraction") || !first.isRunning }
+        // Held still while the second one tries, however fast this machine is.
+        kill(first.processIdentifier, SIGSTOP)
+        try #require(started && first.isRunning,
+                     "the first run ended before the second could try: \(first.isRunning ? "running" : "status \(first.terminationStatus)")")
         let second = try Shell.run(Binary.path, ["transcode", source, folder.appendingPathComponent("second.mp4").path,
                                                  "--settings", Self.settings, "--checkpoint", checkpoint, "--progress", "none"])
         #expect(second.status == 1 && second.stderr.contains("in use by another transcode"), "\(second.status): \(second.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("second.mp4").path))
+        // The refused run touched nothing of the first one's: it finishes from its checkpoint as it was.
+        kill(first.processIdentifier, SIGCONT)
+        first.waitUntilExit()
+        #expect(first.terminationReason == .exit && first.terminationStatus == 0, "the first run: \(first.terminationStatus)")
+        #expect(try Probe.read(folder.appendingPathComponent("first.mp4").path).video?.width == 640)
     }
 
     /// An input given by a symbolic link is the file the link points at: replaced behind the link (a take rendered
