@@ -62,7 +62,7 @@ static inline double tc_stream_display_transform(const AVStream *stream, int *mi
     memcpy(matrix, bytes, sizeof(matrix));
     double determinant = (double)matrix[0] * matrix[4] - (double)matrix[1] * matrix[3];
     if (determinant < 0) {
-        /* M = F . R with F the left-right mirror (row vectors: the mirror first): R is M with its first row negated. */
+        // M = F . R with F the left-right mirror (row vectors: the mirror first): R is M with its first row negated.
         *mirrored = 1;
         matrix[0] = matrix[0] == INT32_MIN ? INT32_MAX : -matrix[0];
         matrix[1] = matrix[1] == INT32_MIN ? INT32_MAX : -matrix[1];

@@ -232,7 +232,7 @@ import TestSupport
         for (path, width, height) in [(kept + "/poster.jpg", 640, 360), (kept + "/thumbnails/00001.jpg", 160, 90),
                                       (kept + "/thumbnails/00002.jpg", 160, 90)] {
             let (white, grey, red) = try patches(path, width: width, height: height, at: nil)
-            #expect(white.allSatisfy { $0 > 215 } && red[0] > 215 && red[1] < 40, "\(path): \(white) \(red)")
+            #expect(white.allSatisfy { $0 > 215 } && red[0] > 215 && red[1] < 40 && red[2] < 40, "\(path): \(white) \(red)")
             #expect(grey.allSatisfy { (116...140).contains($0) }, "\(path): \(grey)")
         }
     }

@@ -246,6 +246,7 @@ import TestSupport
         ([-1, 0, 0, 1], 0, "top-right"),     // left-right mirror
         ([1, 0, 0, -1], 180, "bottom-left"), // upside-down mirror: the left-right one, then a half turn
         ([0, -1, -1, 0], 90, "bottom-right"), // mirrored, then a clockwise quarter turn
+        ([0, 1, 1, 0], 270, "top-left"),      // mirrored, then a counter-clockwise quarter turn: a transpose
     ])
     func mirroringDisplayMatricesAreApplied(matrix: [Int32], rotation: Int, red: String) throws {
         let folder = try Media.scratch()

@@ -502,7 +502,9 @@ def scenario_recovery(browser, base, path, report, token):
     browser.pump(1)
     streamed = {r["url"].split("/v1/jobs/")[1].split("/")[0] for r in browser.requests("GET", "/events")}
     shown = browser.eval("[...document.querySelectorAll('#jobs li')].filter(li => li.dataset.state === 'queued').map(li => li.dataset.job)")
-    victim = next(ident for ident in shown if ident not in streamed)
+    victim = next((ident for ident in shown if ident not in streamed), None)
+    if victim is None:
+        raise RuntimeError(f"no queued job the page does not stream: shown {shown}, streamed {sorted(streamed)}")
     connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
     connection.request("DELETE", f"/v1/jobs/{victim}")
     report["deleteStatus"] = connection.getresponse().status
