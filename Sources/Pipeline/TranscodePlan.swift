@@ -196,7 +196,9 @@ final class TranscodePlan {
             poster.colors = Self.jpegColors(poster.colors)
             stillMapping?.prescale = ToneMapping.prescale(source: (Int(parameters.width), Int(parameters.height)),
                                                           pictures: [thumbnail, poster], filters: settings.filters)
-            stillMapping?.padsToEven = crop != nil && (parameters.width % 2 == 1 || parameters.height % 2 == 1)
+            // The stills' pictures come after the user's filters (a crop included, which `prescale` then leaves
+            // alone): an odd one loses its last line or column (not a black one added), and its values were cropped
+            // before the mapping, which the video's own mapping avoids; nothing to see in a thumbnail.
             thumbnailer = try Thumbnailer(settings: thumbnails, root: directory, timeline: output.timeline,
                                           sourceColors: stillMapping == nil ? sourceColors : ToneMapping.output,
                                           toneMapping: stillMapping, thumbnail: thumbnail, poster: poster,
