@@ -617,15 +617,20 @@ import TestSupport
         #expect(jobs.count == jobsNamed, "one job for each final PATCH that named one: \(jobs.count) jobs, \(jobsNamed) named, \(refused) deletes refused")
     }
 
+    /// A 600,000-byte upload and a raw PATCH of it that has sent half its body and holds the upload (bytes on disk).
+    private func halfSentPatch(_ server: TestServer) throws -> (path: String, client: RawClient) {
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 600000"]).location)
+        let client = try RawClient(port: server.port)
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                    + "Upload-Offset: 0\r\nContent-Length: 600000\r\n\r\n")
+        client.send(Data(repeating: 1, count: 300_000))
+        #expect(try eventually(5) { Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0 > 0 }, "the PATCH holds the upload")
+        return (path, client)
+    }
+
     @Test func aSecondPatchWhileOneRunsIsLockedOut() throws {
         let server = try TestServer()
-        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 600000"]).location)
-        let first = try RawClient(port: server.port)
-        first.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
-                   + "Upload-Offset: 0\r\nContent-Length: 600000\r\n\r\n")
-        first.send(Data(repeating: 1, count: 300_000))
-        // Bytes on disk: the first PATCH holds the upload.
-        #expect(try eventually(5) { Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0 > 0 })
+        let (path, first) = try halfSentPatch(server)
         let second = try patch(server, path, offset: 0, body: "abc")
         #expect(second.status == 423 && second.body.contains("upload_locked"), "\(second)")
         // A HEAD meanwhile answers and leaves the running PATCH alone; a DELETE waits its turn.
@@ -641,12 +646,8 @@ import TestSupport
     /// request waits, the quiet holder lets go within seconds and what it received stays.
     @Test func aQuietPatchLetsTheUploadGoWhenAnotherWaits() throws {
         let server = try TestServer()
-        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 600000"]).location)
-        let dead = try RawClient(port: server.port)
-        dead.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
-                  + "Upload-Offset: 0\r\nContent-Length: 600000\r\n\r\n")
-        dead.send(Data(repeating: 1, count: 300_000))
-        #expect(try eventually(5) { Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0 > 0 }, "the PATCH holds the upload")
+        let (path, dead) = try halfSentPatch(server)
+        defer { withExtendedLifetime(dead) {} } // its connection stays open, quiet
         let chunk = try Media.scratch().appendingPathComponent("chunk.bin")
         try Data("abc".utf8).write(to: chunk)
         let offset = try head(server, path).headers["upload-offset"] ?? "?"

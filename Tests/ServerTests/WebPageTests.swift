@@ -138,6 +138,19 @@ import TestSupport
         return report
     }
 
+    /// `count` jobs made through the API on one upload of a 30 s 720p clip (the first runs a while on one worker);
+    /// the clip's path and the jobs' ids.
+    private func jobsOnALongClip(_ server: TestServer, count: Int) throws -> (file: String, jobs: [String]) {
+        let file = try clip("long.mp4", size: "1280x720", seconds: 30)
+        let upload = try #require(try server.json("/v1/uploads", ["-F", "file=@" + file]).object["id"] as? String)
+        var jobs: [String] = []
+        for _ in 0..<count {
+            let made = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "--data", #"{"input": "\#(upload)"}"#])
+            jobs.append(try #require(made.object["id"] as? String, "\(made)"))
+        }
+        return (file, jobs)
+    }
+
     /// A short clip with sound, `seconds` long, at `size`, named `name`.
     private func clip(_ name: String, size: String = "640x360", seconds: Int = 6, bitRate: String? = nil) throws -> String {
         let path = try Media.scratch().appendingPathComponent(name).path
@@ -248,13 +261,7 @@ import TestSupport
     /// hung. Here one job runs and two wait; the page streams two of them.
     @Test func aPageHoldsAtMostTwoEventStreams() throws {
         let server = try TestServer(["--workers", "1"])
-        let file = try clip("long.mp4", size: "1280x720", seconds: 30)
-        let upload = try #require(try server.json("/v1/uploads", ["-F", "file=@" + file]).object["id"] as? String)
-        var jobs: [String] = []
-        for _ in 0..<3 {
-            let made = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "--data", #"{"input": "\#(upload)"}"#])
-            jobs.append(try #require(made.object["id"] as? String, "\(made)"))
-        }
+        let (file, jobs) = try jobsOnALongClip(server, count: 3)
         defer { for job in jobs { _ = try? server.json("/v1/jobs/\(job)/cancel", ["-X", "POST"]) } }
         #expect(try eventually(30) { try server.json("/v1/jobs/\(jobs[0])").object["state"] as? String == "running" })
         let report = try browse("streams", server, file: file)
@@ -268,13 +275,7 @@ import TestSupport
     /// (the input still held the file, so the browser fired no change).
     @Test func thePageRecoversFromARefusedListAJobDeletedElsewhereAndARefusedUpload() throws {
         let server = try TestServer(["--workers", "1"])
-        let file = try clip("recovery.mp4", size: "1280x720", seconds: 30)
-        let upload = try #require(try server.json("/v1/uploads", ["-F", "file=@" + file]).object["id"] as? String)
-        var jobs: [String] = []
-        for _ in 0..<53 {
-            let made = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "--data", #"{"input": "\#(upload)"}"#])
-            jobs.append(try #require(made.object["id"] as? String, "\(made)"))
-        }
+        let (_, jobs) = try jobsOnALongClip(server, count: 53)
         defer { for job in jobs { _ = try? server.json("/v1/jobs/\(job)/cancel", ["-X", "POST"]) } }
         let report = try browse("recovery", server, file: try Media.path(.standard))
         #expect((report["startError"] as? String)?.contains("Busy") == true, "the refusal was shown: \(report)")
