@@ -48,8 +48,8 @@ final class Thumbnailer: FrameConsumer {
     /// For a source whose video keeps HDR: the pictures taken are tone-mapped first (JPEG has no HDR). Only those
     /// taken go through it, each on its own (the chain keeps nothing from one picture to the next).
     private let toneMapping: ToneMapping?
-    private var mapper: FilterGraph?
-    private var mapperShape: (width: Int32, height: Int32, format: Int32)?
+    /// The mapping's graph, made for pictures of one shape (made again for another).
+    private var mapper: (graph: FilterGraph, shape: (width: Int32, height: Int32, format: Int32))?
 
     /// - Parameters:
     ///   - thumbnail: the encoding a thumbnail is converted with (its size, upright, full-range BT.601).
@@ -176,13 +176,15 @@ final class Thumbnailer: FrameConsumer {
         guard let toneMapping else { return item.frame }
         let picture = item.frame.pointer.pointee
         let shape = (width: picture.width, height: picture.height, format: picture.format)
-        if mapper == nil || mapperShape.map({ $0 != shape }) ?? true {
-            mapper = try FilterGraph(video: picture, timeBase: item.timeBase, chain: toneMapping.filters)
-            mapperShape = shape
+        let graph: FilterGraph
+        if let mapper, mapper.shape == shape {
+            graph = mapper.graph
+        } else {
+            graph = try FilterGraph(video: picture, timeBase: item.timeBase, chain: toneMapping.filters)
+            mapper = (graph, shape)
         }
-        guard let mapper else { return item.frame }
-        try mapper.push(item.frame)
-        guard let mappedPicture = try mapper.pull() else {
+        try graph.push(item.frame)
+        guard let mappedPicture = try graph.pull() else {
             throw MediaError(code: "filter_failed", message: "Tone mapping a still picture gave no picture.")
         }
         return mappedPicture

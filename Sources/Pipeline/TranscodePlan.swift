@@ -124,11 +124,12 @@ final class TranscodePlan {
         let sourceTags = ColorTags(source: parameters, assumingHeight: Int(parameters.height))
         // One decode feeds every output, so a ladder's renditions are tone-mapped alike (`Renditions` holds them to
         // the document's `video.color.hdr`).
-        var toneMapping = try ToneMapping(source: sourceTags, stream: stream, settings: base.color) { () throws(MediaError) in
-            // From a reader of its own, from the file's start, whatever this one will read (a resumed transcode's
-            // seeks): every attempt maps alike. A failure fails the transcode rather than map with another peak.
+        // From a reader of its own, from the file's start, whatever this one will read (a resumed transcode's seeks):
+        // every attempt maps alike. A failure fails the transcode rather than map with another peak.
+        let firstPicture = { () throws(MediaError) -> Frame? in
             try MediaReader(path: reader.path, cancellation: reader.cancellation).firstPicture(track: track.index, maxPixels: maxPixels)
         }
+        var toneMapping = try ToneMapping(source: sourceTags, stream: stream, settings: base.color, firstPicture: firstPicture)
         let sourceColors = toneMapping == nil ? sourceTags : ToneMapping.output
         let toneMapped = toneMapping != nil
         var encodings: [VideoEncoding]
@@ -183,9 +184,7 @@ final class TranscodePlan {
             // their own, as a tone-mapped video's are; shown as SDR, PQ's values came out grey and flat.
             var stillMapping: ToneMapping?
             if toneMapping == nil {
-                stillMapping = try ToneMapping(source: sourceTags, stream: stream, settings: nil) { () throws(MediaError) in
-                    try MediaReader(path: reader.path, cancellation: reader.cancellation).firstPicture(track: track.index, maxPixels: maxPixels)
-                }
+                stillMapping = try ToneMapping(source: sourceTags, stream: stream, settings: nil, firstPicture: firstPicture)
             }
             var thumbnail = try VideoEncoding.resolve(
                 track: track, stream: stream,

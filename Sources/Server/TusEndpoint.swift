@@ -225,11 +225,11 @@ public final class TusEndpoint: Sendable {
         let headers = HTTPHeaders([("Tus-Resumable", version)])
         switch error.errnoCode {
         case ENOENT: return HTTPError(.notFound, "upload_not_found", error.reason, headers: headers)
-        case EWOULDBLOCK: return HTTPError(.locked, "upload_locked", error.reason, headers: headers)
-        case EBUSY:
-            // The holder on this node was told that another waits: it lets go within seconds if its client went quiet.
+        case EWOULDBLOCK, EBUSY:
+            // EBUSY: the holder on this node was told that another waits; it lets go within seconds if its client
+            // went quiet.
             var locked = headers
-            locked.set("Retry-After", "1")
+            if error.errnoCode == EBUSY { locked.set("Retry-After", "1") }
             return HTTPError(.locked, "upload_locked", error.reason, headers: locked)
         case ESPIPE: return HTTPError(.conflict, "offset_mismatch", error.reason, headers: headers)
         case EFBIG: return HTTPError(.contentTooLarge, "upload_too_large", "The chunk goes past the upload's length; nothing of it was kept.",
