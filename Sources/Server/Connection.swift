@@ -149,7 +149,16 @@ final class Connection {
         case .wouldBlock:
             return nil
         case .processed(0):
-            close()
+            switch state.inputEnd() {
+            case .close:
+                close()
+            case .finishResponse:
+                // The response still goes out. A handler working long on the client's behalf is told it may have
+                // gone: a close looks the same as a half-close from here.
+                waitingClient?.leave()
+                closeAfterWrite = true
+                setInterest(reading: false)
+            }
             return nil
         case .processed(let count):
             state.received(at: .now)
@@ -469,7 +478,7 @@ final class Connection {
         responseBytes = 0
         let keepAlive = admission == .withinCap && (head?.keepAlive ?? false)
             && response.headers["Connection"]?.caseInsensitiveEquals("close") != true
-        closeAfterWrite = !keepAlive || !parser.isDone
+        closeAfterWrite = !keepAlive || !parser.isDone || state.inputEnded
         if closeAfterWrite {
             response.headers.set("Connection", "close")
         } else if head?.minorVersion == 0 {

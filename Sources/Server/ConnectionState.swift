@@ -49,6 +49,15 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
         case heartbeat
     }
 
+    /// What the client's end of file asks for.
+    enum InputEnd: Equatable, Sendable {
+        /// Close now: nothing is owed to the client (or it left in the middle of a request or a stream).
+        case close
+        /// Stop reading, send the response the client awaits, then close: a client that half-closes after its
+        /// request (`nc -N`, `shutdown(SHUT_WR)`) still reads the answer.
+        case finishResponse
+    }
+
     /// What follows a response whose last byte is out.
     enum AfterResponse: Equatable, Sendable {
         /// Read the next request (keep-alive).
@@ -70,6 +79,9 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     private(set) var servedRequest = false
     /// Reading is paused until the body sink can take more: the client is not the one stalling.
     private(set) var waitingForSink = false
+    /// The client sent its end of file after a whole request: no request follows, the connection closes once the
+    /// response is out.
+    private(set) var inputEnded = false
 
     init(now: Instant, timeouts: Timeouts) {
         self.timeouts = timeouts
@@ -151,11 +163,24 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
         if phase == .streaming { phase = .writing }
     }
 
+    /// The client's end of file arrived. A whole request waiting for its response, or one being written, is still
+    /// answered; a request cut short, an event stream or an idle connection ends here.
+    mutating func inputEnd() -> InputEnd {
+        switch phase {
+        case .awaitingResponse, .writing:
+            inputEnded = true
+            return .finishResponse
+        default:
+            return .close
+        }
+    }
+
     /// The response's last byte is out: the next request, lingering, or the end (the connection then calls
     /// `close`). `closeAfter`: the response said `Connection: close`; `requestRead`: the request was read to its end
     /// (else unread bytes remain).
     mutating func responseWritten(closeAfter: Bool, requestRead: Bool, at now: Instant) -> AfterResponse {
         precondition(phase == .writing, "a response is written only after it started, not in \(phase)")
+        if inputEnded { return .close }
         guard closeAfter else {
             phase = .idle
             lastActivity = now

@@ -224,6 +224,39 @@ import TestSupport
         #expect(try server.curl("/v1/jobs/\(id)/output", ["-o", "/dev/null"]).status == 200)
     }
 
+    /// A client that says it sends no more after its request (`nc -N`, `shutdown(SHUT_WR)`) still gets the answer,
+    /// whether its end of file comes while the handler runs or while the response goes out; then the connection
+    /// closes. Before, either end of file closed the connection: no answer, or a download cut short.
+    @Test func aClientThatHalfClosesAfterItsRequestIsAnswered() throws {
+        let created = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.tenSeconds)), "-F", "settings={\"video\":{\"averageBitRate\":8000000}}"])
+        let id = try #require(created.object["id"] as? String)
+        let finished = try waitForState(id, ["succeeded"])
+        let listing = try RawClient(port: try server.port)
+        listing.send("GET /v1/jobs/\(id) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        shutdown(listing.fd, Int32(SHUT_WR))
+        let job = listing.read()
+        #expect(job.hasPrefix("HTTP/1.1 200") && job.hasSuffix("}"), "\(job.prefix(300))")
+        #expect(listing.hasBeenClosedByPeer)
+
+        let size = try #require((finished["output"] as? [String: Any])?["size"] as? Int, "\(finished)")
+        #expect(size > 4_000_000, "bigger than what the sockets hold while the client does not read")
+        let download = try RawClient(port: try server.port)
+        download.send("GET /v1/jobs/\(id)/output HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        usleep(300_000) // the response is going out and fills the buffers
+        shutdown(download.fd, Int32(SHUT_WR))
+        usleep(300_000)
+        var received = Data()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(download.fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received.append(contentsOf: buffer[0..<count])
+        }
+        let headEnd = try #require(received.range(of: Data("\r\n\r\n".utf8)), "\(received.count) bytes")
+        #expect(String(decoding: received[..<headEnd.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        #expect(received.count - headEnd.upperBound == size, "the whole file: \(received.count - headEnd.upperBound) of \(size) bytes")
+    }
+
     @Test func jobsAreCreatedValidatedListedAndRun() throws {
         let uploadID = try #require(try upload(try Media.path(.standard))["id"] as? String)
         let invalid = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d",

@@ -151,6 +151,33 @@ struct TestInstant: InstantProtocol {
         #expect(next == .readNext)
     }
 
+    @Test func anEndOfFileAfterAWholeRequestStillGetsItsResponse() {
+        var waiting = fresh()
+        waiting.headComplete()
+        waiting.bodyComplete()
+        #expect(waiting.inputEnd() == .finishResponse && waiting.inputEnded, "the handler runs: its answer goes out")
+        waiting.responseStarted(streaming: false, at: .seconds(1))
+        #expect(waiting.responseWritten(closeAfter: false, requestRead: true, at: .seconds(2)) == .close,
+                "no request follows an end of file, though the response kept the connection")
+        var writing = fresh()
+        writing.headComplete()
+        writing.bodyComplete()
+        writing.responseStarted(streaming: false, at: .seconds(1))
+        #expect(writing.inputEnd() == .finishResponse, "a download under way is finished")
+        #expect(writing.timeoutAction(at: .seconds(20), outputPending: true) == .none)
+        #expect(writing.responseWritten(closeAfter: false, requestRead: true, at: .seconds(2)) == .close)
+        var idle = fresh()
+        #expect(idle.inputEnd() == .close && !idle.inputEnded)
+        var reading = fresh()
+        reading.headComplete()
+        #expect(reading.inputEnd() == .close, "a body cut short")
+        var streaming = fresh()
+        streaming.headComplete()
+        streaming.bodyComplete()
+        streaming.responseStarted(streaming: true, at: .seconds(1))
+        #expect(streaming.inputEnd() == .close, "an event stream's reader left")
+    }
+
     @Test func aClosedConnectionTakesNoResponseAndTimesNothingOut() {
         var state = fresh()
         state.close()
