@@ -37,6 +37,10 @@ public final class MediaReader {
     private var flushOrder: [StreamDecoder] = []
     /// Stitches jumps of formats whose clock may restart; refuses streams going back in the others.
     private var continuity: TimestampContinuity
+    /// In a format whose clock may restart: the main tracks, whose jumps the stitching follows whether this reader
+    /// reads them or not. A checkpointed transcode reads its audio with a reader of its own: following only what it
+    /// read, that reader closed up an audio hole the video's reader kept, and the audio ran early from there on.
+    private var timelineStreams: Set<Int> = []
 
     /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed. With `cancellation`,
     /// blocking reads give up once it fires.
@@ -48,6 +52,10 @@ public final class MediaReader {
         tracks = (0..<container.streamCount).map(container.track)
         continuity = TimestampContinuity(allowsDiscontinuities: container.allowsTimestampJumps,
                                          declaredEnd: container.durationIsDeclared ? container.declaredEnd : nil)
+        if container.allowsTimestampJumps {
+            timelineStreams = Set([mainVideoTrack(copying: false), mainVideoTrack(copying: true),
+                                   mainAudioTrack(copying: false), mainAudioTrack(copying: true)].compactMap { $0?.index })
+        }
     }
 
     /// How long the media lasts as the file declares, in seconds (from its first timestamp), when it does.
@@ -171,9 +179,11 @@ public final class MediaReader {
             // the closed-up clock only, it was refused as cut short), an FLV header's on the clock that runs on.
             // A stream not read counts too: a file is complete when its longest stream is.
             noteEnd(of: packet)
-            if decoders[index] == nil && !passthrough.contains(index) { continue }
+            let read = decoders[index] != nil || passthrough.contains(index)
+            if !read && !timelineStreams.contains(index) { continue }
             try continuity.apply(to: packet.pointer, timeBase: timeBase(of: index),
                                  stream: "\(tracks[index].mediaType.rawValue) track (stream \(index))", origin: container.startTime)
+            if !read { continue }
             noteEnd(of: packet)
             if passthrough.contains(index) { return .packet(packet, track: index) }
             let decoder = decoders[index]!

@@ -8,9 +8,9 @@ import CFFmpeg
 /// Without it the second part's timestamps land on the first's: its pictures were dropped as not moving time
 /// forward, and the job succeeded with half the content (or, in Matroska, failed as "cut short"). When a stream's
 /// decoding time jumps back by more than `backwardLimit`, or ahead by more than `forwardLimit` (FFmpeg's CLI uses
-/// 10 s for both), every stream's later packets are shifted to start where the latest stream ended, so no stream's
-/// time goes back (a stream copy needs that). Within the limits, timestamps are left alone. A forward jump in a
-/// format without discontinuities is a gap, kept as such.
+/// 10 s for both) past its own and every other stream's latest time, every stream's later packets are shifted to
+/// start where the latest stream ended, so no stream's time goes back (a stream copy needs that). Within the limits,
+/// timestamps are left alone. A forward jump in a format without discontinuities is a gap, kept as such.
 struct TimestampContinuity {
     /// Whether the clock may restart (stitch) or not (refuse a stream that goes back).
     let allowsDiscontinuities: Bool
@@ -66,7 +66,11 @@ struct TimestampContinuity {
                         + "the file declares (\(seconds(end))): its timestamps are broken. Export the file again from its source.")
                 }
                 highest[value.stream_index] = max(latest, time)
-            } else if delta < -Self.backwardLimit || delta > Self.forwardLimit {
+            } else if delta < -Self.backwardLimit
+                        || (delta > Self.forwardLimit && time - (last.values.map(\.time).max() ?? previous.time) > Self.forwardLimit) {
+                // Ahead: only past every stream (FFmpeg's CLI compares with the file's latest packet). A stream
+                // that comes back after a long hole (a broadcast's audio that dropped out) is where the others are:
+                // taken for a restarted clock, it moved every stream back to where the latest had ended.
                 let end = last.values.map { $0.time + max($0.duration, 1) }.max() ?? previous.time
                 let shift = end - time
                 offset += shift

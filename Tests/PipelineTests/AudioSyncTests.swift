@@ -80,4 +80,24 @@ import TestSupport
         #expect(abs(audio.startTime) < 0.05, "audio starts at \(audio.startTime)")
         #expect(abs(video.startTime - 1) < 0.05, "video starts at \(video.startTime)")
     }
+
+    /// A transport stream whose audio has a hole longer than the 10 s a clock may leap (a broadcast's audio that
+    /// dropped out) keeps the hole as silence, alone (a lone transcode) and read by the two readers of a
+    /// checkpointed one, as every job is. The audio's own reader followed only the audio and took the leap for a
+    /// restarted clock: it closed the hole up, and the tone ran 11 s early from there on (the audio was 3 s long).
+    @Test(arguments: [false, true]) func aLongAudioHoleInATransportStreamStaysInPlace(checkpointed: Bool) throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("hole.ts").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=14",
+                          "-f", "lavfi", "-i", "sine=f=440:d=14:samples_per_frame=1024,aselect='lt(t\\,2)+gte(t\\,13)'",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "mpegts", input])
+        let output = folder.appendingPathComponent("out.mp4").path
+        let session = TranscodeSession(inputPath: input, outputPath: output, settings: TranscodeSettings())
+        if checkpointed { session.checkpointDirectory = folder.appendingPathComponent("checkpoint").path }
+        _ = try session.run()
+        let silences = try Probe.silences(output)
+        let hole = try #require(silences.first { $0.end - $0.start > 5 }, "\(silences)")
+        #expect(abs(hole.start - 2) < 0.1 && abs(hole.end - 13) < 0.1, "silent from \(hole.start) to \(hole.end) s")
+        try expectEnds(try Probe.read(output), at: 14)
+    }
 }
