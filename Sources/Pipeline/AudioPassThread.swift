@@ -9,16 +9,20 @@ final class AudioPassThread: @unchecked Sendable {
     private let output: any TranscodeOutput
     private let plan: TranscodePlan
     private let limits: MediaLimits
+    /// Seconds of input per second of output (a tempo filter changes the pace): the read limit is on the input.
+    private let pace: Double
     private let cancellation: CancellationToken
     private let stopped = LockedValue(false)
     private let outcome = LockedValue<Result<Void, MediaError>?>(nil)
     private var started = false
 
-    init(reader: MediaReader, output: any TranscodeOutput, plan: TranscodePlan, limits: MediaLimits, cancellation: CancellationToken) {
+    init(reader: MediaReader, output: any TranscodeOutput, plan: TranscodePlan, limits: MediaLimits, pace: Double,
+         cancellation: CancellationToken) {
         self.reader = reader
         self.output = output
         self.plan = plan
         self.limits = limits
+        self.pace = pace
         self.cancellation = cancellation
     }
 
@@ -44,7 +48,7 @@ final class AudioPassThread: @unchecked Sendable {
             while let sample = try reader.nextSample() {
                 if cancellation.isCanceled || stopped.withLock({ $0 }) { throw MediaError.canceled }
                 try plan.handle(sample)
-                try limits.checkRead(seconds: output.writtenSeconds)
+                try limits.checkRead(seconds: output.writtenSeconds * pace)
             }
             try plan.finish()
         } catch {

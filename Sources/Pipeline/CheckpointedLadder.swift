@@ -142,7 +142,7 @@ final class CheckpointedLadder {
             }
             if let audio {
                 audioThread = AudioPassThread(reader: audio.reader, output: audio.writer, plan: audio.plan, limits: session.limits,
-                                              cancellation: cancellation)
+                                              pace: settings.filters?.tempo ?? 1, cancellation: cancellation)
             }
         } catch {
             session.onFailure?(error)

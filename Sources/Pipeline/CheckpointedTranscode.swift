@@ -88,7 +88,8 @@ final class CheckpointedTranscode {
                     let plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
                                                  directory: nil, pass: .audio)
                     if video == nil { expectedDuration = plan.expectedDuration }
-                    audio = AudioPassThread(reader: reader, output: output, plan: plan, limits: session.limits, cancellation: cancellation)
+                    audio = AudioPassThread(reader: reader, output: output, plan: plan, limits: session.limits,
+                                           pace: settings.filters?.tempo ?? 1, cancellation: cancellation)
                 }
             }
         } catch {

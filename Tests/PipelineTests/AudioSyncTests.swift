@@ -100,4 +100,18 @@ import TestSupport
         #expect(abs(hole.start - 2) < 0.1 && abs(hole.end - 13) < 0.1, "silent from \(hole.start) to \(hole.end) s")
         try expectEnds(try Probe.read(output), at: 14)
     }
+
+    /// The duration limit is on the input read: slowed to half its pace, an 8 s clip makes 16 s of output and
+    /// stays within a 10 s limit, alone and checkpointed. The checkpointed audio pass measured its output instead,
+    /// and refused the job as too long once the video was done.
+    @Test(arguments: [false, true]) func aSlowerTempoIsHeldToTheLimitOnWhatItReads(checkpointed: Bool) throws {
+        let folder = try Media.scratch()
+        let output = folder.appendingPathComponent("slow.mp4").path
+        let session = TranscodeSession(inputPath: try Media.path(.audioHole), outputPath: output,
+                                       settings: try TranscodeSettings.parse(Data(#"{"filters": {"audio": {"tempo": 0.5}}}"#.utf8)),
+                                       limits: MediaLimits(maxDuration: 10))
+        if checkpointed { session.checkpointDirectory = folder.appendingPathComponent("checkpoint").path }
+        _ = try session.run()
+        try expectEnds(try Probe.read(output), at: 16)
+    }
 }
