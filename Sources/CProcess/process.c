@@ -78,6 +78,22 @@ int tc_reset_affinity(pid_t pid) {
 
 int tc_unshare_nothing(void) { return unshare(0); }
 
+int tc_try_userfaultfd(void) {
+    // UFFD_USER_MODE_ONLY (1): what an unprivileged process may ask for whatever vm.unprivileged_userfaultfd says.
+    long descriptor = syscall(SYS_userfaultfd, O_CLOEXEC | 1);
+    if (descriptor < 0 && errno == EINVAL) descriptor = syscall(SYS_userfaultfd, O_CLOEXEC);
+    if (descriptor < 0) return -1;
+    close((int)descriptor);
+    return 0;
+}
+
+int tc_try_keyctl(void) {
+    // KEYCTL_GET_KEYRING_ID (0) of KEY_SPEC_SESSION_KEYRING (-3), without creating it (0).
+    long result = syscall(SYS_keyctl, 0, -3, 0);
+    if (result < 0 && errno == EPERM) return -1;
+    return 0;
+}
+
 int tc_reset_io_priority(int which, pid_t who) {
     long priority = syscall(SYS_ioprio_get, which, who);
     if (priority < 0) return -1;

@@ -14,13 +14,21 @@ public enum Sandbox {
     /// its operations (sockets among them) never pass through the filter; `setsid` and `setpgid` because the server
     /// stops a child by its process group, which a process it started must not leave; `unshare` and `setns`,
     /// whose new namespaces (a user namespace: every capability again, inside it) a job has no use for; and the file
-    /// handle calls, which open a file by its inode past the paths Landlock checks. More with some arguments only:
-    /// `refusedWithArguments`.
+    /// handle calls, which open a file by its inode past the paths Landlock checks. And, as Docker's default profile
+    /// refuses them, the calls that serve kernel exploits or reach the kernel's shared state with no privilege:
+    /// `userfaultfd` (open to any process in user mode since Linux 5.11; it makes kernel races reliable), the key
+    /// calls (the user's and session's keyrings; `request_key` starts a helper program), `perf_event_open` and `bpf`
+    /// (where the host's settings allow them); and those that take capabilities the child has dropped (mounts,
+    /// modules, kexec, swap), refused before the kernel looks. More with some arguments only: `refusedWithArguments`.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
                           "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
                           "pidfd_send_signal", "pidfd_open", "setsid", "setpgid", "unshare", "setns",
-                          "open_by_handle_at", "name_to_handle_at"]
+                          "open_by_handle_at", "name_to_handle_at",
+                          "userfaultfd", "keyctl", "add_key", "request_key", "perf_event_open", "bpf",
+                          "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsmount", "fspick", "open_tree", "move_mount",
+                          "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
+                          "swapon", "swapoff", "acct"]
 
     /// Calls refused only with certain arguments: the ways to have the kernel act on another process that are not
     /// signal calls. Making another process the owner of a descriptor's I/O signals (`fcntl` F_SETOWN, F_SETOWN_EX,
@@ -164,7 +172,7 @@ public enum Sandbox {
     /// `setpgid` (from a forked process), the parent made the owner of a socket's I/O signals (`fcntl` F_SETOWN, also
     /// with high bits set in the command, F_SETOWN_EX, `ioctl` FIOSETOWN), the parent's open-files limit, niceness,
     /// CPUs and I/O priority, and this process group's niceness and I/O priority, set to what they are, `unshare` of
-    /// nothing, reading `/etc/hostname` (outside any job's
+    /// nothing, `userfaultfd`, `keyctl` reading the session keyring's id, reading `/etc/hostname` (outside any job's
     /// files, once `confineFiles` is in force), `socket(AF_UNIX)`; and, allowed, `socketpair(AF_UNIX)` and this
     /// thread's own niceness.
     public static func tryRefusedCalls() -> [String: String] {
@@ -213,6 +221,8 @@ public enum Sandbox {
         let ioPriority = outcome(tc_reset_io_priority(1, getppid()))
         let groupIOPriority = outcome(tc_reset_io_priority(2, 0)) // this process group: this process alone
         let namespaces = outcome(tc_unshare_nothing())
+        let faults = outcome(tc_try_userfaultfd())
+        let keys = outcome(tc_try_keyctl())
         var unixPair: [Int32] = [-1, -1]
         let pairOutcome = outcome(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &unixPair))
         unixPair.filter { $0 >= 0 }.forEach { close($0) }
@@ -226,7 +236,7 @@ public enum Sandbox {
                 "prlimit(parent, set)": limits, "setpriority(parent)": parentPriority,
                 "setpriority(own group)": groupPriority, "setpriority(self)": ownPriority, "sched_setaffinity(parent)": affinity,
                 "ioprio_set(parent)": ioPriority, "ioprio_set(own group)": groupIOPriority,
-                "unshare(nothing)": namespaces,
+                "unshare(nothing)": namespaces, "userfaultfd": faults, "keyctl(session keyring)": keys,
                 "socket(AF_UNIX)": socketOutcome(AF_UNIX), "socketpair(AF_UNIX)": pairOutcome]
     }
 

@@ -31,6 +31,14 @@ int tc_reset_affinity(pid_t pid);
 /// unshare(0), which changes nothing: 0 when allowed, -1 (errno set) when refused. For the sandbox check.
 int tc_unshare_nothing(void);
 
+/// userfaultfd(O_CLOEXEC | UFFD_USER_MODE_ONLY), closed at once: 0 when allowed, -1 (errno set) when refused. For
+/// the sandbox check.
+int tc_try_userfaultfd(void);
+
+/// keyctl(KEYCTL_GET_KEYRING_ID) of the session keyring, not creating it: 0 when allowed (whatever it answered
+/// but EPERM), -1 (errno EPERM) when refused. For the sandbox check.
+int tc_try_keyctl(void);
+
 /// Sets the I/O priority of `who` (`which`: 1 a process, 2 a process group, 3 a user) to what it is (ioprio_get,
 /// then ioprio_set): 0 when the set was allowed, -1 (errno set) when refused. For the sandbox check.
 int tc_reset_io_priority(int which, pid_t who);
