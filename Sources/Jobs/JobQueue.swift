@@ -168,7 +168,10 @@ public final class JobQueue: Sendable {
         // recovered only when their leases run out (by the sweeper).
         let recovered = store.isShared ? ([], []) : try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
         published(recovered)
-        if !store.isShared { try removeStrayOutputs() }
+        if !store.isShared {
+            try removeStrayOutputs()
+            removePartialUploads()
+        }
         store.watch { [weak self] notice in self?.heard(notice) }
         state.withLock { $0.started = true }
         let host = ProcessInfo.processInfo.hostName.prefix(40)
@@ -1095,8 +1098,18 @@ public final class JobQueue: Sendable {
         }
     }
 
-    /// On shared storage, removes what nodes that died left in `uploads/` (a lone process's server removes its
-    /// partial uploads at start): files last written `DataDirectory.abandonedUploadAge` (an hour) ago or more,
+    /// With a store of its own, at start: the partial uploads and fetched inputs a process that died left in
+    /// `uploads/`, all of them (the data directory's lock makes this process the only one writing there). Before any
+    /// worker starts: a worker's fetch is named like them, and the server's sweep, once it came after the workers,
+    /// deleted a fetch under way, failing its job.
+    private func removePartialUploads() {
+        let partial = DataDirectory.partialUploads(in: directory.uploads, olderThan: 0, now: Date().timeIntervalSince1970)
+        let removed = partial.filter { unlink($0) == 0 }.count
+        if removed > 0 { logger.info("removed partial uploads of a previous process", ["files": .int(removed)]) }
+    }
+
+    /// On shared storage, removes what nodes that died left in `uploads/` (a store of its own: all of them at start,
+    /// `removePartialUploads`): files last written `DataDirectory.abandonedUploadAge` (an hour) ago or more,
     /// partial ones and fetched inputs their upload does not point at.
     private func removeStrayUploads(now: Double) throws(StoreError) {
         let stale = directory.staleUploadFiles(olderThan: DataDirectory.abandonedUploadAge, now: now)

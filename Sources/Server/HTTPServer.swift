@@ -34,7 +34,7 @@ public final class HTTPServer: Sendable {
 
     /// Binds every address `host` resolves to (once per loop), then starts the loop threads.
     public func start() throws(IOError) {
-        let leftovers = FileSink.removeLeftovers(in: configuration.uploadDirectory, olderThan: configuration.leftoverUploadAge)
+        let leftovers = configuration.leftoverUploadAge.map { FileSink.removeLeftovers(in: configuration.uploadDirectory, olderThan: $0) } ?? 0
         if leftovers > 0 {
             logger.info("removed partial uploads of a previous process", ["files": .int(leftovers)])
         }

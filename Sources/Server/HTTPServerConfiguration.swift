@@ -45,8 +45,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var uploadDirectory: URL
     /// Seconds since their last write after which partial uploads in `uploadDirectory` count as a dead process's,
     /// removed at start. 0: all of them (this process alone writes there). On storage other nodes share, their
-    /// uploads and fetches in progress are there too.
-    public var leftoverUploadAge: Double = 0
+    /// uploads and fetches in progress are there too. nil: none (the job queue removed them before its workers
+    /// started fetching inputs, named alike).
+    public var leftoverUploadAge: Double? = 0
 
     public init(uploadDirectory: URL) {
         self.uploadDirectory = uploadDirectory

@@ -59,8 +59,9 @@ enum ServeCommand {
             serverConfig.probeThreads = config.probeThreads
             serverConfig.fetchThreads = config.fetchThreads
             // Shared storage: partial uploads of a node that died are the ones left alone for an hour, as the stray
-            // sweep takes them.
-            if config.store != nil { serverConfig.leftoverUploadAge = DataDirectory.abandonedUploadAge }
+            // sweep takes them. A store of its own: the queue removed them all as it started, before its workers
+            // began fetching inputs (named alike), which a sweep now would delete.
+            serverConfig.leftoverUploadAge = queue.store.isShared ? DataDirectory.abandonedUploadAge : nil
             let metricsBox = LockedValue<ServerMetrics?>(nil)
             let dispatcherBox = LockedValue<WebhookDispatcher?>(nil)
             let api = TranscoderAPI(queue: queue, prober: runner, logger: logger, cors: CORSPolicy(config.corsOrigin),

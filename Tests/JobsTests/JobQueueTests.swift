@@ -255,6 +255,22 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         }
     }
 
+    /// With a store of its own, the partial uploads and fetches a process that died left go as the queue starts,
+    /// before any worker can start a fetch of its own (named alike). The server swept them after the workers had
+    /// started: a restart deleted the download of a requeued URL input under way, and its job failed.
+    @Test func partialUploadsAndFetchesOfADeadProcessGoBeforeTheWorkersStart() throws {
+        let fixture = try StoreFixture()
+        try FileManager.default.createDirectory(at: fixture.directory.uploads, withIntermediateDirectories: true)
+        let left = [DataDirectory.partialUploadName("0123abcd-4567"), DataDirectory.partialUploadName("fetch-\(UUID().uuidString.lowercased())")]
+        for name in left { try Data("partial".utf8).write(to: fixture.directory.uploads.appendingPathComponent(name)) }
+        let kept = try fixture.upload(try Media.path(.standard))
+        let started = queue(fixture) { $0.workers = 0 }
+        try started.start()
+        started.stop(grace: 0)
+        let names = Media.files(in: fixture.directory.uploads)
+        #expect(names.allSatisfy { !left.contains($0) } && names.contains(URL(fileURLWithPath: kept.path).lastPathComponent), "\(names)")
+    }
+
     @Test func aQueuedJobRunsToSuccessWithEventsInOrder() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.standard))
