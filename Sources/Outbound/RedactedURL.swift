@@ -2,7 +2,8 @@ import Foundation
 
 /// A URL as it may be shown or logged: user name and password, query values that look like credentials (a
 /// presigned URL's `X-Amz-Signature`, `token`, `key`, `sig`…) and path segments that look like random tokens (Slack's
-/// `/services/T0/B0/<secret>`, Discord's `/api/webhooks/<id>/<token>`, Teams' `/IncomingWebhook/<32 hex>/`),
+/// `/services/T0/B0/<secret>`, Discord's `/api/webhooks/<id>/<token>`, Teams' `/IncomingWebhook/<32 hex>/`,
+/// Telegram's `/bot<id>:<secret>/`, a JSON Web Token),
 /// replaced by `REDACTED`; a fragment (`#access_token=…`, never sent anyway) goes.
 public enum RedactedURL {
     static let secretNames = ["sig", "token", "key", "secret", "password", "credential", "auth", "policy", "pass", "jwt", "hmac"]
@@ -22,6 +23,15 @@ public enum RedactedURL {
         return mixed || lowerCase
     }
 
+    /// A path segment to hide: one that looks like a token, or that holds one after a `:` (Telegram's
+    /// `bot<id>:<secret>`, which API file URLs and webhooks carry), or a JSON Web Token (`eyJ…` in three parts).
+    static func isSecret(_ segment: Substring) -> Bool {
+        if looksLikeToken(segment) { return true }
+        let parts = segment.replacingOccurrences(of: "%3A", with: ":", options: .caseInsensitive).split(separator: ":")
+        if parts.count > 1, parts.contains(where: looksLikeToken) { return true }
+        return segment.hasPrefix("eyJ") && segment.split(separator: ".", omittingEmptySubsequences: false).count == 3
+    }
+
     public static func text(_ url: String) -> String {
         guard var components = URLComponents(string: url) else { return "(an unparseable URL)" }
         if components.user != nil || components.password != nil {
@@ -30,7 +40,7 @@ public enum RedactedURL {
         }
         components.fragment = nil
         components.percentEncodedPath = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false)
-            .map { looksLikeToken($0) ? "REDACTED" : String($0) }.joined(separator: "/")
+            .map { isSecret($0) ? "REDACTED" : String($0) }.joined(separator: "/")
         if let items = components.queryItems {
             components.queryItems = items.map { item in
                 let name = item.name.lowercased()

@@ -77,6 +77,13 @@ import Webhooks
                 == "https://cdn.example/videos/summerholidayfinalversion/clip.mp4", "letters alone are a name")
         #expect(RedactedURL.text("https://f.azurewebsites.net/api/hook?code=s3cr3tKey&countrycode=nl")
                 == "https://f.azurewebsites.net/api/hook?code=REDACTED&countrycode=nl")
+        // A token after a colon (Telegram's bot URLs, for files and for messages) and a JSON Web Token in the path.
+        #expect(RedactedURL.text("https://api.telegram.org/file/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/videos/file_1.mp4")
+                == "https://api.telegram.org/file/REDACTED/videos/file_1.mp4")
+        #expect(RedactedURL.text("https://h.example/hooks/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJqb2IifQ.c2lnbmF0dXJl/done")
+                == "https://h.example/hooks/REDACTED/done")
+        #expect(RedactedURL.text("https://cdn.example/2024:summer/clip-01:final.mp4") == "https://cdn.example/2024:summer/clip-01:final.mp4",
+                "names with colons are kept")
         // An input's name comes from its URL's last segment, and is shown as it is: never a token.
         #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA") == nil)
         #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA/clip%20one.mp4") == "clip one.mp4")
