@@ -151,7 +151,8 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         while let line = child.readLine() {
             guard let message = try? decoder.decode(JobMessage.self, from: Data(line.utf8)) else { continue }
             if let update = message.progress {
-                dataBytes = max(dataBytes, message.dataBytes ?? 0)
+                // The latest, not the most: a crash long after the job's peak is a crash, retried, not its limit.
+                dataBytes = message.dataBytes ?? dataBytes
                 progress(update)
             } else if [message.result != nil, message.tracks != nil, message.error != nil].filter({ $0 }).count == 1 {
                 answer = message

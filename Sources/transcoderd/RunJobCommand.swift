@@ -131,22 +131,19 @@ enum RunJobCommand {
 private final class MemoryWatch {
     let limit: Int
     private let size = Sandbox.DataSize()
-    private var peak = 0
+    /// The data size at the failure (nil before one).
+    private var atFailure: Int?
     private var refused = false
 
     init(limit: Int) { self.limit = limit }
 
-    /// The data size now, kept as the peak when it is one.
-    func sample() -> Int {
-        let now = size.bytes
-        peak = max(peak, now)
-        return now
-    }
+    /// The data size now.
+    func sample() -> Int { size.bytes }
 
     /// At a failure: what was held then, and whether the last allocation failed.
     func failed() {
         refused = errno == ENOMEM
-        _ = sample()
+        atFailure = size.bytes
     }
 
     /// Failures a refused allocation shows up as (FFmpeg's ENOMEM, and libraries' own generic errors).
@@ -160,7 +157,10 @@ private final class MemoryWatch {
         guard Self.allocationFailures.contains(error.code) else { return error }
         // A refused allocation (errno ENOMEM) counts once a quarter of the limit was in use: a stale errno on an
         // ordinary failure of a small job does not.
-        guard error.code == "out_of_memory" || (refused && peak >= limit / 4) || peak >= limit * 3 / 4 else { return error }
+        // What was held at the failure, not the most ever held: a job that used much of its limit for a while (a
+        // 4K encode), then failed on a broken packet with little in use, was told to raise its limit, and not retried.
+        let held = atFailure ?? size.bytes
+        guard error.code == "out_of_memory" || (refused && held >= limit / 4) || held >= limit * 3 / 4 else { return error }
         let mib = limit / (1024 * 1024)
         return MediaError(code: "out_of_memory",
                           message: "The transcode needed more memory than the job limit of \(mib) MiB (\(error.message)). "

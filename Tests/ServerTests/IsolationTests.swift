@@ -363,6 +363,11 @@ import TestSupport
         let crashed = try stub("crashed.sh", "echo '\(progress)'\nkill -SEGV $$")
         let full = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: crashed, policy: policy).probe(path: "/dev/null") }
         #expect(full.code == "out_of_memory", "a crash near its limit is still the limit's: \(full)")
+        // Near the limit once, then far below it when it crashed: a crash (retried), not the limit's.
+        let lower = #"{"progress": {"presentationTime": 2, "duration": 10, "framesEncoded": 60, "elapsed": 2}, "dataBytes": 1048576}"#
+        let later = try stub("crashed-later.sh", "echo '\(progress)'\necho '\(lower)'\nkill -SEGV $$")
+        let crash = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: later, policy: policy).probe(path: "/dev/null") }
+        #expect(crash.code == "worker_crashed", "\(crash)")
         let flooding = try stub("flood.sh", "head -c 20000000 /dev/zero\nsleep 30")
         let broken = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: flooding, policy: policy).probe(path: "/dev/null") }
         #expect(broken.code == "worker_failed", "\(broken)")
