@@ -471,7 +471,10 @@ final class Connection {
 
     func respond(_ response: Response) {
         // One response per request: a late one (the connection failed or timed out meanwhile) is dropped.
-        guard state.canStartResponse else { return }
+        guard state.canStartResponse else {
+            if case .file(let handle, _, _) = response.body { handle.close(on: loop.pools.files) }
+            return
+        }
         waitingClient = nil
         var response = response
         responseStatus = response.status.code
@@ -494,7 +497,7 @@ final class Connection {
             bodyData = data
         case .file(let handle, let offset, let length):
             response.headers.set("Content-Length", String(length))
-            if !isHead { file = (handle, offset, length) }
+            if isHead { handle.close(on: loop.pools.files) } else { file = (handle, offset, length) }
         case .eventStream:
             streamChunked = (head?.minorVersion ?? 1) >= 1
             if streamChunked {
@@ -612,9 +615,15 @@ final class Connection {
             close()
             return
         }
-        file = nil
+        releaseFile()
         if interest & tc_epoll_out != 0 { setInterest(writing: false) }
         if state.phase == .writing { writeComplete() }
+    }
+
+    /// Lets go of the file being sent: closed on a file thread, not here (`OpenFile.close(on:)`).
+    private func releaseFile() {
+        file?.handle.close(on: loop.pools.files)
+        file = nil
     }
 
     private func waitForWritable() {
@@ -705,7 +714,7 @@ final class Connection {
         }
         sink = nil
         streamCancel = nil
-        file = nil
+        releaseFile()
         waitingClient?.leave()
         waitingClient = nil
         state.close()

@@ -5,11 +5,11 @@ import TestSupport
 /// The event loops do none of the blocking work that used to run there: no file is opened, written, flushed, renamed
 /// or removed on them, and no SQLite read or write happens there; nothing in the server waits by sleeping. (Downloads
 /// still `sendfile` from an open file on the loop, which a page-cache miss can block: not traced here.) Read with strace (thread ids
-/// mapped to the server's thread names) while uploads, an aborted upload, event streams, polls, a download and the
-/// deletion of a running job go through.
+/// mapped to the server's thread names) while uploads, an aborted upload, event streams, polls, a download, a job
+/// deleted mid-download and the deletion of a running job go through.
 @Suite struct LoopBlockingTests {
     private static let traced = "openat,unlink,unlinkat,rename,renameat,renameat2,fsync,fdatasync,ftruncate,pread64,pwrite64,"
-        + "write,fcntl,clock_nanosleep,nanosleep"
+        + "write,fcntl,clock_nanosleep,nanosleep,close"
 
     @Test func eventLoopsDoNoBlockingWorkAndNothingPollsWithSleeps() throws {
         let folder = try Media.scratch()
@@ -30,6 +30,23 @@ import TestSupport
         #expect(events.body.contains("\"state\":\"succeeded\""))
         for _ in 0..<5 { #expect(try server.json("/v1/jobs/\(jobID)").status == 200) }
         #expect(try server.curl("/v1/jobs/\(jobID)/output", ["-o", folder.appendingPathComponent("out.mp4").path]).status == 200)
+        // A job deleted while its output is downloaded slowly: the download goes on from the open file, whose last
+        // close (freeing its blocks) is not the loop's.
+        let big = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.tenSeconds)), "-F", #"settings={"video": {"averageBitRate": 8000000}}"#])
+        let bigID = try #require(big.object["id"] as? String)
+        #expect(eventually(120) { (try? server.json("/v1/jobs/\(bigID)"))?.object["state"] as? String == "succeeded" })
+        let size = try #require(((try server.json("/v1/jobs/\(bigID)").object["output"] as? [String: Any])?["size"] as? Int))
+        #expect(size > 6_000_000, "more than the socket buffers hold (4 MiB sent, 64 KiB received): \(size) bytes")
+        do {
+            let reader = try RawClient(port: server.port)
+            var small: Int32 = 65536
+            setsockopt(reader.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            reader.send("GET /v1/jobs/\(bigID)/output HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            Thread.sleep(forTimeInterval: 0.5)
+            #expect(try server.curl("/v1/jobs/\(bigID)", ["-X", "DELETE"]).status == 204)
+            #expect(!reader.hasBeenClosedByPeer, "the download is still under way")
+        } // the client's socket closes, unread: what the server still sends is answered with a reset
+        Thread.sleep(forTimeInterval: 0.5)
         // An upload dropped half-way: its partial file is removed.
         let client = try RawClient(port: server.port)
         client.send("PUT /v1/uploads/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\n")
@@ -74,6 +91,8 @@ import TestSupport
                 || call.contains("<anon_inode:"))
         }
         if call.hasPrefix("fcntl(") { return call.contains("F_SETLK") || call.contains("F_GETLK") }
+        // Closing a socket, a pipe or a file still there is quick; the last close of a deleted file frees its blocks.
+        if call.hasPrefix("close(") { return call.contains(">(deleted)") }
         return !call.hasPrefix("clock_nanosleep") && !call.hasPrefix("nanosleep")
     }
 }
