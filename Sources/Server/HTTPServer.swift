@@ -41,7 +41,7 @@ public final class HTTPServer: Sendable {
         var port = configuration.port
         var perLoop: [[(fd: Int32, port: Int)]] = []
         for _ in eventLoops {
-            let sockets = try Self.listen(host: configuration.host, port: port)
+            let sockets = try Self.listen(host: configuration.host, port: port, checkFree: perLoop.isEmpty)
             port = sockets.first?.port ?? port
             perLoop.append(sockets)
         }
@@ -84,7 +84,11 @@ public final class HTTPServer: Sendable {
         pools.shutdown()
     }
 
-    private static func listen(host: String, port: Int) throws(IOError) -> [(fd: Int32, port: Int)] {
+    /// Binds and listens on every address `host` resolves to. Every loop's sockets share the port (SO_REUSEPORT);
+    /// `checkFree` first makes sure no other process listens there: SO_REUSEPORT lets any process of the same user
+    /// join, and a second server started on a taken port shared its connections with the first, half the requests
+    /// answered from another data folder.
+    private static func listen(host: String, port: Int, checkFree: Bool) throws(IOError) -> [(fd: Int32, port: Int)] {
         var hints = addrinfo()
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         hints.ai_family = AF_UNSPEC
@@ -118,6 +122,11 @@ public final class HTTPServer: Sendable {
                 var only: Int32 = Self.isIPv6Wildcard(host) ? 0 : 1
                 setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<Int32>.size))
             }
+            if checkFree, port != 0, !Self.isFree(info.pointee, v6Only: !Self.isIPv6Wildcard(host)) {
+                Posix.close(fd)
+                sockets.forEach { Posix.close($0.fd) }
+                throw IOError(errnoCode: EADDRINUSE, reason: "listening on \(host):\(port): another process listens there")
+            }
             guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, Glibc.listen(fd, 1024) == 0 else {
                 lastError = IOError(errnoCode: errno, reason: "listening on \(host):\(port)")
                 Posix.close(fd)
@@ -129,6 +138,21 @@ public final class HTTPServer: Sendable {
         }
         guard !sockets.isEmpty else { throw lastError ?? IOError(errnoCode: EADDRNOTAVAIL, reason: "listening on \(host):\(port)") }
         return sockets
+    }
+
+    /// Whether a socket that does not share its port (no SO_REUSEPORT) could bind the address: false when another
+    /// socket listens there, whatever its options.
+    private static func isFree(_ info: addrinfo, v6Only: Bool) -> Bool {
+        let probe = tc_socket_stream(info.ai_family)
+        guard probe >= 0 else { return true }
+        defer { Posix.close(probe) }
+        var one: Int32 = 1
+        setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if info.ai_family == AF_INET6 {
+            var only: Int32 = v6Only ? 1 : 0
+            setsockopt(probe, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<Int32>.size))
+        }
+        return bind(probe, info.ai_addr, info.ai_addrlen) == 0 || errno != EADDRINUSE
     }
 
     /// Whether `host` is IPv6's unspecified address (`::`, however written).

@@ -73,12 +73,14 @@ import TestSupport
         environment["TRANSCODER_PORT"] = nil
         environment["TRANSCODER_HOST"] = nil
         let namespace = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
-        // A port bound and not listening: nobody else takes it, and a connection to it is refused. With SO_REUSEPORT,
-        // which the server sets too, the server can bind it while this holds it.
+        // A port bound and not listening: nobody else takes it, and a connection to it is refused. With SO_REUSEPORT
+        // and SO_REUSEADDR, which the server sets too, the server can bind it while this holds it (and its check that
+        // no other process listens there passes: this one does not listen).
         func heldPort() -> (fd: Int32, port: Int) {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")),
                                       sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)

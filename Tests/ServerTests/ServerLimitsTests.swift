@@ -75,6 +75,18 @@ import TestSupport
         #expect(unusable.status == 1 && unusable.stderr.hasPrefix("error: Cannot create /dev/null/data"), "\(unusable.stderr)")
     }
 
+    /// A second server on a port a first one listens on stops at start: the loops' SO_REUSEPORT let it bind as well,
+    /// and the two shared the connections, half the requests answered from the other's data folder.
+    @Test func aServerOnAPortAnotherListensOnDoesNotStart() throws {
+        let first = try TestServer()
+        let other = try Media.scratch().appendingPathComponent("data").path
+        let second = try Shell.run("/usr/bin/timeout", ["20", Binary.path, "serve", "--host", "127.0.0.1", "--port", String(first.port),
+                                                          "--data", other])
+        #expect(second.status == 1 && second.stderr.contains("listening on 127.0.0.1:\(first.port)")
+                && second.stderr.contains("another process listens there"), "\(second.status): \(second.stderr)")
+        #expect(try first.json("/healthz").status == 200)
+    }
+
     @Test func sigtermStopsCleanlyAndJobsSurviveARestart() throws {
         let first = try TestServer()
         let created = try first.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly))])
