@@ -77,7 +77,8 @@ enum ServeCommand {
             dispatcherBox.withLock { $0 = dispatcher }
             queue.events.watchChanges { dispatcher.wake() }
             dispatcher.start()
-            defer { dispatcher.stop() }
+            // On a failure to start; a stop by signal stops it within the grace, below.
+            defer { dispatcher.stop(timeout: 0) }
             let server: HTTPServer
             do {
                 let browsers = BrowserGuard(cors: CORSPolicy(config.corsOrigin),
@@ -117,6 +118,10 @@ enum ServeCommand {
             queue.stopTakingJobs()
             server.stop(grace: min(config.shutdownGrace, 10))
             queue.stop(grace: max(0, config.shutdownGrace - Date().timeIntervalSince(stopping)))
+            // The webhook senders, within what is left of the grace (a second at least), before the store closes:
+            // one waiting on a receiver that does not answer (15 s) kept the process past the grace, and past a
+            // compose file's stop period, killed. What is not sent stays owed in the store, sent after a restart.
+            dispatcher.stop(timeout: max(1, config.shutdownGrace - Date().timeIntervalSince(stopping)))
             queue.store.close()
             logger.info("stopped")
             return 0

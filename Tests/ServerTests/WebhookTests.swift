@@ -163,6 +163,30 @@ import TestSupport
         _ = server.stop()
     }
 
+    /// A delivery waiting on a receiver that does not answer (accepts the connection, never replies) does not hold
+    /// the server past its shutdown grace: it stayed until the attempt's 15 s timeout, past a compose file's stop
+    /// period, and was killed.
+    @Test func aHangingReceiverDoesNotHoldAStopPastTheGrace() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")),
+                                  sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        #expect(listen(listener, 16) == 0)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let server = try start(nil, ["--shutdown-grace", "3"])
+        let input = try upload(server, .audioOnly)
+        let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "http://127.0.0.1:\#(port)/hooks/ok"}}"#)
+        #expect(try eventually(60) { try state(server, id) == "succeeded" })
+        Thread.sleep(forTimeInterval: 1.5) // the attempt is under way, waiting for an answer
+        let stopping = Date()
+        #expect(server.stop() == 0)
+        let took = Date().timeIntervalSince(stopping)
+        #expect(took < 6, "stopped \(took) s after the signal, with a grace of 3 s")
+    }
+
     @Test func webhookSettingsAreCheckedAndNamed() throws {
         let server = try TestServer()
         let input = try upload(server)
