@@ -15,6 +15,8 @@ final class JobEventStream: EventSource {
 
     private struct State {
         var lastState: JobState?
+        /// When the latest state seen was written (`Job.updatedAt`), sent or not.
+        var lastUpdate = -Double.infinity
         var lastProgress = Date.distantPast
         var ended = false
         /// Set by `start`; until then, events are kept in `pending`.
@@ -100,7 +102,13 @@ final class JobEventStream: EventSource {
             // any stream ends): the server then answers 204, which stops it, instead of the end over and over.
             let text = Self.event("state", render(job), id: job.state.isTerminal ? Self.endID : nil)
             return state.withLock { state -> Bool in
-                guard !state.ended, job.state != state.lastState, !onlyFirst || state.lastState == nil else { return false }
+                // A state written before one already seen is stale, though it differs from what was sent: a retry's
+                // `queued`, published by the worker that failed after another had claimed the job again and published
+                // `running` (the same state as the first attempt's, not sent). It went out, and the stream showed a
+                // running job as queued, without its progress.
+                guard !state.ended, job.updatedAt >= state.lastUpdate else { return false }
+                state.lastUpdate = job.updatedAt
+                guard job.state != state.lastState, !onlyFirst || state.lastState == nil else { return false }
                 state.lastState = job.state
                 emit(text, into: &state)
                 if job.state.isTerminal {

@@ -1,5 +1,5 @@
 import Foundation
-import Jobs
+@testable import Jobs
 import Locks
 import Pipeline
 import Testing
@@ -53,6 +53,32 @@ import TestSupport
         stop()
         queue.stop(grace: 1)
         #expect(queue.events.count == 0, "the stream unsubscribed")
+    }
+
+    /// A state written before one the stream has seen is stale: with two workers, a failed attempt's worker
+    /// published the retry's `queued` after the other worker had claimed the job again and published `running`
+    /// (not sent: the first attempt's was). The stream showed the running job as queued, and no progress after.
+    @Test func aStateOlderThanOneSeenIsDroppedThoughItDiffers() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        var job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = JobQueue(store: fixture.store, directory: fixture.directory, runner: Stuck())
+        let stream = JobEventStream(jobID: job.id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
+        let received = Received()
+        let stop = stream.start(send: received.send)
+        defer { stop() }
+        func publish(_ state: JobState, at time: Double, attempt: Int) {
+            job.state = state
+            job.updatedAt = time
+            job.attempts = attempt
+            queue.events.publish(job.id, .state(job))
+        }
+        publish(.running, at: 10, attempt: 1)
+        publish(.running, at: 12, attempt: 2) // the second attempt, claimed by the other worker
+        publish(.queued, at: 11, attempt: 2) // the retry, published late by the worker that failed
+        queue.events.publish(job.id, .progress(TranscodeProgress(presentationTime: 1, duration: 10, framesEncoded: 30, elapsed: 1)))
+        publish(.succeeded, at: 13, attempt: 2)
+        #expect(received.all == ["running", "progress", "succeeded", "end"], "\(received.all)")
     }
 
     @Test func aFreshSnapshotComesFirstAndAStreamNeverStartedUnsubscribes() throws {
