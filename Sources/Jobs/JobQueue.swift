@@ -171,6 +171,7 @@ public final class JobQueue: Sendable {
         if !store.isShared {
             try removeStrayOutputs()
             removePartialUploads()
+            try removeUnrecordedUploads()
         }
         store.watch { [weak self] notice in self?.heard(notice) }
         state.withLock { $0.started = true }
@@ -1108,8 +1109,25 @@ public final class JobQueue: Sendable {
         if removed > 0 { logger.info("removed partial uploads of a previous process", ["files": .int(removed)]) }
     }
 
+    /// With a store of its own, at start: upload files no upload row points at. An upload's file is moved into place
+    /// before its row is written, and its row deleted before its file: a process that died between the two left the
+    /// file for good. Named `<id>` (an upload) or `<id>.<lease token>` (an input a job's attempt fetched). Not the
+    /// bytes of a resumable upload whose completion died after moving them there: its description is still in
+    /// `tus/`, and the completion is finished from them.
+    private func removeUnrecordedUploads() throws(StoreError) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.uploads.path)) ?? []
+        let tus = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
+        for name in names {
+            let id = String(name.prefix { $0 != "." })
+            guard UUID(uuidString: id) != nil, id == name || Int(name.dropFirst(id.count + 1)) != nil else { continue }
+            if id == name, FileManager.default.fileExists(atPath: tus.infoPath(id)) { continue }
+            if let recorded = try store.upload(id: id), URL(fileURLWithPath: recorded.path).lastPathComponent == name { continue }
+            removeFile(directory.uploads.appendingPathComponent(name).path, of: "upload_id", id)
+        }
+    }
+
     /// On shared storage, removes what nodes that died left in `uploads/` (a store of its own: all of them at start,
-    /// `removePartialUploads`): files last written `DataDirectory.abandonedUploadAge` (an hour) ago or more,
+    /// `removePartialUploads` and `removeUnrecordedUploads`): files last written `DataDirectory.abandonedUploadAge` (an hour) ago or more,
     /// partial ones and fetched inputs their upload does not point at.
     private func removeStrayUploads(now: Double) throws(StoreError) {
         let stale = directory.staleUploadFiles(olderThan: DataDirectory.abandonedUploadAge, now: now)

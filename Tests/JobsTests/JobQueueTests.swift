@@ -271,6 +271,27 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         #expect(names.allSatisfy { !left.contains($0) } && names.contains(URL(fileURLWithPath: kept.path).lastPathComponent), "\(names)")
     }
 
+    /// With a store of its own, upload files no row points at go at start: a process that died between moving an
+    /// upload's file into place and writing its row (or between deleting its row and its file) left it for good.
+    /// Files a row points at, a resumable upload's bytes its completion moved there, and other names, stay.
+    @Test func uploadFilesWithoutARowGoAtStart() throws {
+        let fixture = try StoreFixture()
+        let kept = try fixture.upload(try Media.path(.standard))
+        let orphan = UUID().uuidString.lowercased()
+        let left = [orphan, "\(orphan).3", "\(kept.id).2"]
+        // A resumable upload whose completion died after moving its bytes into place: they are finished from there.
+        let completing = UUID().uuidString.lowercased()
+        try FileManager.default.createDirectory(at: fixture.directory.tus, withIntermediateDirectories: true)
+        try Data("{}".utf8).write(to: fixture.directory.tus.appendingPathComponent(completing + ".json"))
+        for name in left + ["notes.txt", completing] { try Data("x".utf8).write(to: fixture.directory.uploads.appendingPathComponent(name)) }
+        let started = queue(fixture) { $0.workers = 0 }
+        try started.start()
+        started.stop(grace: 0)
+        let names = Media.files(in: fixture.directory.uploads)
+        #expect(names == [kept.id, "notes.txt", completing].sorted(), "\(names)")
+        #expect(FileManager.default.fileExists(atPath: kept.path))
+    }
+
     @Test func aQueuedJobRunsToSuccessWithEventsInOrder() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.standard))
