@@ -501,6 +501,23 @@ import TestSupport
         #expect(try reopened.integrityCheck() == "ok")
     }
 
+    /// A process that died after the migrations committed, before the absolute paths were made relative, left them
+    /// absolute for good (the schema said it was done): the next open makes them relative.
+    @Test func pathsLeftAbsoluteByAMigrationCutShortBecomeRelativeAtTheNextOpen() throws {
+        let folder = try Media.scratch()
+        let path = folder.appendingPathComponent("old.sqlite").path
+        do {
+            let old = try Database(path: path)
+            try old.execute(Migrations.steps[0])
+            try old.execute("PRAGMA user_version = 1")
+            try old.execute("INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('inside', 'in.mov', 1, 'x', '\(folder.path)/uploads/inside', 1)")
+            try Migrations.migrate(old) // and the process stops here
+        }
+        _ = try SQLiteJobStore(path: path)
+        let raw = try Database(path: path)
+        #expect(try raw.query("SELECT path FROM uploads WHERE id = 'inside'").first?["path"] == .text("uploads/inside"))
+    }
+
     /// A database left by the first schema (before jobs kept their frame count and transcode time) is brought up to
     /// date on open, its rows intact; the new columns stay empty for jobs that finished before.
     @Test func aFirstSchemaDatabaseIsMigratedInPlace() throws {

@@ -146,9 +146,6 @@ enum Migrations {
         """,
     ]
 
-    /// The step from which paths are stored relative to the data directory.
-    static let relativePaths = 5
-
     /// Applies the steps the database has not seen yet, each in its own transaction; returns the version it had.
     @discardableResult
     static func migrate(_ database: Database) throws(StoreError) -> Int {

@@ -20,10 +20,13 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     /// directory; by default the database's folder) are stored relative to it.
     public init(path: String, root: String? = nil) throws(StoreError) {
         let connection = try Database(path: path)
-        let version = try Migrations.migrate(connection)
+        try Migrations.migrate(connection)
         self.path = path
         rows = JobRows(root: root ?? URL(fileURLWithPath: path).deletingLastPathComponent().standardizedFileURL.path)
-        if version < Migrations.relativePaths { try Self.relativize(connection, root: rows.root) }
+        // At every open, not only after the migration that asks for it: the migration commits first, and a process
+        // that died before (or in) this left absolute paths for good, which a data directory moved later no longer
+        // matched (its succeeded outputs were then swept as strays). Paths already relative match nothing.
+        try Self.relativize(connection, root: rows.root)
         database = LockedValue(connection)
     }
 
@@ -31,10 +34,12 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     private static func relativize(_ database: Database, root: String) throws(StoreError) {
         let prefix = root + "/"
         let length = Int64(prefix.utf8.count)
-        try database.query("UPDATE uploads SET path = substr(path, ? + 1) WHERE substr(path, 1, ?) = ?",
-                           [.integer(length), .integer(length), .text(prefix)])
-        try database.query("UPDATE jobs SET output_path = substr(output_path, ? + 1) WHERE substr(output_path, 1, ?) = ?",
-                           [.integer(length), .integer(length), .text(prefix)])
+        try database.transaction { () throws(StoreError) in
+            try database.query("UPDATE uploads SET path = substr(path, ? + 1) WHERE substr(path, 1, ?) = ?",
+                               [.integer(length), .integer(length), .text(prefix)])
+            try database.query("UPDATE jobs SET output_path = substr(output_path, ? + 1) WHERE substr(output_path, 1, ?) = ?",
+                               [.integer(length), .integer(length), .text(prefix)])
+        }
     }
 
     @discardableResult
