@@ -505,37 +505,36 @@ import TestSupport
     /// absolute for good (the schema said it was done): the next open makes them relative.
     @Test func pathsLeftAbsoluteByAMigrationCutShortBecomeRelativeAtTheNextOpen() throws {
         let folder = try Media.scratch()
-        let path = folder.appendingPathComponent("old.sqlite").path
-        do {
-            let old = try Database(path: path)
-            try old.execute(Migrations.steps[0])
-            try old.execute("PRAGMA user_version = 1")
-            try old.execute("INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('inside', 'in.mov', 1, 'x', '\(folder.path)/uploads/inside', 1)")
-            try Migrations.migrate(old) // and the process stops here
-        }
+        let path = try firstSchemaDatabase(in: folder,
+            "INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('inside', 'in.mov', 1, 'x', '\(folder.path)/uploads/inside', 1)")
+        try Migrations.migrate(try Database(path: path)) // and the process stops here
         _ = try SQLiteJobStore(path: path)
         let raw = try Database(path: path)
         #expect(try raw.query("SELECT path FROM uploads WHERE id = 'inside'").first?["path"] == .text("uploads/inside"))
+    }
+
+    /// A database of the first schema, `old.sqlite` in `folder`, holding what `rows` inserts; its path.
+    private func firstSchemaDatabase(in folder: URL, _ rows: String) throws -> String {
+        let path = folder.appendingPathComponent("old.sqlite").path
+        let old = try Database(path: path)
+        try old.execute(Migrations.steps[0])
+        try old.execute("PRAGMA user_version = 1")
+        try old.execute(rows)
+        return path
     }
 
     /// A database left by the first schema (before jobs kept their frame count and transcode time) is brought up to
     /// date on open, its rows intact; the new columns stay empty for jobs that finished before.
     @Test func aFirstSchemaDatabaseIsMigratedInPlace() throws {
         let folder = try Media.scratch()
-        let path = folder.appendingPathComponent("old.sqlite").path
-        do {
-            let old = try Database(path: path)
-            try old.execute(Migrations.steps[0])
-            try old.execute("PRAGMA user_version = 1")
-            try old.execute("""
-                INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('u', 'in.mov', 1, 'x', '/nowhere', 1);
-                INSERT INTO uploads (id, filename, size, sha256, path, created_at)
-                    VALUES ('inside', 'in.mov', 1, 'x', '\(folder.path)/uploads/inside', 1);
-                INSERT INTO jobs (id, state, settings, input_upload, output_path, progress_time, progress_duration, created_at,
-                                  started_at, finished_at, updated_at)
-                    VALUES ('j', 'succeeded', '{}', 'u', '\(folder.path)/outputs/j.mp4', 4, 4, 1, 2, 3, 3);
-                """)
-        }
+        let path = try firstSchemaDatabase(in: folder, """
+            INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('u', 'in.mov', 1, 'x', '/nowhere', 1);
+            INSERT INTO uploads (id, filename, size, sha256, path, created_at)
+                VALUES ('inside', 'in.mov', 1, 'x', '\(folder.path)/uploads/inside', 1);
+            INSERT INTO jobs (id, state, settings, input_upload, output_path, progress_time, progress_duration, created_at,
+                              started_at, finished_at, updated_at)
+                VALUES ('j', 'succeeded', '{}', 'u', '\(folder.path)/outputs/j.mp4', 4, 4, 1, 2, 3, 3);
+            """)
         let store = try SQLiteJobStore(path: path)
         let job = try #require(try store.job(id: "j"))
         #expect(job.state == .succeeded && job.progressDuration == 4 && job.startedAt == 2)
