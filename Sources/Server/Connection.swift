@@ -153,10 +153,10 @@ final class Connection {
             case .close:
                 close()
             case .finishResponse:
-                // The response still goes out. A handler working long on the client's behalf is told it may have
-                // gone: a close looks the same as a half-close from here.
+                // The response still goes out, then the requests read before the end of file; reading it again then
+                // closes. A handler working long on the client's behalf is told it may have gone: a close looks the
+                // same as a half-close from here.
                 waitingClient?.leave()
-                closeAfterWrite = true
                 setInterest(reading: false)
             }
             return nil
@@ -429,7 +429,12 @@ final class Connection {
             }
             let answer = response
             eventLoop.execute { loop in
-                loop.connections[token]?.respond(answer)
+                if let connection = loop.connections[token] {
+                    connection.respond(answer)
+                } else if case .file(let handle, _, _) = answer.body {
+                    // The client left meanwhile: the file is not closed here either (`OpenFile.close(on:)`).
+                    handle.close(on: loop.pools.files)
+                }
             }
             // After the answer is on its way: a temporary file the handler did not move goes (on a file thread).
             Self.removeLeftovers(of: request.body)
@@ -481,7 +486,7 @@ final class Connection {
         responseBytes = 0
         let keepAlive = admission == .withinCap && (head?.keepAlive ?? false)
             && response.headers["Connection"]?.caseInsensitiveEquals("close") != true
-        closeAfterWrite = !keepAlive || !parser.isDone || state.inputEnded
+        closeAfterWrite = !keepAlive || !parser.isDone
         if closeAfterWrite {
             response.headers.set("Connection", "close")
         } else if head?.minorVersion == 0 {
@@ -696,7 +701,8 @@ final class Connection {
     func close() {
         guard !isClosed else { return }
         // A request the client gave up on (an upload cut short, a player's aborted seek, an event stream the
-        // browser closed) is counted and logged too: 499 before its response started, else as it went out.
+        // browser closed) is counted and logged too: 499 before its response started, else as it went out. (A client
+        // that closed while its handler ran is answered anyway, as one that half-closed: its status is the handler's.)
         switch state.phase {
         case .readingBody, .awaitingResponse:
             responseStatus = 499

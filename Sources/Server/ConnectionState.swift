@@ -53,8 +53,8 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     enum InputEnd: Equatable, Sendable {
         /// Close now: nothing is owed to the client (or it left in the middle of a request or a stream).
         case close
-        /// Stop reading, send the response the client awaits, then close: a client that half-closes after its
-        /// request (`nc -N`, `shutdown(SHUT_WR)`) still reads the answer.
+        /// Stop reading and send the response the client awaits: a client that half-closes after its request
+        /// (`nc -N`, `shutdown(SHUT_WR)`) still reads the answer.
         case finishResponse
     }
 
@@ -79,9 +79,6 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     private(set) var servedRequest = false
     /// Reading is paused until the body sink can take more: the client is not the one stalling.
     private(set) var waitingForSink = false
-    /// The client sent its end of file after a whole request: no request follows, the connection closes once the
-    /// response is out.
-    private(set) var inputEnded = false
 
     init(now: Instant, timeouts: Timeouts) {
         self.timeouts = timeouts
@@ -164,14 +161,13 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     }
 
     /// The client's end of file arrived. A whole request waiting for its response, or one being written, is still
-    /// answered; a request cut short, an event stream or an idle connection ends here.
-    mutating func inputEnd() -> InputEnd {
+    /// answered, and so are the requests that came before the end of file (read from the buffer once the response
+    /// is out; the end of file, read again then, closes the connection); a request cut short, an event stream or an
+    /// idle connection ends here.
+    func inputEnd() -> InputEnd {
         switch phase {
-        case .awaitingResponse, .writing:
-            inputEnded = true
-            return .finishResponse
-        default:
-            return .close
+        case .awaitingResponse, .writing: .finishResponse
+        default: .close
         }
     }
 
@@ -180,7 +176,6 @@ struct ConnectionState<Instant: InstantProtocol> where Instant.Duration == Durat
     /// (else unread bytes remain).
     mutating func responseWritten(closeAfter: Bool, requestRead: Bool, at now: Instant) -> AfterResponse {
         precondition(phase == .writing, "a response is written only after it started, not in \(phase)")
-        if inputEnded { return .close }
         guard closeAfter else {
             phase = .idle
             lastActivity = now
