@@ -37,9 +37,8 @@ public final class MediaReader {
     private var flushOrder: [StreamDecoder] = []
     /// Stitches jumps of formats whose clock may restart; refuses streams going back in the others.
     private var continuity: TimestampContinuity
-    /// In a format whose clock may restart: the main tracks, whose jumps the stitching follows whether this reader
-    /// reads them or not. A checkpointed transcode reads its audio with a reader of its own: following only what it
-    /// read, that reader closed up an audio hole the video's reader kept, and the audio ran early from there on.
+    /// In a format whose clock may restart: the tracks whose jumps the stitching follows whether this reader reads
+    /// them or not (`followClocks`).
     private var timelineStreams: Set<Int> = []
 
     /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed. With `cancellation`,
@@ -52,10 +51,14 @@ public final class MediaReader {
         tracks = (0..<container.streamCount).map(container.track)
         continuity = TimestampContinuity(allowsDiscontinuities: container.allowsTimestampJumps,
                                          declaredEnd: container.durationIsDeclared ? container.declaredEnd : nil)
-        if container.allowsTimestampJumps {
-            timelineStreams = Set([mainVideoTrack(copying: false), mainVideoTrack(copying: true),
-                                   mainAudioTrack(copying: false), mainAudioTrack(copying: true)].compactMap { $0?.index })
-        }
+    }
+
+    /// Has the stitching of a format whose clock may restart follow `tracks` (those a transcode keeps), read by this
+    /// reader or not; before the first sample. A checkpointed transcode reads its audio with a reader of its own:
+    /// following only what it read, that reader closed up an audio hole the video's reader kept, and the audio ran
+    /// early from there on.
+    func followClocks(of tracks: [Int]) {
+        if container.allowsTimestampJumps { timelineStreams = Set(tracks) }
     }
 
     /// How long the media lasts as the file declares, in seconds (from its first timestamp), when it does.

@@ -78,6 +78,8 @@ final class TranscodePlan {
         }
         if let duration = reader.duration { try limits.checkDeclared(duration: duration) }
         let selected = [videoTrack, audioTrack].compactMap { $0?.index }
+        // Every pass follows the clocks of the same tracks, so that the passes of a checkpointed transcode agree.
+        reader.followClocks(of: selected)
         let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
         let tempo = settings.filters?.tempo ?? 1
         expectedDuration = max(0, (selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0) - start) / tempo
