@@ -15,8 +15,8 @@ final class JobEventStream: EventSource {
 
     private struct State {
         var lastState: JobState?
-        /// When the latest state seen was written (`Job.updatedAt`), sent or not.
-        var lastUpdate = -Double.infinity
+        /// Where the latest state seen stands in the job's life (`order`), sent or not.
+        var lastOrder = (claim: 0, step: -1)
         var lastProgress = Date.distantPast
         var ended = false
         /// Set by `start`; until then, events are kept in `pending`.
@@ -102,12 +102,13 @@ final class JobEventStream: EventSource {
             // any stream ends): the server then answers 204, which stops it, instead of the end over and over.
             let text = Self.event("state", render(job), id: job.state.isTerminal ? Self.endID : nil)
             return state.withLock { state -> Bool in
-                // A state written before one already seen is stale, though it differs from what was sent: a retry's
+                // A state from before one already seen is stale, though it differs from what was sent: a retry's
                 // `queued`, published by the worker that failed after another had claimed the job again and published
                 // `running` (the same state as the first attempt's, not sent). It went out, and the stream showed a
                 // running job as queued, without its progress.
-                guard !state.ended, job.updatedAt >= state.lastUpdate else { return false }
-                state.lastUpdate = job.updatedAt
+                let order = Self.order(job)
+                guard !state.ended, order >= state.lastOrder else { return false }
+                state.lastOrder = order
                 guard job.state != state.lastState, !onlyFirst || state.lastState == nil else { return false }
                 state.lastState = job.state
                 emit(text, into: &state)
@@ -118,6 +119,18 @@ final class JobEventStream: EventSource {
                 return true
             }
         }
+    }
+
+    /// Where a state stands in its job's life, in an order no clock decides: the claim it follows (the lease token,
+    /// which every claim raises), then running, back in the queue (a retry or a requeue, which keep the token), ended.
+    /// Queued before any claim is (0, 1).
+    static func order(_ job: Job) -> (claim: Int, step: Int) {
+        let step = switch job.state {
+        case .running: 0
+        case .queued: 1
+        default: 2
+        }
+        return (job.leaseToken, step)
     }
 
     private static func emit(_ text: String?, into state: inout State) {
