@@ -15,7 +15,7 @@ public enum RedactedURL {
     static func looksLikeToken(_ segment: Substring) -> Bool {
         let scalars = segment.unicodeScalars
         let mixed = segment.count >= 16
-            && scalars.allSatisfy { ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || $0 == "-" || $0 == "_" }
+            && scalars.allSatisfy(isTokenCharacter)
             && segment.contains(where: \.isUppercase) && segment.contains(where: \.isLowercase) && segment.contains(where: \.isNumber)
         let lowerCase = segment.count >= 24
             && scalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) }
@@ -28,8 +28,15 @@ public enum RedactedURL {
     static func isSecret(_ segment: Substring) -> Bool {
         if looksLikeToken(segment) { return true }
         let parts = segment.replacingOccurrences(of: "%3A", with: ":", options: .caseInsensitive).split(separator: ":")
-        if parts.count > 1, parts.contains(where: looksLikeToken) { return true }
+        // After a colon, any long run of a token's characters: a random secret has no digit now and then.
+        if parts.count > 1, parts.contains(where: { looksLikeToken($0) || ($0.count >= 30 && $0.unicodeScalars.allSatisfy(isTokenCharacter)) }) {
+            return true
+        }
         return segment.hasPrefix("eyJ") && segment.split(separator: ".", omittingEmptySubsequences: false).count == 3
+    }
+
+    private static func isTokenCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        (scalar.isASCII && CharacterSet.alphanumerics.contains(scalar)) || scalar == "-" || scalar == "_"
     }
 
     public static func text(_ url: String) -> String {

@@ -80,6 +80,10 @@ import Webhooks
         // A token after a colon (Telegram's bot URLs, for files and for messages) and a JSON Web Token in the path.
         #expect(RedactedURL.text("https://api.telegram.org/file/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/videos/file_1.mp4")
                 == "https://api.telegram.org/file/REDACTED/videos/file_1.mp4")
+        #expect(RedactedURL.text("https://api.telegram.org/file/bot123456789%3AAAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/file_1.mp4")
+                == "https://api.telegram.org/file/REDACTED/file_1.mp4", "a colon percent-encoded")
+        #expect(RedactedURL.text("https://api.telegram.org/bot7654321:AAHdqTcvCHvGWJxfSeofSAsKPALDsawxyzQ/sendMessage")
+                == "https://api.telegram.org/REDACTED/sendMessage", "a secret that happens to hold no digit")
         #expect(RedactedURL.text("https://h.example/hooks/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJqb2IifQ.c2lnbmF0dXJl/done")
                 == "https://h.example/hooks/REDACTED/done")
         #expect(RedactedURL.text("https://cdn.example/2024:summer/clip-01:final.mp4") == "https://cdn.example/2024:summer/clip-01:final.mp4",
