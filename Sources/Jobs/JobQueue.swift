@@ -171,7 +171,7 @@ public final class JobQueue: Sendable {
         if !store.isShared {
             try removeStrayOutputs()
             removePartialUploads()
-            try removeUnrecordedUploads()
+            removeUnrecordedUploads()
         }
         store.watch { [weak self] notice in self?.heard(notice) }
         state.withLock { $0.started = true }
@@ -1113,16 +1113,21 @@ public final class JobQueue: Sendable {
     /// before its row is written, and its row deleted before its file: a process that died between the two left the
     /// file for good. Named `<id>` (an upload) or `<id>.<lease token>` (an input a job's attempt fetched). Not the
     /// bytes of a resumable upload whose completion died after moving them there: its description is still in
-    /// `tus/`, and the completion is finished from them.
-    private func removeUnrecordedUploads() throws(StoreError) {
+    /// `tus/`, and the completion is finished from them. A store that cannot tell (it fails for now) leaves the files
+    /// alone: this is tidying, and the process starts all the same.
+    private func removeUnrecordedUploads() {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.uploads.path)) ?? []
         let tus = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
-        for name in names {
-            let id = String(name.prefix { $0 != "." })
-            guard UUID(uuidString: id) != nil, id == name || Int(name.dropFirst(id.count + 1)) != nil else { continue }
-            if id == name, FileManager.default.fileExists(atPath: tus.infoPath(id)) { continue }
-            if let recorded = try store.upload(id: id), URL(fileURLWithPath: recorded.path).lastPathComponent == name { continue }
-            removeFile(directory.uploads.appendingPathComponent(name).path, of: "upload_id", id)
+        do throws(StoreError) {
+            for name in names {
+                let id = String(name.prefix { $0 != "." })
+                guard UUID(uuidString: id) != nil, id == name || Int(name.dropFirst(id.count + 1)) != nil else { continue }
+                if id == name, FileManager.default.fileExists(atPath: tus.infoPath(id)) { continue }
+                if let recorded = try store.upload(id: id), URL(fileURLWithPath: recorded.path).lastPathComponent == name { continue }
+                removeFile(directory.uploads.appendingPathComponent(name).path, of: "upload_id", id)
+            }
+        } catch {
+            logger.error("removing upload files without a row failed", ["error": .string(error.description)])
         }
     }
 
