@@ -73,9 +73,9 @@ import TestSupport
         environment["TRANSCODER_PORT"] = nil
         environment["TRANSCODER_HOST"] = nil
         let namespace = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
-        // A port bound and not listening: nobody else takes it, and a connection to it is refused. With SO_REUSEPORT
-        // and SO_REUSEADDR, which the server sets too, the server can bind it while this holds it (and its check that
-        // no other process listens there passes: this one does not listen).
+        // A port bound and not listening: the system hands it to no one else, and a connection to it is refused. With
+        // SO_REUSEPORT and SO_REUSEADDR, which the server sets too, the server can bind it while this holds it (and its
+        // check that no other process listens there passes: this one does not listen).
         func heldPort() -> (fd: Int32, port: Int) {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var one: Int32 = 1
