@@ -33,13 +33,23 @@ import TestSupport
         }
     }
 
-    @Test func aSnapshotOlderThanALiveEventIsDropped() throws {
+    /// A queued job in a store of its own, and a queue (not started) whose runner waits to be canceled.
+    private func queuedJob() throws -> (fixture: StoreFixture, job: Job, queue: JobQueue) {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        let queue = JobQueue(store: fixture.store, directory: fixture.directory, runner: Stuck())
+        return (fixture, job, JobQueue(store: fixture.store, directory: fixture.directory, runner: Stuck()))
+    }
+
+    /// A stream of job `id`'s events, each state rendered as its name alone.
+    private func eventStream(_ id: String, _ queue: JobQueue) -> JobEventStream {
+        JobEventStream(jobID: id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
+    }
+
+    @Test func aSnapshotOlderThanALiveEventIsDropped() throws {
+        let (fixture, job, queue) = try queuedJob()
         // The handler subscribed, then read the job while it was still queued...
-        let stream = JobEventStream(jobID: job.id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
+        let stream = eventStream(job.id, queue)
         let stale = try #require(try fixture.store.job(id: job.id))
         // ...and before it could hand the snapshot over, the job started (its event reached the stream).
         try queue.start()
@@ -59,11 +69,8 @@ import TestSupport
     /// published the retry's `queued` after the other worker had claimed the job again and published `running`
     /// (not sent: the first attempt's was). The stream showed the running job as queued, and no progress after.
     @Test func aStateOlderThanOneSeenIsDroppedThoughItDiffers() throws {
-        let fixture = try StoreFixture()
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        var job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        let queue = JobQueue(store: fixture.store, directory: fixture.directory, runner: Stuck())
-        let stream = JobEventStream(jobID: job.id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
+        var (_, job, queue) = try queuedJob()
+        let stream = eventStream(job.id, queue)
         let received = Received()
         let stop = stream.start(send: received.send)
         defer { stop() }
@@ -85,13 +92,10 @@ import TestSupport
     }
 
     @Test func aFreshSnapshotComesFirstAndAStreamNeverStartedUnsubscribes() throws {
-        let fixture = try StoreFixture()
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        let queue = JobQueue(store: fixture.store, directory: fixture.directory, runner: Stuck())
+        let (fixture, job, queue) = try queuedJob()
         let received = Received()
         do {
-            let stream = JobEventStream(jobID: job.id, queue: queue) { job in Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8) }
+            let stream = eventStream(job.id, queue)
             stream.deliverSnapshot(try #require(try fixture.store.job(id: job.id)), live: nil)
             _ = stream.start(send: received.send)
             #expect(received.all == ["queued"])
