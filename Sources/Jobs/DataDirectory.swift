@@ -149,6 +149,11 @@ public struct DataDirectory: Sendable {
                        olderThan: age, now: now)
     }
 
+    /// Deletes `partialUploads(in: folder, olderThan: age)`; returns how many went.
+    public static func removePartialUploads(in folder: URL, olderThan age: Double) -> Int {
+        partialUploads(in: folder, olderThan: age, now: Date().timeIntervalSince1970).filter { unlink($0) == 0 }.count
+    }
+
     /// `partialUploads` among `names`, the files of `folder` already listed.
     private static func partialUploads(named names: [String], in folder: URL, olderThan age: Double, now: Double) -> [String] {
         names.filter { $0.hasPrefix(partialPrefix) && $0.hasSuffix(partialSuffix) }

@@ -1104,8 +1104,7 @@ public final class JobQueue: Sendable {
     /// worker starts: a worker's fetch is named like them, and the server's sweep, once it came after the workers,
     /// deleted a fetch under way, failing its job.
     private func removePartialUploads() {
-        let partial = DataDirectory.partialUploads(in: directory.uploads, olderThan: 0, now: Date().timeIntervalSince1970)
-        let removed = partial.filter { unlink($0) == 0 }.count
+        let removed = DataDirectory.removePartialUploads(in: directory.uploads, olderThan: 0)
         if removed > 0 { logger.info("removed partial uploads of a previous process", ["files": .int(removed)]) }
     }
 
@@ -1123,7 +1122,7 @@ public final class JobQueue: Sendable {
                 let id = String(name.prefix { $0 != "." })
                 guard UUID(uuidString: id) != nil, id == name || Int(name.dropFirst(id.count + 1)) != nil else { continue }
                 if id == name, FileManager.default.fileExists(atPath: tus.infoPath(id)) { continue }
-                if let recorded = try store.upload(id: id), URL(fileURLWithPath: recorded.path).lastPathComponent == name { continue }
+                if try isRecorded(name, upload: id) { continue }
                 removeFile(directory.uploads.appendingPathComponent(name).path, of: "upload_id", id)
             }
         } catch {
@@ -1137,13 +1136,15 @@ public final class JobQueue: Sendable {
     private func removeStrayUploads(now: Double) throws(StoreError) {
         let stale = directory.staleUploadFiles(olderThan: DataDirectory.abandonedUploadAge, now: now)
         for path in stale.partial { removeFile(path, of: "upload_id", URL(fileURLWithPath: path).lastPathComponent) }
-        for file in stale.unrecorded {
-            let name = URL(fileURLWithPath: file.path).lastPathComponent
-            if let recorded = try store.upload(id: file.upload), URL(fileURLWithPath: recorded.path).lastPathComponent == name {
-                continue
-            }
+        for file in stale.unrecorded where try !isRecorded(URL(fileURLWithPath: file.path).lastPathComponent, upload: file.upload) {
             removeFile(file.path, of: "upload_id", file.upload)
         }
+    }
+
+    /// Whether upload `id`'s row points at the file named `name` in `uploads/`.
+    private func isRecorded(_ name: String, upload id: String) throws(StoreError) -> Bool {
+        guard let recorded = try store.upload(id: id) else { return false }
+        return URL(fileURLWithPath: recorded.path).lastPathComponent == name
     }
 
     /// Removes checkpoint folders of jobs that have ended or are gone (a queued or running job's are its next

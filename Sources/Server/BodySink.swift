@@ -97,8 +97,7 @@ final class FileSink: BodySink {
     /// else only those last written more than `age` seconds ago: on shared storage, the rest are other nodes'
     /// uploads and fetches in progress.
     static func removeLeftovers(in directory: URL, olderThan age: Double = 0) -> Int {
-        DataDirectory.partialUploads(in: directory, olderThan: age, now: Date().timeIntervalSince1970)
-            .filter { unlink($0) == 0 }.count
+        DataDirectory.removePartialUploads(in: directory, olderThan: age)
     }
 
     /// A sink for a new file in `directory` (created by the first write, on `pool`).

@@ -431,9 +431,8 @@ final class Connection {
             eventLoop.execute { loop in
                 if let connection = loop.connections[token] {
                     connection.respond(answer)
-                } else if case .file(let handle, _, _) = answer.body {
-                    // The client left meanwhile: the file is not closed here either (`OpenFile.close(on:)`).
-                    handle.close(on: loop.pools.files)
+                } else {
+                    answer.discard(closingFilesOn: loop.pools.files) // the client left meanwhile
                 }
             }
             // After the answer is on its way: a temporary file the handler did not move goes (on a file thread).
@@ -476,10 +475,7 @@ final class Connection {
 
     func respond(_ response: Response) {
         // One response per request: a late one (the connection failed or timed out meanwhile) is dropped.
-        guard state.canStartResponse else {
-            if case .file(let handle, _, _) = response.body { handle.close(on: loop.pools.files) }
-            return
-        }
+        guard state.canStartResponse else { return response.discard(closingFilesOn: loop.pools.files) }
         waitingClient = nil
         var response = response
         responseStatus = response.status.code

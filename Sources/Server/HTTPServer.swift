@@ -113,16 +113,8 @@ public final class HTTPServer: Sendable {
             }
             let fd = tc_socket_stream(family)
             guard fd >= 0 else { continue }
-            var one: Int32 = 1
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
-            if family == AF_INET6 {
-                // IPv6 only beside an IPv4 socket of the same name ("localhost"); `::` is every address, IPv4 ones
-                // too, as `--host` says (Docker forwards IPv4 to a container listening on it).
-                var only: Int32 = Self.isIPv6Wildcard(host) ? 0 : 1
-                setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<Int32>.size))
-            }
-            if checkFree, port != 0, !Self.isFree(info.pointee, v6Only: !Self.isIPv6Wildcard(host)) {
+            Self.setOptions(fd, family: family, host: host, sharesPort: true)
+            if checkFree, port != 0, !Self.isFree(info.pointee, host: host) {
                 Posix.close(fd)
                 sockets.forEach { Posix.close($0.fd) }
                 throw IOError(errnoCode: EADDRINUSE, reason: "listening on \(host):\(port): another process listens there")
@@ -140,18 +132,26 @@ public final class HTTPServer: Sendable {
         return sockets
     }
 
+    /// A listening socket's options: SO_REUSEADDR, SO_REUSEPORT when it `sharesPort` with the other loops'.
+    private static func setOptions(_ fd: Int32, family: Int32, host: String, sharesPort: Bool) {
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        if sharesPort { setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        if family == AF_INET6 {
+            // IPv6 only beside an IPv4 socket of the same name ("localhost"); `::` is every address, IPv4 ones
+            // too, as `--host` says (Docker forwards IPv4 to a container listening on it).
+            var only: Int32 = Self.isIPv6Wildcard(host) ? 0 : 1
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
     /// Whether a socket that does not share its port (no SO_REUSEPORT) could bind the address: false when another
     /// socket listens there, whatever its options.
-    private static func isFree(_ info: addrinfo, v6Only: Bool) -> Bool {
+    private static func isFree(_ info: addrinfo, host: String) -> Bool {
         let probe = tc_socket_stream(info.ai_family)
         guard probe >= 0 else { return true }
         defer { Posix.close(probe) }
-        var one: Int32 = 1
-        setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        if info.ai_family == AF_INET6 {
-            var only: Int32 = v6Only ? 1 : 0
-            setsockopt(probe, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &only, socklen_t(MemoryLayout<Int32>.size))
-        }
+        setOptions(probe, family: info.ai_family, host: host, sharesPort: false)
         return bind(probe, info.ai_addr, info.ai_addrlen) == 0 || errno != EADDRINUSE
     }
 

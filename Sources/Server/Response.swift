@@ -29,6 +29,11 @@ public struct Response: Sendable {
     public var headers: HTTPHeaders
     public var body: Body
 
+    /// A response that will not be sent: its file, if it has one, is closed on `pool` (`OpenFile.close(on:)`).
+    func discard(closingFilesOn pool: BlockingPool) {
+        if case .file(let handle, _, _) = body { handle.close(on: pool) }
+    }
+
     public init(_ status: HTTPStatus, headers: HTTPHeaders = HTTPHeaders(), body: Body = .empty) {
         self.status = status
         self.headers = headers
