@@ -105,9 +105,11 @@ struct LadderTrack {
         return Int(peak.rounded(.up))
     }
 
-    /// The peak segment bit rate of the media playlist (see `peakBitRate(_:)`).
+    /// The peak segment bit rate of the media playlist (see `peakBitRate(_:)`), never below the average: a last
+    /// segment too short for any window, dense with its fragment's boxes, left the windows' peak under the whole
+    /// playlist's average (BANDWIDTH 129932 beside AVERAGE-BANDWIDTH 131008 for 3 s of AAC in 2 s segments).
     var peakBitRate: Int {
-        Self.peakBitRate(segments.map { (bytes: $0.bytes, seconds: seconds($0.duration)) }, targetDuration: targetDuration)
+        max(averageBitRate, Self.peakBitRate(segments.map { (bytes: $0.bytes, seconds: seconds($0.duration)) }, targetDuration: targetDuration))
     }
 
     /// All segments' bits over the whole duration, in bits per second.
@@ -126,7 +128,7 @@ struct LadderTrack {
     }
 
     /// The peak bit rate of the I-frame playlist, its byte ranges over the times they stand for, as for segments.
-    var iFramePeakBitRate: Int { Self.peakBitRate(iFrames.map { (bytes: $0.frame.length, seconds: $0.duration) }) }
+    var iFramePeakBitRate: Int { max(iFrameAverageBitRate, Self.peakBitRate(iFrames.map { (bytes: $0.frame.length, seconds: $0.duration) })) }
 
     /// All I-frame ranges' bits over the whole duration, in bits per second.
     var iFrameAverageBitRate: Int {

@@ -137,15 +137,10 @@ final class TranscodePlan {
         var encodings: [VideoEncoding]
         var grid: KeyFrameGrid?
         if settings.container.isSegmented {
-            encodings = try Self.ladder(track: track, stream: stream, settings: settings, base: base,
-                                        toneMapped: toneMapped)
-            let interval = encodings[0].keyFrameSeconds
-            for (index, encoding) in encodings.enumerated() where abs(encoding.keyFrameSeconds - interval) > 0.001 {
-                throw MediaError(code: "invalid_settings", message: String(
-                    format: "renditions[%d].video.maxKeyFrameInterval: every rendition needs key frames at the same instants; %.3f s here, %.3f s in the first.",
-                    index, encoding.keyFrameSeconds, interval))
-            }
-            grid = KeyFrameGrid(interval: interval, segmentDuration: settings.segmentDuration ?? TranscodeSettings.defaultSegmentDuration)
+            let rungs = try Self.ladder(track: track, stream: stream, settings: settings, base: base, toneMapped: toneMapped)
+            encodings = rungs.map(\.encoding)
+            grid = KeyFrameGrid(interval: try Self.keyFrameSeconds(of: rungs),
+                                segmentDuration: settings.segmentDuration ?? TranscodeSettings.defaultSegmentDuration)
             // Each rendition encodes on its own thread already: x264's frame threads for all of them together come
             // to what one encoder would take (1.5 a core), shared by picture size (the largest rung sets the pace),
             // at least one each. Fewer threads also hold fewer frames.
@@ -226,36 +221,75 @@ final class TranscodePlan {
         return colors
     }
 
-    /// The encodings of a ladder's renditions, largest first as listed (or derived from the source for `auto`).
+    /// The encodings of a ladder's renditions, largest first as listed (or derived from the source for `auto`), each
+    /// with its settings.
     private static func ladder(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
-                               base: VideoSettings, toneMapped: Bool) throws(MediaError) -> [VideoEncoding] {
+                               base: VideoSettings, toneMapped: Bool) throws(MediaError) -> [(settings: VideoSettings, encoding: VideoEncoding)] {
+        func resolve(_ rung: VideoSettings) throws(MediaError) -> VideoEncoding {
+            try VideoEncoding.resolve(track: track, stream: stream, settings: rung, filters: settings.filters, toneMapped: toneMapped)
+        }
         var rungs: [VideoSettings]
         switch settings.renditions ?? .auto {
         case .list(let list):
             rungs = list
         case .auto:
-            // The display size (cropped, upright, square pixels) decides which of the table's rungs fit.
+            // The display size (cropped, upright, square pixels), within the box of the document's (or its
+            // preset's) width and height, decides which of the table's rungs fit: "480p" with a ladder made one up
+            // to 1080 lines, the box dropped.
+            var measuring = base
+            measuring.allowUpscaling = false
+            measuring.scalingMode = .fit
+            measuring.level = nil // the rungs are held to it, not the source's own size
+            let display = try VideoEncoding.resolve(track: track, stream: stream, settings: measuring, filters: settings.filters)
+            let landscape = display.width >= display.height
             var unsized = base
             unsized.width = nil
             unsized.height = nil
             unsized.allowUpscaling = false
-            var measuring = unsized
-            measuring.level = nil // the rungs are held to it, not the source's own size
-            let display = try VideoEncoding.resolve(track: track, stream: stream, settings: measuring, filters: settings.filters)
-            let landscape = display.width >= display.height
-            rungs = Renditions.automatic(sourceLines: min(display.width, display.height)).map { rung in
+            func rendition(lines: Int) -> VideoSettings {
                 var rendition = unsized
-                if landscape { rendition.height = rung.lines } else { rendition.width = rung.lines }
-                rendition.averageBitRate = rung.bitRate
+                if landscape { rendition.height = lines } else { rendition.width = lines }
                 return rendition
             }
+            var lines = min(display.width, display.height)
+            if let level = base.level {
+                // The table's rungs the level cannot hold are left out, as those larger than the source are: the
+                // 1080-line rung of a 1080p source at level 3.1, which nobody asked for, failed the job. Below the
+                // smallest, one rung a line smaller, which fails with the level's reason if it too is too large.
+                for rung in Renditions.appleTable where rung.lines <= lines {
+                    var free = rendition(lines: rung.lines)
+                    free.level = nil
+                    let encoding = try resolve(free)
+                    if H264Level.problem(level: level, width: encoding.width, height: encoding.height,
+                                         frameRate: av_q2d(encoding.frameRate)) == nil { break }
+                    lines = rung.lines - 1
+                }
+            }
+            rungs = Renditions.automatic(sourceLines: lines).map { rung in
+                var settings = rendition(lines: rung.lines)
+                settings.averageBitRate = rung.bitRate
+                return settings
+            }
         }
-        var encodings: [VideoEncoding] = []
-        for rung in rungs {
-            encodings.append(try VideoEncoding.resolve(track: track, stream: stream, settings: rung, filters: settings.filters,
-                                                       toneMapped: toneMapped))
-        }
+        var encodings: [(VideoSettings, VideoEncoding)] = []
+        for rung in rungs { encodings.append((rung, try resolve(rung))) }
         return encodings
+    }
+
+    /// Seconds between a ladder's key frames, shared by every rendition (`KeyFrameGrid`): those the renditions that
+    /// ask an interval ask, which must be the same instants, else the first rendition's default (two seconds of
+    /// its pictures). A rendition that asks none takes the grid: a rung at 30 fps (60 pictures, 2.000 s) beside one
+    /// at 59.94 (120 pictures, 2.002 s) failed the job for an interval nobody gave.
+    private static func keyFrameSeconds(of rungs: [(settings: VideoSettings, encoding: VideoEncoding)]) throws(MediaError) -> Double {
+        let asking = rungs.enumerated().filter { $0.element.settings.maxKeyFrameInterval != nil }
+        guard let first = asking.first else { return rungs[0].encoding.keyFrameSeconds }
+        let interval = first.element.encoding.keyFrameSeconds
+        for (index, rung) in asking where abs(rung.encoding.keyFrameSeconds - interval) > 0.001 {
+            throw MediaError(code: "invalid_settings", message: String(
+                format: "renditions[%d].video.maxKeyFrameInterval: every rendition needs key frames at the same instants; %.3f s here, %.3f s in renditions[%d].",
+                index, rung.encoding.keyFrameSeconds, interval, first.offset))
+        }
+        return interval
     }
 
     /// Bytes a decoded pixel of the stream's format takes (4 when the format is unknown, the worst common case).

@@ -306,13 +306,51 @@ import TestSupport
         return parts[0] * 3600 + parts[1] * 60 + parts[2]
     }
 
-    /// A level holds the rungs of an automatic ladder, not the source they are made from: a 1400×788 source is over
-    /// level 3.1, its rungs (up to 1280×720) are not. The source's own size was checked too, and the job failed.
+    /// A 1 s 1920×1080 clip at 30 fps.
+    private func fullHD() throws -> String {
+        let input = try Media.scratch().appendingPathComponent("1080p.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=1920x1080:r=30:d=1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        return input
+    }
+
+    /// A level holds the rungs of an automatic ladder, not the source they are made from: a 1080p source is over
+    /// level 3.1 (the source's own size was checked too, and the job failed), and so is the table's 1080-line rung,
+    /// left out as a rung larger than the source is (it failed the job too): the rungs go up to 1280×720.
     @Test func anAutomaticLadderHoldsItsRungsToTheLevel() throws {
-        let input = try Media.scratch().appendingPathComponent("odd.mp4").path
-        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=1400x788:r=30:d=1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
-        let run = try transcode(input, #"{"container": "hls", "video": {"level": "3.1"}}"#)
-        #expect(run.result.tracks.filter { $0.mediaType == .video }.compactMap(\.height).max() == 720, "\(run.result.tracks)")
+        let run = try transcode(try fullHD(), #"{"container": "hls", "video": {"level": "3.1"}}"#)
+        #expect(run.result.tracks.filter { $0.mediaType == .video }.compactMap(\.height) == [720, 540, 432, 360, 234], "\(run.result.tracks)")
+    }
+
+    /// An automatic ladder stays within the box of the preset (or the document's width and height): the page's
+    /// "480p" with a ladder made rungs up to 1920×1080 of a 1080p source.
+    @Test func anAutomaticLadderStaysWithinThePresetsBox() throws {
+        let run = try transcode(try fullHD(), #"{"preset": "480p", "container": "hls", "renditions": "auto"}"#)
+        let summary = try Ladder.check(run.folder)
+        #expect(summary.variants.compactMap(\.resolution) == [[768, 432], [640, 360], [416, 234]], "\(summary.variants.map(\.resolution))")
+    }
+
+    /// Rungs that ask no key-frame interval share the ladder's grid: one at 30 fps (60 pictures, 2.000 s) beside
+    /// one keeping a 59.94 fps source's rate (120 pictures, 2.002 s) failed the job, refused as misaligned.
+    @Test func rungsAtWholeAndNTSCRatesShareTheirKeyFrames() throws {
+        let input = try Media.scratch().appendingPathComponent("ntsc.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=640x360:r=60000/1001:d=5", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        let run = try transcode(input, #"{"container": "hls", "renditions": [{"video": {"height": 360}}, {"video": {"height": 234, "frameRate": 30}}]}"#)
+        let high = try Ladder.keyFrameTimes(run.folder, track: "360p"), low = try Ladder.keyFrameTimes(run.folder, track: "234p")
+        // As decoded (each rung's own encoder delay before its first picture), 2 s apart in both.
+        let spacing = { (times: [Double]) in zip(times.dropFirst(), times).map { (($0 - $1) * 100).rounded() / 100 } }
+        #expect(high.times.count == 3 && spacing(high.times) == [2, 2] && spacing(low.times) == [2, 2],
+                "key frames at \(high.times) and \(low.times)")
+        _ = try Ladder.check(run.folder)
+    }
+
+    /// A last segment too short to measure a peak over (1 s of 2 s segments) left BANDWIDTH below the playlist's
+    /// own AVERAGE-BANDWIDTH (`Ladder.check` refuses that for every variant and I-frame playlist).
+    @Test func theBandwidthIsNeverBelowTheAverage() throws {
+        let input = try Media.scratch().appendingPathComponent("tone.m4a").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "sine=d=3:sample_rate=48000", "-ac", "1", "-c:a", "aac", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 2}"#)
+        let summary = try Ladder.check(run.folder)
+        #expect(summary.variants.count == 1 && summary.variants[0].bandwidth >= summary.variants[0].averageBandwidth)
     }
 
     @Test func aCanceledLadderLeavesNothing() throws {
@@ -331,7 +369,8 @@ import TestSupport
         let scratch = try Media.scratch()
         let session = TranscodeSession(
             inputPath: try Media.path(.standard), outputDirectory: scratch.appendingPathComponent("out").path,
-            settings: try TranscodeSettings.parse(Data(#"{"container": "hls", "renditions": [{"video": {}}, {"video": {"height": 234, "maxKeyFrameInterval": 30}}]}"#.utf8)))
+            // 60 pictures at the source's 30 fps and at 15: intake cannot tell (the source's rate is not known there).
+            settings: try TranscodeSettings.parse(Data(#"{"container": "hls", "renditions": [{"video": {"maxKeyFrameInterval": 60}}, {"video": {"height": 234, "frameRate": 15, "maxKeyFrameInterval": 60}}]}"#.utf8)))
         let error = #expect(throws: MediaError.self) { try session.run() }
         #expect(error?.code == "invalid_settings" && error?.message.contains("renditions[1].video.maxKeyFrameInterval") == true,
                 "\(String(describing: error))")

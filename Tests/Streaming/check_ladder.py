@@ -129,6 +129,9 @@ for variant in master.playlists:
         fail(f"{variant.uri}: BANDWIDTH {info.bandwidth} below the measured peak {peak + audio_peak:.0f}")
     if info.bandwidth > 1.1 * (peak + audio_peak) + 1:
         fail(f"{variant.uri}: BANDWIDTH {info.bandwidth} far above the measured peak {peak + audio_peak:.0f}")
+    # A peak below the average is no peak (players and Apple's validator take BANDWIDTH as the upper bound).
+    if info.bandwidth < info.average_bandwidth:
+        fail(f"{variant.uri}: BANDWIDTH {info.bandwidth} below its AVERAGE-BANDWIDTH {info.average_bandwidth}")
     if abs(info.average_bandwidth - (average + audio_average)) > 0.1 * (average + audio_average):
         fail(f"{variant.uri}: AVERAGE-BANDWIDTH {info.average_bandwidth} vs measured {average + audio_average:.0f}")
     summary["variants"].append({
@@ -142,6 +145,8 @@ for iframe in master.iframe_playlists:
     durations, peak, _, _ = check_media(iframe.uri, "iframe")
     if iframe.iframe_stream_info.bandwidth + 1 < peak:
         fail(f"{iframe.uri}: BANDWIDTH {iframe.iframe_stream_info.bandwidth} below the measured peak {peak:.0f}")
+    if iframe.iframe_stream_info.bandwidth < (iframe.iframe_stream_info.average_bandwidth or 0):
+        fail(f"{iframe.uri}: BANDWIDTH {iframe.iframe_stream_info.bandwidth} below its AVERAGE-BANDWIDTH")
     if iframe.iframe_stream_info.bandwidth > 1.1 * peak + 1:
         fail(f"{iframe.uri}: BANDWIDTH {iframe.iframe_stream_info.bandwidth} far above the measured peak {peak:.0f}")
     summary["iframes"].append({"uri": iframe.uri, "count": len(durations), "codecs": iframe.iframe_stream_info.codecs,
