@@ -190,9 +190,11 @@ public struct DataDirectory: Sendable {
     /// Marks the directory as the job store `identity`'s, or checks that it is. A store finding another's mark (a
     /// node started without the cluster's `--store`, making a SQLite file in the shared folder; a lost or replaced
     /// database) refuses to start: its start-up sweep would remove every output the other store lists as a stray.
-    /// A folder without a mark (from before marks) is adopted, unless the store has no job (`storeIsEmpty`) while
-    /// outputs are there: whose they are cannot be told.
-    public func claim(by identity: String, storeIsEmpty: () throws(StoreError) -> Bool) throws(StoreError) {
+    /// A folder without a mark (from before marks) is adopted, unless the store has no job (`jobCount`) while
+    /// outputs are there: whose they are cannot be told; or, for a store `shared` by nodes, the folder holds nothing
+    /// while the store has jobs: it is not the folder the other nodes share (a volume of its own, a mount that
+    /// failed), and a worker there failed every job it claimed for a missing input.
+    public func claim(by identity: String, shared: Bool, jobCount: () throws(StoreError) -> Int) throws(StoreError) {
         let path = storeIdentityPath
         let handOver = "give this store a --data folder of its own, run the store the folder belongs to (--store), or write "
             + "\(identity) into \(path) to hand the folder over (what this store does not list, outputs included, is then removed)"
@@ -207,9 +209,15 @@ public struct DataDirectory: Sendable {
                                  + "(store-id \(found.prefix(64)); this store's is \(identity)): \(handOver).")
             }
             let outputNames = (try? FileManager.default.contentsOfDirectory(atPath: outputs.path)) ?? []
-            if !outputNames.isEmpty, try storeIsEmpty() {
+            if !outputNames.isEmpty, try jobCount() == 0 {
                 throw StoreError(code: "data_directory_foreign", message: "The data directory \(root.path) holds outputs but no store-id, "
                                  + "and this job store has no job: they may be another store's; \(handOver).")
+            }
+            let uploadNames = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
+            if shared, outputNames.isEmpty, uploadNames.isEmpty, case let jobs = try jobCount(), jobs > 0 {
+                throw StoreError(code: "data_directory_not_shared", message: "The data directory \(root.path) is empty and has no "
+                                 + "store-id, but the shared job store lists \(jobs) job\(jobs == 1 ? "" : "s"): every node needs the cluster's shared folder "
+                                 + "(is it mounted here?). To start this store's files afresh in this folder, write \(identity) into \(path).")
             }
             // Nodes starting at once keep the first mark; a crash never leaves an empty one.
             do throws(MediaError) {

@@ -163,7 +163,7 @@ public final class JobQueue: Sendable {
     @discardableResult
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
         // Before anything here is swept: a folder of another store's files is refused, not emptied.
-        try directory.claim(by: store.identity()) { () throws(StoreError) in try store.counts().values.reduce(0, +) == 0 }
+        try directory.claim(by: store.identity(), shared: store.isShared) { () throws(StoreError) in try store.counts().values.reduce(0, +) }
         // A store of our own: whatever is running was left by a process that died. A shared one: other nodes' jobs,
         // recovered only when their leases run out (by the sweeper).
         let recovered = store.isShared ? ([], []) : try store.recoverOrphans(maxAttempts: configuration.maxAttempts)

@@ -255,6 +255,35 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         }
     }
 
+    /// A node of a cluster started on an empty folder of its own (a volume not shared, a mount that failed) while the
+    /// shared store lists jobs refuses to start: it adopted the folder, claimed every queued job and failed each
+    /// for good, its input missing. A store of its own (SQLite) adopts such a folder as before.
+    @Test(arguments: StoreBackend.allCases)
+    func aClusterNodeOnAnEmptyFolderOfItsOwnDoesNotStart(backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let job = try fixture.store.createJob(input: try fixture.upload(try Media.path(.standard)).id, settings: TranscodeSettings())
+        let first = queue(fixture) { $0.workers = 0 }
+        try first.start()
+        first.stop(grace: 0)
+        let empty = DataDirectory(path: try Media.scratch().appendingPathComponent("data").path)
+        try empty.prepare()
+        let store = try fixture.uri.map { try PostgresJobStore(uri: $0, root: empty.root.path) } ?? fixture.reopen()
+        var configuration = JobQueue.Configuration()
+        configuration.workers = store.isShared ? 1 : 0 // a worker would claim the job if the node started
+        configuration.pollInterval = 0.1
+        let node = JobQueue(store: store, directory: empty, runner: TranscodeRunner(), configuration: configuration)
+        if store.isShared {
+            let refused = #expect(throws: StoreError.self) { try node.start() }
+            #expect(refused?.code == "data_directory_not_shared" && refused?.message.contains("lists 1 job:") == true, "\(String(describing: refused))")
+            #expect(try store.job(id: job.id)?.state == .queued, "the job is left for the nodes that share the folder")
+            #expect(!FileManager.default.fileExists(atPath: empty.storeIdentityPath))
+        } else {
+            try node.start()
+            node.stop(grace: 0)
+            #expect(FileManager.default.fileExists(atPath: empty.storeIdentityPath))
+        }
+    }
+
     /// With a store of its own, the partial uploads and fetches a process that died left go as the queue starts,
     /// before any worker can start a fetch of its own (named alike). The server swept them after the workers had
     /// started: a restart deleted the download of a requeued URL input under way, and its job failed.
