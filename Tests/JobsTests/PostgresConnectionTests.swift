@@ -124,6 +124,48 @@ import TestSupport
         #expect(longest < 1.5, "the longest quick statement waited \(longest) s")
     }
 
+    /// A server that no longer takes writes (a failover's old primary back as a standby; here the database made
+    /// read-only and its sessions ended) is not connected to, nor kept: once it takes writes again, they succeed.
+    /// The store connected to it and kept that connection, every write failing after the server was writable again,
+    /// and its ping (`/readyz`) answered all along.
+    @Test func aServerThatTakesNoWritesIsNotKept() throws {
+        let server = try PostgresServer.shared()
+        let uri = try server.makeDatabase()
+        let name = try #require(uri.split(separator: "?").first?.split(separator: "/").last)
+        let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 1)
+        let write = "UPDATE jobs SET state = state WHERE false"
+        _ = try store.rows(write, [])
+        func admin(_ statement: String) throws {
+            try Shell.check("psql", ["-X", "-q", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c", statement])
+        }
+        try admin("ALTER DATABASE \(name) SET default_transaction_read_only = on")
+        try admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'")
+        for _ in 0..<3 { #expect(throws: StoreError.self) { _ = try store.rows(write, []) } }
+        #expect(throws: StoreError.self, "not ready") { try store.ping() }
+        try admin("ALTER DATABASE \(name) RESET default_transaction_read_only")
+        #expect(eventually(10) { (try? store.rows(write, [])) != nil }, "writes succeed once the server takes them")
+    }
+
+    /// A server that turns read-only under a connection (here by its configuration, reloaded) makes the store
+    /// replace that connection, and it is not ready until the server takes writes again: its ping answered all along.
+    @Test func aConnectionWhoseServerTurnsReadOnlyIsReplaced() throws {
+        let server = try PostgresServer() // its own: the setting is the whole server's
+        let uri = try server.makeDatabase()
+        let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 1)
+        let write = "UPDATE jobs SET state = state WHERE false"
+        _ = try store.rows(write, [])
+        func configure(_ statement: String) throws {
+            for sql in [statement, "SELECT pg_reload_conf()"] {
+                try Shell.check("psql", ["-X", "-q", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c", sql])
+            }
+        }
+        try configure("ALTER SYSTEM SET default_transaction_read_only = on")
+        #expect(eventually(5) { (try? store.rows(write, [])) == nil })
+        #expect(throws: StoreError.self, "not ready") { try store.ping() }
+        try configure("ALTER SYSTEM RESET default_transaction_read_only")
+        #expect(eventually(10) { (try? store.rows(write, [])) != nil }, "writes succeed once the server takes them")
+    }
+
     /// A call goes to a connection that is up before a free slot that has none: one the database refuses (here at
     /// its limit for the role; after a restart, one still waiting out its backoff) failed every call that landed on
     /// it, every other one, while a connection served.

@@ -35,10 +35,13 @@ final class PostgresConnection {
 
     /// Defaults a node needs whatever the URI says, each overridden by the URI when it sets it: a connect that gives
     /// up (a server that does not answer), TCP keepalives and a send timeout (a link that died without a word, as in
-    /// a network partition, is noticed in seconds rather than at the kernel's retransmission limit).
+    /// a network partition, is noticed in seconds rather than at the kernel's retransmission limit); and a server
+    /// that takes writes: after a failover the old primary back as a standby (first of a URI's hosts, or behind a
+    /// name that moved) was connected to, and kept, every write failing while `SELECT 1` said ready.
     static let linkDefaults: [(String, String)] = [
         ("connect_timeout", "5"), ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"),
         ("keepalives_count", "3"), ("tcp_user_timeout", "10000"), ("application_name", "transcoderd"),
+        ("target_session_attrs", "read-write"),
     ]
 
     private static func connect(_ uri: String) -> OpaquePointer? {
@@ -155,9 +158,12 @@ final class PostgresConnection {
         guard status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY else { return }
         let state = PQresultErrorField(result, Int32(Character("C").asciiValue!)).map { String(cString: $0) }
         let message = Self.trimmed(PQresultErrorMessage(result))
-        // Class 08: connection exception; 57P: the server shutting down or starting; no SQLSTATE: an error libpq made
-        // itself, which after a sent statement means the link (the server answers every error with a SQLSTATE).
-        if state == nil || state?.hasPrefix("08") == true || state?.hasPrefix("57P") == true || PQstatus(connection) != CONNECTION_OK {
+        // Class 08: connection exception; 57P: the server shutting down or starting; 25006: a write refused by a
+        // server (or session) that became read-only since the connect, replaced for one that takes writes; no
+        // SQLSTATE: an error libpq made itself, which after a sent statement means the link (the server answers
+        // every error with a SQLSTATE).
+        if state == nil || state?.hasPrefix("08") == true || state?.hasPrefix("57P") == true || state == "25006"
+            || PQstatus(connection) != CONNECTION_OK {
             lost = true
         }
         throw StoreError(code: lost ? "store_unavailable" : "postgres_error", message: "PostgreSQL: \(message)", sql: sql, sqlState: state)
