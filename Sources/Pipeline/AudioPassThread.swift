@@ -12,18 +12,21 @@ final class AudioPassThread: @unchecked Sendable {
     /// Seconds of input per second of output (a tempo filter changes the pace): the read limit is on the input.
     private let pace: Double
     private let cancellation: CancellationToken
+    /// Called on the pass's thread once its output is finished (the whole sound written).
+    private let finished: () throws(MediaError) -> Void
     private let stopped = LockedValue(false)
     private let outcome = LockedValue<Result<Void, MediaError>?>(nil)
     private var started = false
 
     init(reader: MediaReader, output: any TranscodeOutput, plan: TranscodePlan, limits: MediaLimits, pace: Double,
-         cancellation: CancellationToken) {
+         cancellation: CancellationToken, finished: @escaping () throws(MediaError) -> Void = {}) {
         self.reader = reader
         self.output = output
         self.plan = plan
         self.limits = limits
         self.pace = pace
         self.cancellation = cancellation
+        self.finished = finished
     }
 
     func start() {
@@ -56,6 +59,7 @@ final class AudioPassThread: @unchecked Sendable {
             throw error
         }
         try output.finishWriting()
+        try finished()
     }
 
     /// The pass's error, once it has failed (any thread may ask).

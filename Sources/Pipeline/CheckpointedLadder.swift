@@ -141,8 +141,12 @@ final class CheckpointedLadder {
                 }
             }
             if let audio {
+                // The sound is recorded whole as soon as its pass ends: recorded after the video's, an attempt
+                // interrupted in between (most are: the sound's pass is the quicker) encoded it all again.
                 audioThread = AudioPassThread(reader: audio.reader, output: audio.writer, plan: audio.plan, limits: session.limits,
-                                              pace: settings.filters?.tempo ?? 1, cancellation: cancellation)
+                                              pace: settings.filters?.tempo ?? 1, cancellation: cancellation) { () throws(MediaError) in
+                    try checkpoint.update { $0.ladder["audio"]?.complete = true }
+                }
             }
         } catch {
             session.onFailure?(error)
@@ -173,8 +177,7 @@ final class CheckpointedLadder {
                 }
             }
             let videoFrames = video?.plan.framesEncoded ?? 0
-            try audioThread?.join { seconds in reporter.update(seconds, frames: videoFrames, call: progress) }
-            if audio != nil { try checkpoint.update { $0.ladder["audio"]?.complete = true } }
+            try audioThread?.join { seconds in reporter.catchUp(audioSeconds: seconds, frames: videoFrames, call: progress) }
             if cancellation.isCanceled { throw MediaError.canceled }
             // Linking and flushing every file of a long ladder takes a while on slow storage: each file is a step of
             // the finishing, or the watchdog would take it for a stall (and the checkpoint would go with the job).

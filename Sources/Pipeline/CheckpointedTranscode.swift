@@ -119,7 +119,7 @@ final class CheckpointedTranscode {
                 }
             }
             let framesEncoded = video?.plan.framesEncoded ?? 0
-            try audio?.join { seconds in reporter.update(seconds, frames: framesEncoded, call: progress) }
+            try audio?.join { seconds in reporter.catchUp(audioSeconds: seconds, frames: framesEncoded, call: progress) }
             // The encoders and their pictures are done with: they go before the file is assembled, which takes a
             // while for a long film (the reader freed its decoders at the end of the input).
             video = nil

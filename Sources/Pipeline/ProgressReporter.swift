@@ -16,6 +16,8 @@ final class ProgressReporter {
     /// On a resume, until time passes the checkpoint's end: steps of the work that gets back to it (see
     /// `TranscodeProgress.verifying`); nil once past it, or when not resuming.
     private var resumingSteps: Int?
+    /// Seconds the sound's own pass had written at the last `catchUp`.
+    private var audioSeconds = -1.0
 
     /// - Parameters:
     ///   - resumedFrom: seconds of output an earlier attempt made (a resumed checkpoint): progress starts there,
@@ -63,6 +65,20 @@ final class ProgressReporter {
         reported = latest
         call(TranscodeProgress(presentationTime: reported, duration: bound, framesEncoded: frames, elapsed: elapsed,
                                resumedFrom: resumedFrom))
+    }
+
+    /// The sound's own pass catching up once the video's is done (`audioSeconds` written): its time while past the
+    /// video's, else a finishing step each time it advances. Given as time only, it moved nothing a watchdog sees
+    /// (the time stays at the video's end), and minutes of normalized sound behind a still picture's seconds of video
+    /// failed the job as stalled. A pass that does not advance counts no step.
+    func catchUp(audioSeconds seconds: Double, frames: Int, call: (TranscodeProgress) -> Void) {
+        guard seconds > audioSeconds else { return }
+        audioSeconds = seconds
+        if resumingSteps != nil || seconds > latest {
+            update(seconds, frames: frames, call: call)
+        } else {
+            finishingStep(frames: frames, call: call)
+        }
     }
 
     /// One more step of the work that completes the output after its last sample: the time stays where the last

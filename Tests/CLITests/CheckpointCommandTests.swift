@@ -383,6 +383,13 @@ import TestSupport
         let records = try CheckpointRecords.ladderSegments(checkpoint)
         let finished = ["720p", "360p"].map { records[$0]?.count ?? 0 }
         #expect(finished.min() ?? 0 >= 1, "each rendition finished a segment: \(finished)")
+        // The sound's pass (much the quicker) had ended: it is recorded whole, and the resume keeps its files. It
+        // was recorded only after the video's, and encoded all over again.
+        let audio = ((try CheckpointRecords.manifest(checkpoint)["ladder"] as? [String: Any])?["audio"] as? [String: Any]) ?? [:]
+        #expect(audio["complete"] as? Bool == true, "the sound is recorded whole: \(audio["complete"] ?? "nil")")
+        let audioPaths = (records["audio"] ?? []).compactMap { $0["path"] as? String }
+        let audioInodes = audioPaths.map { inode(checkpoint + "/ladder/" + $0) }
+        #expect(audioPaths.count >= 3 && !audioInodes.contains(nil), "\(audioPaths)")
 
         let resumed = folder.appendingPathComponent("resumed").path
         let result = try complete(source, output: resumed + "/", checkpoint: checkpoint, settings: settings)
@@ -412,6 +419,7 @@ import TestSupport
             #expect(FileManager.default.contentsEqual(atPath: straight + "/" + name, andPath: resumed + "/" + name), "\(name) is the straight run's")
         }
         #expect(left.map { inode(resumed + "/thumbnails/" + $0) } == leftInodes, "the pictures the first attempt took are kept")
+        #expect(audioPaths.map { inode(resumed + "/" + $0) } == audioInodes, "the sound the first attempt made is kept")
         let compare = try Shell.run("ffmpeg", ["-hide_banner", "-i", resumed + "/storyboard.jpg", "-i", straight + "/storyboard.jpg",
                                                "-lavfi", "psnr", "-f", "null", "-"])
         let average = compare.stderr.components(separatedBy: "average:").last.flatMap { Double($0.prefix { $0 != " " }) }
@@ -435,11 +443,13 @@ import TestSupport
         let settings = #"{"container": "hls", "segmentDuration": 4, "renditions": [{"video": {"height": 360, "preset": "veryfast"}}, {"video": {"height": 180, "preset": "veryfast"}}]}"#
         let checkpoint = folder.appendingPathComponent("checkpoint").path
         try interrupted(source, checkpoint: checkpoint, fraction: 0.6, settings: settings)
-        // The earlier writer's hold on the files it left and had not finished (recorded segments it had closed).
+        // The earlier writer's hold on the files it left and had not finished (recorded segments it had closed; the
+        // sound's files all, once its pass ended and it was recorded whole).
         let recorded = Set(try CheckpointRecords.ladderSegments(checkpoint).values.joined().compactMap { $0["path"] as? String })
+        let audio = ((try CheckpointRecords.manifest(checkpoint)["ladder"] as? [String: Any])?["audio"] as? [String: Any]) ?? [:]
         var held: [Int32] = []
         var segmentsHeld: [String: Int] = [:]
-        for track in ["360p", "180p", "audio"] {
+        for track in ["360p", "180p"] + (audio["complete"] as? Bool == true ? [] : ["audio"]) {
             for name in try FileManager.default.contentsOfDirectory(atPath: checkpoint + "/ladder/" + track)
             where !recorded.contains(track + "/" + name) {
                 let descriptor = open(checkpoint + "/ladder/" + track + "/" + name, O_WRONLY)

@@ -503,6 +503,24 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         }
     }
 
+    /// A job whose sound takes far longer than its video (a still picture's seconds of video, a minute of normalized
+    /// sound) is not a stall while the sound advances: the video's time stood at its end while the sound's own pass
+    /// caught up, nothing the watchdog counts moved, and the job failed as stalled.
+    @Test func aJobWhoseSoundOutlastsItsVideoIsNotAStall() throws {
+        let fixture = try StoreFixture()
+        let input = try Media.scratch().appendingPathComponent("still.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=s=320x240:r=1:d=60", "-f", "lavfi", "-i", "sine=d=60",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let job = try fixture.store.createJob(input: try fixture.upload(input).id,
+                                              settings: try TranscodeSettings.parse(Data(#"{"filters": {"audio": {"normalize": true}}}"#.utf8)))
+        let queue = queue(fixture) { $0.stallTimeout = 2 }
+        try queue.start()
+        defer { queue.stop(grace: 1) }
+        #expect(try eventually(120) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        let ended = try #require(try fixture.store.job(id: job.id))
+        #expect(ended.state == .succeeded, "\(ended.state) \(ended.errorCode ?? "") \(ended.errorMessage ?? "")")
+    }
+
     @Test func stoppingSendsRunningJobsBackToTheQueue() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))
