@@ -461,6 +461,12 @@ public final class TranscoderAPI: Sendable {
         default:
             throw HTTPError(.badRequest, "invalid_request", "Send {\"input\": \"<upload id>\", \"settings\": {...}} as JSON, or a multipart body.")
         }
+        do throws(HTTPError) {
+            try checkTracks(of: input, for: settings)
+        } catch {
+            if let stored { discardUpload(stored) }
+            throw error
+        }
         let job: Job
         do {
             job = try store.createJob(input: input.id, settings: settings, priority: priority,
@@ -580,6 +586,15 @@ public final class TranscoderAPI: Sendable {
         guard upload.tracks.count == 1, let track = upload.tracks.first, track.mediaType == .video, images.contains(track.codec) else {
             throw HTTPError(.unprocessableContent, "invalid_settings", "\(key): the upload is not a PNG or JPEG image.")
         }
+    }
+
+    /// Thumbnails are taken from the video: an input known to have none (a song, its cover art aside) is refused
+    /// here, where the job was queued and then failed. An input still to be fetched is judged when it runs.
+    private func checkTracks(of input: Upload, for settings: TranscodeSettings) throws(HTTPError) {
+        guard settings.thumbnails != nil, !input.tracks.isEmpty,
+              !input.tracks.contains(where: { $0.mediaType == .video && $0.coverArt != true }) else { return }
+        throw HTTPError(.unprocessableContent, "invalid_settings",
+                        "settings.thumbnails: they are taken from the video, and the input has none (leave thumbnails out).")
     }
 
     private static func jsonObject(_ data: Data) throws(HTTPError) -> [String: JSONValue] {

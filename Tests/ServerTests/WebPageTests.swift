@@ -349,6 +349,38 @@ import TestSupport
     /// The presets come from the server; settings it refuses show its own message beside the field the message
     /// names (the JSON editor for `video`, the pictures checkbox for `thumbnails`) and start nothing; the ladder
     /// option makes an HLS ladder that the page plays natively.
+    /// A song with the page's default settings (poster and storyboard on) was queued, then failed: pictures are
+    /// taken from the video. The page turns them off for a file without video, and on again for the next file with
+    /// one; the server refuses them at once for an input without video (a song's cover art is not one), by JSON and
+    /// by a multipart upload, which it then does not keep.
+    @Test func aSongThroughThePageIsTranscodedWithoutPictures() throws {
+        let server = try TestServer()
+        let song = try Media.scratch().appendingPathComponent("song.m4a").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "sine=d=4", "-c:a", "aac", song])
+        let report = try browse("audio", server, file: song, ["--then", try clip("clip.mp4")])
+        #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
+        #expect(report["picturesBefore"] as? Bool == true && report["picturesForSong"] as? Bool == false, "\(report)")
+        #expect((report["settingsForSong"] as? [String: Any]).map { $0["thumbnails"] == nil } == true, "\(report)")
+        #expect(report["state"] as? String == "succeeded", "\(report["jobDetail"] ?? "")")
+        #expect(report["picturesForVideo"] as? Bool == true && (report["settingsForVideo"] as? [String: Any])?["thumbnails"] != nil, "\(report)")
+
+        let art = try Media.scratch().appendingPathComponent("art.mp3").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "sine=d=2", "-f", "lavfi", "-i", "color=s=64x64:d=1", "-frames:v", "1", "-map", "0", "-map", "1",
+                          "-c:a", "libmp3lame", "-c:v", "mjpeg", "-disposition:v", "attached_pic", art])
+        let pictures = #""settings": {"thumbnails": {"poster": 0}}"#
+        for file in [song, art] {
+            let upload = try #require(try server.json("/v1/uploads", ["-F", "file=@" + file]).object["id"] as? String)
+            let refused = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "--data", #"{"input": "\#(upload)", \#(pictures)}"#])
+            let error = refused.object["error"] as? [String: Any]
+            #expect(refused.status == 422 && error?["code"] as? String == "invalid_settings"
+                    && (error?["message"] as? String ?? "").hasPrefix("settings.thumbnails:"), "\(refused)")
+        }
+        let kept = Media.files(in: server.data.appendingPathComponent("uploads"))
+        let multipart = try server.json("/v1/jobs", ["-F", "file=@" + song, "-F", #"settings={"thumbnails": {"poster": 0}}"#])
+        #expect(multipart.status == 422, "\(multipart)")
+        #expect(Media.files(in: server.data.appendingPathComponent("uploads")) == kept, "the refused upload is not kept")
+    }
+
     @Test func settingsAreCheckedByTheServerAndALadderPlays() throws {
         let server = try TestServer()
         let report = try browse("settings", server, file: try clip("clip.mp4"))

@@ -6,7 +6,7 @@ Swift test asserts on it). Screenshots of each step go into the artifacts folder
 Scenarios: basic (upload through the file input, transcode, play, storyboard, downloads; the file's name is
 markup), resume (reload mid-upload on a throttled connection, choose the file again), token (sign in first),
 keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
-shown by their field, a ladder played as HLS), eta (the ETA shown against the real time left), refusals (an empty
+shown by their field, a ladder played as HLS), audio (a song with the default settings, then a video), eta (the ETA shown against the real time left), refusals (an empty
 file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
 job), streams (how many event streams a page holds), session (a lost session cookie renewed), recovery (a refused first
 list, a job deleted elsewhere past the first page, a refused upload chosen again).
@@ -268,6 +268,24 @@ def scenario_keyboard(browser, base, path, report, token):
     browser.wait(f"!document.querySelector('#jobs li[data-job=\"{canceled}\"]')", timeout=20)
     report["deleted"] = canceled
     browser.screenshot("3-retried-and-deleted")
+
+
+def scenario_audio(browser, base, path, report, token):
+    """A song with the page's default settings (poster and storyboard on), then a video (`--then FILE`)."""
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    report["picturesBefore"] = browser.eval("document.querySelector('#pictures').checked")
+    song = upload_file(browser, path)
+    report["picturesForSong"] = browser.eval("document.querySelector('#pictures').checked")
+    report["settingsForSong"] = browser.eval("JSON.parse(document.querySelector('#settings-json').value)")
+    report["job"] = start_job(browser)
+    wait_for_end(browser, report)
+    report["jobDetail"] = browser.eval(f"{JOB_ITEM}.textContent")
+    browser.screenshot("1-song-done")
+    browser.set_files("#file", [sys.argv[sys.argv.index("--then") + 1]])
+    browser.wait(f"(document.querySelector('#upload').dataset.uploaded || '{song}') !== '{song}'", timeout=60)
+    report["picturesForVideo"] = browser.eval("document.querySelector('#pictures').checked")
+    report["settingsForVideo"] = browser.eval("JSON.parse(document.querySelector('#settings-json').value)")
 
 
 def replace_settings(browser, text):

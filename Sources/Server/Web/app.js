@@ -10,7 +10,8 @@ import { TusUpload, unfinishedUploads } from "./tus.js";
 const $ = (id) => document.getElementById(id);
 
 // `renewedAt`: when the session cookie was last made (Date.now()).
-const state = { upload: null, uploadID: null, fileName: null, settingsEdited: false, presets: [], renewedAt: Date.now() };
+const state = { upload: null, uploadID: null, fileName: null, settingsEdited: false, presets: [], renewedAt: Date.now(),
+                picturesTurnedOff: false };
 
 const jobs = new JobList({
   list: $("jobs"), empty: $("jobs-empty"), live: $("live"), template: $("job-template"),
@@ -119,6 +120,7 @@ function showSettingsError(message) {
 for (const id of ["preset", "ladder", "pictures"]) {
   $(id).addEventListener("change", () => {
     if (id === "preset" && $("preset").value === "audio") $("pictures").checked = false;
+    state.picturesTurnedOff = false; // the user's choice from now on
     state.settingsEdited = false;
     refreshSettings();
   });
@@ -189,6 +191,14 @@ async function upload(file) {
     current.forget();
     if (state.upload !== current) return;
     state.uploadID = stored.id;
+    // Pictures are taken from the video: a file with none (a song, its cover aside) would be refused with them.
+    // Turned off for it, they are turned on again for the next file that has a video.
+    const hasVideo = (stored.tracks || []).some((track) => track.mediaType === "video" && !track.coverArt);
+    if (hasVideo ? state.picturesTurnedOff : $("pictures").checked) {
+      $("pictures").checked = hasVideo;
+      state.picturesTurnedOff = !hasVideo;
+      refreshSettings();
+    }
     $("upload-detail").textContent = `uploaded (${formatBytes(file.size)}) · ready to transcode`;
     $("upload").dataset.uploaded = stored.id;
     $("start").disabled = false;
