@@ -216,6 +216,30 @@ import TestSupport
         #expect(upload["size"] as? Int == size && upload["sha256"] as? String == expected, "\(upload)")
     }
 
+    /// An unfinished upload is remembered until the server's expiry, not a day after it was created: chosen again
+    /// 25 hours later (by the page's clock) with the server keeping uploads 48 hours after their last bytes, it
+    /// continues from the server's offset. The page had forgotten it and started the file over.
+    @Test func aDayLaterAnUnfinishedUploadStillContinues() throws {
+        let server = try TestServer(["--tus-expire-hours", "48"])
+        let file = try clip("big.mp4", size: "1280x720", seconds: 3, bitRate: "16M")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int)
+        let report = try browse("resume", server, file: file, ["--later-hours", "25"])
+        #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
+        #expect((report["noticeAfterReload"] as? String ?? "").contains("did not finish"), "\(report)")
+        let offset = report["firstOffsetAfterReload"] as? Int ?? 0
+        #expect(offset > size / 2 && report["creations"] as? Int == 1, "one upload, continued at \(offset) of \(size)")
+    }
+
+    /// Behind a proxy, a server restarting (502) or completing an upload past the proxy's timeout (504) is waited
+    /// out as the server's own 503 is: the upload failed at once ("Uploading failed (HTTP 502)").
+    @Test func aProxysPassingAnswersAreWaitedOut() throws {
+        let server = try TestServer()
+        let report = try browse("proxy", server, file: try clip("clip.mp4"))
+        #expect(report["refused"] as? [Int] == [502, 504], "\(report)")
+        #expect(report["creations"] as? Int == 1 && (report["detail"] as? String ?? "").contains("ready to transcode"), "\(report)")
+        #expect(try server.json("/v1/uploads/\(report["uploadID"] as? String ?? "")").status == 200)
+    }
+
     /// What the server refuses, for good or for now, as the page meets it. An empty file is refused before anything
     /// is sent. A file that is not media is not "ready to transcode": the server's reason shows. A PATCH that another
     /// request still holds (423) is waited out, saying why, and the upload goes on to the whole, right file; asks for

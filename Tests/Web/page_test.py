@@ -4,9 +4,11 @@ Swift test asserts on it). Screenshots of each step go into the artifacts folder
     page_test.py SCENARIO BASE_URL ARTIFACTS FILE [--token T] [--settings JSON]
 
 Scenarios: basic (upload through the file input, transcode, play, storyboard, downloads; the file's name is
-markup), resume (reload mid-upload on a throttled connection, choose the file again), token (sign in first),
+markup), resume (reload mid-upload on a throttled connection, choose the file again; with --later-hours N, N hours
+later by the page's clock), token (sign in first),
 keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
-shown by their field, a ladder played as HLS), audio (a song with the default settings, then a video), eta (the ETA shown against the real time left), refusals (an empty
+shown by their field, a ladder played as HLS), audio (a song with the default settings, then a video), proxy (a
+proxy's 502 and 504 on the way), eta (the ETA shown against the real time left), refusals (an empty
 file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
 job), streams (how many event streams a page holds), session (a lost session cookie renewed), recovery (a refused first
 list, a job deleted elsewhere past the first page, a refused upload chosen again).
@@ -144,6 +146,13 @@ def scenario_resume(browser, base, path, report, token):
     report["sentBeforeReload"] = browser.eval("Number(document.querySelector('#upload-progress').dataset.sent)")
     report["rememberedBeforeReload"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
     browser.screenshot("1-mid-upload")
+    if "--later-hours" in sys.argv:
+        # The file chosen again that many hours later, by the page's clock (the server's has not moved).
+        hours = float(sys.argv[sys.argv.index("--later-hours") + 1])
+        browser.send("Page.addScriptToEvaluateOnNewDocument", {"source": f"""(() => {{
+            const now = Date.now.bind(Date);
+            Date.now = () => now() + {hours * 3600 * 1000};
+        }})();"""})
     browser.reload()
     browser.wait("!document.querySelector('#app').hidden")
     report["noticeAfterReload"] = browser.eval("document.querySelector('#upload-detail').textContent")
@@ -286,6 +295,30 @@ def scenario_audio(browser, base, path, report, token):
     browser.wait(f"(document.querySelector('#upload').dataset.uploaded || '{song}') !== '{song}'", timeout=60)
     report["picturesForVideo"] = browser.eval("document.querySelector('#pictures').checked")
     report["settingsForVideo"] = browser.eval("JSON.parse(document.querySelector('#settings-json').value)")
+
+
+def scenario_proxy(browser, base, path, report, token):
+    """Answers a proxy in front of a restarting or slow server gives: the first PATCH meets 502, the first ask for
+    the stored upload 504."""
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    refused = []
+
+    def on_paused(paused):
+        method, url = paused["request"]["method"], paused["request"]["url"]
+        if method == "PATCH" and "/v1/tus/" in url and not any(status == 502 for status, _ in refused):
+            refused.append((502, method))
+            browser.fulfill(paused, 502, {"message": "Bad Gateway"})
+        elif method == "GET" and "/v1/uploads/" in url and not any(status == 504 for status, _ in refused):
+            refused.append((504, method))
+            browser.fulfill(paused, 504, {"message": "Gateway Timeout"})
+        else:
+            browser.let_through(paused)
+    browser.intercept("*/v1/*", on_paused)
+    report["uploadID"] = upload_file(browser, path)
+    report["refused"] = [status for status, _ in refused]
+    report["creations"] = len(browser.requests("POST", "/v1/tus"))
+    report["detail"] = browser.eval("document.querySelector('#upload-detail').textContent")
 
 
 def replace_settings(browser, text):

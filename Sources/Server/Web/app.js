@@ -217,7 +217,7 @@ async function storedUpload(id, abandoned) {
     try {
       return await request("GET", `/v1/uploads/${encodeURIComponent(id)}`);
     } catch (error) {
-      if (abandoned() || tries >= 10 || ![0, 404, 423, 503].includes(error.status)) throw error;
+      if (abandoned() || tries >= 10 || ![0, 404, 423, 502, 503, 504].includes(error.status)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 1000 * Math.min(2 ** tries, 5)));
     }
   }

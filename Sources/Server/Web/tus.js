@@ -6,7 +6,9 @@ import { authHeaders } from "./api.js";
 
 const storageKey = "transcoderd.uploads";
 const version = "1.0.0";
-// The server keeps an unfinished upload for a day (--tus-expire-hours): older entries are forgotten.
+// An unfinished upload is remembered until the server's Upload-Expires, as its latest answer stated it (a day after
+// its last bytes by default, --tus-expire-hours); an entry without one, for a day after it was last written. Counted
+// from its creation, a long upload resumed the next day was forgotten while the server still had its bytes.
 const rememberFor = 24 * 3600 * 1000;
 // Waits before each new try after a dropped connection or a passing refusal, in seconds (a server's Retry-After,
 // up to the last of these, wins; for a 423, the longer of the two): about two minutes in all, so a PATCH the server
@@ -14,20 +16,29 @@ const rememberFor = 24 * 3600 * 1000;
 // its body's minute-long timeout when another node holds it) is waited out.
 const retryDelays = [1, 2, 4, 8, 16, 30, 30, 30];
 // Answers worth another try: the connection dropped (0), the offset moved (409: ask the server), another request
-// holds the upload or is completing it (423), too many requests or connections, or the server is busy (429, 503).
-const passing = new Set([0, 409, 423, 429, 503]);
+// holds the upload or is completing it (423), too many requests or connections, or the server is busy (429, 503),
+// or a proxy in front of it found it gone or slow (502 while it restarts, 504 past the proxy's timeout).
+const passing = new Set([0, 409, 423, 429, 502, 503, 504]);
 
 function remembered() {
   let all;
   try { all = JSON.parse(localStorage.getItem(storageKey) || "{}"); } catch { all = {}; }
   const now = Date.now();
-  return Object.fromEntries(Object.entries(all).filter(([, value]) => value && now - value.at < rememberFor));
+  return Object.fromEntries(Object.entries(all).filter(([, value]) =>
+    value && (Number.isFinite(value.expires) ? now < value.expires : now - value.at < rememberFor)));
 }
 
-function remember(fingerprint, url) {
+// `expires`: the server's Upload-Expires in milliseconds, when it said one.
+function remember(fingerprint, url, expires = null) {
   const all = remembered();
-  if (url) all[fingerprint] = { url, at: Date.now() }; else delete all[fingerprint];
+  if (url) all[fingerprint] = { url, at: Date.now(), ...(Number.isFinite(expires) ? { expires } : {}) }; else delete all[fingerprint];
   localStorage.setItem(storageKey, JSON.stringify(all));
+}
+
+// An answer's Upload-Expires in milliseconds, or null.
+function expiry(headers) {
+  const value = Date.parse(headers.get("Upload-Expires") || "");
+  return Number.isFinite(value) ? value : null;
 }
 
 export function fingerprint(file) {
@@ -92,6 +103,7 @@ export class TusUpload {
     this.aborted = false;
     this.request = null;
     this.speedSamples = [];
+    this.expires = null; // the server's Upload-Expires, from its latest answer that said one
   }
 
   // Uploads the whole file; resolves with the upload's id (usable as a job's input once the server has taken its
@@ -107,6 +119,7 @@ export class TusUpload {
         this.url = known.url;
         this.offset = offset;
         this.resumedFrom = offset;
+        remember(key, this.url, this.expires);
       } else {
         remember(key, null);
       }
@@ -115,7 +128,7 @@ export class TusUpload {
       const url = await this.retrying(() => this.create());
       if (this.aborted) throw new Error("The upload was stopped.");
       this.url = url;
-      remember(key, this.url);
+      remember(key, this.url, this.expires);
     }
     this.report();
     let failures = 0;
@@ -125,6 +138,7 @@ export class TusUpload {
       try {
         this.offset = await this.patch(this.file.slice(this.offset, end));
         failures = 0;
+        if (this.offset < this.file.size) remember(key, this.url, this.expires);
       } catch (error) {
         // A dropped connection, an offset the server does not agree with, or a refusal that passes: wait, ask the
         // server where the upload stands, and go on from there. Anything else (refused, signed out) ends the upload.
@@ -178,6 +192,7 @@ export class TusUpload {
     }
     const offset = Number(response.headers.get("Upload-Offset"));
     const length = Number(response.headers.get("Upload-Length"));
+    this.expires = expiry(response.headers) ?? this.expires;
     if (!Number.isFinite(offset) || length !== this.file.size) return null;
     return offset;
   }
@@ -193,6 +208,7 @@ export class TusUpload {
     }
     const location = response.headers.get("Location");
     if (!location) throw new Error("The server did not say where the upload goes.");
+    this.expires = expiry(response.headers);
     return new URL(location, window.location.href).pathname;
   }
 
@@ -210,6 +226,7 @@ export class TusUpload {
       request.onload = () => {
         this.request = null;
         const offset = Number(request.getResponseHeader("Upload-Offset"));
+        if (request.status === 204) this.expires = expiry({ get: (name) => request.getResponseHeader(name) }) ?? this.expires;
         if (request.status !== 204) reject(failure(request.status, request.responseText, "Uploading", request.getResponseHeader("Retry-After")));
         else if (!Number.isInteger(offset) || offset <= start || offset > this.file.size) reject(failure(409, "", "Uploading"));
         else resolve(offset);
