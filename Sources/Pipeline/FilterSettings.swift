@@ -104,18 +104,21 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// Speed-up of the output timeline (1 when no tempo is set).
     var tempo: Double { audio?.tempo ?? 1 }
 
-    /// The overlay that puts the image (`[mark]`) on the filtered picture (`[main]`), or nil without a watermark.
-    func watermarkChain() -> String? {
+    /// The overlay that puts the image (`[mark]`) on the filtered picture (`[main]`), or nil without a watermark;
+    /// turned and placed for the picture's `orientation`, so that it shows as asked.
+    func watermarkChain(orientation: PictureOrientation = PictureOrientation()) -> String? {
         guard let mark = video?.watermark else { return nil }
-        let m = mark.margin
-        let (x, y): (String, String) = switch mark.position {
-        case .topLeft: ("\(m)", "\(m)")
-        case .topRight: ("W-w-\(m)", "\(m)")
-        case .bottomLeft: ("\(m)", "H-h-\(m)")
-        case .bottomRight: ("W-w-\(m)", "H-h-\(m)")
-        case .center: ("(W-w)/2", "(H-h)/2")
+        let mx = orientation.storedWidth(mark.margin), my = mark.margin
+        let (x, y): (String, String)
+        if mark.position == .center {
+            (x, y) = ("(W-w)/2", "(H-h)/2")
+        } else {
+            let corner = orientation.storedCorner(right: [.topRight, .bottomRight].contains(mark.position),
+                                                  bottom: [.bottomLeft, .bottomRight].contains(mark.position))
+            (x, y) = (corner.right ? "W-w-\(mx)" : "\(mx)", corner.bottom ? "H-h-\(my)" : "\(my)")
         }
-        return "[wm]format=rgba,colorchannelmixer=aa=\(mark.opacity)[mark];[main][mark]overlay=x=\(x):y=\(y):format=auto[out]"
+        let turn = orientation.imageFilters.map { "," + $0 } ?? ""
+        return "[wm]format=rgba,colorchannelmixer=aa=\(mark.opacity)\(turn)[mark];[main][mark]overlay=x=\(x):y=\(y):format=auto[out]"
     }
 
     /// The video filter chain, or nil when nothing is asked. Numbers only: no text from the user reaches it.
@@ -123,7 +126,8 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// rate, timestamps and key-frame interval stay those of the source. A tempo scales time from `origin` (the
     /// output's zero, in microseconds: `AV_TIME_BASE`) on, as the audio's does: a source that starts late (a transport
     /// stream's clock) keeps its pictures with its sound. `toneMapping` (`ToneMapping.filters`) maps HDR to SDR.
-    func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil) -> String? {
+    func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil,
+                    orientation: PictureOrientation = PictureOrientation()) -> String? {
         var filters: [String] = []
         if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
         // Before the crop (zimg misreads a picture cropped to an odd offset), and before the picture adjustments
@@ -140,7 +144,7 @@ public struct FilterSettings: Sendable, Equatable, Codable {
             filters.append("settb=AVTB")
             filters.append(origin == 0 ? "setpts=PTS/\(tempo)" : "setpts=(PTS-(\(origin)))/\(tempo)+(\(origin))")
         }
-        if let overlay = watermarkChain() {
+        if let overlay = watermarkChain(orientation: orientation) {
             let main = filters.isEmpty ? "null" : filters.joined(separator: ",")
             return "[in]\(main)[main];" + overlay
         }

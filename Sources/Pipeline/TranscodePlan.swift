@@ -207,8 +207,10 @@ final class TranscodePlan {
         workers = encodeSides.indices.map { EncodeWorker(name: "encode-\(names[$0])") }
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
         let queues = workers.map(\.queue)
-        video = try VideoSource(track: track.index, stream: stream, filters: settings.filters,
-                                timeline: output.timeline, toneMapping: toneMapping) { (frame, timeBase) throws(MediaError) in
+        let orientation = PictureOrientation(rotation: track.rotation ?? 0, mirrored: track.mirrored == true,
+                                             sampleAspect: track.sampleAspectValue)
+        video = try VideoSource(track: track.index, stream: stream, filters: settings.filters, timeline: output.timeline,
+                                toneMapping: toneMapping, orientation: orientation) { (frame, timeBase) throws(MediaError) in
             for queue in queues { try queue.push(frame, timeBase: timeBase) }
         }
     }

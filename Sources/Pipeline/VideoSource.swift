@@ -19,14 +19,18 @@ final class VideoSource {
     /// Size and pixel format the current graph was built for.
     private var filterInput: (width: Int32, height: Int32, format: Int32)?
     private let watermark: Frame?
+    /// How the pictures are shown, for the watermark's turn and place.
+    private let orientation: PictureOrientation
     /// HDR → SDR filters, when the source is HDR and the settings ask for SDR.
     private let toneMappingFilters: String?
     /// Where each picture goes, with the time base of its `pts`.
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
     init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?, timeline: Timeline,
-         toneMapping: ToneMapping?, emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
+         toneMapping: ToneMapping?, orientation: PictureOrientation,
+         emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
+        self.orientation = orientation
         toneMappingFilters = toneMapping?.filters
         sourceTimeBase = stream.pointee.time_base
         origin = timeline.start
@@ -58,7 +62,7 @@ final class VideoSource {
             chainDecided = true
             deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
             filterChain = (filterSettings ?? FilterSettings())
-                .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters)
+                .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters, orientation: orientation)
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
         let picture = value.pointee

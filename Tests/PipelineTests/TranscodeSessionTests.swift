@@ -253,15 +253,7 @@ import TestSupport
         let input = folder.appendingPathComponent("mirrored.mp4").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "color=blue:s=320x240:r=30:d=1,drawbox=x=0:y=0:w=160:h=120:color=red:t=fill",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: input)))
-        let box = try #require(bytes.indices.dropLast(4).first { bytes[$0..<$0 + 4] == [0x74, 0x6B, 0x68, 0x64] }, "a tkhd box")
-        // After the type: version and flags, then times of 4 bytes (version 0) or 8 (version 1), then 16 bytes.
-        let start = box + 4 + (bytes[box + 4] == 1 ? 36 : 24) + 16
-        for (offset, value) in [(0, matrix[0]), (4, matrix[1]), (12, matrix[2]), (16, matrix[3])] {
-            let fixed = UInt32(bitPattern: value << 16)
-            for byte in 0..<4 { bytes[start + offset + byte] = UInt8(truncatingIfNeeded: fixed >> (24 - 8 * byte)) }
-        }
-        try Data(bytes).write(to: URL(fileURLWithPath: input))
+        try Self.setDisplayMatrix(matrix, of: input)
         let track = try #require(try TranscodeSession.probe(path: input).first)
         #expect(track.mirrored == true && track.rotation == rotation, "\(String(describing: track.mirrored)), \(String(describing: track.rotation))")
 
@@ -279,6 +271,54 @@ import TestSupport
                 #expect(color[2] > 180 && color[0] < 80, "\(name) is blue: \(color)")
             }
         }
+    }
+
+    /// Writes the display matrix a, b, c, d (row vectors: x' = a·x + c·y) into the MP4's `tkhd`.
+    private static func setDisplayMatrix(_ matrix: [Int32], of path: String) throws {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let box = try #require(bytes.indices.dropLast(4).first { bytes[$0..<$0 + 4] == [0x74, 0x6B, 0x68, 0x64] }, "a tkhd box")
+        // After the type: version and flags, then times of 4 bytes (version 0) or 8 (version 1), then 16 bytes.
+        let start = box + 4 + (bytes[box + 4] == 1 ? 36 : 24) + 16
+        for (offset, value) in [(0, matrix[0]), (4, matrix[1]), (12, matrix[2]), (16, matrix[3])] {
+            let fixed = UInt32(bitPattern: value << 16)
+            for byte in 0..<4 { bytes[start + offset + byte] = UInt8(truncatingIfNeeded: fixed >> (24 - 8 * byte)) }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// A watermark shows upright, unmirrored, unstretched and in the corner asked, whatever the display matrix and
+    /// the sample aspect: it was laid on the stored picture as given, so a phone's portrait video showed it sideways
+    /// in another corner, a front camera's mirrored (text backwards), an anamorphic one's stretched. A 60×20 image,
+    /// red then green, at the bottom right with no margin, over grey.
+    @Test(arguments: [
+        ([1, 0, 0, 1], 0, false, "1"), ([0, 1, -1, 0], 90, false, "1"), ([-1, 0, 0, -1], 180, false, "1"),
+        ([0, -1, 1, 0], 270, false, "1"), ([-1, 0, 0, 1], 0, true, "1"), ([1, 0, 0, -1], 180, true, "1"),
+        ([0, -1, -1, 0], 90, true, "1"), ([0, 1, 1, 0], 270, true, "1"), ([1, 0, 0, 1], 0, false, "64/45"),
+    ])
+    func aWatermarkShowsAsAskedWhateverThePicturesOrientation(matrix: [Int32], rotation: Int, mirrored: Bool, sampleAspect: String) throws {
+        let folder = try Media.scratch()
+        let mark = folder.appendingPathComponent("mark.png").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=30x20", "-f", "lavfi", "-i", "color=lime:s=30x20",
+                          "-filter_complex", "hstack", "-frames:v", "1", mark])
+        let input = folder.appendingPathComponent("grey.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=gray:s=320x240:r=30:d=1,setsar=\(sampleAspect)",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        try Self.setDisplayMatrix(matrix, of: input)
+        let track = try #require(try TranscodeSession.probe(path: input).first)
+        #expect((track.rotation ?? 0) == rotation && (track.mirrored == true) == mirrored, "\(track)")
+        var settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "mark", "position": "bottomRight", "margin": 0}}}}"#.utf8))
+        settings.filters?.video?.watermark?.imagePath = mark
+        let output = folder.appendingPathComponent("out.mp4").path
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: settings).run()
+        let video = try #require(try Probe.read(output).video)
+        let (width, height) = (video.width ?? 0, video.height ?? 0)
+        let red = try Probe.meanColor(output, x: width - 56, y: height - 16, width: 22, height: 12)
+        let green = try Probe.meanColor(output, x: width - 26, y: height - 16, width: 22, height: 12)
+        let beside = try Probe.meanColor(output, x: width - 90, y: height - 16, width: 26, height: 12)
+        let above = try Probe.meanColor(output, x: width - 56, y: height - 50, width: 52, height: 26)
+        #expect(red[0] > 180 && red[1] < 80, "red at the image's left, in the bottom right corner: \(red) (\(width)×\(height))")
+        #expect(green[1] > 180 && green[0] < 80, "green at its right: \(green)")
+        for grey in [beside, above] { #expect(grey.allSatisfy { abs($0 - 128) < 25 }, "grey around it: \(grey)") }
     }
 
     @Test func anamorphicSourcesComeOutWithSquarePixels() throws {
