@@ -126,14 +126,25 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// rate, timestamps and key-frame interval stay those of the source. A tempo scales time from `origin` (the
     /// output's zero, in microseconds: `AV_TIME_BASE`) on, as the audio's does: a source that starts late (a transport
     /// stream's clock) keeps its pictures with its sound. `toneMapping` (`ToneMapping.filters`) maps HDR to SDR.
+    ///
+    /// The crop is given in the pixels of a `sourceSize` picture (the stream's), and taken as that share of
+    /// whatever size each picture has: a source that changes size mid-stream (a broadcast switching programmes)
+    /// keeps the same part of its picture, where a rectangle of pixels failed the job on a smaller picture.
     func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil,
-                    orientation: PictureOrientation = PictureOrientation()) -> String? {
+                    orientation: PictureOrientation = PictureOrientation(), sourceSize: (width: Int, height: Int)? = nil) -> String? {
         var filters: [String] = []
         if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
         // Before the crop (zimg misreads a picture cropped to an odd offset), and before the picture adjustments
         // (they are meant for what is seen).
         if let toneMapping { filters.append(toneMapping) }
-        if let crop = video?.crop { filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1") }
+        if let crop = video?.crop {
+            if let (width, height) = sourceSize, width > 0, height > 0 {
+                // Multiplied first: a picture of the source's size gets the very rectangle asked.
+                filters.append("crop=w=iw*\(crop.width)/\(width):h=ih*\(crop.height)/\(height):x=iw*\(crop.x)/\(width):y=ih*\(crop.y)/\(height):exact=1")
+            } else {
+                filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1")
+            }
+        }
         if video?.grayscale == true { filters.append("hue=s=0") }
         let brightness = video?.brightness ?? 0, contrast = video?.contrast ?? 1, saturation = video?.saturation ?? 1
         if brightness != 0 || contrast != 1 || saturation != 1 {

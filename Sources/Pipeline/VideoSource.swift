@@ -21,6 +21,8 @@ final class VideoSource {
     private let watermark: Frame?
     /// How the pictures are shown, for the watermark's turn and place.
     private let orientation: PictureOrientation
+    /// The stream's picture size, which a crop's pixels are of.
+    private let sourceSize: (width: Int, height: Int)
     /// HDR → SDR filters, when the source is HDR and the settings ask for SDR.
     private let toneMappingFilters: String?
     /// Where each picture goes, with the time base of its `pts`.
@@ -31,6 +33,7 @@ final class VideoSource {
          emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
         self.orientation = orientation
+        sourceSize = (Int(stream.pointee.codecpar.pointee.width), Int(stream.pointee.codecpar.pointee.height))
         toneMappingFilters = toneMapping?.filters
         sourceTimeBase = stream.pointee.time_base
         origin = timeline.start
@@ -62,7 +65,8 @@ final class VideoSource {
             chainDecided = true
             deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
             filterChain = (filterSettings ?? FilterSettings())
-                .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters, orientation: orientation)
+                .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters, orientation: orientation,
+                            sourceSize: sourceSize)
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
         let picture = value.pointee

@@ -68,6 +68,21 @@ import TestSupport
         #expect(band[2] > 200 && band[0] < 50, "the blue band at the top: \(band)")
     }
 
+    /// A crop keeps the same share of a picture that changes size: its rectangle, in pixels of the stream's first
+    /// size (600×300 of 640×360), was wider than the 480×360 part, and the job failed ("Configuring the filters
+    /// failed"). The 4:3 part's share (450×300 from its top left) shows its top band, pillarboxed.
+    @Test func aCropKeepsItsShareOfAPictureThatChangesSize() throws {
+        let output = try Media.scratch().appendingPathComponent("out.mp4").path
+        let settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"crop": {"x": 0, "y": 0, "width": 600, "height": 300}}}}"#.utf8))
+        let result = try TranscodeSession(inputPath: try Media.shapeChange(), outputPath: output, settings: settings).run()
+        let video = try #require(try Probe.read(output).video)
+        #expect(video.width == 600 && video.height == 300 && result.framesEncoded == 120, "\(video), \(result.framesEncoded) frames")
+        #expect(try Probe.meanColor(output, at: 1, x: 0, y: 0, width: 600, height: 300).allSatisfy { $0 > 240 }, "white first")
+        let middle = try Probe.meanColor(output, at: 3, x: 100, y: 60, width: 400, height: 200)
+        let band = try Probe.meanColor(output, at: 3, x: 100, y: 4, width: 400, height: 26)
+        #expect(middle[0] > 200 && middle[2] < 50 && band[2] > 200 && band[0] < 50, "red under the blue band: \(middle) \(band)")
+    }
+
     /// In fill mode the 4:3 part is cropped to 16:9: its bands, in the lines cropped, are gone.
     @Test func fillModeCropsTheNewShape() throws {
         let output = try Media.scratch().appendingPathComponent("out.mp4").path
