@@ -169,6 +169,11 @@ import TestSupport
         let report = try browse("basic", server, file: try clip(name))
         #expect(report["consoleErrors"] as? [String] == [], "\(report["consoleErrors"] ?? "")")
         // The estimate is measured from the first progress: counting a job's quiet start made it a third too long.
+        // A job requeued with its attempts kept runs again from 0: the bar and text follow it (they stayed frozen
+        // at the earlier attempt's 70 %, saying "Waiting for a worker").
+        let requeued = report["requeued"] as? [Any] ?? []
+        #expect(requeued.count == 3 && requeued[0] as? String == "Starting" && requeued[1] as? Double == 0.2
+                && (requeued[2] as? String ?? "").hasPrefix("20 %"), "\(requeued)")
         let eta = report["etaAfterAQuietStart"] as? Double ?? -1
         #expect(abs(eta - 15) < 1, "ETA \(eta) s where 15 s are left")
         #expect(report["state"] as? String == "succeeded" && report["progress"] as? Double == 1)

@@ -121,6 +121,22 @@ def scenario_basic(browser, base, path, report, token):
         for (let t = 0; t <= 8; t += 0.25) shown = eta.update(t < 3 ? 0 : (t - 3) / 20, t);
         return shown;
     })""", await_promise=True)
+    # A job requeued with its attempt count kept (a graceful restart) runs again from 0: its progress shows, and
+    # while it has none yet it is starting, not waiting for a worker.
+    report["requeued"] = browser.eval("""import(new URL("jobs.js", document.querySelector("script[type=module]").src).href).then(({ JobList }) => {
+        const list = new JobList({ list: document.createElement("ul"), empty: document.createElement("p"),
+                                   live: document.createElement("p"), template: document.querySelector("#job-template"),
+                                   onShow() {}, onRetry() {}, onError() {} });
+        const job = { id: "j", state: "running", attempts: 1, startedAt: "2026-01-01T00:00:00Z", input: { filename: "a.mp4" } };
+        list.upsert({ ...job, progress: { fraction: 0.6 } });
+        list.progress("j", { fraction: 0.7 });
+        list.upsert({ ...job, state: "queued", startedAt: null, progress: { fraction: 0 } });
+        list.upsert({ ...job, startedAt: "2026-01-01T00:10:00Z" });
+        const item = list.items.get("j");
+        const starting = item.querySelector(".stats").textContent;
+        list.progress("j", { fraction: 0.2 });
+        return [starting, item.querySelector("progress").value, item.querySelector(".stats").textContent];
+    })""", await_promise=True)
     report["uploadID"] = upload_file(browser, path)
     browser.screenshot("2-uploaded")
     report["job"] = start_job(browser)

@@ -93,8 +93,11 @@ export class JobList {
     item.dataset.state = job.state;
     item.querySelector(".state").textContent = job.state;
     const progress = item.querySelector("progress");
-    if (previous && previous.attempts !== job.attempts) {
-      // A new attempt measures its own pace.
+    // A new attempt measures its own pace, from its own start: one after a retry counts up, one after a requeue
+    // (a graceful restart, an expired lease) keeps the count but starts again (the job queued, or a new start),
+    // and its progress from 0 was dropped as below the earlier attempt's, the bar frozen.
+    if (previous && (previous.attempts !== job.attempts || previous.startedAt !== job.startedAt
+                     || (previous.state === "running" && job.state === "queued"))) {
       this.etas.delete(job.id);
       this.fractions.delete(job.id);
     }
@@ -111,7 +114,7 @@ export class JobList {
     if (focused?.hidden) item.querySelector("button[data-action]:not([hidden])")?.focus();
     if (job.state === "running" && job.progress) this.progress(job.id, job.progress);
     else if (!active) item.querySelector(".stats").textContent = job.state === "succeeded" ? this.summary(job) : "";
-    else item.querySelector(".stats").textContent = "Waiting for a worker";
+    else item.querySelector(".stats").textContent = job.state === "running" ? "Starting" : "Waiting for a worker";
     if (previous && previous.state !== job.state) {
       this.live.textContent = `${item.querySelector(".name").textContent}: ${job.state}`;
     }
