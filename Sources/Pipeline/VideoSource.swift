@@ -21,7 +21,7 @@ final class VideoSource {
     private let watermark: Frame?
     /// How the pictures are shown, for the watermark's turn and place.
     private let orientation: PictureOrientation
-    /// The stream's picture size, which a crop's pixels are of.
+    /// The size of the stream's pictures as they reach the crop, whose pixels are of it.
     private let sourceSize: (width: Int, height: Int)
     /// HDR → SDR filters, when the source is HDR and the settings ask for SDR.
     private let toneMappingFilters: String?
@@ -33,7 +33,13 @@ final class VideoSource {
          emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
         self.orientation = orientation
-        sourceSize = (Int(stream.pointee.codecpar.pointee.width), Int(stream.pointee.codecpar.pointee.height))
+        let (width, height) = (Int(stream.pointee.codecpar.pointee.width), Int(stream.pointee.codecpar.pointee.height))
+        // The tone mapping makes a picture even before the crop: a column and a line added, or the last ones dropped.
+        sourceSize = switch toneMapping?.padsToEven {
+        case true?: ((width + 1) / 2 * 2, (height + 1) / 2 * 2)
+        case false?: (width / 2 * 2, height / 2 * 2)
+        case nil: (width, height)
+        }
         toneMappingFilters = toneMapping?.filters
         sourceTimeBase = stream.pointee.time_base
         origin = timeline.start
