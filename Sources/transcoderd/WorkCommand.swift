@@ -17,7 +17,7 @@ enum WorkCommand {
         Options (each also read from the environment variable shown):
         \(Configuration.help)
           --exit-when-idle
-              exit once no job is queued or running
+              exit once no job is queued or running (on a shared store: on any node)
         """
 
     /// Seconds `--exit-when-idle` goes on asking a store that cannot count the queued jobs.
@@ -52,15 +52,19 @@ enum WorkCommand {
             var failingSince: Date?
             var status: Int32 = 0
             while true {
-                if stop.wait(timeout: .now() + 0.2) == .success { break }
-                // The queue's count first: a job claimed after it is read is being claimed or running by then. A
+                // Once a second: the count reads the whole jobs table.
+                if stop.wait(timeout: .now() + 1) == .success { break }
+                // The store's count first: a job claimed after it is read is being claimed or running by then. A
                 // store that cannot answer for a moment (a failover) is asked again, the running jobs going on
                 // meanwhile; one that cannot for a minute ends the command.
                 guard config.exitWhenIdle else { continue }
                 do {
-                    let queued = try queue.store.counts()[.queued] ?? 0
+                    let counts = try queue.store.counts()
                     failingSince = nil
-                    if queued == 0, queue.isIdle { break }
+                    // On a shared store, the jobs other nodes run too: one whose node dies goes back to the queue
+                    // when its lease runs out, and with every idle worker gone it stayed there for good.
+                    let running = queue.store.isShared ? counts[.running] ?? 0 : 0
+                    if counts[.queued] ?? 0 == 0, running == 0, queue.isIdle { break }
                 } catch {
                     if failingSince == nil {
                         failingSince = Date()

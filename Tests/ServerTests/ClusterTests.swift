@@ -155,6 +155,23 @@ import TestSupport
                 "the checkpoint went with the job's end")
     }
 
+    /// `work --exit-when-idle` on a cluster waits while another node runs a job: it left at once, and had the other
+    /// node died, its job would have gone back to the queue with no worker left to take it. It leaves once the job
+    /// is done.
+    @Test func anIdleWorkerStaysWhileAnotherNodeRunsAJob() throws {
+        let cluster = try Cluster(workers: 1)
+        let id = try cluster.submit(try cluster.upload(try Media.path(.tenSeconds)), settings: Self.slowSettings)
+        #expect(try eventually(30) { try cluster.job(id)["state"] as? String == "running" })
+        let idle = try WorkerNode(data: cluster.data, store: cluster.uri, ["--exit-when-idle"])
+        Thread.sleep(forTimeInterval: 2)
+        let stayed = idle.process.isRunning
+        let state = try cluster.job(id)["state"] as? String
+        #expect(stayed && state == "running", "stayed while the job ran (\(state ?? "?")): \(idle.log.suffix(500))")
+        #expect(try eventually(90) { try cluster.job(id)["state"] as? String == "succeeded" })
+        #expect(eventually(10) { !idle.process.isRunning }, "left once the job was done")
+        if !idle.process.isRunning { #expect(idle.process.terminationStatus == 0) }
+    }
+
     @Test func aPausedWorkerThatComesBackIsFencedOffAndGivesTheJobUp() throws {
         let lease = 4
         let cluster = try Cluster(workers: 2, lease: lease)
