@@ -7,10 +7,6 @@ final class VideoConverter {
     private let encoding: VideoEncoding
     private let sourceColors: ColorTags
     private var scaler: OpaquePointer?
-    /// With a source of more than 8 bits a component whose range changes: the colour conversion, 8-bit 4:4:4 to
-    /// 4:2:0, after `scaler` has only scaled (see `scale`). (4:2:0 to 4:2:0 of one size is copied as it is.)
-    private var rangeScaler: OpaquePointer?
-    private let eightBit = Frame()
     /// What the scaler was made for: the input's size and format, and the size it scales to.
     private var scalerShape: (width: Int32, height: Int32, format: Int32, toWidth: Int, toHeight: Int) = (0, 0, -1, 0, 0)
     private let scaled = Frame()
@@ -78,44 +74,44 @@ final class VideoConverter {
         let target = destination ?? PictureLayout.Rect(x: 0, y: 0, width: encoding.scaledWidth, height: encoding.scaledHeight)
         if scaler == nil || scalerShape != (source.width, source.height, source.format, target.width, target.height) {
             sws_freeContext(scaler)
-            sws_freeContext(rangeScaler)
-            rangeScaler = nil
+            scaler = nil
             let sourceFullRange: Int32 = sourceColors.range == AVCOL_RANGE_JPEG ? 1 : 0
             let outputFullRange: Int32 = encoding.colors.range == AVCOL_RANGE_JPEG ? 1 : 0
-            let sourceMatrix = sws_getCoefficients(Int32(sourceColors.matrix.rawValue))
-            let outputMatrix = sws_getCoefficients(Int32(encoding.colors.matrix.rawValue))
-            // FFmpeg 5.1's swscale converts the range of 8-bit YUV only: a deeper source's was left as it was (a
-            // ProRes or 10-bit H.264 source's poster and thumbnails came out grey, 16 to 235). Such a picture is
-            // scaled to 8-bit 4:4:4 as it is, then converted to 4:2:0 (4:2:0 to 4:2:0 of one size is only copied).
-            let throughEightBits = sourceFullRange != outputFullRange && Self.isDeepYUV(source.format)
-            scaler = sws_getContext(
-                source.width, source.height, AVPixelFormat(rawValue: source.format),
-                Int32(target.width), Int32(target.height), throughEightBits ? AV_PIX_FMT_YUV444P : AV_PIX_FMT_YUV420P,
-                SWS_BICUBIC, nil, nil, nil)
+            // The ranges are options of the scaler as it is set up: set afterwards (`sws_setColorspaceDetails`
+            // alone), FFmpeg 5.1 converted the range of 8-bit YUV scaled to another size only. At the same size the
+            // picture was copied, and a source of more than 8 bits never converted: an SD video's poster at its own
+            // size, a ProRes source's thumbnails and a full range asked of either came out grey (black 16, white 235).
+            if let context = sws_alloc_context() {
+                let options: [(String, Int64)] = [
+                    ("srcw", Int64(source.width)), ("srch", Int64(source.height)), ("src_format", Int64(source.format)),
+                    ("dstw", Int64(target.width)), ("dsth", Int64(target.height)), ("dst_format", Int64(AV_PIX_FMT_YUV420P.rawValue)),
+                    ("sws_flags", Int64(SWS_BICUBIC)), ("src_range", Int64(sourceFullRange)), ("dst_range", Int64(outputFullRange)),
+                ]
+                let raw = UnsafeMutableRawPointer(context)
+                if options.allSatisfy({ av_opt_set_int(raw, $0.0, $0.1, 0) >= 0 }), sws_init_context(context, nil, nil) >= 0 {
+                    scaler = context
+                } else {
+                    sws_freeContext(context)
+                }
+            }
             guard scaler != nil else {
                 throw MediaError(code: "unsupported_pixel_format",
                                  message: "The input's pixel format cannot be converted to 4:2:0 (\(source.width)x\(source.height)).")
             }
             scalerShape = (source.width, source.height, source.format, target.width, target.height)
-            if throughEightBits {
-                sws_setColorspaceDetails(scaler, sourceMatrix, sourceFullRange, sourceMatrix, sourceFullRange, 0, 1 << 16, 1 << 16)
-                rangeScaler = sws_getContext(Int32(target.width), Int32(target.height), AV_PIX_FMT_YUV444P,
-                                             Int32(target.width), Int32(target.height), AV_PIX_FMT_YUV420P, SWS_BICUBIC, nil, nil, nil)
-                guard rangeScaler != nil else { throw MediaError(code: "out_of_memory", message: "Setting up a colour conversion failed.") }
-                sws_setColorspaceDetails(rangeScaler, sourceMatrix, sourceFullRange, outputMatrix, outputFullRange, 0, 1 << 16, 1 << 16)
-            } else {
-                sws_setColorspaceDetails(scaler, sourceMatrix, sourceFullRange, outputMatrix, outputFullRange, 0, 1 << 16, 1 << 16)
-            }
+            sws_setColorspaceDetails(
+                scaler, sws_getCoefficients(Int32(sourceColors.matrix.rawValue)), sourceFullRange,
+                sws_getCoefficients(Int32(encoding.colors.matrix.rawValue)), outputFullRange, 0, 1 << 16, 1 << 16)
         }
         guard let destination else {
             try prepare(scaled, width: encoding.scaledWidth, height: encoding.scaledHeight)
-            try scaleConverting(frame, into: scaled)
+            try FFmpeg.check(sws_scale_frame(scaler, scaled.pointer, frame.pointer), "Scaling the picture")
             return
         }
         // Scaled on its own (swscale may write a little past a line's width), then copied into its rectangle of a
         // black box (offsets even: chroma is half size).
         try prepare(fitted, width: destination.width, height: destination.height)
-        try scaleConverting(frame, into: fitted)
+        try FFmpeg.check(sws_scale_frame(scaler, fitted.pointer, frame.pointer), "Scaling the picture")
         try prepare(scaled, width: encoding.scaledWidth, height: encoding.scaledHeight)
         let black: [UInt8] = [encoding.colors.range == AVCOL_RANGE_JPEG ? 0 : 16, 128, 128]
         for plane in 0..<3 {
@@ -134,35 +130,15 @@ final class VideoConverter {
         }
     }
 
-    /// Scales `frame` into `output` (a prepared 4:2:0 picture of the scaler's target size) with its colours
-    /// converted: by `scaler` alone, or through 8 bits and `rangeScaler`.
-    private func scaleConverting(_ frame: Frame, into output: Frame) throws(MediaError) {
-        guard let rangeScaler else {
-            try FFmpeg.check(sws_scale_frame(scaler, output.pointer, frame.pointer), "Scaling the picture")
-            return
-        }
-        try prepare(eightBit, width: Int(output.pointer.pointee.width), height: Int(output.pointer.pointee.height), format: AV_PIX_FMT_YUV444P)
-        try FFmpeg.check(sws_scale_frame(scaler, eightBit.pointer, frame.pointer), "Scaling the picture")
-        try FFmpeg.check(sws_scale_frame(rangeScaler, output.pointer, eightBit.pointer), "Converting the picture's colours")
-    }
-
-    /// Whether `format` is YUV with more than 8 bits a component.
-    private static func isDeepYUV(_ format: Int32) -> Bool {
-        guard let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
-        return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) == 0 && descriptor.pointee.nb_components >= 3
-            && descriptor.pointee.comp.0.depth > 8
-    }
-
-    /// Makes `frame` a writable picture (4:2:0 unless said) of the given size, reusing its buffer when nobody else
-    /// holds it.
-    private func prepare(_ frame: Frame, width: Int, height: Int, format: AVPixelFormat = AV_PIX_FMT_YUV420P) throws(MediaError) {
+    /// Makes `frame` a writable 4:2:0 picture of the given size, reusing its buffer when nobody else holds it.
+    private func prepare(_ frame: Frame, width: Int, height: Int) throws(MediaError) {
         let value = frame.pointer.pointee
-        if value.width != Int32(width) || value.height != Int32(height) || value.format != format.rawValue
+        if value.width != Int32(width) || value.height != Int32(height) || value.format != AV_PIX_FMT_YUV420P.rawValue
             || value.buf.0 == nil {
             frame.unref()
             frame.pointer.pointee.width = Int32(width)
             frame.pointer.pointee.height = Int32(height)
-            frame.pointer.pointee.format = format.rawValue
+            frame.pointer.pointee.format = AV_PIX_FMT_YUV420P.rawValue
             try FFmpeg.check(av_frame_get_buffer(frame.pointer, 0), "Allocating a picture", code: "out_of_memory")
         } else {
             try FFmpeg.check(av_frame_make_writable(frame.pointer), "Allocating a picture", code: "out_of_memory")
@@ -205,8 +181,5 @@ final class VideoConverter {
         av_frame_copy_props(rotated.pointer, source.pointer)
     }
 
-    deinit {
-        sws_freeContext(scaler)
-        sws_freeContext(rangeScaler)
-    }
+    deinit { sws_freeContext(scaler) }
 }

@@ -69,21 +69,23 @@ import TestSupport
         }
     }
 
-    /// A source of more than 8 bits whose range changes (a poster's JPEG is full range; a range asked) is converted,
-    /// not just retagged: FFmpeg's swscale left a 10-bit source's range as it was, and a limited-range ProRes
-    /// source's poster and a full-range output showed black as 16 and white as 235.
-    @Test func aTenBitSourcesRangeIsConverted() throws {
+    /// A picture whose range changes (a poster's JPEG is full range; a range asked) at its own size, or from more
+    /// than 8 bits, is converted, not just retagged: FFmpeg's swscale converted the range of 8-bit pictures scaled to
+    /// another size only, and an SD video's poster, a limited-range ProRes source's poster and a full-range output of
+    /// either showed black as 16 and white as 235.
+    @Test(arguments: [("prores_ks", "yuv422p10le", "mov"), ("libx264", "yuv420p", "mp4")])
+    func aSourcesRangeIsConvertedAtItsOwnSizeAndDepth(codec: String, pixelFormat: String, container: String) throws {
         let folder = try Media.scratch()
-        let input = folder.appendingPathComponent("black-white.mov").path
+        let input = folder.appendingPathComponent("black-white.\(container)").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "color=black:s=160x120:d=1", "-f", "lavfi", "-i", "color=white:s=160x120:d=1",
-                          "-filter_complex", "[0][1]hstack", "-c:v", "prores_ks", "-pix_fmt", "yuv422p10le", input])
-        let out = folder.appendingPathComponent("out").path
-        _ = try TranscodeSession(inputPath: input, outputDirectory: out,
-                                 settings: try TranscodeSettings.parse(Data(#"{"video": {"color": {"range": "pc"}}, "thumbnails": {"poster": 0}}"#.utf8))).run()
-        for path in [out + "/poster.jpg", out + "/output.mp4"] {
+                          "-filter_complex", "[0][1]hstack", "-c:v", codec, "-pix_fmt", pixelFormat, input])
+        for json in [#"{"thumbnails": {"poster": 0}}"#, #"{"video": {"color": {"range": "pc"}}}"#] {
+            let out = folder.appendingPathComponent("out-\(json.count)").path
+            _ = try TranscodeSession(inputPath: input, outputDirectory: out, settings: try TranscodeSettings.parse(Data(json.utf8))).run()
+            let path = out + (json.contains("poster") ? "/poster.jpg" : "/output.mp4")
             let black = try Probe.meanColor(path, at: nil, x: 20, y: 20, width: 100, height: 80)
             let white = try Probe.meanColor(path, at: nil, x: 200, y: 20, width: 100, height: 80)
-            #expect(black.allSatisfy { $0 < 5 } && white.allSatisfy { $0 > 250 }, "\(path): black \(black), white \(white)")
+            #expect(black.allSatisfy { $0 < 5 } && white.allSatisfy { $0 > 250 }, "\(codec) \(json): black \(black), white \(white)")
         }
     }
 }
