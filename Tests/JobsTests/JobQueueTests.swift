@@ -272,6 +272,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         configuration.workers = store.isShared ? 1 : 0 // a worker would claim the job if the node started
         configuration.pollInterval = 0.1
         let node = JobQueue(store: store, directory: empty, runner: TranscodeRunner(), configuration: configuration)
+        defer { node.stop(grace: 0) } // a start that should have been refused leaves no worker running
         if store.isShared {
             let refused = #expect(throws: StoreError.self) { try node.start() }
             #expect(refused?.code == "data_directory_not_shared" && refused?.message.contains("lists 1 job:") == true, "\(String(describing: refused))")
@@ -279,7 +280,6 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             #expect(!FileManager.default.fileExists(atPath: empty.storeIdentityPath))
         } else {
             try node.start()
-            node.stop(grace: 0)
             #expect(FileManager.default.fileExists(atPath: empty.storeIdentityPath))
         }
     }
@@ -503,20 +503,21 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         }
     }
 
-    /// A job whose sound takes far longer than its video (a still picture's seconds of video, a minute of normalized
-    /// sound) is not a stall while the sound advances: the video's time stood at its end while the sound's own pass
-    /// caught up, nothing the watchdog counts moved, and the job failed as stalled.
+    /// A job whose sound takes far longer than its video (a still picture's seconds of video, three minutes of
+    /// normalized sound: several seconds of work after the video's end, against a 3 s stall timeout) is not a stall
+    /// while the sound advances: the video's time stood at its end while the sound's own pass caught up, nothing the
+    /// watchdog counts moved, and the job failed as stalled.
     @Test func aJobWhoseSoundOutlastsItsVideoIsNotAStall() throws {
         let fixture = try StoreFixture()
         let input = try Media.scratch().appendingPathComponent("still.mp4").path
-        try Media.ffmpeg(["-f", "lavfi", "-i", "color=s=320x240:r=1:d=60", "-f", "lavfi", "-i", "sine=d=60",
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=s=320x240:r=1:d=180", "-f", "lavfi", "-i", "sine=d=180",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
         let job = try fixture.store.createJob(input: try fixture.upload(input).id,
                                               settings: try TranscodeSettings.parse(Data(#"{"filters": {"audio": {"normalize": true}}}"#.utf8)))
-        let queue = queue(fixture) { $0.stallTimeout = 2 }
+        let queue = queue(fixture) { $0.stallTimeout = 3 }
         try queue.start()
         defer { queue.stop(grace: 1) }
-        #expect(try eventually(120) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        #expect(try eventually(180) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
         let ended = try #require(try fixture.store.job(id: job.id))
         #expect(ended.state == .succeeded, "\(ended.state) \(ended.errorCode ?? "") \(ended.errorMessage ?? "")")
     }

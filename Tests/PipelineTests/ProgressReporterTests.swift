@@ -35,4 +35,18 @@ import Testing
         for time in [1.0, 3, 2, 12] { reporter.update(time, frames: 0) { times.append($0.presentationTime) } }
         #expect(times == [1, 3, 3, 10])
     }
+
+    /// The sound's own pass catching up after the video's end: each advance behind the video's time is a finishing
+    /// step (what the stall watchdog counts), one past it is time; a pass that does not advance counts nothing.
+    /// Given as time only, its advances moved nothing the watchdog sees, and a long sound behind a short video
+    /// failed as stalled.
+    @Test func theSoundCatchingUpCountsAsFinishingSteps() {
+        let reporter = ProgressReporter(duration: 100, interval: 0, started: .now)
+        var calls: [TranscodeProgress] = []
+        reporter.update(60, frames: 60) { calls.append($0) }
+        for seconds in [10.0, 20, 20, 30] { reporter.catchUp(audioSeconds: seconds, frames: 60) { calls.append($0) } }
+        #expect(calls.dropFirst().map(\.finishing) == [1, 2, 3] && calls.allSatisfy { $0.presentationTime == 60 }, "\(calls)")
+        reporter.catchUp(audioSeconds: 80, frames: 60) { calls.append($0) }
+        #expect(calls.last?.presentationTime == 80, "past the video, the sound's time: \(calls)")
+    }
 }

@@ -69,18 +69,24 @@ import TestSupport
     }
 
     /// A crop keeps the same share of a picture that changes size: its rectangle, in pixels of the stream's first
-    /// size (600×300 of 640×360), was wider than the 480×360 part, and the job failed ("Configuring the filters
-    /// failed"). The 4:3 part's share (450×300 from its top left) shows its top band, pillarboxed.
+    /// size (560×300 at 40, 30 of 640×360), was wider than the 480×360 part, and the job failed ("Configuring the
+    /// filters failed"). The 4:3 part's share is 420×300 at 30, 30: ten lines of each blue band, pillarboxed at
+    /// 70 pixels.
     @Test func aCropKeepsItsShareOfAPictureThatChangesSize() throws {
         let output = try Media.scratch().appendingPathComponent("out.mp4").path
-        let settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"crop": {"x": 0, "y": 0, "width": 600, "height": 300}}}}"#.utf8))
+        let settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"crop": {"x": 40, "y": 30, "width": 560, "height": 300}}}}"#.utf8))
         let result = try TranscodeSession(inputPath: try Media.shapeChange(), outputPath: output, settings: settings).run()
         let video = try #require(try Probe.read(output).video)
-        #expect(video.width == 600 && video.height == 300 && result.framesEncoded == 120, "\(video), \(result.framesEncoded) frames")
-        #expect(try Probe.meanColor(output, at: 1, x: 0, y: 0, width: 600, height: 300).allSatisfy { $0 > 240 }, "white first")
-        let middle = try Probe.meanColor(output, at: 3, x: 100, y: 60, width: 400, height: 200)
-        let band = try Probe.meanColor(output, at: 3, x: 100, y: 4, width: 400, height: 26)
-        #expect(middle[0] > 200 && middle[2] < 50 && band[2] > 200 && band[0] < 50, "red under the blue band: \(middle) \(band)")
+        #expect(video.width == 560 && video.height == 300 && result.framesEncoded == 120, "\(video), \(result.framesEncoded) frames")
+        #expect(try Probe.meanColor(output, at: 1, x: 0, y: 0, width: 560, height: 300).allSatisfy { $0 > 240 }, "white first")
+        func color(_ x: Int, _ y: Int, _ width: Int, _ height: Int) throws -> [Double] {
+            try Probe.meanColor(output, at: 3, x: x, y: y, width: width, height: height)
+        }
+        let red = [try color(100, 16, 360, 10), try color(100, 60, 360, 180), try color(100, 274, 360, 10), try color(72, 100, 6, 100)]
+        #expect(red.allSatisfy { $0[0] > 200 && $0[2] < 50 }, "red under ten lines of band, and from 70 pixels in: \(red)")
+        let bands = [try color(100, 1, 360, 6), try color(100, 293, 360, 6)]
+        #expect(bands.allSatisfy { $0[2] > 200 && $0[0] < 50 }, "the bands' ten lines: \(bands)")
+        #expect(try color(0, 100, 60, 100).allSatisfy { $0 < 20 }, "black at the side")
     }
 
     /// In fill mode the 4:3 part is cropped to 16:9: its bands, in the lines cropped, are gone.

@@ -288,37 +288,50 @@ import TestSupport
 
     /// A watermark shows upright, unmirrored, unstretched and in the corner asked, whatever the display matrix and
     /// the sample aspect: it was laid on the stored picture as given, so a phone's portrait video showed it sideways
-    /// in another corner, a front camera's mirrored (text backwards), an anamorphic one's stretched. A 60×20 image,
-    /// red then green, at the bottom right with no margin, over grey.
+    /// in another corner, a front camera's mirrored (text backwards), an anamorphic one's stretched. An 80×40 image
+    /// of four colours (red, green over blue, yellow), 8 pixels from the top right and from the bottom right, over
+    /// grey.
     @Test(arguments: [
         ([1, 0, 0, 1], 0, false, "1"), ([0, 1, -1, 0], 90, false, "1"), ([-1, 0, 0, -1], 180, false, "1"),
         ([0, -1, 1, 0], 270, false, "1"), ([-1, 0, 0, 1], 0, true, "1"), ([1, 0, 0, -1], 180, true, "1"),
         ([0, -1, -1, 0], 90, true, "1"), ([0, 1, 1, 0], 270, true, "1"), ([1, 0, 0, 1], 0, false, "64/45"),
+        ([0, 1, -1, 0], 90, false, "3/4"),
     ])
     func aWatermarkShowsAsAskedWhateverThePicturesOrientation(matrix: [Int32], rotation: Int, mirrored: Bool, sampleAspect: String) throws {
         let folder = try Media.scratch()
         let mark = folder.appendingPathComponent("mark.png").path
-        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=30x20", "-f", "lavfi", "-i", "color=lime:s=30x20",
-                          "-filter_complex", "hstack", "-frames:v", "1", mark])
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=40x20", "-f", "lavfi", "-i", "color=lime:s=40x20",
+                          "-f", "lavfi", "-i", "color=blue:s=40x20", "-f", "lavfi", "-i", "color=yellow:s=40x20",
+                          "-filter_complex", "[0][1]hstack[top];[2][3]hstack[bottom];[top][bottom]vstack", "-frames:v", "1", mark])
         let input = folder.appendingPathComponent("grey.mp4").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "color=gray:s=320x240:r=30:d=1,setsar=\(sampleAspect)",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
         try Self.setDisplayMatrix(matrix, of: input)
         let track = try #require(try TranscodeSession.probe(path: input).first)
         #expect((track.rotation ?? 0) == rotation && (track.mirrored == true) == mirrored, "\(track)")
-        var settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "mark", "position": "bottomRight", "margin": 0}}}}"#.utf8))
-        settings.filters?.video?.watermark?.imagePath = mark
-        let output = folder.appendingPathComponent("out.mp4").path
-        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: settings).run()
-        let video = try #require(try Probe.read(output).video)
-        let (width, height) = (video.width ?? 0, video.height ?? 0)
-        let red = try Probe.meanColor(output, x: width - 56, y: height - 16, width: 22, height: 12)
-        let green = try Probe.meanColor(output, x: width - 26, y: height - 16, width: 22, height: 12)
-        let beside = try Probe.meanColor(output, x: width - 90, y: height - 16, width: 26, height: 12)
-        let above = try Probe.meanColor(output, x: width - 56, y: height - 50, width: 52, height: 26)
-        #expect(red[0] > 180 && red[1] < 80, "red at the image's left, in the bottom right corner: \(red) (\(width)×\(height))")
-        #expect(green[1] > 180 && green[0] < 80, "green at its right: \(green)")
-        for grey in [beside, above] { #expect(grey.allSatisfy { abs($0 - 128) < 25 }, "grey around it: \(grey)") }
+        for position in ["topRight", "bottomRight"] {
+            var settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "mark", "position": "\#(position)", "margin": 8}}}}"#.utf8))
+            settings.filters?.video?.watermark?.imagePath = mark
+            let output = folder.appendingPathComponent("\(position).mp4").path
+            _ = try TranscodeSession(inputPath: input, outputPath: output, settings: settings).run()
+            let video = try #require(try Probe.read(output).video)
+            // The image's box as shown: 80×40 (give or take the scaling of an anamorphic source), 8 pixels in.
+            let (width, height) = (video.width ?? 0, video.height ?? 0)
+            let (x, y) = (width - 8 - 80, position == "topRight" ? 8 : height - 8 - 40)
+            func color(_ dx: Int, _ dy: Int, _ w: Int, _ h: Int) throws -> [Double] {
+                try Probe.meanColor(output, x: x + dx, y: y + dy, width: w, height: h)
+            }
+            let quarters = [try color(6, 4, 28, 12), try color(46, 4, 28, 12), try color(6, 24, 28, 12), try color(46, 24, 28, 12)]
+            let expected: [[Bool]] = [[true, false, false], [false, true, false], [false, false, true], [true, true, false]]
+            for (quarter, bright) in zip(quarters, expected) {
+                #expect(zip(quarter, bright).allSatisfy { $1 ? $0 > 180 : $0 < 80 },
+                        "\(position) of \(width)×\(height): red, green over blue, yellow, got \(quarters)")
+            }
+            let strips = [try Probe.meanColor(output, x: width - 6, y: y + 4, width: 4, height: 32),
+                          try Probe.meanColor(output, x: x + 4, y: position == "topRight" ? 2 : height - 6, width: 72, height: 4),
+                          try Probe.meanColor(output, x: x - 30, y: y + 4, width: 22, height: 32)]
+            for strip in strips { #expect(strip.allSatisfy { abs($0 - 128) < 25 }, "\(position): grey in the margins and beside: \(strips)") }
+        }
     }
 
     @Test func anamorphicSourcesComeOutWithSquarePixels() throws {

@@ -172,8 +172,9 @@ import TestSupport
         // A job requeued with its attempts kept runs again from 0: the bar and text follow it (they stayed frozen
         // at the earlier attempt's 70 %, saying "Waiting for a worker").
         let requeued = report["requeued"] as? [Any] ?? []
-        #expect(requeued.count == 3 && requeued[0] as? String == "Starting" && requeued[1] as? Double == 0.2
+        #expect(requeued.count == 4 && requeued[0] as? String == "Starting" && requeued[1] as? Double == 0.2
                 && (requeued[2] as? String ?? "").hasPrefix("20 %"), "\(requeued)")
+        #expect(requeued.last as? Double == 0.2, "a new start seen without the queued state between (another node's): \(requeued)")
         let eta = report["etaAfterAQuietStart"] as? Double ?? -1
         #expect(abs(eta - 15) < 1, "ETA \(eta) s where 15 s are left")
         #expect(report["state"] as? String == "succeeded" && report["progress"] as? Double == 1)
@@ -223,7 +224,8 @@ import TestSupport
 
     /// An unfinished upload is remembered until the server's expiry, not a day after it was created: chosen again
     /// 25 hours later (by the page's clock) with the server keeping uploads 48 hours after their last bytes, it
-    /// continues from the server's offset. The page had forgotten it and started the file over.
+    /// continues from the server's offset. The page had forgotten it and started the file over. 49 hours later it
+    /// is past the server's expiry, forgotten, and started afresh.
     @Test func aDayLaterAnUnfinishedUploadStillContinues() throws {
         let server = try TestServer(["--tus-expire-hours", "48"])
         let file = try clip("big.mp4", size: "1280x720", seconds: 3, bitRate: "16M")
@@ -233,6 +235,9 @@ import TestSupport
         #expect((report["noticeAfterReload"] as? String ?? "").contains("did not finish"), "\(report)")
         let offset = report["firstOffsetAfterReload"] as? Int ?? 0
         #expect(offset > size / 2 && report["creations"] as? Int == 1, "one upload, continued at \(offset) of \(size)")
+        let expired = try browse("resume", server, file: file, ["--later-hours", "49"])
+        #expect(!(expired["noticeAfterReload"] as? String ?? "").contains("did not finish") && expired["creations"] as? Int == 2
+                && expired["firstOffsetAfterReload"] as? Int == 0, "\(expired)")
     }
 
     /// Behind a proxy, a server restarting (502) or completing an upload past the proxy's timeout (504) is waited
@@ -375,9 +380,6 @@ import TestSupport
                     .isEqual(to: retried["settings"] as? [String: Any] ?? [:]), "not the form's settings, changed before the retry")
     }
 
-    /// The presets come from the server; settings it refuses show its own message beside the field the message
-    /// names (the JSON editor for `video`, the pictures checkbox for `thumbnails`) and start nothing; the ladder
-    /// option makes an HLS ladder that the page plays natively.
     /// A song with the page's default settings (poster and storyboard on) was queued, then failed: pictures are
     /// taken from the video. The page turns them off for a file without video, and on again for the next file with
     /// one; the server refuses them at once for an input without video (a song's cover art is not one), by JSON and
@@ -410,6 +412,9 @@ import TestSupport
         #expect(Media.files(in: server.data.appendingPathComponent("uploads")) == kept, "the refused upload is not kept")
     }
 
+    /// The presets come from the server; settings it refuses show its own message beside the field the message
+    /// names (the JSON editor for `video`, the pictures checkbox for `thumbnails`) and start nothing; the ladder
+    /// option makes an HLS ladder that the page plays natively.
     @Test func settingsAreCheckedByTheServerAndALadderPlays() throws {
         let server = try TestServer()
         let report = try browse("settings", server, file: try clip("clip.mp4"))

@@ -135,7 +135,14 @@ def scenario_basic(browser, base, path, report, token):
         const item = list.items.get("j");
         const starting = item.querySelector(".stats").textContent;
         list.progress("j", { fraction: 0.2 });
-        return [starting, item.querySelector("progress").value, item.querySelector(".stats").textContent];
+        const shown = [starting, item.querySelector("progress").value, item.querySelector(".stats").textContent];
+        // Straight from one running attempt to the next (the queued state between not seen).
+        const other = { ...job, id: "k" };
+        list.upsert({ ...other, progress: { fraction: 0.6 } });
+        list.progress("k", { fraction: 0.7 });
+        list.upsert({ ...other, startedAt: "2026-01-01T00:10:00Z", progress: { fraction: 0.1 } });
+        list.progress("k", { fraction: 0.2 });
+        return [...shown, list.items.get("k").querySelector("progress").value];
     })""", await_promise=True)
     report["uploadID"] = upload_file(browser, path)
     browser.screenshot("2-uploaded")

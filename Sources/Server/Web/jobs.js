@@ -100,6 +100,7 @@ export class JobList {
                      || (previous.state === "running" && job.state === "queued"))) {
       this.etas.delete(job.id);
       this.fractions.delete(job.id);
+      this.announced.delete(job.id);
     }
     if (job.state === "succeeded") progress.value = 1;
     else if (job.state !== "running") progress.value = job.progress?.fraction || 0;
