@@ -217,7 +217,8 @@ public struct DataDirectory: Sendable {
             if shared, outputNames.isEmpty, uploadNames.isEmpty, case let jobs = try jobCount(), jobs > 0 {
                 throw StoreError(code: "data_directory_not_shared", message: "The data directory \(root.path) is empty and has no "
                                  + "store-id, but the shared job store lists \(jobs) job\(jobs == 1 ? "" : "s"): every node needs the cluster's shared folder "
-                                 + "(is it mounted here?). To start this store's files afresh in this folder, write \(identity) into \(path).")
+                                 + "(is it mounted here, and is every other node on it?). To start this store's files afresh in this folder, write "
+                                 + "\(identity) into \(path).")
             }
             // Nodes starting at once keep the first mark; a crash never leaves an empty one.
             do throws(MediaError) {

@@ -205,8 +205,9 @@ public struct TusUploads: Sendable {
     public func isExpired(_ upload: TusUpload, at time: Double) -> Bool { expiresAt(upload) <= time }
 
     /// Removes its files (missing ones are fine), unless a PATCH or a completion holds the upload now: then false.
+    /// `names`: the folder's listing when the caller has one (a sweep), else it is read.
     @discardableResult
-    public func delete(_ id: String) -> Bool {
+    public func delete(_ id: String, names listed: [String]? = nil) -> Bool {
         guard Self.isValidID(id) else { return true }
         var completion: Int32?
         if access(infoPath(id), F_OK) == 0 {
@@ -227,7 +228,7 @@ public struct TusUploads: Sendable {
         unlink(completingPath(id)) // a completion that died with its process
         unlink(chunkPath(id))
         // A description's new version that a crash left half-saved (`save` writes it aside, then renames it).
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        let names = listed ?? (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         for name in names where name.hasPrefix(id + ".json.") && name.hasSuffix(".tmp") {
             unlink(folder.appendingPathComponent(name).path)
         }
@@ -251,7 +252,9 @@ public struct TusUploads: Sendable {
                 let path = folder.appendingPathComponent(name).path
                 guard stat(path, &status) == 0, Double(status.st_mtim.tv_sec) + expiryHours * 3600 <= time else { continue }
             }
-            if delete(id) { removed.append(id) }
+            // With the sweep's listing: read again for each, a sweep of E uploads in a folder of N files read E × N
+            // names (hours for the day after 100,000 bodiless creations, lease recovery waiting behind it).
+            if delete(id, names: names) { removed.append(id) }
         }
         return removed
     }

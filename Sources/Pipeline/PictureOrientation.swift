@@ -30,7 +30,7 @@ struct PictureOrientation: Equatable {
         default: break
         }
         if mirrored { filters.append("hflip") }
-        if abs(sampleAspect - 1) > 0.001 { filters.append("scale=w=round(iw/\(sampleAspect)):h=ih") }
+        if abs(sampleAspect - 1) > 0.001 { filters.append("scale=w='max(1,round(iw/\(sampleAspect)))':h=ih") }
         return filters.isEmpty ? nil : filters.joined(separator: ",")
     }
 

@@ -454,7 +454,8 @@ public final class TranscoderAPI: Sendable {
             // Read as JSON, as the same key is in a JSON body (`5.0` and `null` accepted there too).
             if let text = fields["priority"] { priority = try Self.priority((try? JSONValue.parse(text)) ?? .string("")) }
             if let data = fields["webhook"] { webhook = try webhookTarget(try Self.jsonValue(data, key: "webhook")) }
-            // Everything that can refuse the request is checked before the file is kept.
+            // Everything the request alone can refuse is checked before the file is kept (what its tracks refuse,
+            // after: the file is then discarded).
             try checkWatermark(settings)
             input = try store(try file.complete())
             stored = input

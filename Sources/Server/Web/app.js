@@ -120,7 +120,7 @@ function showSettingsError(message) {
 for (const id of ["preset", "ladder", "pictures"]) {
   $(id).addEventListener("change", () => {
     if (id === "preset" && $("preset").value === "audio") $("pictures").checked = false;
-    state.picturesTurnedOff = false; // the user's choice from now on
+    if (id === "pictures") state.picturesTurnedOff = false; // the user's choice from now on
     state.settingsEdited = false;
     refreshSettings();
   });
