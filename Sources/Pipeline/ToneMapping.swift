@@ -123,6 +123,11 @@ struct ToneMapping {
     /// Colours of the pictures that come out.
     static let output = ColorTags.bt709
 
+    /// The size a `width` × `height` picture has after the chain's first step, which makes it even (see `filters`).
+    func evenSize(width: Int, height: Int) -> (width: Int, height: Int) {
+        padsToEven ? ((width + 1) / 2 * 2, (height + 1) / 2 * 2) : (width / 2 * 2, height / 2 * 2)
+    }
+
     /// The filter chain (numbers are H.273 code points, which are zscale's and FFmpeg's alike).
     var filters: String {
         let range = source.range == AVCOL_RANGE_JPEG ? 1 : 0

@@ -34,12 +34,8 @@ final class VideoSource {
         self.track = track
         self.orientation = orientation
         let (width, height) = (Int(stream.pointee.codecpar.pointee.width), Int(stream.pointee.codecpar.pointee.height))
-        // The tone mapping makes a picture even before the crop: a column and a line added, or the last ones dropped.
-        sourceSize = switch toneMapping?.padsToEven {
-        case true?: ((width + 1) / 2 * 2, (height + 1) / 2 * 2)
-        case false?: (width / 2 * 2, height / 2 * 2)
-        case nil: (width, height)
-        }
+        // The tone mapping makes a picture even before the crop.
+        sourceSize = toneMapping?.evenSize(width: width, height: height) ?? (width, height)
         toneMappingFilters = toneMapping?.filters
         sourceTimeBase = stream.pointee.time_base
         origin = timeline.start
