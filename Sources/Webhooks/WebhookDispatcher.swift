@@ -79,9 +79,11 @@ public final class WebhookDispatcher: Sendable {
             let (seen, stopping) = state.withLock { ($0.wakeups, $0.stopping) }
             if stopping { break }
             var claimed: [WebhookDelivery] = []
+            var claimFailed = false
             do {
                 claimed = try store.claimDeliveries(limit: 1, claimSeconds: Self.claimSeconds)
             } catch {
+                claimFailed = true
                 logger.error("claiming webhook deliveries failed", ["error": .string(error.description)])
             }
             if let delivery = claimed.first {
@@ -91,8 +93,10 @@ public final class WebhookDispatcher: Sendable {
             // Until a change, the next retry, or the poll for what other nodes did, whichever comes first.
             var wait = settings.idlePoll
             // In the store's time: a node whose clock differs from it neither sends early nor spins on a delivery
-            // it takes for due.
-            if let due = try? store.secondsUntilNextDelivery() { wait = min(wait, max(0.01, due)) }
+            // it takes for due. Not after a failed claim: a store that refuses writes but answers reads (a full
+            // disk, a read-only mount) has a delivery due all along, and every sender tried and logged a hundred
+            // times a second, holding SQLite's one connection from the API and the workers.
+            if !claimFailed, let due = try? store.secondsUntilNextDelivery() { wait = min(wait, max(0.01, due)) }
             _ = state.wait(timeout: wait) { $0.stopping || $0.wakeups != seen }
         }
         state.withLock { $0.running -= 1 }
