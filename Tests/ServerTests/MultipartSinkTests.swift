@@ -31,6 +31,21 @@ import TestSupport
         }.get()
     }
 
+    /// A part's headers sent a byte at a time (a chunked body in 1-byte chunks) are searched once, not again from
+    /// their start with every byte: 16 000 bytes of them cost 128 million comparisons on the event loop.
+    @Test func headersArrivingAByteAtATimeAreSearchedOnce() throws {
+        let sink = try sink(fields: ["settings"])
+        let head = Data("--\(Self.boundary)\r\nContent-Disposition: form-data; name=\"settings\"\r\nX-Pad: ".utf8)
+            + Data(repeating: 0x61, count: 16_000) + Data("\r\n\r\n{}\r\n--\(Self.boundary)--\r\n".utf8)
+        for byte in head { try write(Data([byte]), to: sink) }
+        guard case .multipart(_, let fields) = try sink.finish() else {
+            Issue.record("not a multipart body")
+            return
+        }
+        #expect(fields["settings"] == Data("{}".utf8))
+        #expect(sink.bytesSearched < 10 * head.count, "\(sink.bytesSearched) bytes searched for a body of \(head.count)")
+    }
+
     /// A quoted parameter may hold `;` and backslash escapes (curl -F 'file=@in.mov;filename="a;b.mov"'): before,
     /// the value was cut at the `;` and the download was named after `"a`.
     @Test func quotedParametersKeepTheirSemicolonsAndEscapes() {
