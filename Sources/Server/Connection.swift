@@ -84,7 +84,10 @@ final class Connection {
                 return
             }
             guard readsRequests || state.isRespondingOrWaiting else { return }
-            if inbound.count > 1024 * 1024 {
+            // Bytes sent ahead while a response is pending (pipelining) wait here, a little of them: an event stream
+            // is pending for hours, and 4096 of them held 1.25 MiB each outside the body budget.
+            let limit = state.isRespondingOrWaiting ? Self.pipelinedBytes : 1024 * 1024
+            if inbound.count >= limit {
                 setInterest(reading: false)
                 return
             }
@@ -96,7 +99,9 @@ final class Connection {
                 case .unsupported: break
                 }
             }
-            let buffer = loop.readBuffer
+            let buffer = state.isRespondingOrWaiting
+                ? UnsafeMutableRawBufferPointer(rebasing: loop.readBuffer[0..<min(loop.readBuffer.count, limit - inbound.count)])
+                : loop.readBuffer
             guard let count = receive(into: buffer) else { return }
             if state.isRespondingOrWaiting {
                 // Bytes after a request while its response is pending: keep them for later (pipelining).
@@ -244,8 +249,10 @@ final class Connection {
                 // leaves the connection at the next one.
                 var refusal: HTTPError?
                 let progressed = try inbound.withBytes { bytes throws(HTTPError) -> (Int, Bool) in
-                    if !bytes.isEmpty { state.headBytesArrived(at: .now) }
                     let (event, consumed) = try parser.next(bytes)
+                    // Its time starts with a head's first bytes: not with an empty line passed over between requests,
+                    // which sent a kept connection an unasked 408 after --header-timeout.
+                    if parser.inProgress { state.headBytesArrived(at: .now) }
                     do throws(HTTPError) {
                         try apply(event, in: bytes)
                     } catch {
@@ -348,11 +355,19 @@ final class Connection {
         let pools = loop.pools
         let contentType = head.headers["Content-Type"] ?? ""
         let multipart = contentType.lowercased().hasPrefix("multipart/form-data")
+        // A body held in memory: JSON (on an upload route, it names a URL to fetch the upload from). Its length is
+        // checked against that limit, before a `100 Continue`: a 500 MB JSON body was invited, then refused at 1 MiB.
+        let inMemory = switch kind {
+        case .json: true
+        case .uploadOrMultipart: contentType.lowercased().hasPrefix("application/json")
+        case .jsonOrMultipart: !multipart
+        case .upload, .tus, .none: false
+        }
         if let length = parser.contentLength {
             let limit: Int64 = switch kind {
-            case .upload, .uploadOrMultipart, .jsonOrMultipart, .tus: configuration.maxUploadBytes
-            case .json: Int64(configuration.maxJSONBytes)
+            case _ where inMemory: Int64(configuration.maxJSONBytes)
             case .none: Self.ignoredBodyBytes
+            default: configuration.maxUploadBytes
             }
             if length > limit {
                 throw HTTPError(.contentTooLarge, "body_too_large", "The body is \(length) bytes; at most \(limit) are accepted here.",
@@ -362,6 +377,7 @@ final class Connection {
         let makeFile = { () throws(HTTPError) -> FileSink in
             FileSink(directory: configuration.uploadDirectory, limit: configuration.maxUploadBytes, pool: pools.files)
         }
+        let makeJSON = { DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory) }
         let makeMultipart = { (fields: [String]) throws(HTTPError) -> BodySink in
             try MultipartSink(contentType: contentType, fields: fields, limits: configuration.multipartLimits,
                               memory: pools.bodyMemory, makeFileSink: makeFile)
@@ -370,21 +386,20 @@ final class Connection {
         case .none:
             return DiscardSink(limit: Int(Self.ignoredBodyBytes))
         case .json:
-            return DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
+            return makeJSON()
         case .upload:
             return try makeFile()
         case .uploadOrMultipart:
-            // JSON names a URL to fetch the upload from: a small body held in memory.
-            if contentType.lowercased().hasPrefix("application/json") {
-                return DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
-            }
-            return multipart ? try makeMultipart([]) : try makeFile()
+            return inMemory ? makeJSON() : multipart ? try makeMultipart([]) : try makeFile()
         case .jsonOrMultipart(let fields):
-            return multipart ? try makeMultipart(fields) : DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory)
+            return inMemory ? makeJSON() : try makeMultipart(fields)
         case .tus(let endpoint):
             return try endpoint.makeSink(head: head, parameters: parameters, hasBody: hasBody, pool: pools.files)
         }
     }
+
+    /// Bytes of requests sent ahead kept while a response is pending: the largest head and then some.
+    private static let pipelinedBytes = 64 * 1024
 
     /// Largest body read and dropped on a route that takes none, bytes.
     private static let ignoredBodyBytes: Int64 = 64 * 1024

@@ -158,6 +158,14 @@ import TestSupport
         kept.send("GET /healthz HTTP/1.0\r\n\r\n")
         let second = kept.read()
         #expect(second.hasPrefix("HTTP/1.1 200 ") && second.contains("\r\nConnection: close\r\n") && kept.hasBeenClosedByPeer, "\(second)")
+        // A JSON body is held in memory: one longer than that limit is refused before it is sent, not invited with a
+        // 100 Continue and refused at 1 MiB (both routes that take JSON or a file by its content type).
+        for path in ["/v1/jobs", "/v1/uploads"] {
+            let big = try RawClient(port: try server.port)
+            big.send("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500000000\r\nExpect: 100-continue\r\n\r\n")
+            let refusal = big.read(until: "}}")
+            #expect(refusal.hasPrefix("HTTP/1.1 413 ") && refusal.contains("body_too_large"), "\(path): \(refusal.prefix(200))")
+        }
     }
 
     @Test func unreadableUploadsAreRefusedAndNothingIsKept() throws {

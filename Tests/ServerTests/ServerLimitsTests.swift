@@ -57,6 +57,15 @@ import TestSupport
         let answer = client.read(timeout: 5)
         #expect(answer.hasPrefix("HTTP/1.1 408"))
         #expect(Date().timeIntervalSince(started) < 3)
+        // An empty line after a request (passed over, RFC 9112 §2.2) starts no head: the connection waits for its
+        // next request as long as an idle one, not the head's second, after which it was sent an unasked 408.
+        let kept = try RawClient(port: server.port)
+        kept.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n\r\n")
+        #expect(kept.read(until: "}").hasPrefix("HTTP/1.1 200"))
+        let unasked = kept.read(timeout: 2.5)
+        #expect(unasked.isEmpty && !kept.hasBeenClosedByPeer, "\(unasked)")
+        kept.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(kept.read(until: "}").hasPrefix("HTTP/1.1 200"))
     }
 
     @Test func invalidOptionsStopStartUpWithOneLine() throws {
@@ -300,5 +309,56 @@ import TestSupport
         let quick = try TestServer(["--header-timeout", "1"])
         let silent = try RawClient(port: quick.port)
         #expect(eventually(10) { silent.hasBeenClosedByPeer }, "a silent connection is closed after the head's time, not the idle minute")
+    }
+
+    /// Bytes a client sends ahead while its answer is pending (here an event stream, pending for as long as the
+    /// job's input is fetched from a peer that never answers) are read a little, then left in the socket: an event
+    /// stream stays open for hours, and every one held up to 1.25 MiB of them, outside the body budget.
+    @Test func bytesSentAheadOfAPendingAnswerAreReadALittle() throws {
+        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, length) == 0 && getsockname(silent, $0, &length) == 0 }
+        }
+        try #require(bound && listen(silent, 8) == 0)
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--fetch-stall-timeout", "120"])
+        let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json",
+                                                   "-d", #"{"input": {"url": "http://127.0.0.1:\#(UInt16(bigEndian: address.sin_port))/clip.mp4"}}"#])
+        let id = try #require(created.object["id"] as? String, "\(created.object)")
+        let stream = try RawClient(port: server.port)
+        stream.send("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(stream.read(until: "event: state", timeout: 5).hasPrefix("HTTP/1.1 200"))
+        let chunk = [UInt8](repeating: 0x61, count: 64 * 1024)
+        var sent = 0
+        while sent < 4 << 20 {
+            let count = Glibc.send(stream.fd, chunk, chunk.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            if count <= 0 { break }
+            sent += count
+        }
+        usleep(500_000)
+        var local = sockaddr_in()
+        var localLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(stream.fd, $0, &localLength) } }
+        let clientPort = Int(UInt16(bigEndian: local.sin_port))
+        // What the server took: what was sent, less what waits in the client's send queue and the server's receive
+        // queue (the kernel's own table of the two ends of the connection).
+        var waiting = 0
+        // Read to its end (a /proc file says it is empty: a single read got its first page only).
+        let table = String(decoding: FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+        for line in table.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, fields[3] == "01" else { continue }
+            let ports = [fields[1], fields[2]].map { Int($0.split(separator: ":")[1], radix: 16) ?? -1 }
+            let queues = fields[4].split(separator: ":").map { Int($0, radix: 16) ?? 0 }
+            if ports == [clientPort, server.port] { waiting += queues[0] }
+            if ports == [server.port, clientPort] { waiting += queues[1] }
+        }
+        #expect(sent > 1 << 20, "the socket took \(sent) bytes")
+        #expect(sent - waiting <= 64 * 1024, "the server read \(sent - waiting) of \(sent) bytes sent ahead")
+        #expect(try server.json("/healthz").status == 200)
+        close(silent) // the fetch's connection is reset: the server stops without waiting out the stall
     }
 }
