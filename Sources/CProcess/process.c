@@ -6,6 +6,7 @@
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <pthread.h>
 #include <sched.h>
@@ -93,6 +94,13 @@ int tc_try_keyctl(void) {
     if (result < 0 && errno == EPERM) return -1;
     return 0;
 }
+
+int tc_touch_nothing(const char *path) {
+    struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+    return utimensat(AT_FDCWD, path, times, 0);
+}
+
+int tc_remove_attribute(const char *path, const char *name) { return removexattr(path, name); }
 
 int tc_reset_io_priority(int which, pid_t who) {
     long priority = syscall(SYS_ioprio_get, which, who);

@@ -19,7 +19,11 @@ public enum Sandbox {
     /// `userfaultfd` (open to any process in user mode since Linux 5.11; it makes kernel races reliable), the key
     /// calls (the user's and session's keyrings; `request_key` starts a helper program), `perf_event_open` and `bpf`
     /// (where the host's settings allow them); and those that take capabilities the child has dropped (mounts,
-    /// modules, kexec, swap), refused before the kernel looks. More with some arguments only: `refusedWithArguments`.
+    /// modules, kexec, swap), refused before the kernel looks. And the calls that change a file's metadata by its
+    /// path, which Landlock does not check (nor, before its ABI 3, truncation): a child taken over in a server run as
+    /// root made `/bin/bash` setuid or `/etc/shadow` readable, and as any user it could make the database or the
+    /// uploads unreadable or empty, or age other uploads into the sweep. The pipeline changes no file's mode, owner,
+    /// times or attributes. More with some arguments only: `refusedWithArguments`.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
                           "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
@@ -28,7 +32,9 @@ public enum Sandbox {
                           "userfaultfd", "keyctl", "add_key", "request_key", "perf_event_open", "bpf",
                           "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsmount", "fspick", "open_tree", "move_mount",
                           "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
-                          "swapon", "swapoff", "acct"]
+                          "swapon", "swapoff", "acct",
+                          "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "truncate", "utime", "utimes",
+                          "futimesat", "setxattr", "lsetxattr", "removexattr", "lremovexattr"]
 
     /// Calls refused only with certain arguments: the ways to have the kernel act on another process that are not
     /// signal calls. Making another process the owner of a descriptor's I/O signals (`fcntl` F_SETOWN, F_SETOWN_EX,
@@ -47,6 +53,7 @@ public enum Sandbox {
         ("sched_setscheduler", [(0, false, 0)]), ("sched_setparam", [(0, false, 0)]), ("sched_setattr", [(0, false, 0)]),
         ("sched_setaffinity", [(0, false, 0)]), ("ioprio_set", [(0, false, 1)]), ("ioprio_set", [(1, false, 0)]), // 1: IOPRIO_WHO_PROCESS
         ("migrate_pages", [(0, false, 0)]), ("move_pages", [(0, false, 0)]),
+        ("utimensat", [(1, false, 0)]), // by a path (a null one is `futimens`, on a descriptor the child opened)
     ]
 
     /// The capabilities a child keeps when the server has them (runs as root): reading and writing files whatever
@@ -133,7 +140,23 @@ public enum Sandbox {
                 return descriptor >= 0 ? 0 : (errno == EACCES ? 1 : 2)
             }
         }
-        return [keys.inside: forked(creating: folder + "/file"), keys.beside: forked(creating: base + "/file")]
+        // A file's metadata changed by its path, in the folder Landlock lets it write in (so a refusal is the
+        // filter's), each changing nothing if allowed: setting the mode it has, the owner it has, no time, the size it
+        // has; removing an attribute it does not have.
+        let file = folder + "/metadata"
+        close(open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600))
+        func forked(_ call: @escaping () -> Int32) -> String {
+            inForkedProcess(outcomes: [0: "allowed", 1: "EPERM"]) {
+                _ = confineFiles(read: [], write: [folder])
+                return call() == 0 ? 0 : (errno == EPERM ? 1 : 2)
+            }
+        }
+        return [keys.inside: forked(creating: folder + "/file"), keys.beside: forked(creating: base + "/file"),
+                "chmod(in its folder)": forked { chmod(file, 0o600) },
+                "chown(in its folder)": forked { chown(file, uid_t.max, gid_t.max) },
+                "utimensat(in its folder)": forked { tc_touch_nothing(file) },
+                "truncate(in its folder)": forked { truncate(file, 0) },
+                "removexattr(in its folder)": forked { tc_remove_attribute(file, "user.transcoderd-check") }]
     }
 
     /// Runs `work` in a process forked from this one, which exits with what it returns; that code's name in

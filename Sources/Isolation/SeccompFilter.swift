@@ -14,8 +14,7 @@ final class SeccompFilter {
 
     /// Refuses the system call `name`, or only when its first argument is not `allowedFirstArgument`.
     func refuse(_ name: String, unlessFirstArgumentIs allowedFirstArgument: UInt64? = nil) throws(ProcessError) {
-        let number = seccomp_syscall_resolve_name(name)
-        guard number >= 0 else { throw ProcessError(errnoCode: EINVAL, reason: "resolving the system call \(name)") }
+        guard let number = try Self.number(of: name) else { return }
         var comparison = scmp_arg_cmp(arg: 0, op: SCMP_CMP_NE, datum_a: allowedFirstArgument ?? 0, datum_b: 0)
         let result = allowedFirstArgument == nil
             ? seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 0, nil)
@@ -28,8 +27,7 @@ final class SeccompFilter {
     /// `unsigned int` argument (a `fcntl` or `ioctl` command) from them alone, so a caller setting the high bits
     /// must not slip past a comparison of all 64.
     func refuse(_ name: String, when conditions: [(index: UInt32, equal: Bool, value: UInt64)], low32: Bool = false) throws(ProcessError) {
-        let number = seccomp_syscall_resolve_name(name)
-        guard number >= 0 else { throw ProcessError(errnoCode: EINVAL, reason: "resolving the system call \(name)") }
+        guard let number = try Self.number(of: name) else { return }
         var comparisons = conditions.map { condition in
             low32 && condition.equal
                 ? scmp_arg_cmp(arg: condition.index, op: SCMP_CMP_MASKED_EQ, datum_a: 0xFFFF_FFFF, datum_b: condition.value)
@@ -37,6 +35,14 @@ final class SeccompFilter {
         }
         let result = seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, UInt32(comparisons.count), &comparisons)
         guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
+    }
+
+    /// The number of the system call `name` on this architecture; nil for one it does not have (aarch64 has no
+    /// `chmod`, only `fchmodat`): nothing to refuse. A name libseccomp does not know is an error.
+    private static func number(of name: String) throws(ProcessError) -> Int32? {
+        let number = seccomp_syscall_resolve_name(name)
+        guard number != __NR_SCMP_ERROR else { throw ProcessError(errnoCode: EINVAL, reason: "resolving the system call \(name)") }
+        return number >= 0 ? number : nil
     }
 
     /// Installs the filter in this process; it cannot be removed.

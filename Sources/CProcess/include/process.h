@@ -39,6 +39,13 @@ int tc_try_userfaultfd(void);
 /// but EPERM), -1 (errno EPERM) when refused. For the sandbox check.
 int tc_try_keyctl(void);
 
+/// utimensat of `path` leaving both times as they are (UTIME_OMIT): 0 when allowed, -1 (errno set) when refused.
+/// For the sandbox check.
+int tc_touch_nothing(const char *path);
+
+/// removexattr of `name` from `path`: 0 when removed, -1 (errno set) otherwise. For the sandbox check.
+int tc_remove_attribute(const char *path, const char *name);
+
 /// Sets the I/O priority of `who` (`which`: 1 a process, 2 a process group, 3 a user) to what it is (ioprio_get,
 /// then ioprio_set): 0 when the set was allowed, -1 (errno set) when refused. For the sandbox check.
 int tc_reset_io_priority(int which, pid_t who);
