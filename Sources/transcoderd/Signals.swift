@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Locks
 
-/// SIGTERM, SIGINT and SIGHUP, taken by a thread of their own with `sigtimedwait`.
+/// SIGTERM, SIGINT and SIGHUP (`terminating`), taken by a thread of their own with `sigtimedwait`.
 ///
 /// `block()` runs first thing in a command that handles them, while the process has one thread: every thread made
 /// afterwards inherits the block, so a signal sent at any moment from then on waits, pending, until `onTerminate`'s
@@ -32,15 +32,24 @@ enum Signals {
         }
     }
 
-    static var terminating: sigset_t {
+    /// SIGTERM; SIGINT; and SIGHUP, a closed terminal or a dropped ssh session, stopped as cleanly (its default
+    /// killed at once, leaving a transcode's `.partial` or a server's claimed jobs to the next start). Not SIGINT or
+    /// SIGHUP when the process was started ignoring them (`nohup`, `cmd &` from a script): a blocked signal is taken
+    /// by `sigtimedwait` whatever its disposition, so a server started with `nohup … &` stopped when its terminal
+    /// closed. Decided once, at the first use (`block`), from the dispositions the process was started with.
+    static let terminating: sigset_t = {
         var set = sigset_t()
         sigemptyset(&set)
-        sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
-        // A closed terminal or a dropped ssh session: stopped as cleanly (its default killed at once, leaving a
-        // transcode's `.partial` or a server's claimed jobs to the next start).
-        sigaddset(&set, SIGHUP)
+        for signal in [SIGINT, SIGHUP] where !startedIgnoring(signal) { sigaddset(&set, signal) }
         return set
+    }()
+
+    /// Whether `signal`'s disposition is to be ignored (`SIG_IGN`, 1, a macro Swift does not import).
+    private static func startedIgnoring(_ signal: Int32) -> Bool {
+        var current = sigaction()
+        guard sigaction(signal, nil, &current) == 0 else { return false }
+        return unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == 1
     }
 }
 

@@ -262,11 +262,18 @@ import TestSupport
 
     /// Starts a slow transcode of the long clip into `output` and waits until its temporary file is in the output's
     /// folder (which must be empty before), so that a signal sent now finds work to stop and a file to remove.
-    private func slowTranscodeUnderWay(to output: String) throws -> Process {
+    /// `ignoring`: the signals it is started ignoring (by a shell's `trap ""`, as `nohup` does for SIGHUP).
+    private func slowTranscodeUnderWay(to output: String, ignoring: String? = nil) throws -> Process {
         let folder = URL(fileURLWithPath: output).deletingLastPathComponent()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binary.path)
-        process.arguments = ["transcode", try Media.path(.long), output, "--settings", #"{"video": {"preset": "slow"}}"#]
+        let arguments = ["transcode", try Media.path(.long), output, "--settings", #"{"video": {"preset": "slow"}}"#]
+        if let ignoring {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "trap '' \(ignoring); exec \"$0\" \"$@\"", Binary.path] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Binary.path)
+            process.arguments = arguments
+        }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try Shell.launch(process)
@@ -284,6 +291,17 @@ import TestSupport
         kill(hungUp.processIdentifier, SIGHUP)
         hungUp.waitUntilExit()
         #expect(hungUp.terminationReason == .exit && hungUp.terminationStatus == 130, "\(hungUp.terminationReason.rawValue) \(hungUp.terminationStatus)")
+        #expect(Media.files(in: folder).isEmpty, "\(Media.files(in: folder))")
+        // Started ignoring hang-ups and interrupts (`nohup transcoderd … &`), it goes on through both: they stopped it,
+        // the terminal's closing a run meant to outlive it. A SIGTERM still stops it.
+        let detached = try slowTranscodeUnderWay(to: folder.appendingPathComponent("d.mp4").path, ignoring: "HUP INT")
+        kill(detached.processIdentifier, SIGHUP)
+        kill(detached.processIdentifier, SIGINT)
+        usleep(1_500_000)
+        #expect(detached.isRunning, "stopped by a signal it was started ignoring: \(detached.terminationStatus)")
+        kill(detached.processIdentifier, SIGTERM)
+        detached.waitUntilExit()
+        #expect(detached.terminationReason == .exit && detached.terminationStatus == 130)
         #expect(Media.files(in: folder).isEmpty, "\(Media.files(in: folder))")
 
         let reader = Process()
