@@ -105,6 +105,16 @@ final class InputContainer {
     /// How long the media lasts as declared, in seconds: from the first timestamp to `declaredEnd`; nil when unknown.
     var duration: Double? { declaredEnd.map { max(0, $0 - startTime) } }
 
+    /// Whether stream `index`'s start and duration are the file's, which FFmpeg gives a stream it saw no packet of
+    /// while probing (one that starts late, or carries none): they say nothing of the stream itself.
+    func hasFileTiming(_ index: Int) -> Bool {
+        guard let context, context.pointee.duration > 0, context.pointee.start_time != FFmpeg.noPTS else { return false }
+        let stream = self.stream(index).pointee
+        let tick = FFmpeg.seconds(1, stream.time_base)
+        return abs(FFmpeg.seconds(stream.start_time, stream.time_base) - startTime) <= tick
+            && abs(FFmpeg.seconds(stream.duration, stream.time_base) - FFmpeg.seconds(context.pointee.duration, FFmpeg.timeBaseQ)) <= tick
+    }
+
     /// Container start time in seconds (0 when unknown).
     var startTime: Double {
         guard let context, context.pointee.start_time != FFmpeg.noPTS else { return 0 }

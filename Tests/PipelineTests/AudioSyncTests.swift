@@ -81,6 +81,23 @@ import TestSupport
         #expect(abs(video.startTime - 1) < 0.05, "video starts at \(video.startTime)")
     }
 
+    /// Audio that starts after FFmpeg's probe looked (at 8 s of 12) in Matroska and MPEG-TS, whose tracks then get
+    /// the file's start and duration, comes out whole and in place: the job failed as cut short ("the data ends at
+    /// 10.99 s"), the audio's borrowed duration taken for its own.
+    @Test(arguments: ["mkv", "ts"]) func audioThatStartsPastTheProbeIsNoCut(container: String) throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("late.\(container)").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=12", "-f", "lavfi", "-i", "sine=f=440:d=3",
+                          "-filter_complex", "[1:a]asetpts=PTS+8/TB[a]", "-map", "0:v", "-map", "[a]",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let output = folder.appendingPathComponent("out.mp4").path
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: TranscodeSettings()).run()
+        let probe = try Probe.read(output)
+        let video = try #require(probe.video), audio = try #require(probe.audio)
+        #expect(abs(video.durationSeconds - 12) < 0.1, "video: \(video.durationSeconds) s")
+        #expect(abs(audio.startTime - 8) < 0.1 && abs(audio.durationSeconds - 3) < 0.1, "audio from \(audio.startTime) s for \(audio.durationSeconds) s")
+    }
+
     /// A transport stream whose audio has a hole longer than the 10 s a clock may leap (a broadcast's audio that
     /// dropped out) keeps the hole as silence, alone (a lone transcode) and read by the two readers of a
     /// checkpointed one, as every job is. The audio's own reader followed only the audio and took the leap for a
