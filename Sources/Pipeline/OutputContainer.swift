@@ -52,9 +52,18 @@ final class OutputContainer {
     /// Whether encoders must put their headers (SPS/PPS, AudioSpecificConfig) in extradata.
     var wantsGlobalHeader: Bool { context!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER != 0 }
 
-    /// Whether the container can hold `codec` (for stream copy).
+    /// Whether the container can hold `codec` (for stream copy). Not what FFmpeg's own answer lets through and its
+    /// muxer then refuses as it writes the header ("Experimental feature", "Invalid argument": the job failed as an
+    /// FFmpeg error, not as a copy to encode instead): FLAC in MP4 (experimental), and VP9, AV1, FLAC and Opus in
+    /// QuickTime (MP4 only).
     func accepts(_ codec: AVCodecID) -> Bool {
-        avformat_query_codec(context!.pointee.oformat, codec, FF_COMPLIANCE_NORMAL) == 1
+        let format = context!.pointee.oformat
+        guard avformat_query_codec(format, codec, FF_COMPLIANCE_NORMAL) == 1 else { return false }
+        switch String(cString: format!.pointee.name) {
+        case "mp4": return codec != AV_CODEC_ID_FLAC
+        case "mov": return ![AV_CODEC_ID_VP9, AV_CODEC_ID_AV1, AV_CODEC_ID_FLAC, AV_CODEC_ID_OPUS].contains(codec)
+        default: return true
+        }
     }
 
     /// Adds a stream described by an opened encoder.

@@ -565,6 +565,19 @@ import TestSupport
                                        settings: TranscodeSettings(container: .m4v, video: settings.video))
         #expect { try session.run() } throws: { ($0 as? MediaError)?.code == "copy_not_supported" }
         #expect(Media.files(in: folder).isEmpty)
+        // Codecs FFmpeg says a container takes and its muxer then refuses in the header: they failed as FFmpeg errors.
+        for (codec, container) in [("flac", FileType.mp4), ("flac", .mov), ("libopus", .mov)] {
+            let input = folder.appendingPathComponent("\(codec).mkv").path
+            try Media.ffmpeg(["-f", "lavfi", "-i", "sine=d=1", "-c:a", codec, input])
+            let copy = TranscodeSession(inputPath: input, outputPath: folder.appendingPathComponent("o.\(container.rawValue)").path,
+                                        settings: TranscodeSettings(container: container, video: .drop, audio: .copy))
+            #expect { try copy.run() } throws: { ($0 as? MediaError)?.code == "copy_not_supported" }
+        }
+        // Opus in MP4 is taken.
+        let opus = folder.appendingPathComponent("libopus.mkv").path
+        _ = try TranscodeSession(inputPath: opus, outputPath: folder.appendingPathComponent("opus.mp4").path,
+                                 settings: TranscodeSettings(container: .mp4, video: .drop, audio: .copy)).run()
+        #expect(try Probe.read(folder.appendingPathComponent("opus.mp4").path).audio?.codec_name == "opus")
     }
 
     @Test func droppingTheAudioAndChangingTheFrameRate() throws {
