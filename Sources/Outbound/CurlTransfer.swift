@@ -64,8 +64,9 @@ public final class CurlTransfer {
     public func perform(_ request: OutboundRequest, policy: AddressPolicy,
                         sink: ((UnsafeRawBufferPointer) -> OutboundError?)? = nil,
                         progress: ((Int64, Int64?) -> Bool)? = nil) throws(OutboundError) -> OutboundResponse {
+        // `scheme://` whole: libcurl also reads `http:/user:pw@host` and `http:user:pw@host`, with credentials.
         let scheme = request.url.prefix { $0 != ":" }.lowercased()
-        guard scheme == "http" || scheme == "https", request.url.count < 8192 else {
+        guard scheme == "http" || scheme == "https", request.url.dropFirst(scheme.count).hasPrefix("://"), request.url.count < 8192 else {
             throw OutboundError(code: "invalid_url", message: "Only http and https URLs can be fetched.")
         }
         curl_easy_reset(handle)

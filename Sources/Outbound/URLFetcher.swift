@@ -87,9 +87,9 @@ public struct URLFetcher: Sendable {
         return true
     }
 
-    /// `filename="…"` of a Content-Disposition, else the last component of the URL's path, unless that looks like a
-    /// token (`…/dl/Xy7kQ9pL2mN4rT8vW1zA`): the upload's name is shown to API clients and in webhooks, where the URL
-    /// itself is shown redacted.
+    /// `filename="…"` of a Content-Disposition, else the last component of the URL's path, unless the redaction of
+    /// URLs takes it for a secret (`…/dl/Xy7kQ9pL2mN4rT8vW1zA`, a JWT, `bot123:secret…`): the upload's name is shown to
+    /// API clients and in webhooks, where the URL itself is shown redacted.
     public static func filename(disposition: String?, url: String) -> String? {
         if let disposition, let range = disposition.range(of: "filename=") {
             let value = disposition[range.upperBound...].prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
@@ -97,7 +97,7 @@ public struct URLFetcher: Sendable {
             if !unquoted.isEmpty { return unquoted }
         }
         guard let path = URLComponents(string: url)?.path, let last = path.split(separator: "/").last,
-              !RedactedURL.looksLikeToken(last) else { return nil }
+              !RedactedURL.isSecret(last) else { return nil }
         return last.removingPercentEncoding ?? String(last)
     }
 }

@@ -219,8 +219,10 @@ public final class TranscoderAPI: Sendable {
         if let unknown = object.keys.sorted().first(where: { $0 != "url" }) {
             throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected url.")
         }
-        guard case .string(let url)? = object["url"], !url.isEmpty else {
-            throw HTTPError(.badRequest, "invalid_request", "url: expected the http or https URL of the media (a string).")
+        // As a job's input URL is: libcurl reads spellings URLComponents sees no host in (`http:/user:pw@host/`)
+        // as credentials, which the redaction of logged URLs then missed.
+        guard case .string(let url)? = object["url"], URLFetcher.isFetchable(url) else {
+            throw HTTPError(.badRequest, "invalid_request", "url: expected the http or https URL of the media, of at most 2048 bytes.")
         }
         return url
     }

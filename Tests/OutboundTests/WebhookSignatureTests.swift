@@ -91,5 +91,13 @@ import Webhooks
         // An input's name comes from its URL's last segment, and is shown as it is: never a token.
         #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA") == nil)
         #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA/clip%20one.mp4") == "clip one.mp4")
+        // Nor any other segment the redaction hides: a JWT, a bot's token (they were the input's name, shown whole).
+        #expect(URLFetcher.filename(disposition: nil, url: "https://h.example/dl/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.SflKxwRJSMeKKF2QT4fw") == nil)
+        #expect(URLFetcher.filename(disposition: nil, url: "https://h.example/bot7654321:AAHdqTcvCHvGWJxfSeofSAsKPALDsawxyzQ") == nil)
+        // A URL libcurl would read with credentials in it, `scheme:` without `//`, is not fetched.
+        for url in ["http:/user:pw@127.0.0.1:9/x", "http:user:pw@127.0.0.1:9/x"] {
+            #expect { _ = try CurlTransfer().perform(OutboundRequest(url: url, method: "GET", headers: [], body: nil, maxRedirects: 0, timeout: 5),
+                                                     policy: AddressPolicy()) } throws: { ($0 as? OutboundError)?.code == "invalid_url" }
+        }
     }
 }

@@ -144,6 +144,13 @@ import TestSupport
         for secret in ["hunter2", "deadbeefcafe", "AKIAEXAMPLE"] {
             #expect(!log.contains(secret) && !(answer.object.description.contains(secret)), "\(secret) leaked")
         }
+        // Spellings with no host to URLComponents, which libcurl reads as credentials: refused as not URLs. They were
+        // fetched (with the password sent) and logged whole.
+        for spelling in ["http:/user:hunter3@10.1.2.3/v.mp4", "http:///user:hunter3@10.1.2.3/v.mp4", "http:user:hunter3@10.1.2.3/v.mp4"] {
+            let refused = try fetch(server, spelling)
+            #expect(refused.status == 400 && (refused.object["error"] as? [String: Any])?["code"] as? String == "invalid_request", "\(spelling): \(refused.object)")
+        }
+        #expect(!server.log.contains("hunter3"), "\(server.log)")
     }
 }
 
