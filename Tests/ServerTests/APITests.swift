@@ -210,6 +210,13 @@ import TestSupport
             }
         }
         #expect(!FileManager.default.fileExists(atPath: "/etc/passwd.mp4"))
+        // A name over 255 bytes is shortened by whole characters, its extension kept: cut at byte 255, a character
+        // was split and the whole name became "upload".
+        let long = "a" + String(repeating: "動", count: 100) + ".wav"
+        let (status, object) = try server.json("/v1/uploads/" + long.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!,
+                                               ["-X", "PUT", "-T", try Media.path(.audioOnly)])
+        let shortened = object["filename"] as? String ?? ""
+        #expect(status == 201 && shortened == "a" + String(repeating: "動", count: 83) + ".wav", "\(shortened)")
     }
 
     @Test func aClientThatVanishesMidDownloadLeavesTheServerWell() throws {
