@@ -38,8 +38,8 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
     }
 
     /// The form settings are stored in and read back from (`init(json:)`): a track the container cannot hold is
-    /// written only when dropped (`null`). Left to its default it is left out, as it was asked for: reading refuses
-    /// such a track named explicitly, and the job, stored, could never run.
+    /// written only when dropped (`null`), as reading leaves it: reading refuses such a track named explicitly, and
+    /// the job, stored, could never run.
     public func encode(to encoder: any Encoder) throws {
         var keyed = encoder.container(keyedBy: CodingKeys.self)
         try keyed.encode(container, forKey: .container)
@@ -111,12 +111,15 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
             }
         }
         // Raw and audio-only files hold one kind of track: asking for the other one explicitly is an error here;
-        // left to its default, it is refused only if the input has such a track.
-        if !container.holdsAudio, reader.has("audio"), audio != .drop {
-            throw SettingsError(key: "audio", message: "a raw \(container.rawValue) stream holds video only; use null")
+        // left to its default, it is left out, as `ffmpeg -i clip.mov song.m4a` does (the job failed when the input
+        // had such a track: `{"container": "m4a"}` of a video).
+        if !container.holdsAudio, audio != .drop {
+            if reader.has("audio") { throw SettingsError(key: "audio", message: "a raw \(container.rawValue) stream holds video only; use null") }
+            audio = .drop
         }
-        if !container.holdsVideo, reader.has("video"), video != .drop {
-            throw SettingsError(key: "video", message: "a \(container.rawValue) file holds audio only; use null")
+        if !container.holdsVideo, video != .drop {
+            if reader.has("video") { throw SettingsError(key: "video", message: "a \(container.rawValue) file holds audio only; use null") }
+            video = .drop
         }
     }
 

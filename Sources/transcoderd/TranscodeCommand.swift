@@ -180,9 +180,6 @@ enum TranscodeCommand {
         if case .object(var object) = json, object["container"] == nil, object["thumbnails"] ?? .null == .null,
            !output.hasSuffix("/"), let container = try containerNamed(by: output) {
             object["container"] = .string(container.rawValue)
-            // The file holds one kind of track: the other is left out, as a player expects of `song.m4a`.
-            if !container.holdsVideo, object["video"] == nil { object["video"] = .null }
-            if !container.holdsAudio, object["audio"] == nil { object["audio"] = .null }
             json = .object(object)
         }
         do {

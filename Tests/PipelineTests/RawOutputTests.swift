@@ -77,9 +77,16 @@ import TestSupport
         #expect { try TranscodeSettings.parse(Data(#"{"container": "aac", "video": "copy"}"#.utf8)) } throws: {
             ($0 as? SettingsError)?.key == "video"
         }
+        // Left to its default, the other kind is left out, as `ffmpeg -i clip.mp4 clip.h264` does (the job failed).
         let folder = try Media.scratch()
-        let session = TranscodeSession(inputPath: try Media.path(.standard), outputPath: folder.appendingPathComponent("o.h264").path,
-                                       settings: try TranscodeSettings.parse(Data(#"{"container": "h264"}"#.utf8)))
+        let raw = folder.appendingPathComponent("o.h264").path
+        let settings = try TranscodeSettings.parse(Data(#"{"container": "h264"}"#.utf8))
+        #expect(settings.audio == .drop)
+        _ = try TranscodeSession(inputPath: try Media.path(.standard), outputPath: raw, settings: settings).run()
+        #expect(try Probe.read(raw).audio == nil && (try Probe.read(raw).video) != nil)
+        // Settings made otherwise that keep it are refused when the job runs, and leave nothing.
+        try FileManager.default.removeItem(atPath: raw)
+        let session = TranscodeSession(inputPath: try Media.path(.standard), outputPath: raw, settings: TranscodeSettings(container: .h264))
         #expect { try session.run() } throws: { error in
             let media = error as? MediaError
             return media?.code == "invalid_settings" && media?.message.hasPrefix("audio:") == true

@@ -356,6 +356,17 @@ import TestSupport
         let sound = try waitForState(m4aID, ["succeeded", "failed"])
         #expect(sound["state"] as? String == "succeeded" && (sound["output"] as? [String: Any])?["mimeType"] as? String == "audio/mp4",
                 "\(sound)")
+        // And from a video: its sound alone, as `ffmpeg -i clip.mov song.m4a` makes it. The job was made, then failed
+        // ("a m4a file holds audio only").
+        let video = try #require(try upload(try Media.path(.standard))["id"] as? String)
+        let fromVideo = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(video)", "settings": {"container": "m4a"}}"#])
+        let fromVideoID = try #require(fromVideo.object["id"] as? String, "\(fromVideo.object)")
+        let song = try waitForState(fromVideoID, ["succeeded", "failed"])
+        #expect(song["state"] as? String == "succeeded", "\(song)")
+        let songFile = try Media.scratch().appendingPathComponent("song.m4a").path
+        #expect(try server.curl("/v1/jobs/\(fromVideoID)/output", ["-o", songFile]).status == 200)
+        let songProbe = try Probe.read(songFile)
+        #expect(songProbe.video == nil && songProbe.audio != nil)
 
         let page = try server.json("/v1/jobs?state=succeeded&limit=1")
         #expect(page.status == 200 && (page.object["jobs"] as? [[String: Any]])?.count == 1)
