@@ -299,6 +299,7 @@ public final class TranscoderAPI: Sendable {
         if let made = try Self.fromStore({ () throws(StoreError) in try store.job(id: id) }) { return made.id }
         let settings = try Self.settings(Self.settingsField(data))
         try checkWatermark(settings)
+        try checkTracks(of: upload, for: settings)
         let job: Job
         do {
             job = try store.createJob(id: id, input: upload.id, settings: settings, priority: 0,
@@ -598,13 +599,22 @@ public final class TranscoderAPI: Sendable {
         }
     }
 
-    /// Thumbnails are taken from the video: an input known to have none (a song, its cover art aside) is refused
-    /// here, where the job was queued and then failed. An input still to be fetched is judged when it runs.
+    /// What the job would refuse of the input's tracks, refused here, where the job was queued and then failed:
+    /// thumbnails of an input without video (a song, its cover art aside), and settings that drop every track the
+    /// input has (`{"audio": null}` of a song, the `audio` preset of a silent video). An input still to be fetched is
+    /// judged when it runs.
     private func checkTracks(of input: Upload, for settings: TranscodeSettings) throws(HTTPError) {
-        guard settings.thumbnails != nil, !input.tracks.isEmpty,
-              !input.tracks.contains(where: { $0.mediaType == .video && $0.coverArt != true }) else { return }
-        throw HTTPError(.unprocessableContent, "invalid_settings",
-                        "settings.thumbnails: they are taken from the video, and the input has none (leave thumbnails out).")
+        guard !input.tracks.isEmpty else { return }
+        let hasVideo = input.tracks.contains { $0.mediaType == .video && $0.coverArt != true }
+        let hasAudio = input.tracks.contains { $0.mediaType == .audio }
+        if settings.thumbnails != nil, !hasVideo {
+            throw HTTPError(.unprocessableContent, "invalid_settings",
+                            "settings.thumbnails: they are taken from the video, and the input has none (leave thumbnails out).")
+        }
+        guard hasVideo && settings.video != .drop || hasAudio && settings.audio != .drop else {
+            throw HTTPError(.unprocessableContent, "invalid_settings",
+                            "settings.video, settings.audio: the settings drop every track the input has (it has \(hasVideo ? "video" : "sound") only).")
+        }
     }
 
     private static func jsonObject(_ data: Data) throws(HTTPError) -> [String: JSONValue] {

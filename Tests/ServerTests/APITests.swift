@@ -305,6 +305,11 @@ import TestSupport
             let message = (refused.object["error"] as? [String: Any])?["message"] as? String ?? ""
             #expect(refused.status == 400 && message.hasPrefix(key + ":"), "\(settings): \(refused.status) \(message)")
         }
+        // Settings that drop every track the input has: refused when the job is made (it was made, then failed).
+        let soundOnly = try #require(try upload(try Media.path(.audioOnly))["id"] as? String)
+        let nothing = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(soundOnly)", "settings": {"audio": null}}"#])
+        #expect(nothing.status == 422 && ((nothing.object["error"] as? [String: Any])?["message"] as? String ?? "").hasPrefix("settings.video, settings.audio:"),
+                "\(nothing)")
         let unknown = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "nope"}"#])
         #expect(unknown.status == 422 && (unknown.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
         let extra = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "x", "sttings": {}}"#])

@@ -325,6 +325,16 @@ import TestSupport
         #expect(info.status == 200 && info.headers["upload-offset"] == String(size) && info.headers["transcoder-job"] == nil, "\(info)")
         let id = try #require(path.split(separator: "/").last.map(String.init))
         #expect(try server.json("/v1/uploads/\(id)").status == 200, "the bytes are an upload, which the client can now name")
+        // So is a job the input's tracks cannot give (pictures of a song), as through the rest of the API: it was made,
+        // then failed.
+        let song = try Media.path(.audioOnly)
+        let songSize = try #require(try FileManager.default.attributesOfItem(atPath: song)[.size] as? Int)
+        let pictures = Data(#"{"thumbnails": {"count": 2}}"#.utf8)
+        let refused = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-T", song, "-H", "Expect:", "-H", "Upload-Length: \(songSize)",
+                                             "-H", "Upload-Metadata: settings \(pictures.base64EncodedString())"]
+                                      + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
+        #expect(refused.hasPrefix("HTTP/1.1 422 ") && refused.contains("settings.thumbnails:") && !refused.lowercased().contains("transcoder-job:"), "\(refused)")
+        #expect((try server.json("/v1/jobs").object["jobs"] as? [Any])?.isEmpty == true, "no job")
         // And one whose completion fails for now (storing it cannot be done): 500, with where it is to ask again.
         let restore = try breakUploadsFolder(server)
         let failing = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-T", clip, "-H", "Expect:", "-H", "Upload-Length: \(size)"]
