@@ -112,10 +112,13 @@ struct WebhookRows<Store: RowRunning> {
             """, []).first?["due"].double
     }
 
+    /// Deliveries in each state (from the index on `state`).
+    static var countsSQL: String { "SELECT state, count(*) AS n FROM webhook_deliveries GROUP BY state" }
+
     /// Deliveries in each state.
     func counts() throws(StoreError) -> [WebhookDelivery.State: Int] {
         var counts: [WebhookDelivery.State: Int] = [:]
-        for row in try store.rows("SELECT state, count(*) AS n FROM webhook_deliveries GROUP BY state", []) {
+        for row in try store.rows(Self.countsSQL, []) {
             if let state = row["state"].string.flatMap(WebhookDelivery.State.init) { counts[state] = row["n"].int ?? 0 }
         }
         return counts

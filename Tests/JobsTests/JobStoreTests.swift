@@ -486,6 +486,9 @@ import TestSupport
         #expect(retention.contains { $0.contains("jobs_finished") } && !retention.contains { $0.contains("TEMP B-TREE") }, "\(retention)")
         let uploads = try plan(SQLiteJobStore.unusedUploadsSQL, [.real(1)])
         #expect(uploads.contains { $0.contains("uploads_created") }, "\(uploads)")
+        let deliveries = try plan(WebhookRows<SQLiteJobStore>.countsSQL, [])
+        #expect(deliveries.contains { $0.contains("COVERING INDEX webhook_deliveries_state") } && !deliveries.contains { $0.contains("TEMP B-TREE") },
+                "\(deliveries)")
     }
 
     @Test func schemaIsVersionedAndReopensCleanly() throws {
