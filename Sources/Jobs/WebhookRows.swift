@@ -54,11 +54,14 @@ struct WebhookRows<Store: RowRunning> {
             assignments = ["state = 'disabled'", "last_status = ?", "last_error = 'The URL answered 410 Gone: the job''s webhook is off.'"]
             arguments = [.integer(Int64(status))]
         }
+        // Once the body is kept, the job's snapshot it was made from is not needed again (every later attempt sends
+        // the body): it went only with the job, and every event kept a copy of the job's JSON, file list and all.
+        let body: SQLValue = payload.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null
         let done = try store.rows("""
-            UPDATE webhook_deliveries SET \((assignments + ["claimed_until = NULL", "payload = COALESCE(payload, ?)"]).joined(separator: ", "))
+            UPDATE webhook_deliveries SET \((assignments + ["claimed_until = NULL", "payload = COALESCE(payload, ?)",
+                                                          "job = CASE WHEN COALESCE(payload, ?) IS NULL THEN job ELSE '{}' END"]).joined(separator: ", "))
             WHERE seq = ? AND attempts = ? AND state = 'pending' AND claimed_until IS NOT NULL RETURNING seq
-            """, arguments + [payload.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null, .integer(delivery.sequence),
-                              .integer(Int64(delivery.attempts))])
+            """, arguments + [body, body, .integer(delivery.sequence), .integer(Int64(delivery.attempts))])
         if case .disabled = outcome, !done.isEmpty {
             // A change of the job as shown: its cached JSON is told by `updated_at`.
             _ = try store.rows("UPDATE jobs SET webhook_disabled = true, updated_at = \(now) WHERE id = ?", [.text(delivery.jobID)])

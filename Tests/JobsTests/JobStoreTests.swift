@@ -403,6 +403,10 @@ import TestSupport
         #expect(Set(second.map { "\($0.scope.rawValue) \($0.event)" }) == ["job job.succeeded", "server job.running"])
         let retried = try #require(second.first { $0.scope == .server })
         #expect(retried.attempts == 2 && retried.payload == Data("{\"b\":1}".utf8) && retried.lastStatus == 500)
+        // Once its body is kept, a delivery keeps no copy of the job (each event held all of the job's JSON).
+        let kept = try store.deliveries(jobID: job.id).first { $0.id == ownRunning.id }
+        #expect(retried.job == nil && kept?.payload != nil && kept?.job == nil)
+        #expect(second.first { $0.scope == .job }?.job?.state == .succeeded, "one still to be sent keeps it")
         // The first claim's attempt reports late: its claim was taken over, so nothing changes.
         try store.finishDelivery(serverRunning, .delivered(status: 200), payload: Data())
         #expect(try store.deliveries(jobID: job.id).first { $0.id == serverRunning.id }?.state == .pending)
