@@ -20,7 +20,7 @@ public final class TranscoderAPI: Sendable {
     /// Rendered job JSON by id: pollers of a job that is not moving get the same bytes without a database read and
     /// without encoding it again. An entry is current while the store's generation and the job's live progress are
     /// what they were; after other writes, while its `updated_at` and live progress are unchanged.
-    private let rendered = LockedValue<[String: RenderedJob]>([:])
+    private let rendered = LockedValue(RenderedJobs<RenderedJob>())
 
     private struct RenderedJob {
         /// The store's generation read before the job was.
@@ -742,16 +742,15 @@ public final class TranscoderAPI: Sendable {
         let live = liveStamp(id)
         let current = rendered.withLock { cache -> Data? in
             guard let cached = cache[id], cached.updatedAt == updatedAt, cached.liveTime == live else { return nil }
-            cache[id]?.generation = max(cached.generation, generation)
+            cache.update(id) { $0.generation = max(cached.generation, generation) }
             return cached.data
         }
         if let current { return .json(encoded: current) }
         let job = try job(request)
         let data = JSON.encode(resource(job))
         rendered.withLock { cache in
-            if cache.count >= 4096 { cache.removeAll(keepingCapacity: true) }
-            cache[id] = RenderedJob(generation: generation, updatedAt: job.updatedAt,
-                                    liveTime: job.state == .running ? live : nil, data: data)
+            cache.insert(RenderedJob(generation: generation, updatedAt: job.updatedAt, liveTime: job.state == .running ? live : nil, data: data),
+                         size: data.count, for: id)
         }
         return .json(encoded: data)
     }
@@ -925,6 +924,7 @@ public final class TranscoderAPI: Sendable {
             // gone are strays: if this does not get to them, a cluster's stray sweep removes them, or a single
             // server's next start.
             try store.deleteJob(id: job.id)
+            rendered.withLock { $0.remove(job.id) }
             if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
             if let upload = try store.upload(id: job.inputUpload) {
                 do {
