@@ -61,9 +61,10 @@ import TestSupport
         let redirected = try fetch(open, peer.base + "/redirect?to=http%3A%2F%2F169.254.169.254%2Flatest%2Fmeta-data%2F")
         #expect(redirected.status == 422 && code(redirected) == "url_not_allowed", "\(redirected.object)")
         #expect(((redirected.object["error"] as? [String: Any])?["message"] as? String)?.contains("cloud metadata") == true)
+        // Not an http or https URL: refused as a job's input URL is.
         for scheme in ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/"] {
             let answer = try fetch(open, scheme)
-            #expect(answer.status == 422 && code(answer) == "invalid_url", "\(scheme): \(answer.object)")
+            #expect(answer.status == 400 && code(answer) == "invalid_request", "\(scheme): \(answer.object)")
         }
         #expect(try uploadsFolder(closed).isEmpty && uploadsFolder(open).isEmpty)
     }
