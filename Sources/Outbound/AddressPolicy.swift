@@ -1,8 +1,8 @@
 import Foundation
 
-/// Which addresses an outbound request may connect to. By default only public ones: a URL a user hands the server
-/// (an input to fetch, a webhook) must not reach the server's own machine, its private network or the cloud's
-/// metadata service. Checked on the address a connection is about to use (after DNS, on every redirect), so a name
+/// Which addresses an outbound request may connect to. By default only public ones, and none of this machine's
+/// own: a URL a user hands the server (an input to fetch, a webhook) must not reach the server's own machine, its
+/// private network or the cloud's metadata service. Checked on the address a connection is about to use (after DNS, on every redirect), so a name
 /// that resolves somewhere else the second time cannot slip past.
 public struct AddressPolicy: Sendable, Equatable {
     /// Blocks allowed although not public (`--allow-private-urls`).
@@ -33,12 +33,18 @@ public struct AddressPolicy: Sendable, Equatable {
     /// A cloud's metadata or credentials address stays refused unless it is allowed by itself (a /32 or /128
     /// entry), not by a block that happens to hold it (`169.254.0.0/16`, `100.64.0.0/10`, `0.0.0.0/0`). An IPv6 address carrying an IPv4 one (mapped,
     /// NAT64, 6to4) is judged by the IPv4 address, where it really leads.
+    /// An address of one of this machine's own interfaces is refused too, whatever its block.
     public func refusal(of address: IPAddress) -> String? {
-        if let inner = address.embeddedIPv4 ?? Self.tunnelled(address) { return refusal(of: inner) }
+        refusal(of: address, local: LocalAddresses.shared.current)
+    }
+
+    /// `refusal(of:)` with `local` as this machine's addresses.
+    func refusal(of address: IPAddress, local: [IPAddress]) -> String? {
+        if let inner = address.embeddedIPv4 ?? Self.tunnelled(address) { return refusal(of: inner, local: local) }
         let metadata = Self.metadata.contains(where: { $0.contains(address) })
         if allowed.contains(where: { $0.contains(address) && (!metadata || $0.prefix == address.bytes.count * 8) }) { return nil }
         for (block, kind) in Self.reserved where block.contains(address) { return kind }
-        return nil
+        return local.contains(address) ? "local interface" : nil
     }
 
     /// Where clouds hand out instance metadata and credentials: the instance metadata service (AWS, GCP, Azure,
@@ -72,5 +78,7 @@ public struct AddressPolicy: Sendable, Equatable {
         ("224.0.0.0/4", "multicast"), ("240.0.0.0/4", "reserved"), ("192.0.0.0/24", "reserved"), ("198.18.0.0/15", "reserved"),
         ("::/128", "unspecified"), ("::1/128", "loopback"), ("::/96", "reserved"), ("fc00::/7", "private"), ("fec0::/10", "private"),
         ("fe80::/10", "link-local"), ("ff00::/8", "multicast"), ("64:ff9b:1::/48", "reserved"), ("2001::/32", "reserved"),
+        ("192.0.2.0/24", "documentation"), ("198.51.100.0/24", "documentation"), ("203.0.113.0/24", "documentation"),
+        ("192.88.99.0/24", "reserved"), ("2001:db8::/32", "documentation"), ("3fff::/20", "documentation"),
     ].map { (CIDRBlock($0.0)!, $0.1) }
 }

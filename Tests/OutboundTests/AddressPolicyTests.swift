@@ -1,4 +1,4 @@
-import Outbound
+@testable import Outbound
 import Testing
 
 /// The address rules outbound requests are held to, as values: no sockets.
@@ -11,7 +11,8 @@ import Testing
         ("::", "unspecified"), ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "cloud metadata"),
         ("255.255.255.255", "reserved"), ("64:ff9b::a9fe:a9fe", "cloud metadata"), ("64:ff9b::7f00:1", "loopback"),
         ("2002:a00:1::1", "private"), ("2002:7f00:1::", "loopback"), ("198.18.0.1", "reserved"), ("192.0.0.8", "reserved"),
-        ("fec0::1", "private"), ("2001:0:4136:e378::1", "reserved"),
+        ("fec0::1", "private"), ("2001:0:4136:e378::1", "reserved"), ("192.0.2.2", "documentation"),
+        ("198.51.100.7", "documentation"), ("203.0.113.9", "documentation"), ("2001:db8::1", "documentation"),
     ])
     func nonPublicAddressesAreRefusedByKind(address: String, kind: String) throws {
         let ip = try #require(IPAddress(address))
@@ -21,6 +22,20 @@ import Testing
     @Test(arguments: ["93.184.216.34", "8.8.8.8", "172.32.0.1", "172.15.255.255", "100.128.0.1", "2606:4700::1111", "192.169.0.1"])
     func publicAddressesPass(address: String) throws {
         #expect(AddressPolicy().refusal(of: try #require(IPAddress(address))) == nil)
+    }
+
+    /// This machine's own addresses are refused whatever their block: a public address on its interface reaches
+    /// services bound to 0.0.0.0 that a firewall hides from the internet. They were judged by their block alone.
+    @Test func thisMachinesOwnAddressesAreRefused() throws {
+        let own = try #require(IPAddress("93.184.216.34")), other = try #require(IPAddress("8.8.8.8"))
+        #expect(AddressPolicy().refusal(of: own, local: [own]) == "local interface")
+        #expect(AddressPolicy().refusal(of: try #require(IPAddress("::ffff:93.184.216.34")), local: [own]) == "local interface")
+        #expect(AddressPolicy().refusal(of: other, local: [own]) == nil)
+        #expect(try AddressPolicy.parse("93.184.216.34").get().refusal(of: own, local: [own]) == nil, "unless allowed")
+        // The machine's addresses as the kernel lists them, each refused by the policy as it runs.
+        let listed = LocalAddresses.read()
+        #expect(listed.contains(try #require(IPAddress("127.0.0.1"))), "\(listed)")
+        for address in listed { #expect(AddressPolicy().refusal(of: address) != nil, "\(address)") }
     }
 
     @Test func kindsReadAsPhrases() {
