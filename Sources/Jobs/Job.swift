@@ -58,10 +58,7 @@ public struct Job: Sendable, Codable, Equatable {
 
     /// The folder or file a succeeded job's output is: the folder its main file is in, or, for a job from before
     /// outputs were folders, the file itself.
-    public var outputRoot: String? {
-        guard let outputPath else { return nil }
-        return outputFiles == nil ? outputPath : URL(fileURLWithPath: outputPath).deletingLastPathComponent().path
-    }
+    public var outputRoot: String? { JobOutput.root(path: outputPath, singleFile: outputFiles == nil) }
 }
 
 extension Job {

@@ -1092,7 +1092,7 @@ public final class JobQueue: Sendable {
         for name in names {
             let id = String(name.prefix { $0 != "." })
             let path = directory.outputs.appendingPathComponent(name).path
-            let job = try store.job(id: id)
+            let job = try store.output(of: id)
             // On a shared store, a queued or running job's folders are its workers' (a claim clears earlier ones).
             if store.isShared, let job, !job.state.isTerminal { continue }
             if job?.state != .succeeded || job?.outputRoot != path { removeFile(path, of: "job_id", id) }

@@ -71,6 +71,12 @@ struct JobRows: Sendable {
         return job
     }
 
+    /// A row of `JobOutput.columns`.
+    func output(_ row: Row) -> JobOutput {
+        JobOutput(id: row["id"].string ?? "", state: row["state"].string.flatMap(JobState.init) ?? .failed,
+                  outputRoot: JobOutput.root(path: row["output_path"].string.map(resolved), singleFile: row["single_file"] == .integer(1)))
+    }
+
     /// The columns a new job's webhooks set.
     static func webhookColumns(_ webhooks: JobWebhooks) -> [(String, SQLValue)] {
         [

@@ -59,7 +59,9 @@ public protocol JobStore: AnyObject, Sendable {
     func deleteJob(id: String) throws(StoreError)
     /// Finished jobs (succeeded, failed, canceled) that ended before `time` (seconds since 1970), oldest first; not
     /// those with webhook deliveries still pending (retention waits for them).
-    func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job]
+    func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [JobOutput]
+    /// Where a job's output lies (nil when there is no such job).
+    func output(of id: String) throws(StoreError) -> JobOutput?
 
     // MARK: Jobs for workers
 
@@ -134,7 +136,7 @@ extension JobStore {
         try jobs(state: state, limit: limit, cursor: cursor)
     }
 
-    public func finishedJobs(before time: Double) throws(StoreError) -> [Job] { try finishedJobs(before: time, limit: 500) }
+    public func finishedJobs(before time: Double) throws(StoreError) -> [JobOutput] { try finishedJobs(before: time, limit: 500) }
 }
 
 /// A worker's hold on a running job: refused writes (`lease_lost`) tell it the job was given to someone else.

@@ -319,6 +319,24 @@ import TestSupport
         #expect(try fixture.store.finishedJobs(before: later).map(\.id) == [madeSecond.id, endedLast.id])
         let first = try #require(try fixture.store.job(id: madeSecond.id))
         #expect(try fixture.store.finishedJobs(before: first.finishedAt ?? 0).isEmpty)
+        // Where outputs lie, read without the rest of the rows: a folder with its file list, a lone file of an older
+        // version without, none for a job that made none.
+        let fresh = try StoreFixture(backend)
+        let store = fresh.store
+        let input = try fresh.upload(try Media.path(.audioOnly))
+        for files in [[OutputFile(path: "output.mp4", size: 1, mimeType: "video/mp4")], nil] {
+            let made = try store.createJob(input: input.id, settings: TranscodeSettings())
+            let lease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+            #expect(lease.jobID == made.id)
+            let done = try store.markSucceeded(lease, outputPath: fresh.directory.outputs.path + "/\(made.id)/output.mp4", size: 1, tracks: [],
+                                               files: files, duration: 1, framesEncoded: 1, seconds: 1)
+            let output = try #require(try store.output(of: made.id))
+            #expect(output == JobOutput(id: made.id, state: .succeeded, outputRoot: done.outputRoot) && done.outputRoot != nil, "\(output)")
+            #expect(output.outputRoot?.hasSuffix(files == nil ? "/output.mp4" : "/\(made.id)") == true, "\(output)")
+            #expect(try store.finishedJobs(before: Date().timeIntervalSince1970 + 1).contains(output))
+        }
+        #expect(try fixture.store.output(of: madeSecond.id) == JobOutput(id: madeSecond.id, state: .canceled, outputRoot: nil))
+        #expect(try store.output(of: "nope") == nil)
     }
 
     /// An idle sender sleeps until a claim can find something: a delivery in flight is due when its claim runs out,

@@ -179,12 +179,16 @@ public final class PostgresJobStore: JobStore, RowRunning {
                   [.text(id), .text(id)])
     }
 
-    public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job] {
+    public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [JobOutput] {
         try query("""
-            SELECT * FROM jobs WHERE state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
+            SELECT \(JobOutput.columns) FROM jobs WHERE state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
             ORDER BY finished_at LIMIT ?
-            """, [.real(time), .integer(Int64(limit))]).map(rows.job)
+            """, [.real(time), .integer(Int64(limit))]).map(rows.output)
+    }
+
+    public func output(of id: String) throws(StoreError) -> JobOutput? {
+        try query("SELECT \(JobOutput.columns) FROM jobs WHERE id = ?", [.text(id)]).first.map(rows.output)
     }
 
     // MARK: Webhooks

@@ -71,7 +71,7 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     /// order (jobs_finished) and stop at the limit, rather than take every finished job by state and sort them all,
     /// which SQLite's planner prefers otherwise.
     static let finishedJobsSQL = """
-        SELECT * FROM jobs WHERE +state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
+        SELECT \(JobOutput.columns) FROM jobs WHERE +state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
         ORDER BY finished_at LIMIT ?
         """
@@ -226,9 +226,15 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         }
     }
 
-    public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [Job] {
+    public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [JobOutput] {
         try withDatabase { database throws(StoreError) in
-            try database.query(Self.finishedJobsSQL, [.real(time), .integer(Int64(limit))]).map(rows.job)
+            try database.query(Self.finishedJobsSQL, [.real(time), .integer(Int64(limit))]).map(rows.output)
+        }
+    }
+
+    public func output(of id: String) throws(StoreError) -> JobOutput? {
+        try withDatabase { database throws(StoreError) in
+            try database.query("SELECT \(JobOutput.columns) FROM jobs WHERE id = ?", [.text(id)]).first.map(rows.output)
         }
     }
 
