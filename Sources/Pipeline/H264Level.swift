@@ -18,6 +18,17 @@ struct H264Level {
         "5.1": .init(maxMacroblockRate: 983_040, maxFrameSize: 36_864), "5.2": .init(maxMacroblockRate: 2_073_600, maxFrameSize: 36_864),
     ]
 
+    /// Macroblocks a frame of the largest level (6.2) holds: a picture of more fits no level, and under a job's
+    /// memory limit the largest ones (8192×8192) failed as out of memory.
+    static let largestFrameSize = 139_264
+
+    /// Why `width` × `height` fits no level, or nil when it fits one.
+    static func problem(width: Int, height: Int) -> String? {
+        let macroblocks = ((width + 15) / 16) * ((height + 15) / 16)
+        guard macroblocks > largestFrameSize else { return nil }
+        return "H.264 holds pictures of at most \(largestFrameSize) macroblocks (8192×4352, 7680×4640); \(width)×\(height) has \(macroblocks)"
+    }
+
     /// Why `width` × `height` at `frameRate` cannot be level `name`, or nil when it can (or the level is unknown).
     static func problem(level name: String, width: Int, height: Int, frameRate: Double) -> String? {
         guard let level = table[name] else { return nil }

@@ -93,6 +93,9 @@ struct VideoEncoding {
                 timeBase = AVRational(num: 1, den: 90_000)
             }
         }
+        if let problem = H264Level.problem(width: geometry.width, height: geometry.height) {
+            throw MediaError(code: "invalid_settings", message: "video: \(problem); ask for a smaller width or height.")
+        }
         if let level = settings.level,
            let problem = H264Level.problem(level: level, width: geometry.width, height: geometry.height, frameRate: av_q2d(frameRate)) {
             throw MediaError(code: "invalid_settings", message: "video.level: \(problem); leave the level out for x264's own choice.")

@@ -16,6 +16,14 @@ import Testing
         }
     }
 
+    /// The largest pictures a level holds pass; 8192×8192 fits none (it failed the job as out of memory).
+    @Test func theLargestPicturesALevelHoldsPass() throws {
+        for json in [#"{"video": {"width": 8192, "height": 4352}}"#, #"{"video": {"width": 7680, "height": 4320}}"#,
+                     #"{"preset": "1080p", "video": {"width": 8192}}"#] {
+            #expect(throws: Never.self, "\(json)") { _ = try TranscodeSettings.parse(Data(json.utf8)) }
+        }
+    }
+
     @Test func emptyObjectMeansDefaults() throws {
         let settings = try parse("{}")
         #expect(settings == TranscodeSettings())
@@ -131,6 +139,8 @@ import Testing
         (#"{"video": {"profile": "extreme"}}"#, "video.profile: expected one of baseline, main, high"),
         (#"{"video": {"width": 1281}}"#, "video.width: expected an even number"),
         (#"{"video": {"width": 9000}}"#, "video.width: expected a whole number of pixels from 2 to 8192"),
+        (#"{"video": {"width": 8192, "height": 8192}}"#, "video.height: H.264 holds pictures of at most 139264 macroblocks"),
+        (#"{"preset": "1080p", "video": {"width": 8192, "height": 4416}}"#, "video.height: H.264 holds pictures of at most 139264 macroblocks"),
         (#"{"video": {"height": "720"}}"#, "video.height: expected a whole number"),
         (#"{"video": {"level": "9.9"}}"#, "video.level: expected one of"),
         (#"{"video": {"scalingMode": "zoom"}}"#, "video.scalingMode: expected one of fit, fill, stretch"),
