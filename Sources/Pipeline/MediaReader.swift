@@ -27,6 +27,8 @@ public final class MediaReader {
     private var decoders: [Int: StreamDecoder] = [:]
     private var passthrough: Set<Int> = []
     private var readEnd: [Int: Double] = [:]
+    /// The earliest time read of each stream (seconds, the file's clock).
+    private var readStart: [Int: Double] = [:]
     private let packet = Packet()
     private let frame = Frame()
     private var draining: StreamDecoder?
@@ -201,6 +203,8 @@ public final class MediaReader {
         guard time != FFmpeg.noPTS else { return }
         let end = FFmpeg.seconds(time + max(value.duration, 0), timeBase(of: value.stream_index.asInt))
         readEnd[value.stream_index.asInt] = max(readEnd[value.stream_index.asInt] ?? -.infinity, end)
+        let start = FFmpeg.seconds(time, timeBase(of: value.stream_index.asInt))
+        readStart[value.stream_index.asInt] = min(readStart[value.stream_index.asInt] ?? .infinity, start)
     }
 
     /// Seconds that the media read may fall short of the declared duration before we call the file truncated.
@@ -208,18 +212,23 @@ public final class MediaReader {
 
     /// Compares what was read with what the file declares: each stream that declares its own duration must reach
     /// its end, and the longest stream must reach the file's declared end (streams without their own duration may
-    /// end earlier: audio shorter than the video is not a cut). A stream given the file's own timing says nothing
-    /// of its own end: audio from 8 s to 13 s of a 30 s Matroska or MPEG-TS file failed as cut short at 13 s.
+    /// end earlier: audio shorter than the video is not a cut). A stream whose timing is the file's and whose data
+    /// starts later than that (or never) was given the file's timing by FFmpeg, which saw none of it while probing:
+    /// it says nothing of its own end (audio from 8 s to 13 s of a 30 s Matroska or MPEG-TS file failed as cut
+    /// short at 13 s). An MP4's tracks declare their own, often the file's: they keep their own check.
     private func checkComplete() throws(MediaError) {
         guard container.durationIsDeclared else { return }
         var fileLevel = false
         for index in Set(decoders.keys).union(passthrough).sorted() {
             let stream = container.stream(index).pointee
-            guard stream.duration > 0, stream.start_time == FFmpeg.noPTS || !container.hasFileTiming(index) else {
+            let start = stream.start_time != FFmpeg.noPTS ? stream.start_time : 0
+            let declaredStart = FFmpeg.seconds(start, stream.time_base)
+            let borrowed = stream.start_time != FFmpeg.noPTS && container.hasFileTiming(index)
+                && readStart[index].map { $0 - declaredStart > Self.truncationTolerance(declared: 0) } ?? true
+            guard stream.duration > 0, !borrowed else {
                 fileLevel = true
                 continue
             }
-            let start = stream.start_time != FFmpeg.noPTS ? stream.start_time : 0
             try checkReached(FFmpeg.seconds(start + stream.duration, stream.time_base), read: readEnd[index])
         }
         if fileLevel, let end = container.declaredEnd {
