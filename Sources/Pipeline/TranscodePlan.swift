@@ -153,6 +153,7 @@ final class TranscodePlan {
             }
         } else {
             encodings = [try VideoEncoding.resolve(track: track, stream: stream, settings: base, filters: settings.filters, toneMapped: toneMapped)]
+            try encodings[0].checkFitsALevel()
             if case .video(let segmentSeconds) = pass {
                 // Checkpoint segments start with an IDR on their grid; x264 places its other key frames as usual.
                 grid = KeyFrameGrid(interval: segmentSeconds, segmentDuration: segmentSeconds)
@@ -228,7 +229,9 @@ final class TranscodePlan {
     private static func ladder(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: TranscodeSettings,
                                base: VideoSettings, toneMapped: Bool) throws(MediaError) -> [(settings: VideoSettings, encoding: VideoEncoding)] {
         func resolve(_ rung: VideoSettings) throws(MediaError) -> VideoEncoding {
-            try VideoEncoding.resolve(track: track, stream: stream, settings: rung, filters: settings.filters, toneMapped: toneMapped)
+            let encoding = try VideoEncoding.resolve(track: track, stream: stream, settings: rung, filters: settings.filters, toneMapped: toneMapped)
+            try encoding.checkFitsALevel()
+            return encoding
         }
         var rungs: [VideoSettings]
         switch settings.renditions ?? .auto {

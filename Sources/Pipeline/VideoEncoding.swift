@@ -49,6 +49,14 @@ struct VideoEncoding {
     /// between its encoders.
     var threads: Int32 = 0
 
+    /// Refuses a picture no H.264 level holds (`H264Level.largestFrameSize`), for an encoding that is made (not one
+    /// that only measures the source): x264 only warns, and under a job's memory limit it failed as out of memory.
+    func checkFitsALevel() throws(MediaError) {
+        if let problem = H264Level.problem(width: width, height: height) {
+            throw MediaError(code: "invalid_settings", message: "video: \(problem); ask for a smaller width or height.")
+        }
+    }
+
     /// Every default of `settings` filled in from the source stream: size from the (cropped) display size, frame
     /// rate and time base from the stream (times the tempo: `setpts` plays the pictures faster or slower), bit
     /// rate from the size, key frames every two seconds of the output.
@@ -92,9 +100,6 @@ struct VideoEncoding {
             if !FFmpeg.isValid(timeBase) || av_q2d(timeBase) > av_q2d(av_inv_q(frameRate)) || timeBase.den / max(timeBase.num, 1) > 10_000_000 {
                 timeBase = AVRational(num: 1, den: 90_000)
             }
-        }
-        if let problem = H264Level.problem(width: geometry.width, height: geometry.height) {
-            throw MediaError(code: "invalid_settings", message: "video: \(problem); ask for a smaller width or height.")
         }
         if let level = settings.level,
            let problem = H264Level.problem(level: level, width: geometry.width, height: geometry.height, frameRate: av_q2d(frameRate)) {

@@ -78,9 +78,6 @@ public struct VideoSettings: Sendable, Equatable, Codable {
             if !reader.gives("width") { width = nil }
             if !reader.gives("height") { height = nil }
         }
-        if let width, let height, let problem = H264Level.problem(width: width, height: height) {
-            throw SettingsError(key: reader.key(reader.gives("height") ? "height" : "width"), message: problem)
-        }
         if let mode = try reader.string("scalingMode", oneOf: ScalingMode.allCases.map(\.rawValue)) {
             scalingMode = ScalingMode(rawValue: mode)
         }

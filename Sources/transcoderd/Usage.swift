@@ -63,7 +63,8 @@ enum Usage {
             "video": {                                                or "copy", or null to drop the video
               "codec": "h264",
               "width": 1280, "height": 720,                           even, ≤ 8192; default the display size;
-                                                                      one of them alone keeps the aspect ratio
+                                                                      one of them alone keeps the aspect ratio;
+                                                                      both at most 8192×4352 in macroblocks
               "scalingMode": "fit" | "fill" | "stretch",              with both: fit inside (the output shrinks
                                                                       to the picture, no bars), crop to fill, or stretch;
                                                                       a shape change mid-stream: bars (fit), cropped (fill)

@@ -158,6 +158,16 @@ import TestSupport
         #expect(high.times == low.times && high.times.count == 2)
     }
 
+    /// A source larger than any H.264 level holds (8192×8192) still gets its automatic ladder: only the encodings
+    /// made are held to the largest level, not the source's size the ladder is measured from.
+    @Test func theAutomaticLadderOfASourceLargerThanAnyLevel() throws {
+        let input = try Media.scratch().appendingPathComponent("huge.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=gray:s=8192x8192:r=1:d=2", "-c:v", "ffv1", input])
+        let run = try transcode(input, #"{"container": "hls", "video": {"preset": "ultrafast"}}"#)
+        let summary = try Ladder.check(run.folder)
+        #expect(summary.variants.first?.resolution == [1080, 1080], "\(summary.variants.map(\.resolution))")
+    }
+
     /// A source one picture longer than its last whole segment ends in a segment of one IDR (33 ms): BANDWIDTH is
     /// the peak over runs of segments lasting half to one and a half target durations, as players measure it, not
     /// that one frame's rate (here 2.4 times the average, for a detailed picture far more: players pass the rung over).
