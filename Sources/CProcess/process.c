@@ -102,6 +102,11 @@ int tc_touch_nothing(const char *path) {
 
 int tc_remove_attribute(const char *path, const char *name) { return removexattr(path, name); }
 
+int tc_try_setxattrat(const char *path, const char *name) {
+    struct { unsigned long long value; unsigned int size; unsigned int flags; } arguments = { 0, 0, XATTR_REPLACE };
+    return (int)syscall(463, AT_FDCWD, path, 0, name, &arguments, sizeof arguments);
+}
+
 int tc_reset_io_priority(int which, pid_t who) {
     long priority = syscall(SYS_ioprio_get, which, who);
     if (priority < 0) return -1;

@@ -33,8 +33,16 @@ public enum Sandbox {
                           "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsmount", "fspick", "open_tree", "move_mount",
                           "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
                           "swapon", "swapoff", "acct",
-                          "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "truncate", "utime", "utimes",
+                          "chmod", "fchmodat", "chown", "lchown", "fchownat", "truncate", "utime", "utimes",
                           "futimesat", "setxattr", "lsetxattr", "removexattr", "lremovexattr"]
+
+    /// Calls newer than the libseccomp some systems have (Debian 12's 2.5.4 knows `fchmodat2` but not the others;
+    /// Ubuntu 22.04's none), refused by their numbers, the same on every architecture since Linux 5.1, when the name
+    /// does not resolve: a name it does not know would have turned the whole filter off. Changing metadata by path
+    /// as `refused` does (`setxattrat`, `removexattrat`: Linux 6.13; `file_setattr`: 6.17).
+    static let refusedByNumber: [(name: String, number: Int32)] = [
+        ("fchmodat2", 452), ("setxattrat", 463), ("removexattrat", 466), ("file_setattr", 469),
+    ]
 
     /// Calls refused only with certain arguments: the ways to have the kernel act on another process that are not
     /// signal calls. Making another process the owner of a descriptor's I/O signals (`fcntl` F_SETOWN, F_SETOWN_EX,
@@ -89,6 +97,9 @@ public enum Sandbox {
             let filter = try SeccompFilter()
             for name in refused {
                 try filter.refuse(name, unlessFirstArgumentIs: allowedFirstArgument(of: name))
+            }
+            for call in refusedByNumber {
+                try filter.refuse(call.name, number: call.number)
             }
             for rule in refusedWithArguments {
                 try filter.refuse(rule.name, when: rule.conditions, low32: rule.name == "fcntl" || rule.name == "ioctl")
@@ -156,7 +167,8 @@ public enum Sandbox {
                 "chown(in its folder)": forked { chown(file, uid_t.max, gid_t.max) },
                 "utimensat(in its folder)": forked { tc_touch_nothing(file) },
                 "truncate(in its folder)": forked { truncate(file, 0) },
-                "removexattr(in its folder)": forked { tc_remove_attribute(file, "user.transcoderd-check") }]
+                "removexattr(in its folder)": forked { tc_remove_attribute(file, "user.transcoderd-check") },
+                "setxattrat(in its folder)": forked { tc_try_setxattrat(file, "user.transcoderd-check") }]
     }
 
     /// Runs `work` in a process forked from this one, which exits with what it returns; that code's name in
@@ -182,7 +194,7 @@ public enum Sandbox {
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         return SandboxReport(
-            seccomp: seccompMode == 2, seccompError: seccompError, refusedCalls: seccompMode == 2 ? refused + refusedWithArguments.map { "\($0.name)(\($0.conditions.map { "arg\($0.index) \($0.equal ? "=" : "≠") \($0.value)" }.joined(separator: ", ")))" } : [],
+            seccomp: seccompMode == 2, seccompError: seccompError, refusedCalls: seccompMode == 2 ? refused + refusedByNumber.map(\.name) + refusedWithArguments.map { "\($0.name)(\($0.conditions.map { "arg\($0.index) \($0.equal ? "=" : "≠") \($0.value)" }.joined(separator: ", ")))" } : [],
             noNewPrivileges: tc_no_new_privileges() == 1,
             parentDeathSignal: deathSignal == 0 ? nil : ChildProcess.Termination.name(of: deathSignal),
             dataBytes: current(Int32(RLIMIT_DATA.rawValue)), openFiles: current(Int32(RLIMIT_NOFILE.rawValue)), coreBytes: current(Int32(RLIMIT_CORE.rawValue)),

@@ -22,6 +22,13 @@ final class SeccompFilter {
         guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
     }
 
+    /// Refuses the system call `name`, by `number` when libseccomp does not know the name.
+    func refuse(_ name: String, number: Int32) throws(ProcessError) {
+        let known = seccomp_syscall_resolve_name(name)
+        let result = seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), known == __NR_SCMP_ERROR ? number : known, 0, nil)
+        guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
+    }
+
     /// Refuses the system call `name` when every condition holds: argument `index` equal (or, with `equal` false,
     /// not equal) to `value`. With `low32`, only the argument's low 32 bits are compared: the kernel reads an
     /// `unsigned int` argument (a `fcntl` or `ioctl` command) from them alone, so a caller setting the high bits

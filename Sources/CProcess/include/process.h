@@ -46,6 +46,10 @@ int tc_touch_nothing(const char *path);
 /// removexattr of `name` from `path`: 0 when removed, -1 (errno set) otherwise. For the sandbox check.
 int tc_remove_attribute(const char *path, const char *name);
 
+/// setxattrat (Linux 6.13, number 463 everywhere) replacing `name` on `path`, which it does not have: -1 with
+/// ENODATA when allowed (ENOSYS on an older kernel), EPERM when refused. For the sandbox check.
+int tc_try_setxattrat(const char *path, const char *name);
+
 /// Sets the I/O priority of `who` (`which`: 1 a process, 2 a process group, 3 a user) to what it is (ioprio_get,
 /// then ioprio_set): 0 when the set was allowed, -1 (errno set) when refused. For the sandbox check.
 int tc_reset_io_priority(int which, pid_t who);
