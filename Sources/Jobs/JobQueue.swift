@@ -1152,7 +1152,7 @@ public final class JobQueue: Sendable {
     private func removeStrayCheckpoints() throws(StoreError) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.checkpoints.path)) ?? []
         for id in Set(names.map { String($0.prefix { $0 != "." }) }) {
-            if let job = try store.job(id: id), !job.state.isTerminal { continue }
+            if let job = try store.output(of: id), !job.state.isTerminal { continue }
             removeCheckpoints(of: id)
         }
     }

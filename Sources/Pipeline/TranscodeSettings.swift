@@ -158,10 +158,14 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
     public func checkAtIntake() throws(SettingsError) {
         try checkCopiedTrackFilters()
         if video == .drop, filtersVideo {
-            throw SettingsError(key: "filters.video", message: "the video is dropped (\"video\": null): no filter applies to it")
+            throw SettingsError(key: "filters.video", message: container.holdsVideo
+                ? "the video is dropped (\"video\": null): no filter applies to it"
+                : "a \(container.rawValue) file holds audio only: no video filter applies to it")
         }
         if audio == .drop, filtersAudioBesideTempo {
-            throw SettingsError(key: "filters.audio", message: "the audio is dropped (\"audio\": null): no filter applies to it")
+            throw SettingsError(key: "filters.audio", message: container.holdsAudio
+                ? "the audio is dropped (\"audio\": null): no filter applies to it"
+                : "a raw \(container.rawValue) stream holds video only: no audio filter applies to it")
         }
         if thumbnails != nil, video == .copy || video == .drop || !container.holdsVideo {
             throw SettingsError(key: "thumbnails", message: container.holdsVideo
@@ -170,6 +174,15 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
         }
         if container == .h264, video == .copy {
             throw SettingsError(key: "video", message: "\"copy\" is not available for raw H.264 output; encode it instead")
+        }
+        // A size no H.264 level holds (8192×8192): it failed as out of memory, or would fit no decoder's level. Here
+        // when both sides are given; a size the source leads to is refused when the job runs.
+        var sizes: [(key: String, settings: VideoSettings)] = video.settings.map { [("video", $0)] } ?? []
+        if case .list(let rungs) = renditions { sizes += rungs.enumerated().map { ("renditions[\($0.offset)].video", $0.element) } }
+        for (key, size) in sizes {
+            if let width = size.width, let height = size.height, let problem = H264Level.problem(width: width, height: height) {
+                throw SettingsError(key: key, message: problem)
+            }
         }
         if case .list(let rungs) = renditions {
             // Key frames at the same instants in every rendition: two rungs at the same frame rate (or both at the

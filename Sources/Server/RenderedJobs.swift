@@ -1,7 +1,8 @@
 /// Rendered job documents by job id, for pollers of jobs that are not moving, bounded by count and by bytes: a
 /// ladder's document lists every file (a 2 h one, some 1.5 MB), and 4096 of them were kept whatever their size,
-/// deleted jobs' among them. A document over an eighth of the budget is not kept; one that would pass the budget
-/// empties the cache first (every entry is cheap to make again).
+/// deleted jobs' among them (an API delete now removes its job's; one removed by retention or another node stays until
+/// the cache empties). A document over an eighth of the budget is not kept; one that would pass the budget empties
+/// the cache first (every entry is cheap to make again).
 struct RenderedJobs<Entry> {
     private var entries: [String: (entry: Entry, bytes: Int)] = [:]
     /// Bytes of every document kept.

@@ -219,10 +219,13 @@ public final class TranscoderAPI: Sendable {
         if let unknown = object.keys.sorted().first(where: { $0 != "url" }) {
             throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected url.")
         }
-        // As a job's input URL is: libcurl reads spellings URLComponents sees no host in (`http:/user:pw@host/`)
-        // as credentials, which the redaction of logged URLs then missed.
-        guard case .string(let url)? = object["url"], URLFetcher.isFetchable(url) else {
-            throw HTTPError(.badRequest, "invalid_request", "url: expected the http or https URL of the media, of at most 2048 bytes.")
+        guard case .string(let url)? = object["url"], !url.isEmpty else {
+            throw HTTPError(.badRequest, "invalid_request", "url: expected the http or https URL of the media (a string).")
+        }
+        // Checked as a job's input URL is, before libcurl sees it: it reads spellings URLComponents finds no host in
+        // (`http:/user:pw@host/`) as credentials, which the redaction of logged URLs then missed.
+        guard URLFetcher.isFetchable(url) else {
+            throw HTTPError(.unprocessableContent, "invalid_url", "url: not an http or https URL with a host, of at most 2048 bytes.")
         }
         return url
     }
@@ -415,7 +418,8 @@ public final class TranscoderAPI: Sendable {
         let suffix = dot.utf8.count <= 16 ? dot : ""
         var stem = trimmed.dropLast(suffix.count)
         while stem.utf8.count + suffix.utf8.count > 255 { stem = stem.dropLast() }
-        return String(stem + suffix)
+        // A character of more than 255 bytes (a letter and hundreds of combining marks) leaves no stem.
+        return stem.isEmpty ? "upload" + suffix : String(stem + suffix)
     }
 
     // MARK: Jobs
@@ -611,10 +615,11 @@ public final class TranscoderAPI: Sendable {
             throw HTTPError(.unprocessableContent, "invalid_settings",
                             "settings.thumbnails: they are taken from the video, and the input has none (leave thumbnails out).")
         }
-        guard hasVideo && settings.video != .drop || hasAudio && settings.audio != .drop else {
-            throw HTTPError(.unprocessableContent, "invalid_settings",
-                            "settings.video, settings.audio: the settings drop every track the input has (it has \(hasVideo ? "video" : "sound") only).")
-        }
+        // (An input with neither, a cover picture alone, fails as having no media when it runs.)
+        guard hasVideo || hasAudio, !(hasVideo && settings.video != .drop || hasAudio && settings.audio != .drop) else { return }
+        let has = hasVideo && hasAudio ? "video and sound" : hasVideo ? "video only" : "sound only"
+        throw HTTPError(.unprocessableContent, "invalid_settings",
+                        "settings.video, settings.audio: the settings drop every track the input has (it has \(has)).")
     }
 
     private static func jsonObject(_ data: Data) throws(HTTPError) -> [String: JSONValue] {

@@ -446,8 +446,8 @@ public final class TusEndpoint: Sendable {
                 throw error
             }
         }
-        // Settings were checked at creation; what only the store can refuse (a watermark upload gone since) is
-        // the final PATCH's answer, the upload kept. A store that fails (5xx) leaves it to be done again.
+        // Settings were checked at creation; what only the store or the upload's tracks can refuse (a watermark
+        // upload gone since, pictures of a song, every track dropped) is the final PATCH's answer, the upload kept. A store that fails (5xx) leaves it to be done again.
         var failure: HTTPError?
         if let settings = metadata["settings"] {
             do {

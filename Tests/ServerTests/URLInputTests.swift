@@ -61,10 +61,9 @@ import TestSupport
         let redirected = try fetch(open, peer.base + "/redirect?to=http%3A%2F%2F169.254.169.254%2Flatest%2Fmeta-data%2F")
         #expect(redirected.status == 422 && code(redirected) == "url_not_allowed", "\(redirected.object)")
         #expect(((redirected.object["error"] as? [String: Any])?["message"] as? String)?.contains("cloud metadata") == true)
-        // Not an http or https URL: refused as a job's input URL is.
-        for scheme in ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/"] {
+        for scheme in ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/", "HTTP://"] {
             let answer = try fetch(open, scheme)
-            #expect(answer.status == 400 && code(answer) == "invalid_request", "\(scheme): \(answer.object)")
+            #expect(answer.status == 422 && code(answer) == "invalid_url", "\(scheme): \(answer.object)")
         }
         #expect(try uploadsFolder(closed).isEmpty && uploadsFolder(open).isEmpty)
     }
@@ -145,11 +144,13 @@ import TestSupport
         for secret in ["hunter2", "deadbeefcafe", "AKIAEXAMPLE"] {
             #expect(!log.contains(secret) && !(answer.object.description.contains(secret)), "\(secret) leaked")
         }
-        // Spellings with no host to URLComponents, which libcurl reads as credentials: refused as not URLs. They were
-        // fetched (with the password sent) and logged whole.
+        // Spellings with no host to URLComponents, which libcurl reads as credentials: refused as not URLs, before
+        // libcurl sees them. They were fetched (with the password sent) and logged whole.
         for spelling in ["http:/user:hunter3@10.1.2.3/v.mp4", "http:///user:hunter3@10.1.2.3/v.mp4", "http:user:hunter3@10.1.2.3/v.mp4"] {
             let refused = try fetch(server, spelling)
-            #expect(refused.status == 400 && (refused.object["error"] as? [String: Any])?["code"] as? String == "invalid_request", "\(spelling): \(refused.object)")
+            let message = (refused.object["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(refused.status == 422 && code(refused) == "invalid_url" && message.hasPrefix("url: not an http or https URL with a host"),
+                    "\(spelling): \(refused.object)")
         }
         #expect(!server.log.contains("hunter3"), "\(server.log)")
     }
