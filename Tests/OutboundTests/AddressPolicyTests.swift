@@ -13,6 +13,7 @@ import Testing
         ("2002:a00:1::1", "private"), ("2002:7f00:1::", "loopback"), ("198.18.0.1", "reserved"), ("192.0.0.8", "reserved"),
         ("fec0::1", "private"), ("2001:0:4136:e378::1", "reserved"), ("192.0.2.2", "documentation"),
         ("198.51.100.7", "documentation"), ("203.0.113.9", "documentation"), ("2001:db8::1", "documentation"),
+        ("192.88.99.1", "reserved"), ("3fff::1", "documentation"),
     ])
     func nonPublicAddressesAreRefusedByKind(address: String, kind: String) throws {
         let ip = try #require(IPAddress(address))

@@ -97,7 +97,9 @@ import Webhooks
         // A URL libcurl would read with credentials in it, `scheme:` without `//`, is not fetched.
         for url in ["http:/user:pw@127.0.0.1:9/x", "http:user:pw@127.0.0.1:9/x"] {
             #expect { _ = try CurlTransfer().perform(OutboundRequest(url: url, method: "GET", headers: [], body: nil, maxRedirects: 0, timeout: 5),
-                                                     policy: AddressPolicy()) } throws: { ($0 as? OutboundError)?.code == "invalid_url" }
+                                                     policy: AddressPolicy()) } throws: {
+                ($0 as? OutboundError)?.code == "invalid_url" && ($0 as? OutboundError)?.message == "Only http and https URLs can be fetched."
+            }
         }
     }
 }

@@ -90,6 +90,11 @@ import TestSupport
         try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=160x120:r=25:d=12", "-f", "lavfi", "-i", "sine=f=440:d=3",
                           "-filter_complex", "[1:a]asetpts=PTS+8/TB[a]", "-map", "0:v", "-map", "[a]",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        // The case at hand: FFmpeg gives the late audio the file's start and length, not its own.
+        let source = try Probe.read(input)
+        let sourceAudio = try #require(source.audio)
+        #expect(abs(sourceAudio.durationSeconds - source.format.durationSeconds) < 0.01 && sourceAudio.startTime < 2,
+                "the audio's declared timing is the file's: from \(sourceAudio.startTime) s for \(sourceAudio.durationSeconds) s")
         let output = folder.appendingPathComponent("out.mp4").path
         _ = try TranscodeSession(inputPath: input, outputPath: output, settings: TranscodeSettings()).run()
         let probe = try Probe.read(output)

@@ -558,6 +558,23 @@ import TestSupport
         }
     }
 
+    /// An output a source's size leads to that no H.264 level holds (here 8192×8192, upscaled from a square) is
+    /// refused before anything is encoded, naming the size: it was decoded, then failed as out of memory.
+    @Test func anOutputLargerThanAnyLevelIsRefusedNamingItsSize() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("square.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-c:v", "libx264", "-preset", "ultrafast", input])
+        let output = folder.appendingPathComponent("out.mp4").path
+        let session = TranscodeSession(inputPath: input, outputPath: output,
+                                       settings: try TranscodeSettings.parse(Data(#"{"video": {"width": 8192, "allowUpscaling": true}}"#.utf8)))
+        #expect { try session.run() } throws: { error in
+            let media = error as? MediaError
+            return media?.code == "invalid_settings" && media?.message.hasPrefix("video: H.264 holds pictures of at most 139264 macroblocks") == true
+                && media?.message.contains("8192×8192") == true
+        }
+        #expect(!FileManager.default.fileExists(atPath: output) && Media.files(in: folder) == ["square.mkv"])
+    }
+
     @Test func copyIntoAContainerThatCannotHoldTheCodecIsRefused() throws {
         let folder = try Media.scratch()
         let settings = try TranscodeSettings.parse(Data(#"{"video": "copy"}"#.utf8))
@@ -566,12 +583,17 @@ import TestSupport
         #expect { try session.run() } throws: { ($0 as? MediaError)?.code == "copy_not_supported" }
         #expect(Media.files(in: folder).isEmpty)
         // Codecs FFmpeg says a container takes and its muxer then refuses in the header: they failed as FFmpeg errors.
-        for (codec, container) in [("flac", FileType.mp4), ("flac", .mov), ("libopus", .mov)] {
+        let vp9 = folder.appendingPathComponent("libvpx-vp9.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=0.5", "-c:v", "libvpx-vp9", "-cpu-used", "8", vp9])
+        for (codec, container) in [("flac", FileType.mp4), ("flac", .mov), ("libopus", .mov), ("libvpx-vp9", .mov)] {
             let input = folder.appendingPathComponent("\(codec).mkv").path
-            try Media.ffmpeg(["-f", "lavfi", "-i", "sine=d=1", "-c:a", codec, input])
-            let copy = TranscodeSession(inputPath: input, outputPath: folder.appendingPathComponent("o.\(container.rawValue)").path,
-                                        settings: TranscodeSettings(container: container, video: .drop, audio: .copy))
+            if codec != "libvpx-vp9" { try Media.ffmpeg(["-f", "lavfi", "-i", "sine=d=1", "-c:a", codec, input]) }
+            let output = folder.appendingPathComponent("o.\(container.rawValue)").path
+            let copy = TranscodeSession(inputPath: input, outputPath: output,
+                                        settings: codec == "libvpx-vp9" ? TranscodeSettings(container: container, video: .copy, audio: .drop)
+                                            : TranscodeSettings(container: container, video: .drop, audio: .copy))
             #expect { try copy.run() } throws: { ($0 as? MediaError)?.code == "copy_not_supported" }
+            #expect(!FileManager.default.fileExists(atPath: output), "\(codec) into \(container.rawValue)")
         }
         // Opus in MP4 is taken.
         let opus = folder.appendingPathComponent("libopus.mkv").path

@@ -164,7 +164,8 @@ import TestSupport
             let big = try RawClient(port: try server.port)
             big.send("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 500000000\r\nExpect: 100-continue\r\n\r\n")
             let refusal = big.read(until: "}}")
-            #expect(refusal.hasPrefix("HTTP/1.1 413 ") && refusal.contains("body_too_large"), "\(path): \(refusal.prefix(200))")
+            #expect(refusal.hasPrefix("HTTP/1.1 413 ") && refusal.contains("body_too_large") && refusal.contains("at most 1048576"),
+                    "\(path): \(refusal.prefix(300))")
         }
     }
 
@@ -308,8 +309,16 @@ import TestSupport
         // Settings that drop every track the input has: refused when the job is made (it was made, then failed).
         let soundOnly = try #require(try upload(try Media.path(.audioOnly))["id"] as? String)
         let nothing = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(soundOnly)", "settings": {"audio": null}}"#])
-        #expect(nothing.status == 422 && ((nothing.object["error"] as? [String: Any])?["message"] as? String ?? "").hasPrefix("settings.video, settings.audio:"),
+        #expect(nothing.status == 422 && (nothing.object["error"] as? [String: Any])?["code"] as? String == "invalid_settings"
+                && ((nothing.object["error"] as? [String: Any])?["message"] as? String ?? "").hasPrefix("settings.video, settings.audio:"),
                 "\(nothing)")
+        let silent = try #require(try upload(try Media.path(.videoOnly))["id"] as? String)
+        let noPictures = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(silent)", "settings": {"video": null}}"#])
+        #expect(noPictures.status == 422, "\(noPictures)")
+        let listed = try #require(try server.json("/v1/jobs?limit=200").object["jobs"] as? [[String: Any]])
+        #expect(!listed.contains { ($0["input"] as? [String: Any])?["id"] as? String == silent }, "no job was made on it")
+        let soundOfAVideo = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(uploadID)", "settings": {"video": null}}"#])
+        #expect(soundOfAVideo.status == 201, "the sound of a video is something: \(soundOfAVideo)")
         let unknown = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "nope"}"#])
         #expect(unknown.status == 422 && (unknown.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
         let extra = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "x", "sttings": {}}"#])

@@ -360,5 +360,14 @@ import TestSupport
         #expect(sent - waiting <= 64 * 1024, "the server read \(sent - waiting) of \(sent) bytes sent ahead")
         #expect(try server.json("/healthz").status == 200)
         close(silent) // the fetch's connection is reset: the server stops without waiting out the stall
+        // Reading starts again once answers go out: 2000 requests sent at once (more than the 64 KiB kept) are all
+        // answered, in order, on the one connection.
+        let pipelined = try RawClient(port: server.port)
+        let request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: \(String(repeating: "p", count: 20))\r\n\r\n"
+        pipelined.send(String(repeating: request, count: 2000))
+        shutdown(pipelined.fd, Int32(SHUT_WR))
+        let answers = pipelined.read(timeout: 60)
+        #expect(answers.components(separatedBy: "HTTP/1.1 200 ").count - 1 == 2000 && pipelined.hasBeenClosedByPeer,
+                "\(answers.components(separatedBy: "HTTP/1.1 200 ").count - 1) answers")
     }
 }
