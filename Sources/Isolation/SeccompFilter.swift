@@ -12,20 +12,14 @@ final class SeccompFilter {
         guard context != nil else { throw ProcessError(errnoCode: ENOMEM, reason: "seccomp_init") }
     }
 
-    /// Refuses the system call `name`, or only when its first argument is not `allowedFirstArgument`.
-    func refuse(_ name: String, unlessFirstArgumentIs allowedFirstArgument: UInt64? = nil) throws(ProcessError) {
-        guard let number = try Self.number(of: name) else { return }
+    /// Refuses the system call `name` (by `number` when libseccomp does not know the name), or only when its first
+    /// argument is not `allowedFirstArgument`.
+    func refuse(_ name: String, number fallback: Int32? = nil, unlessFirstArgumentIs allowedFirstArgument: UInt64? = nil) throws(ProcessError) {
+        guard let number = try Self.number(of: name, fallback: fallback) else { return }
         var comparison = scmp_arg_cmp(arg: 0, op: SCMP_CMP_NE, datum_a: allowedFirstArgument ?? 0, datum_b: 0)
         let result = allowedFirstArgument == nil
             ? seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 0, nil)
             : seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 1, &comparison)
-        guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
-    }
-
-    /// Refuses the system call `name`, by `number` when libseccomp does not know the name.
-    func refuse(_ name: String, number: Int32) throws(ProcessError) {
-        let known = seccomp_syscall_resolve_name(name)
-        let result = seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), known == __NR_SCMP_ERROR ? number : known, 0, nil)
         guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
     }
 
@@ -45,9 +39,10 @@ final class SeccompFilter {
     }
 
     /// The number of the system call `name` on this architecture; nil for one it does not have (aarch64 has no
-    /// `chmod`, only `fchmodat`): nothing to refuse. A name libseccomp does not know is an error.
-    private static func number(of name: String) throws(ProcessError) -> Int32? {
+    /// `chmod`, only `fchmodat`): nothing to refuse. A name libseccomp does not know is `fallback`, else an error.
+    private static func number(of name: String, fallback: Int32? = nil) throws(ProcessError) -> Int32? {
         let number = seccomp_syscall_resolve_name(name)
+        if number == __NR_SCMP_ERROR, let fallback { return fallback }
         guard number != __NR_SCMP_ERROR else { throw ProcessError(errnoCode: EINVAL, reason: "resolving the system call \(name)") }
         return number >= 0 ? number : nil
     }
