@@ -42,6 +42,8 @@ public final class MediaReader {
     /// In a format whose clock may restart: the tracks whose jumps the stitching follows whether this reader reads
     /// them or not (`followClocks`).
     private var timelineStreams: Set<Int> = []
+    /// What `carriesPackets` found, by track.
+    private var packetsFound: [Int: Bool] = [:]
 
     /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed. With `cancellation`,
     /// blocking reads give up once it fires.
@@ -91,11 +93,38 @@ public final class MediaReader {
     /// The first track of `type` (among those `eligible`) whose disposition says default, else the first; to be
     /// decoded, among those this FFmpeg can decode when there are any (a default track in a codec it does not know,
     /// AC-4 or MPEG-H, failed the job though a track it knows came next). A copy takes the default as it is.
+    /// An audio track that carries no packet at all is not counted: an MPEG-TS programme declares an audio stream
+    /// that never comes (a recording whose sound was never sent), and taking it failed the job for want of decodable
+    /// audio though the video was whole. (`ffmpeg` leaves out every audio track its probe found no channels for,
+    /// which loses sound that merely starts late.)
     private func mainTrack(of type: Track.MediaType, copying: Bool, eligible: (Track) -> Bool = { _ in true }) -> Track? {
-        let all = tracks.filter { $0.mediaType == type && eligible($0) }
+        let all = tracks.filter { track in
+            guard track.mediaType == type, eligible(track) else { return false }
+            return type != .audio || container.stream(track.index).pointee.codecpar.pointee.ch_layout.nb_channels > 0
+                || carriesPackets(track.index)
+        }
         let decodable = copying ? [] : all.filter { isDecodable(container.stream($0.index).pointee.codecpar.pointee) }
         let candidates = decodable.isEmpty ? all : decodable
         return candidates.first { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 } ?? candidates.first
+    }
+
+    /// Whether track `index` has a packet anywhere in the file: read from the start by a container of its own,
+    /// every other stream discarded (a file with none is read to its end, once). Asked only of an audio track the
+    /// probe found no channels for. True when the file cannot be opened again (the transcode then says why).
+    private func carriesPackets(_ index: Int) -> Bool {
+        if let known = packetsFound[index] { return known }
+        var found = true
+        if let scan = try? InputContainer(path: path, cancellation: cancellation) {
+            for other in 0..<scan.streamCount where other != index { scan.stream(other).pointee.discard = AVDISCARD_ALL }
+            let packet = Packet()
+            found = false
+            while !found, scan.read(into: packet) {
+                found = packet.streamIndex == index
+                packet.unref()
+            }
+        }
+        packetsFound[index] = found
+        return found
     }
 
     /// Whether a decoder exists for the track and its header says enough to open it.

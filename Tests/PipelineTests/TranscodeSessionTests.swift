@@ -495,6 +495,34 @@ import TestSupport
         #expect { try self.transcode(noise) } throws: { ($0 as? MediaError)?.code == "no_decodable_video" }
     }
 
+    /// An MPEG-TS programme that declares an audio stream which never carries a packet (a recording whose sound
+    /// was never sent) gives the video alone, as `ffmpeg` does, encoded or copied: the empty stream (no channels, no
+    /// rate) was taken as the sound, and the job failed with `no_decodable_audio` though its video was whole. (Sound
+    /// that only starts after FFmpeg's probe, without channels in its header too, is kept: `AudioSyncTests`.)
+    @Test func aDeclaredAudioStreamWithoutPacketsIsLeftOut() throws {
+        let folder = try Media.scratch()
+        let whole = folder.appendingPathComponent("whole.ts").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=3", "-f", "lavfi", "-i", "sine=d=3",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "mp2", "-f", "mpegts", whole])
+        // The same file without a single packet of the audio's PID (the second elementary stream, 0x101).
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        try #require(bytes.count % 188 == 0)
+        var silent = Data()
+        for start in stride(from: 0, to: bytes.count, by: 188) where (Int(bytes[start + 1] & 0x1f) << 8 | Int(bytes[start + 2])) != 0x101 {
+            silent.append(bytes[start..<start + 188])
+        }
+        try #require(silent.count < bytes.count, "the audio's packets were taken out")
+        let input = folder.appendingPathComponent("silent.ts").path
+        try silent.write(to: URL(fileURLWithPath: input))
+        let declared = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=codec_type,channels", "-of", "csv=p=0", input])
+        try #require(Set(declared.split(separator: "\n").map(String.init)) == ["video", "audio,0"], "the programme still declares the audio: \(declared)")
+        for json in [#"{"video": {"preset": "ultrafast"}}"#, #"{"video": {"preset": "ultrafast"}, "audio": "copy"}"#] {
+            let run = try transcode(input, json)
+            #expect(run.probe.audio == nil && run.result.tracks.map(\.mediaType) == [.video], "\(json)")
+            #expect(try #require(run.probe.video).nb_frames == "75", "\(json)")
+        }
+    }
+
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
     private static func fieldDetection(_ path: String, from start: Double = 0) throws -> (interlaced: Int, progressive: Int) {
         let run = try Shell.run("ffmpeg", ["-nostdin", "-ss", String(start), "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
