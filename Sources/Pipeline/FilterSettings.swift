@@ -105,17 +105,25 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     var tempo: Double { audio?.tempo ?? 1 }
 
     /// The overlay that puts the image (`[mark]`) on the filtered picture (`[main]`), or nil without a watermark;
-    /// turned and placed for the picture's `orientation`, so that it shows as asked.
-    func watermarkChain(orientation: PictureOrientation = PictureOrientation()) -> String? {
+    /// turned and placed for the picture's `orientation`, so that it shows as asked. `kept` is the share of the
+    /// picture's width and height (stored axes) that every output shows, centred (a fill crop cuts the rest away
+    /// later): a corner is that part's corner, where it was the whole picture's and the mark was cut away with it.
+    func watermarkChain(orientation: PictureOrientation = PictureOrientation(), kept: (x: Double, y: Double) = (1, 1)) -> String? {
         guard let mark = video?.watermark else { return nil }
         let mx = orientation.storedWidth(mark.margin), my = mark.margin
-        let (x, y): (String, String)
+        let x: String, y: String
         if mark.position == .center {
             (x, y) = ("(W-w)/2", "(H-h)/2")
         } else {
             let corner = orientation.storedCorner(right: [.topRight, .bottomRight].contains(mark.position),
                                                   bottom: [.bottomLeft, .bottomRight].contains(mark.position))
-            (x, y) = (corner.right ? "W-w-\(mx)" : "\(mx)", corner.bottom ? "H-h-\(my)" : "\(my)")
+            // What a fill crop cuts from each end of a side ("W" or "H"), when it cuts anything.
+            func cut(_ share: Double, _ side: String) -> String? {
+                share < 1 ? side + "*" + String(format: "%.6f", (1 - share) / 2) : nil
+            }
+            let cutX = cut(kept.x, "W"), cutY = cut(kept.y, "H")
+            x = corner.right ? "W-\(cutX.map { $0 + "-" } ?? "")w-\(mx)" : "\(cutX.map { $0 + "+" } ?? "")\(mx)"
+            y = corner.bottom ? "H-\(cutY.map { $0 + "-" } ?? "")h-\(my)" : "\(cutY.map { $0 + "+" } ?? "")\(my)"
         }
         let turn = orientation.imageFilters.map { "," + $0 } ?? ""
         return "[wm]format=rgba,colorchannelmixer=aa=\(mark.opacity)\(turn)[mark];[main][mark]overlay=x=\(x):y=\(y):format=auto[out]"
@@ -131,7 +139,8 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// whatever size each picture has: a source that changes size mid-stream (a broadcast switching programmes)
     /// keeps the same part of its picture, where a rectangle of pixels failed the job on a smaller picture.
     func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil,
-                    orientation: PictureOrientation = PictureOrientation(), sourceSize: (width: Int, height: Int)? = nil) -> String? {
+                    orientation: PictureOrientation = PictureOrientation(), sourceSize: (width: Int, height: Int)? = nil,
+                    kept: (x: Double, y: Double) = (1, 1)) -> String? {
         var filters: [String] = []
         if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
         // Before the crop (zimg misreads a picture cropped to an odd offset), and before the picture adjustments
@@ -155,7 +164,7 @@ public struct FilterSettings: Sendable, Equatable, Codable {
             filters.append("settb=AVTB")
             filters.append(origin == 0 ? "setpts=PTS/\(tempo)" : "setpts=(PTS-(\(origin)))/\(tempo)+(\(origin))")
         }
-        if let overlay = watermarkChain(orientation: orientation) {
+        if let overlay = watermarkChain(orientation: orientation, kept: kept) {
             let main = filters.isEmpty ? "null" : filters.joined(separator: ",")
             return "[in]\(main)[main];" + overlay
         }

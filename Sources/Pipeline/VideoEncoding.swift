@@ -23,6 +23,11 @@ struct VideoEncoding {
     /// of another shape mid-stream is laid out from these (`PictureLayout`).
     var sourceWidth = 0
     var sourceHeight = 0
+    /// The share of the picture's width and of its height the output shows (its fill crop, which is centred).
+    var keptShare: (x: Double, y: Double) {
+        guard cropWidth > 0, sourceWidth > 0, sourceHeight > 0 else { return (1, 1) }
+        return (Double(cropWidth) / Double(sourceWidth), Double(cropHeight) / Double(sourceHeight))
+    }
     var sourceAspect = 1.0
     var codecSampleAspect = 1.0
     var scalingMode = VideoSettings.ScalingMode.fit

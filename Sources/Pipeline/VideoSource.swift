@@ -21,6 +21,8 @@ final class VideoSource {
     private let watermark: Frame?
     /// How the pictures are shown, for the watermark's turn and place.
     private let orientation: PictureOrientation
+    /// The share of the picture's width and height every output shows, for the watermark's place.
+    private let kept: (x: Double, y: Double)
     /// The size of the stream's pictures as they reach the crop, whose pixels are of it.
     private let sourceSize: (width: Int, height: Int)
     /// HDR → SDR filters, when the source is HDR and the settings ask for SDR.
@@ -29,10 +31,11 @@ final class VideoSource {
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
     init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?, timeline: Timeline,
-         toneMapping: ToneMapping?, orientation: PictureOrientation,
+         toneMapping: ToneMapping?, orientation: PictureOrientation, kept: (x: Double, y: Double) = (1, 1),
          emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
         self.orientation = orientation
+        self.kept = kept
         let (width, height) = (Int(stream.pointee.codecpar.pointee.width), Int(stream.pointee.codecpar.pointee.height))
         // The tone mapping makes a picture even before the crop.
         sourceSize = toneMapping?.evenSize(width: width, height: height) ?? (width, height)
@@ -68,7 +71,7 @@ final class VideoSource {
             deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
             filterChain = (filterSettings ?? FilterSettings())
                 .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters, orientation: orientation,
-                            sourceSize: sourceSize)
+                            sourceSize: sourceSize, kept: kept)
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
         let picture = value.pointee

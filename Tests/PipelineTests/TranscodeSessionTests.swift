@@ -334,6 +334,33 @@ import TestSupport
         }
     }
 
+    /// A watermark goes in the corner of the part a fill crop keeps: it was put in the whole picture's corner, and
+    /// a wide video made square or portrait (a logo on a vertical cut of a 16:9 clip) lost it with the part cut away.
+    /// A red 80×40 image, 8 pixels in, over grey 320×180 filled into 180×180, as stored and shown a quarter turned.
+    @Test(arguments: [([1, 0, 0, 1] as [Int32], "bottomRight"), ([1, 0, 0, 1], "topLeft"), ([0, 1, -1, 0], "bottomRight")])
+    func aWatermarkStaysInTheCornerOfWhatAFillKeeps(matrix: [Int32], position: String) throws {
+        let folder = try Media.scratch()
+        let mark = folder.appendingPathComponent("mark.png").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=80x40", "-frames:v", "1", mark])
+        let input = folder.appendingPathComponent("wide.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=gray:s=320x180:r=30:d=1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        try Self.setDisplayMatrix(matrix, of: input)
+        var settings = try TranscodeSettings.parse(Data(#"""
+            {"video": {"width": 180, "height": 180, "scalingMode": "fill"},
+             "filters": {"video": {"watermark": {"upload": "mark", "position": "\#(position)", "margin": 8}}}}
+            """#.utf8))
+        settings.filters?.video?.watermark?.imagePath = mark
+        let output = folder.appendingPathComponent("square.mp4").path
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: settings).run()
+        let video = try #require(try Probe.read(output).video)
+        try #require(video.width == 180 && video.height == 180)
+        let (x, y) = position == "topLeft" ? (8, 8) : (180 - 8 - 80, 180 - 8 - 40)
+        let inside = try Probe.meanColor(output, x: x + 6, y: y + 4, width: 68, height: 32)
+        #expect(inside[0] > 180 && inside[1] < 80 && inside[2] < 80, "red at \(x),\(y): got \(inside)")
+        let beside = try Probe.meanColor(output, x: position == "topLeft" ? 100 : 20, y: y + 4, width: 60, height: 32)
+        #expect(beside.allSatisfy { abs($0 - 128) < 25 }, "grey beside the mark: \(beside)")
+    }
+
     @Test func anamorphicSourcesComeOutWithSquarePixels() throws {
         let run = try transcode(try Media.path(.anamorphic))
         let video = try #require(run.probe.video)
