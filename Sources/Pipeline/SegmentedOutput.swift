@@ -67,6 +67,9 @@ final class SegmentedOutput: PacketSink {
     private var lastDecodingTime: Int64?
     /// A frame's length in stream units, for packets that do not say (x264's): 0 for audio.
     private var frameDuration: Int64 = 0
+    /// The latest packet, held until the next one says how long it lasts (`holding`).
+    private let held = Packet()
+    private var holding = false
 
     static let initName = "init.mp4"
 
@@ -156,6 +159,11 @@ final class SegmentedOutput: PacketSink {
             if value.pts != FFmpeg.noPTS && value.pts < last + 1 { packet.pointer.pointee.pts = last + 1 }
         }
         if packet.pointer.pointee.dts != FFmpeg.noPTS { lastDecodingTime = packet.pointer.pointee.dts }
+        // The packet before this one lasts until this one is decoded: x264's packets say no length, and the muxer
+        // then gives each one frame of the average rate and starts every fragment where those lengths add up to,
+        // not at its first sample's decoding time; a variable-rate source (a pause, dropped frames) had the key
+        // frame after a gap shown at the gap's start, or before the frames it precedes.
+        try writeHeld(until: packet.pointer.pointee.dts)
         let pts = packet.pointer.pointee.pts != FFmpeg.noPTS ? packet.pointer.pointee.pts : (lastDecodingTime ?? end)
         // Where the sample is on the output timeline (the grid's clock), without the files' offset.
         let time = FFmpeg.seconds(pts - offset, stream.pointee.time_base)
@@ -177,11 +185,30 @@ final class SegmentedOutput: PacketSink {
         currentLast = max(currentLast, original)
         let length = packet.pointer.pointee.duration > 0 ? packet.pointer.pointee.duration : frameDuration
         end = max(end, pts + length)
-        try FFmpeg.check(av_write_frame(context, packet.pointer), "Writing the \(folder) segments")
+        try FFmpeg.check(av_packet_ref(held.pointer, packet.pointer), "Keeping a \(folder) packet")
+        holding = true
+    }
+
+    /// Writes the held packet, lasting until `nextDecodingTime` when that comes after it (else as long as it says,
+    /// or a frame).
+    private func writeHeld(until nextDecodingTime: Int64?) throws(MediaError) {
+        guard holding else { return }
+        defer {
+            held.unref()
+            holding = false
+        }
+        let dts = held.pointer.pointee.dts
+        if let next = nextDecodingTime, next != FFmpeg.noPTS, dts != FFmpeg.noPTS, next > dts {
+            held.pointer.pointee.duration = next - dts
+        } else if held.pointer.pointee.duration <= 0 {
+            held.pointer.pointee.duration = frameDuration
+        }
+        try FFmpeg.check(av_write_frame(context, held.pointer), "Writing the \(folder) segments")
     }
 
     /// Writes the last segment and ends the track.
     func finish() throws(MediaError) {
+        try writeHeld(until: nil)
         if current != nil { try finishSegment() }
         // Nothing is pending; the trailer only frees the muxer's state (no mfra: skip_trailer).
         try openFile(folder + "/.trailer")

@@ -213,6 +213,32 @@ import TestSupport
         #expect(decode.status == 0, "\(decode.stderr.suffix(300))")
     }
 
+    /// Every picture of a variable-rate source is shown in the ladder when the source shows it (give or take the
+    /// files' offset): x264's packets say no length, the muxer gave each one frame of the average rate and started
+    /// every fragment where those added up to, so the key frame after a 4 s pause was shown at the pause's start,
+    /// and with bursts of motion between still stretches key frames came out after the pictures they precede.
+    @Test(arguments: ["not(between(t\\,4\\,8))", "lt(mod(t\\,3)\\,1)"])
+    func aVariableRateSourceKeepsItsPresentationTimes(selection: String) throws {
+        let input = try Media.scratch().appendingPathComponent("vfr.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=30:d=12", "-vf", "select='\(selection)'", "-fps_mode", "vfr",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 240, "preset": "ultrafast"}}]}"#)
+        func times(_ path: String) throws -> [Double] {
+            try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", path])
+                .split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }.sorted()
+        }
+        let source = try times(input)
+        let joined = try Ladder.joined(run.folder, track: "240p")
+        defer { try? FileManager.default.removeItem(atPath: joined) }
+        let shown = try times(joined)
+        try #require(shown.count == source.count && source.count > 60, "\(shown.count) pictures of \(source.count)")
+        let offset = shown[0] - source[0]
+        let moved = zip(source, shown).filter { abs($1 - offset - $0) > 0.002 }
+        #expect(moved.isEmpty, "\(moved.count) pictures moved, first: \(moved.prefix(3).map { "\($0.0) s shown at \($0.1 - offset) s" })")
+        let decode = try Ladder.decodesCleanly(run.folder + "/master.m3u8")
+        #expect(decode.status == 0, "\(decode.stderr.suffix(300))")
+    }
+
     @Test func aLadderWithoutAudioHasNoAudioGroup() throws {
         let run = try transcode(try Media.path(.videoOnly), #"{"container": "hls", "segmentDuration": 1}"#)
         let summary = try Ladder.check(run.folder)
