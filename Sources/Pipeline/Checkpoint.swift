@@ -154,9 +154,11 @@ final class Checkpoint: @unchecked Sendable {
     }
 
     /// Whether the folder (whose entries are `names`) is a checkpoint's: with a checkpoint's manifest, or holding
-    /// only names a checkpoint writes and no manifest (one killed before it first saved its manifest).
+    /// only files a checkpoint writes and no manifest (one killed before it first saved its manifest). Not its
+    /// folders then: a checkpoint makes them only after that save, and `stills/` alone is someone's pictures.
     static func isOwnFolder(_ folder: String, names: [String]) -> Bool {
-        isCheckpoint(folder) || (names.allSatisfy(isOwn) && !names.contains(manifestName))
+        isCheckpoint(folder)
+            || (!names.contains(manifestName) && names.allSatisfy { isOwn($0) && !ownFolders.contains($0) })
     }
 
     /// Whether `folder` holds a checkpoint's manifest (of this format or an earlier one: any with its version and

@@ -258,6 +258,21 @@ import TestSupport
         for (name, text) in files where name != "index.html" {
             #expect((try? String(contentsOf: project.appendingPathComponent(name), encoding: .utf8)) == text, "\(name)")
         }
+        // A folder of nothing but `stills/` (a name common in video work) or `ladder/`: no checkpoint makes those
+        // before its manifest, so it is no checkpoint killed early; its pictures were removed, then the folder.
+        for own in ["stills", "ladder"] {
+            let shoot = folder.appendingPathComponent("shoot-\(own)")
+            try FileManager.default.createDirectory(at: shoot.appendingPathComponent(own), withIntermediateDirectories: true)
+            let photo = shoot.appendingPathComponent(own + "/take1.jpg")
+            try Data("jpeg".utf8).write(to: photo)
+            let refused = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), folder.appendingPathComponent("c-\(own).mp4").path,
+                                                      "--checkpoint", shoot.path])
+            #expect(refused.status == 1 && refused.stderr.contains("invalid_checkpoint"), "\(own): \(refused.status) \(refused.stderr)")
+            let copied = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), folder.appendingPathComponent("d-\(own).mp4").path,
+                                                     "--settings", #"{"video": "copy", "audio": "copy"}"#, "--checkpoint", shoot.path])
+            #expect(copied.status == 0, "\(copied.stderr)")
+            #expect((try? String(contentsOf: photo, encoding: .utf8)) == "jpeg", "\(own)/take1.jpg is kept")
+        }
     }
 
     /// Starts a slow transcode of the long clip into `output` and waits until its temporary file is in the output's
