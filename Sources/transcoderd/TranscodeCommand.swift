@@ -27,6 +27,14 @@ enum TranscodeCommand {
     static func checkPaths(_ options: Options) throws(UsageError) {
         var input = stat(), output = stat()
         let target = options.makesFolder ? options.outputFolder : options.output
+        if let checkpoint = options.checkpoint {
+            // The output is put in place last, by a rename that a checkpoint there (or inside the folder) fails.
+            func absolute(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path }
+            let place = absolute(target), folder = absolute(checkpoint)
+            if folder == place || folder.hasPrefix(place + "/") {
+                throw UsageError(message: "--checkpoint \(checkpoint) is in the output's place; give a folder outside \(target)")
+            }
+        }
         guard stat(target, &output) == 0 else { return }
         if stat(options.input, &input) == 0, input.st_dev == output.st_dev, input.st_ino == output.st_ino {
             throw UsageError(message: "\(options.output) is the input: its transcode would replace it; give another output path")
@@ -164,6 +172,9 @@ enum TranscodeCommand {
             }
             do { json = try JSONValue.parse(data) } catch { throw UsageError(message: "--settings: \(error.description)") }
         }
+        // A preset's name alone, as the API takes it, is that preset asked by name: the output's extension still
+        // chooses the container (`'"720p"'` into `clip.mov` wrote MP4 bytes).
+        if case .string(let name) = json { json = .object(["preset": .string(name)]) }
         if let preset {
             switch json {
             case .object(var object):

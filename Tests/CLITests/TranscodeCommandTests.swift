@@ -172,7 +172,7 @@ import TestSupport
         }
         for (name, settings, expected) in [("clip.MOV", small, "qt  "), ("clip.m4v", small, "M4V "), ("song.m4a", "{}", "M4A "),
                                            ("named.mov", #"{"container": "mp4", "video": {"height": 180}}"#, "isom"),
-                                           ("plain.bin", small, "isom")] {
+                                           ("plain.bin", small, "isom"), ("preset.mov", #""480p""#, "qt  ")] {
             let output = folder.appendingPathComponent(name).path
             let run = try Shell.run(Binary.path, ["transcode", input, output, "--settings", settings])
             #expect(run.status == 0, "\(name): \(run.stderr)")
@@ -188,7 +188,9 @@ import TestSupport
 
         let refused = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("out.mkv").path])
         #expect(refused.status == 2 && refused.stderr.contains("does not write .mkv files") && refused.stdout.isEmpty, "\(refused.stderr)")
-        #expect(Media.files(in: folder) == ["clip.MOV", "clip.m4v", "named.mov", "pictures.264", "plain.bin", "song.m4a"],
+        let presetRefused = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("out.mkv").path, "--settings", #""480p""#])
+        #expect(presetRefused.status == 2 && presetRefused.stderr.contains("does not write .mkv files"), "a preset by name: \(presetRefused.stderr)")
+        #expect(Media.files(in: folder) == ["clip.MOV", "clip.m4v", "named.mov", "pictures.264", "plain.bin", "preset.mov", "song.m4a"],
                 "\(Media.files(in: folder))")
     }
 
@@ -237,6 +239,22 @@ import TestSupport
         let same = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("o.mp4").path, "--preset", "480p",
                                                "--settings", #"{"preset": "480p", "audio": null}"#])
         #expect(same.status == 0, "the same preset twice is one: \(same.stderr)")
+    }
+
+    /// A checkpoint in the output's place (the output folder itself, a folder inside it, the output file's path) is
+    /// refused before any work: the output is renamed into place last, which then failed on the checkpoint there
+    /// (a whole transcode lost, and the rerun refused because the output's path existed).
+    @Test func aCheckpointInTheOutputsPlaceIsRefusedFirst() throws {
+        let folder = try Media.scratch()
+        let ladder = folder.appendingPathComponent("ladder").path
+        for (output, checkpoint) in [(ladder + "/", ladder), (ladder, ladder + "/work"), (folder.appendingPathComponent("a.mp4").path,
+                                                                                        folder.appendingPathComponent("a.mp4").path)] {
+            let settings = output.hasSuffix("a.mp4") ? "{}" : #"{"container": "hls"}"#
+            let run = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), output, "--settings", settings,
+                                                  "--checkpoint", checkpoint, "--progress", "none"])
+            #expect(run.status == 2 && run.stderr.contains("in the output's place"), "\(output) with \(checkpoint): \(run.status) \(run.stderr)")
+        }
+        #expect(Media.files(in: folder).isEmpty, "nothing made: \(Media.files(in: folder))")
     }
 
     /// A checkpoint folder given on the command line that is someone's (a web project's `manifest.json`) is
