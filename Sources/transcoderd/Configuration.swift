@@ -97,18 +97,12 @@ struct Configuration: Sendable {
         },
         Option(flag: "--retention-hours", environment: "TRANSCODER_RETENTION_HOURS",
                help: "delete finished jobs and their files after this many hours; default keep") { config, value throws(UsageError) in
-            guard let hours = Double(value), hours > 0, hours.isFinite else {
-                throw UsageError(message: "--retention-hours: expected a positive number of hours, got \"\(value)\"")
-            }
-            config.retentionHours = hours
+            config.retentionHours = try hours(value, flag: "--retention-hours")
         },
         Option(flag: "--tus-expire-hours", environment: "TRANSCODER_TUS_EXPIRE_HOURS",
                help: "delete an unfinished resumable (tus) upload this many hours after its last bytes; default 24") {
             config, value throws(UsageError) in
-            guard let hours = Double(value), hours > 0, hours.isFinite else {
-                throw UsageError(message: "--tus-expire-hours: expected a positive number of hours, got \"\(value)\"")
-            }
-            config.tusExpiryHours = hours
+            config.tusExpiryHours = try hours(value, flag: "--tus-expire-hours")
         },
         Option(flag: "--host", environment: "TRANSCODER_HOST", help: "address to listen on; default 127.0.0.1 (0.0.0.0 or :: for all)") {
             config, value throws(UsageError) in
@@ -257,6 +251,15 @@ struct Configuration: Sendable {
             config.logFormat = value
         },
     ]
+
+    /// A number of hours from a minute to a hundred years: a huge one (meant as "never") overflowed the dates made
+    /// from it and stopped the server at the first upload, a tiny one had its sweep run without pause.
+    static func hours(_ value: String, flag: String) throws(UsageError) -> Double {
+        guard let hours = Double(value), hours.isFinite, (1.0 / 60...876_000).contains(hours) else {
+            throw UsageError(message: "\(flag): expected a number of hours from 0.0167 (a minute) to 876000 (a hundred years), got \"\(value)\"")
+        }
+        return hours
+    }
 
     static func integer(_ value: String, flag: String, range: ClosedRange<Int>) throws(UsageError) -> Int {
         guard let number = Int(value), range.contains(number) else {
