@@ -168,7 +168,8 @@ public final class TranscoderAPI: Sendable {
         do {
             try store.ping()
         } catch {
-            throw HTTPError(.serviceUnavailable, "store_unavailable", "The job store cannot be reached: \(error.message)")
+            logger.warning("not ready: the job store is out of reach", ["error": .string(error.message)])
+            throw HTTPError(.serviceUnavailable, "store_unavailable", "The job store cannot be reached.")
         }
         guard queue.isReady else { throw HTTPError(.serviceUnavailable, "workers_not_running", "The job workers are not running.") }
         return .json(APIModels.Status(status: "ready"))
@@ -291,7 +292,7 @@ public final class TranscoderAPI: Sendable {
     private var tus: TusEndpoint {
         TusEndpoint(uploads: tusUploads, digests: tusDigests, maxBytes: maxUploadBytes, cors: cors,
                     store: { [self] file, id throws(HTTPError) in try store(file, id: id) },
-                    storedUpload: { [self] id throws(HTTPError) in try Self.fromStore { () throws(StoreError) in try store.upload(id: id) } },
+                    storedUpload: { [self] id throws(HTTPError) in try fromStore { () throws(StoreError) in try store.upload(id: id) } },
                     createJob: { [self] upload, settings, id throws(HTTPError) in try createJob(on: upload, settings: settings, id: id) },
                     checkSettings: { data throws(HTTPError) in _ = try Self.settings(Self.settingsField(data)) })
     }
@@ -299,7 +300,7 @@ public final class TranscoderAPI: Sendable {
     /// A job on a complete tus upload, with the settings its metadata carried, under `id`; returns the job's id.
     /// Made once: a completion done again after a crash finds the job it made before.
     private func createJob(on upload: Upload, settings data: Data, id: String) throws(HTTPError) -> String {
-        if let made = try Self.fromStore({ () throws(StoreError) in try store.job(id: id) }) { return made.id }
+        if let made = try fromStore({ () throws(StoreError) in try store.job(id: id) }) { return made.id }
         let settings = try Self.settings(Self.settingsField(data))
         try checkWatermark(settings)
         try checkTracks(of: upload, for: settings)
@@ -310,7 +311,7 @@ public final class TranscoderAPI: Sendable {
         } catch where error.code == "watermark_not_found" {
             throw HTTPError(.unprocessableContent, "invalid_settings", "settings.filters.video.watermark.upload: \(error.message)")
         } catch {
-            throw Self.storeFailure(error)
+            throw storeFailure(error)
         }
         queue.jobQueued()
         logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(upload.id), "from": .string("tus")])
@@ -360,7 +361,7 @@ public final class TranscoderAPI: Sendable {
             try store.insert(upload)
         } catch {
             if given { rename(path, file.path) } else { unlink(path) }
-            throw Self.storeFailure(error)
+            throw storeFailure(error)
         }
         logger.info("upload stored", ["upload_id": .string(id), "bytes": .int(upload.size)])
         return upload
@@ -368,7 +369,7 @@ public final class TranscoderAPI: Sendable {
 
     private func upload(_ request: Request) throws(HTTPError) -> Upload {
         let id = request.parameters["id"] ?? ""
-        let found = try Self.fromStore { () throws(StoreError) in try store.upload(id: id) }
+        let found = try fromStore { () throws(StoreError) in try store.upload(id: id) }
         guard let found else {
             // A resumable upload whose bytes were refused: say why, as long as it is remembered.
             if let refused = tusUploads.upload(id)?.refused {
@@ -388,7 +389,7 @@ public final class TranscoderAPI: Sendable {
             throw HTTPError(.conflict, "upload_in_use",
                             "Jobs use upload \(upload.id) as their input or watermark; DELETE /v1/jobs/{id} removes a job, and its input upload once no other job uses it.")
         } catch {
-            throw Self.storeFailure(error)
+            throw storeFailure(error)
         }
         unlink(upload.path)
         logger.info("upload deleted", ["upload_id": .string(upload.id)])
@@ -446,7 +447,7 @@ public final class TranscoderAPI: Sendable {
             try checkWatermark(settings)
             switch object["input"] {
             case .string(let id)?:
-                guard let found = try Self.fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
+                guard let found = try fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
                     throw HTTPError(.unprocessableContent, "upload_not_found", "input: no upload has the id \(id.prefix(64)).")
                 }
                 guard !found.awaitsFetch else {
@@ -494,7 +495,7 @@ public final class TranscoderAPI: Sendable {
             case "watermark_not_found":
                 throw HTTPError(.unprocessableContent, "invalid_settings", "settings.filters.video.watermark.upload: \(error.message)")
             default:
-                throw Self.storeFailure(error)
+                throw storeFailure(error)
             }
         }
         queue.jobQueued()
@@ -555,14 +556,14 @@ public final class TranscoderAPI: Sendable {
         let upload = Upload(id: UUID().uuidString.lowercased(), filename: Self.cleanFilename(URLFetcher.filename(disposition: nil, url: url)),
                             contentType: nil, size: 0, sha256: "", path: "", tracks: [], createdAt: Date().timeIntervalSince1970,
                             sourceURL: url)
-        try Self.fromStore { () throws(StoreError) in try store.insert(upload) }
+        try fromStore { () throws(StoreError) in try store.insert(upload) }
         return upload
     }
 
     /// `GET /v1/jobs/{id}/webhooks`: the job's deliveries, oldest first.
     private func deliveries(_ request: Request) throws(HTTPError) -> Response {
         let job = try job(request)
-        let found = try Self.fromStore { () throws(StoreError) in try store.deliveries(jobID: job.id) }
+        let found = try fromStore { () throws(StoreError) in try store.deliveries(jobID: job.id) }
         return .json(APIModels.DeliveryList(deliveries: found.map(APIModels.DeliveryResource.init)))
     }
 
@@ -576,7 +577,7 @@ public final class TranscoderAPI: Sendable {
         } catch where error.code == "delivery_in_flight" {
             throw HTTPError(.conflict, error.code, error.message)
         } catch {
-            throw Self.storeFailure(error)
+            throw storeFailure(error)
         }
         guard let found else {
             throw HTTPError(.notFound, "delivery_not_found", "Job \(job.id) has no webhook delivery with the id \(id.prefix(64)).")
@@ -594,7 +595,7 @@ public final class TranscoderAPI: Sendable {
     private func checkWatermark(_ settings: TranscodeSettings) throws(HTTPError) {
         guard let id = settings.filters?.video?.watermark?.upload else { return }
         let key = "settings.filters.video.watermark.upload"
-        guard let upload = try Self.fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
+        guard let upload = try fromStore({ () throws(StoreError) in try store.upload(id: id) }) else {
             throw HTTPError(.unprocessableContent, "invalid_settings", "\(key): no upload has the id \(id.prefix(64)).")
         }
         let images = ["png", "mjpeg"]
@@ -706,13 +707,13 @@ public final class TranscoderAPI: Sendable {
         } catch where error.code == "invalid_cursor" {
             throw HTTPError(.badRequest, "invalid_cursor", "cursor: \(error.message)")
         } catch {
-            throw Self.storeFailure(error)
+            throw storeFailure(error)
         }
     }
 
     private func job(_ request: Request) throws(HTTPError) -> Job {
         let id = request.parameters["id"] ?? ""
-        let found = try Self.fromStore { () throws(StoreError) in try store.job(id: id) }
+        let found = try fromStore { () throws(StoreError) in try store.job(id: id) }
         guard let found else { throw Self.jobNotFound(id) }
         return found
     }
@@ -742,7 +743,7 @@ public final class TranscoderAPI: Sendable {
     private func jobJSON(_ request: Request) throws(HTTPError) -> Response {
         let id = request.parameters["id"] ?? ""
         let generation = store.generation
-        let updatedAt = try Self.fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
+        let updatedAt = try fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
         guard let updatedAt else { throw Self.jobNotFound(id) }
         let live = liveStamp(id)
         let current = rendered.withLock { cache -> Data? in
@@ -814,7 +815,7 @@ public final class TranscoderAPI: Sendable {
     /// files the transcode listed are served (no other name reaches the file system).
     private func outputFile(_ request: Request) throws(HTTPError) -> Response {
         let id = request.parameters["id"] ?? ""
-        let updatedAt = try Self.fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
+        let updatedAt = try fromStore { () throws(StoreError) in try store.lastUpdate(of: id) }
         guard let updatedAt else { throw Self.jobNotFound(id) }
         var index = outputIndexes.withLock { $0[id] }
         if index?.updatedAt != updatedAt {
@@ -901,7 +902,7 @@ public final class TranscoderAPI: Sendable {
         } catch where error.code == "not_found" {
             throw Self.jobNotFound(job.id) // deleted meanwhile
         } catch {
-            throw Self.storeFailure(error)
+            throw storeFailure(error)
         }
     }
 
@@ -915,9 +916,9 @@ public final class TranscoderAPI: Sendable {
             } catch where error.code == "not_found" {
                 throw Self.jobNotFound(job.id) // deleted meanwhile, by another request
             } catch {
-                throw Self.storeFailure(error)
+                throw storeFailure(error)
             }
-            let ended = try Self.fromStore { () throws(StoreError) in try queue.waitUntilFinished(id: job.id, timeout: 5) }
+            let ended = try fromStore { () throws(StoreError) in try queue.waitUntilFinished(id: job.id, timeout: 5) }
             guard let ended else { throw Self.jobNotFound(job.id) }
             guard ended.state.isTerminal else {
                 throw HTTPError(.conflict, "job_busy", "The job did not stop in time; try again.")
@@ -940,14 +941,14 @@ public final class TranscoderAPI: Sendable {
                 }
             }
         } catch {
-            throw Self.storeFailure(error)
+            throw storeFailure(error)
         }
         logger.info("job deleted", ["job_id": .string(job.id)])
         return Response(.noContent)
     }
 
     /// Runs a store call, turning its failure into the API's answer for it.
-    private static func fromStore<T>(_ body: () throws(StoreError) -> T) throws(HTTPError) -> T {
+    private func fromStore<T>(_ body: () throws(StoreError) -> T) throws(HTTPError) -> T {
         do {
             return try body()
         } catch {
@@ -955,10 +956,20 @@ public final class TranscoderAPI: Sendable {
         }
     }
 
-    static func storeFailure(_ error: StoreError) -> HTTPError {
+    /// The answer for a store call that failed. A store out of reach (PostgreSQL restarting, a connection lost) is
+    /// 503 with Retry-After, which clients retry, and says nothing of where the store is (the log does): it was 500,
+    /// "a bug", with the database's user, host and name in it.
+    func storeFailure(_ error: StoreError) -> HTTPError {
         if error.code == "no_space" {
             return HTTPError(.insufficientStorage, "no_space", "The server's disk is full.")
         }
+        if error.code == "store_unavailable" {
+            logger.warning("the job store is out of reach", ["error": .string(error.message)])
+            return Self.storeUnavailable
+        }
         return HTTPError(.internalServerError, "store_error", "The job store failed: \(error.message)")
     }
+
+    static let storeUnavailable = HTTPError(.serviceUnavailable, "store_unavailable", "The job store cannot be reached just now; try again shortly.",
+                                            headers: HTTPHeaders([("Retry-After", "2")]))
 }

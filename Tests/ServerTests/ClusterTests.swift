@@ -333,6 +333,16 @@ import TestSupport
         #expect(readiness.status == 503, "the API node is not ready without its database: \(readiness)")
         let reason = (try? JSONSerialization.jsonObject(with: Data(readiness.body.utf8))) as? [String: Any]
         #expect((reason?["error"] as? [String: Any])?["code"] as? String == "store_unavailable", "an error answer: \(readiness.body)")
+        // An API call meanwhile is "later" (503, Retry-After), not "a bug" (500), and tells no one where the
+        // database is (the log does).
+        let headers = try Shell.run("curl", ["-s", "-D", "-", "-o", "/dev/null", cluster.api.base + "/v1/jobs/\(ids[0])"]).stdout
+        let call = try cluster.api.curl("/v1/jobs/\(ids[0])")
+        #expect(call.status == 503 && call.body.contains(#""code":"store_unavailable""#), "\(call)")
+        #expect(headers.lowercased().contains("retry-after: 2"), "\(headers)")
+        for body in [call.body, readiness.body] {
+            #expect(!body.contains("postgresql") && !body.contains(server.directory), "\(body)")
+        }
+        #expect(cluster.api.log.contains("the job store is out of reach"), "the detail is in the log")
         try server.start()
         #expect(try eventually(120) {
             try ids.allSatisfy { ["succeeded", "failed", "canceled"].contains(try cluster.job($0)["state"] as? String) }
@@ -344,5 +354,10 @@ import TestSupport
             #expect(cluster.starts(of: id) == 1, "job \(id) started \(cluster.starts(of: id)) times")
         }
         #expect(try cluster.api.curl("/readyz").status == 200)
+        // The server's FATAL notice to each session it ended went to stderr as a bare line, amid the JSON log.
+        for log in [cluster.api.log] + cluster.workers.map(\.log) {
+            let bare = log.split(separator: "\n").filter { !$0.hasPrefix("{") }
+            #expect(bare.isEmpty, "lines that are not JSON: \(bare.prefix(3))")
+        }
     }
 }

@@ -24,6 +24,10 @@ final class PostgresConnection {
             self.connection = nil
             throw StoreError(code: "store_unavailable", message: "Connecting to PostgreSQL at \(displayURI) failed: \(message)")
         }
+        // libpq prints the server's notices to stderr, in the middle of the JSON log: a FATAL line each time the
+        // server ends a session (a restart, a failover, an idle timeout). What matters of them reaches the call
+        // that meets it, as its error (the connection lost, the statement refused).
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
         // Times, numbers and bytes are read back as they were written, whatever the server's defaults. The server
         // notices a node gone without a word (cut off, its machine frozen) in seconds too, not after the kernel's two
         // hours, and ends its session: the row locks of a transaction it was in and a sweep's lock go with it; so
