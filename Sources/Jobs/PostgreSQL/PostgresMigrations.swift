@@ -188,6 +188,27 @@ enum PostgresMigrations {
         """
         CREATE INDEX webhook_deliveries_state ON webhook_deliveries (state);
         """,
+        // 8: delivery ids made without gen_random_uuid(), built in only from PostgreSQL 13: on 11 and 12 the schema
+        // installed, and then every claim of a job with a webhook failed in the trigger, so no job ran on any node.
+        """
+        CREATE OR REPLACE FUNCTION transcoderd_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.state IS DISTINCT FROM OLD.state AND NEW.state <> 'queued' THEN
+                IF NEW.webhook_url IS NOT NULL AND NOT NEW.webhook_disabled
+                    AND position(',job.' || NEW.state || ',' IN ',' || NEW.webhook_events || ',') > 0 THEN
+                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
+                    VALUES ('msg_' || md5(random()::text || clock_timestamp()::text || NEW.id || 'job'), NEW.id, 'job.' || NEW.state,
+                            NEW.webhook_url, 'job', NEW.updated_at, NEW.updated_at, row_to_json(NEW)::text);
+                END IF;
+                IF NEW.server_webhook_url IS NOT NULL THEN
+                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
+                    VALUES ('msg_' || md5(random()::text || clock_timestamp()::text || NEW.id || 'server'), NEW.id, 'job.' || NEW.state,
+                            NEW.server_webhook_url, 'server', NEW.updated_at, NEW.updated_at, row_to_json(NEW)::text);
+                END IF;
+            END IF;
+            RETURN NULL;
+        END $$;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction per step.
