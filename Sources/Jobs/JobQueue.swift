@@ -118,6 +118,8 @@ public final class JobQueue: Sendable {
         var stopping = false
         /// No job is claimed any more (the node is going away), though running ones go on: `stopTakingJobs`.
         var takesNoJobs = false
+        /// The stop's grace is over, whatever it was: `endGrace`.
+        var graceEnded = false
         var started = false
         /// Workers between asking the store for a job and registering the one it gave (or hearing there is none):
         /// a job they claimed is in neither the store's queue nor `running` meanwhile.
@@ -405,8 +407,15 @@ public final class JobQueue: Sendable {
         state.withLock { $0.takesNoJobs = true }
     }
 
-    /// Stops taking jobs, lets running ones finish for up to `grace` seconds, then sends the rest back to the queue
-    /// for the next start, and waits for the threads to end.
+    /// Ends the grace of a stop under way, or of the next one, at once: the running jobs go back to the queue now
+    /// (an operator's second Ctrl-C or SIGTERM).
+    public func endGrace() {
+        state.withLock { $0.graceEnded = true }
+        state.notifyAll()
+    }
+
+    /// Stops taking jobs, lets running ones finish for up to `grace` seconds (or until `endGrace`), then sends the
+    /// rest back to the queue for the next start, and waits for the threads to end.
     public func stop(grace: Double) {
         let started = state.withLock { state -> Bool in
             state.stopping = true
@@ -419,7 +428,7 @@ public final class JobQueue: Sendable {
             sweeperWake.signal()
             heartbeatWake.signal()
         }
-        _ = state.wait(timeout: grace) { $0.running.isEmpty }
+        _ = state.wait(timeout: grace) { $0.running.isEmpty || $0.graceEnded }
         state.withLock { state in
             for (id, var running) in state.running {
                 running.reason = running.reason ?? .shuttingDown // a cancel or a stall already decided keeps its reason

@@ -16,6 +16,7 @@ public final class HTTPServer: Sendable {
     private let pools: ServerPools
     private let boundPorts = LockedValue<[Int]>([])
     private let finished = DispatchSemaphore(value: 0)
+    private let graceEnded = LockedValue(false)
 
     public init(configuration: HTTPServerConfiguration, router: Router, logger: Logger,
                 authenticate: @escaping @Sendable (RequestHead) -> HTTPError? = { _ in nil }) throws(IOError) {
@@ -62,10 +63,15 @@ public final class HTTPServer: Sendable {
 
     /// Stops accepting, waits up to `grace` seconds for requests in flight (not event streams), then closes
     /// every connection and ends the loop threads.
+    /// Ends the grace of a stop under way, or of the next one, at once: open connections are closed now.
+    public func endGrace() {
+        graceEnded.withLock { $0 = true }
+    }
+
     public func stop(grace: Double) {
         for eventLoop in eventLoops { eventLoop.execute { loop in loop.stopAccepting() } }
         let deadline = Date().addingTimeInterval(grace)
-        while Date() < deadline {
+        while Date() < deadline, !graceEnded.withLock({ $0 }) {
             let busy = LockedValue(0)
             let asked = DispatchGroup()
             for eventLoop in eventLoops {

@@ -16,7 +16,8 @@ enum ServeCommand {
         Serves the HTTP API (uploads, jobs, live progress, downloads) and runs the job queue. Jobs and uploads live
         in the data directory (SQLite file transcoderd.sqlite, uploads/, outputs/), created if missing.
         SIGTERM/SIGINT: stop accepting, finish requests in flight, let running jobs finish for --shutdown-grace
-        seconds, send the rest back to the queue for the next start, exit 0. A second signal exits at once.
+        seconds, send the rest back to the queue for the next start, exit 0. A second signal ends the grace (the
+        running jobs go back to the queue now); a third exits at once.
 
         Options (each also read from the environment variable shown; flags win):
         \(Configuration.help)
@@ -108,7 +109,11 @@ enum ServeCommand {
                 }
             }
             let stop = DispatchSemaphore(value: 0)
-            let sources = Signals.onTerminateThenExit { stop.signal() }
+            let sources = Signals.onTerminateThenExit({ stop.signal() }, hurry: {
+                logger.info("shutting down now: the running jobs go back to the queue")
+                server.endGrace()
+                queue.endGrace()
+            })
             defer { sources.cancel() }
             stop.wait()
             recoveryStop.signal()

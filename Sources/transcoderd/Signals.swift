@@ -19,16 +19,22 @@ enum Signals {
         SignalWaiter(handler)
     }
 
-    /// The first signal calls `stop` (a graceful stop: running jobs get their grace); a second ends the process at
-    /// once, exit status 1.
-    static func onTerminateThenExit(_ stop: @escaping @Sendable () -> Void) -> SignalWaiter {
+    /// The first signal calls `stop` (a graceful stop: running jobs get their grace); a second calls `hurry`, which
+    /// ends the grace (the running jobs go back to the queue at once, as a stop does with them at its grace's end);
+    /// a third ends the process at once, exit status 1. A second that ended the process left its jobs recorded as
+    /// running, which the next start counted as a crash (an attempt each), and a job stopped so three times failed.
+    static func onTerminateThenExit(_ stop: @escaping @Sendable () -> Void, hurry: @escaping @Sendable () -> Void) -> SignalWaiter {
         let count = LockedValue(0)
         return onTerminate {
             let received = count.withLock { value in
                 value += 1
                 return value
             }
-            if received == 1 { stop() } else { exit(1) }
+            switch received {
+            case 1: stop()
+            case 2: hurry()
+            default: _exit(1)
+            }
         }
     }
 

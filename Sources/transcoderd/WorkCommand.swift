@@ -12,7 +12,8 @@ enum WorkCommand {
         jobs a crashed process left running happens first. With --store postgres://..., it is a worker node of a
         cluster: any number of them (and of API nodes, serve --workers 0) share the database and the --data folder
         on shared storage; a job whose node stops renewing its lease goes to another node. SIGTERM/SIGINT stop it:
-        running jobs get --shutdown-grace seconds to finish, then go back to the queue.
+        running jobs get --shutdown-grace seconds to finish, then go back to the queue (at once on a second signal;
+        a third exits).
 
         Options (each also read from the environment variable shown):
         \(Configuration.help)
@@ -43,7 +44,10 @@ enum WorkCommand {
             try config.checkSandbox(runner, logger: config.logger)
             defer { withExtendedLifetime(lock) {} }
             let stop = DispatchSemaphore(value: 0)
-            let signals = Signals.onTerminateThenExit { stop.signal() }
+            let signals = Signals.onTerminateThenExit({ stop.signal() }, hurry: {
+                config.logger.info("shutting down now: the running jobs go back to the queue")
+                queue.endGrace()
+            })
             defer { signals.cancel() }
             try queue.start()
             config.logger.info("worker node ready", ["workers": .int(config.workers), "data": .string(queue.directory.root.path),
