@@ -252,11 +252,11 @@ struct Configuration: Sendable {
         },
     ]
 
-    /// A number of hours from a minute to a hundred years: a huge one (meant as "never") overflowed the dates made
-    /// from it and stopped the server at the first upload, a tiny one had its sweep run without pause.
+    /// A number of hours from 0.001 (3.6 s) to a hundred years: a huge one (meant as "never") overflowed the dates
+    /// made from it and stopped the server at the first upload, a tiny one had its sweep run without pause.
     static func hours(_ value: String, flag: String) throws(UsageError) -> Double {
-        guard let hours = Double(value), hours.isFinite, (1.0 / 60...876_000).contains(hours) else {
-            throw UsageError(message: "\(flag): expected a number of hours from 0.0167 (a minute) to 876000 (a hundred years), got \"\(value)\"")
+        guard let hours = Double(value), hours.isFinite, (0.001...876_000).contains(hours) else {
+            throw UsageError(message: "\(flag): expected a number of hours from 0.001 (3.6 s) to 876000 (a hundred years), got \"\(value)\"")
         }
         return hours
     }

@@ -27,16 +27,16 @@ import TestSupport
         #expect(try Configuration.parse([], environment: ["TRANSCODER_TOKEN": "s3cret"]).token == "s3cret")
     }
 
-    /// Hours are a minute to a hundred years: `--tus-expire-hours 1e16` (meant as "never") was taken, and the
+    /// Hours are 0.001 (3.6 s) to a hundred years: `--tus-expire-hours 1e16` (meant as "never") was taken, and the
     /// server trapped making the first upload's `Upload-Expires` date; `1e-9` had the sweep run without pause.
     @Test func hoursOutOfReachAreRefused() throws {
         for flag in ["--tus-expire-hours", "--retention-hours"] {
-            for value in ["1e16", "876001", "1e-9", "0", "-1", "inf", "nan", "soon"] {
+            for value in ["1e16", "876001", "1e-9", "0.0009", "0", "-1", "inf", "nan", "soon"] {
                 let error = #expect(throws: Configuration.UsageError.self, "\(flag) \(value)") { try Configuration.parse([flag, value], environment: [:]) }
-                #expect(error?.message.contains("a minute") == true, "\(String(describing: error))")
+                #expect(error?.message.contains("a hundred years") == true, "\(String(describing: error))")
             }
         }
-        #expect(try Configuration.parse(["--tus-expire-hours", "0.5"], environment: [:]).tusExpiryHours == 0.5)
+        #expect(try Configuration.parse(["--tus-expire-hours", "0.001"], environment: [:]).tusExpiryHours == 0.001)
         #expect(try Configuration.parse(["--tus-expire-hours", "876000"], environment: [:]).tusExpiryHours == 876_000)
         #expect(try Configuration.parse([], environment: ["TRANSCODER_RETENTION_HOURS": "720"]).retentionHours == 720)
     }
