@@ -383,12 +383,11 @@ public final class TusEndpoint: Sendable {
         return upload
     }
 
-    /// After bytes arrived: the new offset and expiry in `headers`, the running hash kept for the next PATCH, and
-    /// the upload completed when it is all there.
+    /// After bytes arrived: the new offset and expiry in `headers`, and the upload completed when it is all there
+    /// (the running hash was kept for the next PATCH by the writer, `TusSink`).
     private func advanced(_ upload: inout TusUpload, by body: UploadBody, headers: inout HTTPHeaders) throws(HTTPError) {
         // The size the writer left under its lock: a stat now could already count the next PATCH's bytes.
         let offset = body.endSize ?? uploads.offset(of: upload)
-        if let digest = body.continuedDigest() { digests.put(upload.id, digest, offset: offset) }
         headers.set("Upload-Offset", String(offset))
         if let length = upload.length, offset == length, upload.completedAt == nil {
             try complete(&upload)

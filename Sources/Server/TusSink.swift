@@ -59,8 +59,12 @@ final class TusSink: BodySink {
             let upload = id
             settled = { @Sendable in uploads.clearChunk(upload) }
         }
+        // The running hash goes back for the next PATCH whenever the bytes stay, a request cut short included: kept
+        // only by a whole one, it was lost at the first dropped connection, and the completion read the whole file
+        // again (minutes for a large upload, inside the final PATCH).
         writer = UploadWriter(path: uploads.dataPath(id), pool: pool, opening: opening, hashing: hashing,
-                              checksum: checksum.map { (digest: $0.0, expected: $0.1) }, settled: settled)
+                              checksum: checksum.map { (digest: $0.0, expected: $0.1) }, settled: settled,
+                              handBack: { digest, end in digests.put(id, digest, offset: end) })
         writer.openEarly()
     }
 

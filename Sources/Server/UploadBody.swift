@@ -46,8 +46,6 @@ public final class UploadBody: Sendable {
     var checksum: Data? { writer.checksumValue }
     var chunkDiscarded: Bool { writer.chunkDiscarded }
     var endSize: Int64? { writer.endSize }
-    func continuedDigest() -> Digest? { writer.continued() }
-
     /// Drops the file unless it was moved away (idempotent; the removal runs on a file thread).
     func discard() { writer.discard() }
 

@@ -93,13 +93,18 @@ final class UploadWriter: @unchecked Sendable {
     private var isFinished = false
     /// Run on the file thread once an appended chunk is settled (kept, or taken back), before the file is closed.
     private let settled: (@Sendable () -> Void)?
+    /// Given the continued SHA-256 and the size it covers when the writer ends with its bytes kept, whether the
+    /// request was whole or cut short (on the file thread, the hash then no longer this writer's).
+    private let handBack: (@Sendable (Digest, Int64) -> Void)?
 
     /// A writer for the file at `path` (by default a new one, created exclusively by the first write), whose work
     /// runs on `pool`; `checksum` is a digest of the bytes written here alone (a tus chunk's).
     init(path: String, pool: BlockingPool, opening: Opening = .create, hashing: Hashing = .fresh,
-         checksum: (digest: Digest, expected: Data)? = nil, settled: (@Sendable () -> Void)? = nil) {
+         checksum: (digest: Digest, expected: Data)? = nil, settled: (@Sendable () -> Void)? = nil,
+         handBack: (@Sendable (Digest, Int64) -> Void)? = nil) {
         self.path = path
         self.settled = settled
+        self.handBack = handBack
         executor = SerialExecutor(pool: pool)
         self.opening = opening
         self.checksum = checksum?.digest
@@ -125,11 +130,6 @@ final class UploadWriter: @unchecked Sendable {
             guard descriptor < 0, shared.withLock({ $0.failure == nil && !$0.discarded }) else { return }
             openFile()
         }
-    }
-
-    /// After `complete`: the continued SHA-256 (with `.continuing`), covering every byte of the file so far.
-    func continued() -> Digest? {
-        shared.withLock { $0.digest != nil } ? hasher : nil
     }
 
     /// Whether a whole buffer is free or may be made now, so one more read (at most `bufferBytes`) fits whatever the
@@ -214,6 +214,10 @@ final class UploadWriter: @unchecked Sendable {
             closeFile()
             let digest = finishesHash ? (hasher ?? Digest()).finish() : ""
             let end: Int64? = if case .append = opening, opened { takeBack ? startSize : startSize + written } else { nil }
+            if let handBack, !finishesHash, let hasher, let end, !takeBack, failure == nil {
+                handBack(hasher, end)
+                self.hasher = nil
+            }
             shared.withLock { shared in
                 shared.digest = digest
                 shared.checksum = sum

@@ -218,6 +218,52 @@ import TestSupport
         #expect(try head(server, path).headers["upload-offset"] == "300004")
     }
 
+    /// The running hash survives a PATCH cut short: it went back for the next PATCH only after a whole one, so
+    /// after the first dropped connection the final PATCH read the whole file again to hash it (minutes for a large
+    /// upload, before its answer). Seen from the server's own reads (`rchar` of /proc/PID/io) during the final
+    /// PATCH: the last 8 MiB from the socket, not the 48 MiB file again.
+    @Test func aPatchCutShortKeepsTheRunningHash() throws {
+        let server = try TestServer()
+        // A clip with a 48 MiB `free` box after it (MP4 readers step over it): media, and large.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: try Media.path(.standard)))
+        let padding = (48 << 20) - bytes.count
+        bytes.append(contentsOf: withUnsafeBytes(of: UInt32(padding).bigEndian, Array.init) + Array("free".utf8))
+        bytes.append(Data((0..<(padding - 8)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }))
+        let total = bytes.count
+        let source = try Media.scratch().appendingPathComponent("padded.mp4")
+        try bytes.write(to: source)
+        let created = try create(server, Self.version + ["-H", "Upload-Length: \(total)"])
+        let path = try #require(created.location)
+        let client = try RawClient(port: server.port)
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                    + "Upload-Offset: 0\r\nContent-Length: \(total)\r\n\r\n")
+        client.send(bytes.prefix(40 << 20))
+        Thread.sleep(forTimeInterval: 0.5)
+        client.hangUp()
+        var offset = 0
+        #expect(try eventually(10) {
+            offset = Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0
+            return offset == 40 << 20
+        }, "the cut-short PATCH's bytes stay: \(offset)")
+        // A PATCH at a stale offset is refused and leaves the hash where it was.
+        #expect(try patch(server, path, offset: 1, body: "x").status == 409)
+        let rest = try Media.scratch().appendingPathComponent("rest.bin")
+        try bytes.suffix(from: offset).write(to: rest)
+        func reads() throws -> Int {
+            let io = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/io", encoding: .utf8)
+            return Int(io.split(separator: "\n").first { $0.hasPrefix("rchar:") }?.split(separator: " ").last ?? "") ?? -1
+        }
+        let before = try reads()
+        let final = try server.curl(path, ["-X", "PATCH", "-T", rest.path, "-H", "Upload-Offset: \(offset)"] + Self.version + Self.chunk)
+        let read = try reads() - before
+        #expect(final.status == 204, "\(final)")
+        #expect(read > 0 && read < 24 << 20, "the server read \(read) bytes to finish: the file was hashed again")
+        // The hash carried over is the file's.
+        let upload = try server.json("/v1/uploads/\(path.split(separator: "/").last ?? "")")
+        let expected = try sha256(source.path)
+        #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload.object)")
+    }
+
     @Test func refusalsAnswerAsTheProtocolSays() throws {
         let server = try TestServer(["--max-upload-bytes", "5000000"])
         let discovery = try Shell.run("curl", ["-s", "-D", "-", "-o", "/dev/null", "-X", "OPTIONS", server.base + "/v1/tus"]).stdout
