@@ -213,7 +213,7 @@ final class TranscodePlan {
         // The watermark goes in a corner of what every output shows (the poster and thumbnails included).
         let kept = (x: pictures.map(\.keptShare.x).min() ?? 1, y: pictures.map(\.keptShare.y).min() ?? 1)
         video = try VideoSource(track: track.index, stream: stream, filters: settings.filters, timeline: output.timeline,
-                                toneMapping: toneMapping, orientation: orientation, kept: kept) { (frame, timeBase) throws(MediaError) in
+                                toneMapping: toneMapping, orientation: orientation, kept: kept, colors: sourceTags) { (frame, timeBase) throws(MediaError) in
             for queue in queues { try queue.push(frame, timeBase: timeBase) }
         }
     }

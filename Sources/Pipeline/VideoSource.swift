@@ -27,15 +27,18 @@ final class VideoSource {
     private let sourceSize: (width: Int, height: Int)
     /// HDR → SDR filters, when the source is HDR and the settings ask for SDR.
     private let toneMappingFilters: String?
+    /// What the pipeline takes the source's colours for (its tags, else what its size suggests).
+    private let colors: ColorTags?
     /// Where each picture goes, with the time base of its `pts`.
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
     init(track: Int, stream: UnsafeMutablePointer<AVStream>, filters filterSettings: FilterSettings?, timeline: Timeline,
          toneMapping: ToneMapping?, orientation: PictureOrientation, kept: (x: Double, y: Double) = (1, 1),
-         emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
+         colors: ColorTags? = nil, emit: @escaping (Frame, AVRational) throws(MediaError) -> Void) throws(MediaError) {
         self.track = track
         self.orientation = orientation
         self.kept = kept
+        self.colors = colors
         let (width, height) = (Int(stream.pointee.codecpar.pointee.width), Int(stream.pointee.codecpar.pointee.height))
         // The tone mapping makes a picture even before the crop.
         sourceSize = toneMapping?.evenSize(width: width, height: height) ?? (width, height)
@@ -74,6 +77,16 @@ final class VideoSource {
                             sourceSize: sourceSize, kept: kept)
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
+        // A filter that converts the picture (the watermark's overlay works in RGBA) reads its colours from the
+        // frame: untagged, swscale took BT.601 where the rest of the pipeline takes an HD source for BT.709, and a
+        // watermark shifted the colours of the whole video. The frame says what the pipeline assumes.
+        if let colors, let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: value.pointee.format)),
+           descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) == 0 {
+            if value.pointee.colorspace == AVCOL_SPC_UNSPECIFIED { value.pointee.colorspace = colors.matrix }
+            if value.pointee.color_range == AVCOL_RANGE_UNSPECIFIED { value.pointee.color_range = colors.range }
+            if value.pointee.color_primaries == AVCOL_PRI_UNSPECIFIED { value.pointee.color_primaries = colors.primaries }
+            if value.pointee.color_trc == AVCOL_TRC_UNSPECIFIED { value.pointee.color_trc = colors.transfer }
+        }
         let picture = value.pointee
         if let built = filterInput, built != (picture.width, picture.height, picture.format) {
             // The picture changed size or format mid-stream (a broadcast switching programmes): a graph is built for

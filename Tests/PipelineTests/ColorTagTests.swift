@@ -31,6 +31,30 @@ import TestSupport
         #expect(red[0] > 235 && red[1] < 20 && red[2] < 20, "red stays red after the 601 → 709 conversion: \(red)")
     }
 
+    /// A watermark changes no colour but its own: on an untagged HD source (BT.709, as the pipeline takes it) the
+    /// overlay's conversion to RGBA read the untagged frames as BT.601, and the whole video came out shifted (red
+    /// 253 → 230, green gained red). Red and green halves, transcoded with and without an invisible mark.
+    @Test func aWatermarkKeepsTheColoursOfAnUntaggedHDSource() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("untagged-hd.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=red:s=640x720:d=1", "-f", "lavfi", "-i", "color=lime:s=640x720:d=1",
+                          "-filter_complex", "[0][1]hstack,scale=out_color_matrix=bt709,format=yuv420p", "-c:v", "libx264", "-preset", "ultrafast", input])
+        #expect(try Probe.read(input).video?.color_space == nil, "the source says nothing of its colours")
+        let mark = folder.appendingPathComponent("mark.png").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=white@0.0:s=40x20,format=rgba", "-frames:v", "1", mark])
+        var settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "mark"}}}}"#.utf8))
+        settings.filters?.video?.watermark?.imagePath = mark
+        let marked = folder.appendingPathComponent("marked.mp4").path
+        _ = try TranscodeSession(inputPath: input, outputPath: marked, settings: settings).run()
+        let plain = try transcode(input, "{}").path
+        for x in [200, 840] {
+            let expected = try Probe.meanColor(plain, x: x, y: 300, width: 200, height: 200)
+            let got = try Probe.meanColor(marked, x: x, y: 300, width: 200, height: 200)
+            #expect(zip(expected, got).allSatisfy { abs($0 - $1) < 4 }, "at \(x): \(got) with the mark, \(expected) without")
+            #expect(expected.max()! > 240, "a pure colour: \(expected)")
+        }
+    }
+
     @Test func aBT601SourceScaledTo1080pKeepsItsRed() throws {
         let result = try transcode(try source(tagged: true), #"{"video": {"width": 1440, "height": 1080}}"#)
         let video = try #require(result.probe.video)
