@@ -140,7 +140,7 @@ public struct FilterSettings: Sendable, Equatable, Codable {
     /// keeps the same part of its picture, where a rectangle of pixels failed the job on a smaller picture.
     func videoChain(deinterlace: Bool = false, origin: Int64 = 0, toneMapping: String? = nil,
                     orientation: PictureOrientation = PictureOrientation(), sourceSize: (width: Int, height: Int)? = nil,
-                    kept: (x: Double, y: Double) = (1, 1)) -> String? {
+                    kept: (x: Double, y: Double) = (1, 1), toYUV: String? = nil) -> String? {
         var filters: [String] = []
         if deinterlace { filters.append("bwdif=mode=send_frame:parity=auto:deint=interlaced") }
         // Before the crop (zimg misreads a picture cropped to an odd offset), and before the picture adjustments
@@ -154,9 +154,14 @@ public struct FilterSettings: Sendable, Equatable, Codable {
                 filters.append("crop=\(crop.width):\(crop.height):\(crop.x):\(crop.y):exact=1")
             }
         }
-        if video?.grayscale == true { filters.append("hue=s=0") }
         let brightness = video?.brightness ?? 0, contrast = video?.contrast ?? 1, saturation = video?.saturation ?? 1
-        if brightness != 0 || contrast != 1 || saturation != 1 {
+        let adjusts = brightness != 0 || contrast != 1 || saturation != 1
+        // `hue` and `eq` take Y'CbCr only: RGB pictures are converted first as the rest of the pipeline reads them
+        // (`toYUV`), not by the conversion FFmpeg would put in (BT.601, limited range, which a full-range source's
+        // tags then misread: black came out grey, white light grey).
+        if let toYUV, video?.grayscale == true || adjusts { filters.append(toYUV) }
+        if video?.grayscale == true { filters.append("hue=s=0") }
+        if adjusts {
             filters.append("eq=brightness=\(brightness):contrast=\(contrast):saturation=\(saturation)")
         }
         // In microseconds first: a coarse time base (an AVI's 1/25) would put two sped-up pictures on one tick.

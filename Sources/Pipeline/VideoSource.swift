@@ -74,14 +74,13 @@ final class VideoSource {
             deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
             filterChain = (filterSettings ?? FilterSettings())
                 .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters, orientation: orientation,
-                            sourceSize: sourceSize, kept: kept)
+                            sourceSize: sourceSize, kept: kept, toYUV: Self.isRGB(value.pointee.format) ? colors.map(Self.toYUV) : nil)
         }
         guard let chain = filterChain else { return try emit(frame, sourceTimeBase) }
         // A filter that converts the picture (the watermark's overlay works in RGBA) reads its colours from the
         // frame: untagged, swscale took BT.601 where the rest of the pipeline takes an HD source for BT.709, and a
         // watermark shifted the colours of the whole video. The frame says what the pipeline assumes.
-        if let colors, let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: value.pointee.format)),
-           descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) == 0 {
+        if let colors, !Self.isRGB(value.pointee.format) {
             if value.pointee.colorspace == AVCOL_SPC_UNSPECIFIED { value.pointee.colorspace = colors.matrix }
             if value.pointee.color_range == AVCOL_RANGE_UNSPECIFIED { value.pointee.color_range = colors.range }
             if value.pointee.color_primaries == AVCOL_PRI_UNSPECIFIED { value.pointee.color_primaries = colors.primaries }
@@ -104,6 +103,24 @@ final class VideoSource {
         }
         try graph.push(frame)
         try graph.drain { (filtered) throws(MediaError) in try emit(filtered, graph.outputTimeBase) }
+    }
+
+    /// Whether pictures of `format` are RGB.
+    private static func isRGB(_ format: Int32) -> Bool {
+        guard let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
+        return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0
+    }
+
+    /// The conversion of RGB pictures into the Y'CbCr the encode side takes the source's for (`colors`).
+    private static func toYUV(_ colors: ColorTags) -> String {
+        let matrix = switch colors.matrix {
+        case AVCOL_SPC_BT470BG, AVCOL_SPC_SMPTE170M: "bt601"
+        case AVCOL_SPC_SMPTE240M: "smpte240m"
+        case AVCOL_SPC_FCC: "fcc"
+        case AVCOL_SPC_BT2020_NCL: "bt2020"
+        default: "bt709"
+        }
+        return "scale=out_color_matrix=\(matrix):out_range=\(colors.range == AVCOL_RANGE_JPEG ? "pc" : "tv"),format=yuv444p"
     }
 
     /// Flushes the filters at the end of the input.

@@ -54,6 +54,25 @@ import TestSupport
         #expect(mean(bright.y) > mean(plain.y) + 20, "luma \(mean(plain.y)) → \(mean(bright.y))")
     }
 
+    /// Picture adjustments on an RGB source (PNG in QuickTime, as screen recorders and exports write) keep its
+    /// colours: `hue` and `eq` take Y'CbCr, and FFmpeg's own conversion (BT.601, limited range) was read as the
+    /// full range the source says, so black came out grey (16) and white light grey (235), and red went orange.
+    @Test func adjustmentsOfAnRGBSourceKeepItsColours() throws {
+        let input = try Media.scratch().appendingPathComponent("rgb.mov").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=black:s=320x720:d=1", "-f", "lavfi", "-i", "color=white:s=320x720:d=1",
+                          "-f", "lavfi", "-i", "color=red:s=320x720:d=1", "-f", "lavfi", "-i", "color=blue:s=320x720:d=1",
+                          "-filter_complex", "[0][1][2][3]hstack=4,format=rgb24", "-c:v", "png", "-r", "5", input])
+        let gray = try transcode(input, #"{"filters": {"video": {"grayscale": true}}}"#)
+        let black = try Probe.meanColor(gray, x: 60, y: 300, width: 200, height: 200)
+        let white = try Probe.meanColor(gray, x: 380, y: 300, width: 200, height: 200)
+        #expect(black.allSatisfy { $0 < 5 } && white.allSatisfy { $0 > 250 }, "black \(black), white \(white)")
+        let adjusted = try transcode(input, #"{"filters": {"video": {"brightness": 0.001}}}"#)
+        let red = try Probe.meanColor(adjusted, x: 700, y: 300, width: 200, height: 200)
+        let blue = try Probe.meanColor(adjusted, x: 1020, y: 300, width: 200, height: 200)
+        #expect(red[0] > 240 && red[1] < 15 && red[2] < 15, "red \(red)")
+        #expect(blue[0] < 15 && blue[1] < 15 && blue[2] > 240, "blue \(blue)")
+    }
+
     @Test func cropComesBeforeTheGeometry() throws {
         let input = try Media.path(.standard)
         // A square out of the 16:9 picture: its shape and its pixels come out right only if the crop comes first.
