@@ -139,6 +139,12 @@ final class InputContainer {
         }
     }
 
+    /// How far into the file reading has got, in bytes.
+    var bytesRead: Int64 {
+        guard let pb = context?.pointee.pb else { return 0 }
+        return avio_tell(pb)
+    }
+
     func close() {
         avformat_close_input(&context)
     }

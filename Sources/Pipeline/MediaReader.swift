@@ -43,7 +43,7 @@ public final class MediaReader {
     /// them or not (`followClocks`).
     private var timelineStreams: Set<Int> = []
     /// What `carriesPackets` found, by track.
-    private var packetsFound: [Int: Bool] = [:]
+    private(set) var packetsFound: [Int: Bool] = [:]
 
     /// Opens a local file: only the `file` protocol and the whitelisted demuxers are allowed. With `cancellation`,
     /// blocking reads give up once it fires.
@@ -92,25 +92,32 @@ public final class MediaReader {
 
     /// The first track of `type` (among those `eligible`) whose disposition says default, else the first; to be
     /// decoded, among those this FFmpeg can decode when there are any (a default track in a codec it does not know,
-    /// AC-4 or MPEG-H, failed the job though a track it knows came next). A copy takes the default as it is.
-    /// An audio track that carries no packet at all is not counted: an MPEG-TS programme declares an audio stream
-    /// that never comes (a recording whose sound was never sent), and taking it failed the job for want of decodable
-    /// audio though the video was whole. (`ffmpeg` leaves out every audio track its probe found no channels for,
-    /// which loses sound that merely starts late.)
+    /// AC-4 or MPEG-H, failed the job though a track it knows came next); copied, among those whose header gives
+    /// their shape when there are any.
+    /// An audio track the probe found no channels for is taken only if it carries a packet (`carriesPackets`, asked
+    /// only then): an MPEG-TS programme declares an audio stream that never comes (a recording whose sound was never
+    /// sent), and taking it failed the job for want of decodable audio though the video was whole. (`ffmpeg` leaves
+    /// out every audio track its probe found no channels for, which loses sound that merely starts late.)
     private func mainTrack(of type: Track.MediaType, copying: Bool, eligible: (Track) -> Bool = { _ in true }) -> Track? {
-        let all = tracks.filter { track in
-            guard track.mediaType == type, eligible(track) else { return false }
-            return type != .audio || container.stream(track.index).pointee.codecpar.pointee.ch_layout.nb_channels > 0
-                || carriesPackets(track.index)
+        var all = tracks.filter { $0.mediaType == type && eligible($0) }
+        let preferred = all.filter { track in
+            let parameters = container.stream(track.index).pointee.codecpar.pointee
+            return copying ? hasShape(parameters) : isDecodable(parameters)
         }
-        let decodable = copying ? [] : all.filter { isDecodable(container.stream($0.index).pointee.codecpar.pointee) }
-        let candidates = decodable.isEmpty ? all : decodable
-        return candidates.first { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 } ?? candidates.first
+        while true {
+            let candidates = preferred.isEmpty ? all : preferred
+            guard let chosen = candidates.first(where: { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 })
+                    ?? candidates.first else { return nil }
+            guard type == .audio, container.stream(chosen.index).pointee.codecpar.pointee.ch_layout.nb_channels == 0,
+                  !carriesPackets(chosen.index) else { return chosen }
+            all.removeAll { $0.index == chosen.index }
+        }
     }
 
-    /// Whether track `index` has a packet anywhere in the file: read from the start by a container of its own,
-    /// every other stream discarded (a file with none is read to its end, once). Asked only of an audio track the
-    /// probe found no channels for. True when the file cannot be opened again (the transcode then says why).
+    /// Whether track `index` has a packet in the file: read from the start by a container of its own, every other
+    /// stream discarded, for at most `scanLimit` bytes (past them it is taken to have some, as before the scan: a
+    /// track without any then fails the job as it did). True when the file cannot be opened again (the transcode
+    /// then says why). Asked only of the audio track chosen when the probe found no channels for it.
     private func carriesPackets(_ index: Int) -> Bool {
         if let known = packetsFound[index] { return known }
         var found = true
@@ -119,7 +126,7 @@ public final class MediaReader {
             let packet = Packet()
             found = false
             while !found, scan.read(into: packet) {
-                found = packet.streamIndex == index
+                found = packet.streamIndex == index || scan.bytesRead > Self.scanLimit
                 packet.unref()
             }
         }
@@ -127,9 +134,16 @@ public final class MediaReader {
         return found
     }
 
+    /// Bytes `carriesPackets` reads at most (seconds of disk time, once per reader of such a file).
+    static let scanLimit: Int64 = 1 << 30
+
     /// Whether a decoder exists for the track and its header says enough to open it.
     private func isDecodable(_ parameters: AVCodecParameters) -> Bool {
-        guard avcodec_find_decoder(parameters.codec_id) != nil else { return false }
+        avcodec_find_decoder(parameters.codec_id) != nil && hasShape(parameters)
+    }
+
+    /// Whether the track's header gives its picture size, or its channels and rate.
+    private func hasShape(_ parameters: AVCodecParameters) -> Bool {
         switch parameters.codec_type {
         case AVMEDIA_TYPE_VIDEO: return parameters.width > 0 && parameters.height > 0
         case AVMEDIA_TYPE_AUDIO: return parameters.ch_layout.nb_channels > 0 && parameters.sample_rate > 0

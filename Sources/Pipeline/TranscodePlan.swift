@@ -59,6 +59,10 @@ final class TranscodePlan {
                              message: "video: \"copy\" is not available for raw H.264 output; encode it instead.")
         }
         guard videoTrack != nil || audioTrack != nil else {
+            if settings.audio != .drop, reader.tracks.contains(where: { $0.mediaType == .audio }) {
+                // Its only sound is a declared stream without a packet (`MediaReader.mainAudioTrack`).
+                throw MediaError(code: "no_decodable_audio", message: "The input's audio track carries no sound.")
+            }
             let sourceHasTracks = reader.mainVideoTrack != nil || reader.mainAudioTrack != nil
             throw sourceHasTracks
                 ? MediaError(code: "invalid_settings", message: "video, audio: the settings drop every track the input has.")

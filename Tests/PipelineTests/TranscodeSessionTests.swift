@@ -1,5 +1,5 @@
 import Foundation
-import Pipeline
+@testable import Pipeline
 import Locks
 import Testing
 import TestSupport
@@ -522,25 +522,32 @@ import TestSupport
         #expect { try self.transcode(noise) } throws: { ($0 as? MediaError)?.code == "no_decodable_video" }
     }
 
+    /// An MPEG-TS file of 3 s: H.264 video (PID 0x100) and `audio` MP2 tracks (0x101, 0x102, ...), with every packet
+    /// of the PIDs in `emptied` taken out (the programme still declares them: a recording whose sound was never sent).
+    private static func transportStream(audio: Int, emptied: Set<Int>, in folder: URL, name: String) throws -> String {
+        let whole = folder.appendingPathComponent("whole-\(name)").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=3", "-f", "lavfi", "-i", "sine=d=3", "-map", "0:v"]
+                         + Array(repeating: ["-map", "1:a"], count: audio).flatMap { $0 }
+                         + ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "mp2", "-f", "mpegts", whole])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        try #require(bytes.count % 188 == 0)
+        var kept = Data()
+        for start in stride(from: 0, to: bytes.count, by: 188) where !emptied.contains(Int(bytes[start + 1] & 0x1f) << 8 | Int(bytes[start + 2])) {
+            kept.append(bytes[start..<start + 188])
+        }
+        try #require(emptied.isEmpty || kept.count < bytes.count, "packets were taken out")
+        let path = folder.appendingPathComponent(name).path
+        try kept.write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
     /// An MPEG-TS programme that declares an audio stream which never carries a packet (a recording whose sound
     /// was never sent) gives the video alone, as `ffmpeg` does, encoded or copied: the empty stream (no channels, no
     /// rate) was taken as the sound, and the job failed with `no_decodable_audio` though its video was whole. (Sound
     /// that only starts after FFmpeg's probe, without channels in its header too, is kept: `AudioSyncTests`.)
     @Test func aDeclaredAudioStreamWithoutPacketsIsLeftOut() throws {
         let folder = try Media.scratch()
-        let whole = folder.appendingPathComponent("whole.ts").path
-        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=3", "-f", "lavfi", "-i", "sine=d=3",
-                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "mp2", "-f", "mpegts", whole])
-        // The same file without a single packet of the audio's PID (the second elementary stream, 0x101).
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
-        try #require(bytes.count % 188 == 0)
-        var silent = Data()
-        for start in stride(from: 0, to: bytes.count, by: 188) where (Int(bytes[start + 1] & 0x1f) << 8 | Int(bytes[start + 2])) != 0x101 {
-            silent.append(bytes[start..<start + 188])
-        }
-        try #require(silent.count < bytes.count, "the audio's packets were taken out")
-        let input = folder.appendingPathComponent("silent.ts").path
-        try silent.write(to: URL(fileURLWithPath: input))
+        let input = try Self.transportStream(audio: 1, emptied: [0x101], in: folder, name: "silent.ts")
         let declared = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=codec_type,channels", "-of", "csv=p=0", input])
         try #require(Set(declared.split(separator: "\n").map(String.init)) == ["video", "audio,0"], "the programme still declares the audio: \(declared)")
         for json in [#"{"video": {"preset": "ultrafast"}}"#, #"{"video": {"preset": "ultrafast"}, "audio": "copy"}"#] {
@@ -548,6 +555,25 @@ import TestSupport
             #expect(run.probe.audio == nil && run.result.tracks.map(\.mediaType) == [.video], "\(json)")
             #expect(try #require(run.probe.video).nb_frames == "75", "\(json)")
         }
+        // Its sound alone is asked for: the error says there is none, not that the settings drop every track.
+        #expect { try self.transcode(input, #"{"video": null}"#, name: "out.m4a") } throws: {
+            ($0 as? MediaError)?.code == "no_decodable_audio"
+        }
+    }
+
+    /// The file is read looking for a packet only when the track chosen has no channels said: beside a working
+    /// audio track, an empty one (a DVB recording's declared AC-3 or audio description) costs nothing; the scan
+    /// read the whole file for it, in every pass, before any progress.
+    @Test func anEmptyAudioStreamBesideAWorkingOneIsNotLookedFor() throws {
+        let folder = try Media.scratch()
+        for (emptied, expected) in [(0x102, 1), (0x101, 2)] {
+            let input = try Self.transportStream(audio: 2, emptied: [emptied], in: folder, name: "two-\(emptied).ts")
+            let reader = try MediaReader(path: input)
+            #expect(reader.mainAudioTrack?.index == expected && reader.mainAudioTrack(copying: true)?.index == expected, "\(emptied)")
+            #expect(reader.packetsFound.isEmpty, "no scan: \(reader.packetsFound)")
+        }
+        let alone = try MediaReader(path: try Self.transportStream(audio: 1, emptied: [0x101], in: folder, name: "alone.ts"))
+        #expect(alone.mainAudioTrack == nil && alone.packetsFound == [1: false], "\(alone.packetsFound)")
     }
 
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
