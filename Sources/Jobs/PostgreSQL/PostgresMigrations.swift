@@ -182,7 +182,8 @@ enum PostgresMigrations {
         // 6: the store's identity, written into the data directory its nodes share (`DataDirectory.claim`).
         """
         CREATE TABLE store_identity (singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton), id TEXT NOT NULL);
-        INSERT INTO store_identity (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));
+        INSERT INTO store_identity (id) VALUES (
+            (SELECT string_agg(lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0'), '') FROM generate_series(1, 4)));
         """,
         // 7: the deliveries counted by state (`/metrics`) from an index, not a scan of every row and its body.
         """
@@ -190,19 +191,23 @@ enum PostgresMigrations {
         """,
         // 8: delivery ids made without gen_random_uuid(), built in only from PostgreSQL 13: on 11 and 12 the schema
         // installed, and then every claim of a job with a webhook failed in the trigger, so no job ran on any node.
+        // Nor with md5(), which a server in FIPS mode refuses (from 14): 32 hex digits of random() instead.
         """
+        CREATE FUNCTION transcoderd_random_hex() RETURNS text LANGUAGE sql VOLATILE AS $$
+            SELECT string_agg(lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0'), '') FROM generate_series(1, 4)
+        $$;
         CREATE OR REPLACE FUNCTION transcoderd_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF NEW.state IS DISTINCT FROM OLD.state AND NEW.state <> 'queued' THEN
                 IF NEW.webhook_url IS NOT NULL AND NOT NEW.webhook_disabled
                     AND position(',job.' || NEW.state || ',' IN ',' || NEW.webhook_events || ',') > 0 THEN
                     INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
-                    VALUES ('msg_' || md5(random()::text || clock_timestamp()::text || NEW.id || 'job'), NEW.id, 'job.' || NEW.state,
+                    VALUES ('msg_' || transcoderd_random_hex(), NEW.id, 'job.' || NEW.state,
                             NEW.webhook_url, 'job', NEW.updated_at, NEW.updated_at, row_to_json(NEW)::text);
                 END IF;
                 IF NEW.server_webhook_url IS NOT NULL THEN
                     INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at, job)
-                    VALUES ('msg_' || md5(random()::text || clock_timestamp()::text || NEW.id || 'server'), NEW.id, 'job.' || NEW.state,
+                    VALUES ('msg_' || transcoderd_random_hex(), NEW.id, 'job.' || NEW.state,
                             NEW.server_webhook_url, 'server', NEW.updated_at, NEW.updated_at, row_to_json(NEW)::text);
                 END IF;
             END IF;
