@@ -746,9 +746,10 @@ final class Connection {
         case .none:
             break
         case .requestTimeout:
+            // Through `fail`, as any refusal before a whole head: an id of its own, logged and counted.
             let seconds = Int(loop.configuration.headerTimeout)
-            respond(.error(HTTPError(.requestTimeout, "request_timeout", "The request head did not arrive within \(seconds) seconds.",
-                                     closeConnection: true)))
+            fail(HTTPError(.requestTimeout, "request_timeout", "The request head did not arrive within \(seconds) seconds.",
+                           closeConnection: true))
         case .close:
             close()
         case .heartbeat:

@@ -57,6 +57,14 @@ import TestSupport
         let answer = client.read(timeout: 5)
         #expect(answer.hasPrefix("HTTP/1.1 408"))
         #expect(Date().timeIntervalSince(started) < 3)
+        // A request like any other: its id in the answer, a line in the log, a count in the metrics (it had an
+        // empty X-Request-Id, and neither).
+        let id = answer.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("x-request-id:") }?
+            .dropFirst(13).trimmingCharacters(in: .whitespaces) ?? ""
+        #expect(!id.isEmpty, "\(answer)")
+        #expect(eventually(3) { server.log.contains(#""request_id":"\#(id)""#) && server.log.contains(#""status":408"#) }, "\(server.log.suffix(500))")
+        let metrics = try server.curl("/metrics").body
+        #expect(metrics.contains(#"status="408""#), "\(metrics.split(separator: "\n").filter { $0.contains("408") })")
         // An empty line after a request (passed over, RFC 9112 §2.2) starts no head: the connection waits for its
         // next request as long as an idle one, not the head's second, after which it was sent an unasked 408.
         let kept = try RawClient(port: server.port)
