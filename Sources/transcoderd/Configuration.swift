@@ -305,6 +305,10 @@ struct Configuration: Sendable {
         let flags = Set(given.map(\.flag))
         for option in options where !flags.contains(option.flag) {
             guard let value = environment[option.environment] else { continue }
+            // Kubernetes sets `TRANSCODER_PORT=tcp://10.96.0.7:8080` in every pod of a namespace with a Service named
+            // transcoder (a service link, not a setting): taken for the port, it stopped every node, `work` ones
+            // (which listen on nothing) and the image's `serve` included.
+            if option.environment == "TRANSCODER_PORT", value.hasPrefix("tcp://") || value.hasPrefix("udp://") { continue }
             do throws(UsageError) {
                 try option.apply(&config, value)
             } catch {

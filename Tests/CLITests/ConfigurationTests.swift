@@ -8,14 +8,18 @@ import TestSupport
 /// The options of `serve` and `work`, from flags over environment variables, and what a start does before its
 /// workers claim anything.
 @Suite struct ConfigurationTests {
-    /// Kubernetes sets `TRANSCODER_PORT=tcp://10.96.0.7:8080` in every pod beside a Service named transcoder: a
-    /// flag giving the port wins without the variable being read; without one, the error names the variable.
+    /// Kubernetes sets `TRANSCODER_PORT=tcp://10.96.0.7:8080` in every pod beside a Service named transcoder (a
+    /// service link): a flag giving the port wins without the variable being read, and without one the link is no
+    /// port setting (it stopped every node, the image's `serve` and `work` included). Any other bad value names
+    /// the variable.
     @Test func aFlagWinsWithoutItsVariableBeingRead() throws {
         let environment = ["TRANSCODER_PORT": "tcp://10.96.0.7:8080", "TRANSCODER_WORKERS": "3"]
         let config = try Configuration.parse(["--port", "9000"], environment: environment)
         #expect(config.port == 9000 && config.workers == 3)
         #expect(try Configuration.parse(["--port=9001"], environment: environment).port == 9001)
-        let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse([], environment: environment) }
+        let linked = try Configuration.parse([], environment: environment)
+        #expect(linked.port == Configuration().port && linked.workers == 3)
+        let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse([], environment: ["TRANSCODER_PORT": "80a"]) }
         #expect(error?.message.hasPrefix("TRANSCODER_PORT: expected 0-65535") == true, "\(String(describing: error))")
     }
 
