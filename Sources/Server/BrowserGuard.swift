@@ -1,3 +1,4 @@
+import Glibc
 /// Refuses what a web page on another site can make a local user's browser send to this server, before any token
 /// is looked at:
 /// - a change (any method but `GET`, `HEAD`, `OPTIONS`) from a page of another origin, unless `--cors-origin` names
@@ -75,6 +76,41 @@ public struct BrowserGuard: Sendable {
             return String(lowered[lowered.index(after: lowered.startIndex)..<close])
         }
         return String(lowered.prefix { $0 != ":" })
+    }
+
+    /// Whether every address `host` resolves to for listening (as the server binds it) is a loopback one: a name
+    /// the hosts file gives 127.0.1.1 (Debian's own host name), `ip6-localhost`, `127.1`, `0:0:0:0:0:0:0:1`. False
+    /// when it does not resolve, or resolves to any other address (a wildcard included).
+    public static func resolvesToLoopbackOnly(_ host: String) -> Bool {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &list) == 0, list != nil else { return false }
+        defer { freeaddrinfo(list) }
+        var entry = list
+        var any = false
+        while let info = entry {
+            entry = info.pointee.ai_next
+            guard let address = info.pointee.ai_addr else { continue }
+            switch info.pointee.ai_family {
+            case AF_INET:
+                let ipv4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+                guard ipv4 >> 24 == 127 else { return false }
+            case AF_INET6:
+                let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                    withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+                }
+                let loopback = bytes == Array(repeating: 0, count: 15) + [1]
+                let mapped = bytes.prefix(12) == Array(repeating: 0, count: 10) + [0xff, 0xff] && bytes[12] == 127
+                guard loopback || mapped else { return false }
+            default:
+                continue
+            }
+            any = true
+        }
+        return any
     }
 
     /// `localhost` (and names under it, RFC 6761), 127.0.0.0/8, `::1`.

@@ -61,13 +61,13 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    /// Stops accepting, waits up to `grace` seconds for requests in flight (not event streams), then closes
-    /// every connection and ends the loop threads.
     /// Ends the grace of a stop under way, or of the next one, at once: open connections are closed now.
     public func endGrace() {
         graceEnded.withLock { $0 = true }
     }
 
+    /// Stops accepting, waits up to `grace` seconds for requests in flight (not event streams), then closes
+    /// every connection and ends the loop threads.
     public func stop(grace: Double) {
         for eventLoop in eventLoops { eventLoop.execute { loop in loop.stopAccepting() } }
         let deadline = Date().addingTimeInterval(grace)

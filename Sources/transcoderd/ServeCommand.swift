@@ -82,9 +82,12 @@ enum ServeCommand {
             defer { dispatcher.stop(timeout: 0) }
             let server: HTTPServer
             do {
-                let browsers = BrowserGuard(cors: CORSPolicy(config.corsOrigin),
-                                            checksHost: config.token == nil && BrowserGuard.isLoopback(config.host.lowercased()),
-                                            allowedHosts: config.allowedHosts)
+                // Loopback by where it listens, however `--host` spells it (a name the hosts file maps to 127.0.1.1
+                // bound there with no Host check); the name given is then one a request may use.
+                let host = config.host.lowercased()
+                let loopbackOnly = BrowserGuard.isLoopback(host) || BrowserGuard.resolvesToLoopbackOnly(host)
+                let browsers = BrowserGuard(cors: CORSPolicy(config.corsOrigin), checksHost: config.token == nil && loopbackOnly,
+                                            allowedHosts: config.allowedHosts + (BrowserGuard.isLoopback(host) ? [] : [host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))]))
                 let authentication = api.authentication
                 server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
                                         authenticate: { head in browsers.check(head) ?? authentication.check(head) })
@@ -109,8 +112,10 @@ enum ServeCommand {
                 }
             }
             let stop = DispatchSemaphore(value: 0)
+            let hurried = LockedValue(false)
             let sources = Signals.onTerminateThenExit({ stop.signal() }, hurry: {
                 logger.info("shutting down now: the running jobs go back to the queue")
+                hurried.withLock { $0 = true }
                 server.endGrace()
                 queue.endGrace()
             })
@@ -126,7 +131,7 @@ enum ServeCommand {
             // The webhook senders, within what is left of the grace (a second at least), before the store closes:
             // one waiting on a receiver that does not answer (15 s) kept the process past the grace, and past a
             // compose file's stop period, killed. What is not sent stays owed in the store, sent after a restart.
-            dispatcher.stop(timeout: max(1, config.shutdownGrace - Date().timeIntervalSince(stopping)))
+            dispatcher.stop(timeout: hurried.withLock { $0 } ? 1 : max(1, config.shutdownGrace - Date().timeIntervalSince(stopping)))
             queue.store.close()
             logger.info("stopped")
             return 0

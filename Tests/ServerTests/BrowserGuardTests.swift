@@ -13,6 +13,26 @@ import TestSupport
         for host in ["127.0.0.1.nip.io", "evil.example", "128.0.0.1", "127.0.0", "localhost.example", "::2", ""] {
             #expect(!BrowserGuard.isLoopback(host), "\(host)")
         }
+        // Where the server would listen, however it is spelled.
+        for host in ["127.1", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "127.0.0.1", "localhost"] {
+            #expect(BrowserGuard.resolvesToLoopbackOnly(host), "\(host)")
+        }
+        for host in ["0.0.0.0", "::", "192.0.2.1", "::ffff:192.0.2.1", "no-such-name.invalid"] {
+            #expect(!BrowserGuard.resolvesToLoopbackOnly(host), "\(host)")
+        }
+    }
+
+    /// `--host` spelled otherwise than a loopback name (`127.1`, a name the hosts file maps to 127.0.1.1) listens
+    /// on loopback all the same, and gets the same Host check: it got none, and a rebound name read every job. The
+    /// name given is one requests may use.
+    @Test func aLoopbackAddressSpelledOtherwiseIsGuardedToo() throws {
+        let server = try TestServer(["--host", "127.1"])
+        let port = server.port
+        let rebound = try server.json("/v1/jobs", ["-H", "Host: rebound.example:\(port)"])
+        #expect(rebound.status == 403 && (rebound.object["error"] as? [String: Any])?["code"] as? String == "host_not_allowed", "\(rebound)")
+        for host in ["127.1:\(port)", "127.0.0.1:\(port)", "localhost:\(port)"] {
+            #expect(try server.json("/v1/jobs", ["-H", "Host: \(host)"]).status == 200, "\(host)")
+        }
     }
 
     @Test func aNameReboundToLoopbackIsRefusedWithoutAToken() throws {
