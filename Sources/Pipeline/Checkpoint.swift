@@ -174,7 +174,9 @@ final class Checkpoint: @unchecked Sendable {
     static func remove(path: String) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         guard isOwnFolder(path, names: names) else { return }
-        for name in names where isOwn(name) {
+        // The manifest last: a run killed while a large `ladder/` goes leaves a folder still known as a checkpoint
+        // (without its manifest, its own folders make it someone's, refused by the next run).
+        for name in names.sorted(by: { ($0 == manifestName ? 1 : 0) < ($1 == manifestName ? 1 : 0) }) where isOwn(name) {
             if ownFolders.contains(name) { try? FileManager.default.removeItem(atPath: path + "/" + name) } else { unlink(path + "/" + name) }
         }
         rmdir(path)

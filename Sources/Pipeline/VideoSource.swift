@@ -105,10 +105,10 @@ final class VideoSource {
         try graph.drain { (filtered) throws(MediaError) in try emit(filtered, graph.outputTimeBase) }
     }
 
-    /// Whether pictures of `format` are RGB.
+    /// Whether pictures of `format` are RGB (a palette's included).
     private static func isRGB(_ format: Int32) -> Bool {
         guard let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
-        return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0
+        return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL) != 0
     }
 
     /// The conversion of RGB pictures into the Y'CbCr the encode side takes the source's for (`colors`).

@@ -42,7 +42,7 @@ public final class UploadBody: Sendable {
         }
     }
 
-    /// After `complete`: the chunk checksum asked for, whether the chunk was taken back, the continued SHA-256.
+    /// After `complete`: the chunk checksum asked for, whether the chunk was taken back, the size left.
     var checksum: Data? { writer.checksumValue }
     var chunkDiscarded: Bool { writer.chunkDiscarded }
     var endSize: Int64? { writer.endSize }

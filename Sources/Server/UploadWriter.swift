@@ -66,7 +66,7 @@ final class UploadWriter: @unchecked Sendable {
     enum Hashing {
         /// A new SHA-256, finished with the file: `complete` returns it.
         case fresh
-        /// A SHA-256 of the bytes before these, continued and not finished (`continued` hands it back), so the
+        /// A SHA-256 of the bytes before these, continued and not finished (`handBack` is given it), so the
         /// next writer of the file can go on with it.
         case continuing(Digest)
         case none

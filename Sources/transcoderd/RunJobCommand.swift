@@ -63,14 +63,14 @@ enum RunJobCommand {
         // (the output folder is made beside its final place, inside the stage).
         let files = confinement(of: request)
         if let problem = Sandbox.confineFiles(read: files.read, write: files.write) {
-            // Without Landlock in the kernel the other protections hold, as `--check` reports at start; with it, a
-            // ruleset that could not be made is no reason to run with every file the server can reach.
+            // Without Landlock in the kernel the other protections hold, as `--check` reports at start (once: a
+            // bare line here for every job landed in the server's JSON log); with it, a ruleset that could not be
+            // made is no reason to run with every file the server can reach.
             guard tc_landlock_abi() < 1 else {
                 send(JobMessage(error: .init(code: "sandbox_failed",
                                              message: "The job's process could not confine itself to the job's files (\(problem)).")))
                 return 0
             }
-            FileHandle.standardError.write(Data("run-job: \(problem)\n".utf8))
         }
         let cancellation = CancellationToken(external: { tc_terminate_requested() != 0 })
         do throws(MediaError) {
