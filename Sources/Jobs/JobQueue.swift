@@ -222,6 +222,10 @@ public final class JobQueue: Sendable {
         case .listening:
             jobQueued()
             for id in events.subscribedIDs { relay(id) }
+        case .unheard(let reason):
+            logger.warning("not listening to the store: jobs queued, changed or canceled on other nodes are missed here "
+                           + "until it can (live progress of their jobs stops; claims and cancels still come by polling)",
+                           ["error": .string(reason)])
         }
     }
 

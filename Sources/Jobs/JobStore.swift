@@ -177,4 +177,7 @@ public enum StoreNotice: Sendable, Equatable {
     /// The listener is listening, for the first time or again after the link was lost: notices sent before (a job
     /// queued while a node was starting, or while the link was down) were missed, so look at the store.
     case listening
+    /// The listener cannot listen (why): notices are missed until it can (`listening`). Said at its first failure,
+    /// then once a minute while it goes on failing.
+    case unheard(String)
 }

@@ -343,6 +343,7 @@ import TestSupport
             #expect(!body.contains("postgresql") && !body.contains(server.directory), "\(body)")
         }
         #expect(cluster.api.log.contains("the job store is out of reach"), "the detail is in the log")
+        #expect(cluster.api.log.contains("not listening to the store"), "the listener's trouble is in the log too")
         try server.start()
         #expect(try eventually(120) {
             try ids.allSatisfy { ["succeeded", "failed", "canceled"].contains(try cluster.job($0)["state"] as? String) }

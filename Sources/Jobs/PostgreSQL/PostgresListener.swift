@@ -42,17 +42,25 @@ final class PostgresListener: Sendable {
 
     private static func run(uri: String, stopping: LockedValue<Bool>, wake: DispatchSemaphore, handler: @Sendable (StoreNotice) -> Void) {
         var backoff = 0.1
+        // When the failure was last told: it was told nowhere, and a node whose listener could not get in (a role's
+        // connection limit sized to the pool) showed jobs of other nodes frozen with nothing in its log to say why.
+        var told: Date?
         while !stopping.withLock({ $0 }) {
             let connection: PostgresConnection
             do {
                 connection = try PostgresConnection(uri: uri)
                 try connection.execute(channels.map { "LISTEN \($0.name)" }.joined(separator: "; "))
             } catch {
+                if told.map({ Date().timeIntervalSince($0) >= 60 }) ?? true {
+                    told = Date()
+                    handler(.unheard(error.message))
+                }
                 _ = wake.wait(timeout: .now() + backoff)
                 backoff = min(backoff * 2, 5)
                 continue
             }
             backoff = 0.1
+            told = nil
             handler(.listening)
             while !stopping.withLock({ $0 }) {
                 var descriptor = pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)
