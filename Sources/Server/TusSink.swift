@@ -40,7 +40,9 @@ final class TusSink: BodySink {
         self.id = id
         self.holders = holders
         hasChecksum = checksum != nil
-        let hashing: UploadWriter.Hashing = offset == 0 ? .continuing(Digest()) : (digests.take(id, at: offset).map { .continuing($0) } ?? .none)
+        // The hash so far is taken once the file is held: the PATCH before may hand it back only as it lets go
+        // (a client that resends after a dropped connection waits for that), and taken at the head it was lost.
+        let hashing: UploadWriter.Hashing = offset == 0 ? .continuing(Digest()) : .resuming({ digests.take(id, at: offset) })
         let checked = checksum != nil
         let holder = holder
         let opening = UploadWriter.Opening.append({ path throws(IOError) in

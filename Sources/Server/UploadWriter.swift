@@ -69,6 +69,9 @@ final class UploadWriter: @unchecked Sendable {
         /// A SHA-256 of the bytes before these, continued and not finished (`handBack` is given it), so the
         /// next writer of the file can go on with it.
         case continuing(Digest)
+        /// A continued SHA-256 too, asked for once the file is open (its lock held and its size checked): kept
+        /// aside by the writer before (`handBack`), which may let the file go only just now.
+        case resuming(@Sendable () -> Digest?)
         case none
     }
 
@@ -96,6 +99,8 @@ final class UploadWriter: @unchecked Sendable {
     /// Given the continued SHA-256 and the size it covers when the writer ends with its bytes kept, whether the
     /// request was whole or cut short (on the file thread, the hash then no longer this writer's).
     private let handBack: (@Sendable (Digest, Int64) -> Void)?
+    /// With `.resuming`: where the hash so far comes from, once the file is open.
+    private let resumedHash: (@Sendable () -> Digest?)?
 
     /// A writer for the file at `path` (by default a new one, created exclusively by the first write), whose work
     /// runs on `pool`; `checksum` is a digest of the bytes written here alone (a tus chunk's).
@@ -105,6 +110,7 @@ final class UploadWriter: @unchecked Sendable {
         self.path = path
         self.settled = settled
         self.handBack = handBack
+        if case .resuming(let take) = hashing { resumedHash = take } else { resumedHash = nil }
         executor = SerialExecutor(pool: pool)
         self.opening = opening
         self.checksum = checksum?.digest
@@ -115,6 +121,9 @@ final class UploadWriter: @unchecked Sendable {
             finishesHash = true
         case .continuing(let digest):
             hasher = digest
+            needsHasher = false
+            finishesHash = false
+        case .resuming:
             needsHasher = false
             finishesHash = false
         case .none:
@@ -211,13 +220,15 @@ final class UploadWriter: @unchecked Sendable {
             }
             if settles { settled?() }
             let opened = descriptor >= 0
-            closeFile()
-            let digest = finishesHash ? (hasher ?? Digest()).finish() : ""
             let end: Int64? = if case .append = opening, opened { takeBack ? startSize : startSize + written } else { nil }
+            // Before the file (and its lock) is let go: the next PATCH, which takes the hash once it holds the lock's
+            // turn, finds it.
             if let handBack, !finishesHash, let hasher, let end, !takeBack, failure == nil {
                 handBack(hasher, end)
                 self.hasher = nil
             }
+            closeFile()
+            let digest = finishesHash ? (hasher ?? Digest()).finish() : ""
             shared.withLock { shared in
                 shared.digest = digest
                 shared.checksum = sum
@@ -322,6 +333,7 @@ final class UploadWriter: @unchecked Sendable {
             do {
                 (descriptor, limit) = try open(path)
                 startSize = Int64(lseek(descriptor, 0, SEEK_END))
+                if let resumedHash { hasher = resumedHash() }
             } catch {
                 descriptor = -1
                 shared.withLock { $0.failure = $0.failure ?? error }

@@ -1,4 +1,5 @@
 import Foundation
+import Crypto
 import Locks
 import Testing
 import TestSupport
@@ -68,5 +69,22 @@ import TestSupport
         let position = order.withLock { $0.firstIndex(of: "other") ?? .max }
         #expect(position <= 3, "the other executor's item ran after \(position) of the busy one's")
         pool.shutdown()
+    }
+
+    /// The running hashes of tus uploads: one asked for at another length stays (a PATCH at a stale offset took it
+    /// for nothing), and a full map lets its oldest go, not every one (an upload that lost its hash reads its whole
+    /// file again at completion).
+    @Test func tusHashesStayUntilAskedAtTheirLengthAndTheOldestGoesFirst() {
+        let digests = TusDigests(capacity: 2)
+        let first = Digest(), second = Digest(), third = Digest()
+        digests.put("a", first, offset: 10)
+        #expect(digests.take("a", at: 9) == nil)
+        #expect(digests.take("a", at: 10) === first, "still there after the stale ask")
+        digests.put("a", first, offset: 10)
+        digests.put("b", second, offset: 20)
+        digests.put("a", first, offset: 30) // a's next PATCH: a is now the newest
+        digests.put("c", third, offset: 40)
+        #expect(digests.take("b", at: 20) == nil, "the oldest went")
+        #expect(digests.take("a", at: 30) === first && digests.take("c", at: 40) === third, "the others stayed")
     }
 }
