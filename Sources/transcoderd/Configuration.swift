@@ -237,6 +237,22 @@ struct Configuration: Sendable {
             }
             config.webhookSecret = WebhookSecret(value)
         },
+        // The secrets from files (a container's mounted secrets): a flag's value is in /proc/PID/cmdline, which
+        // every user of the machine can read.
+        Option(flag: "--token-file", environment: "TRANSCODER_TOKEN_FILE",
+               help: "read the --token from this file (a trailing newline is dropped); keeps it off the command line") {
+            config, value throws(UsageError) in
+            config.token = try secret(fromFile: value, flag: "--token-file")
+        },
+        Option(flag: "--webhook-secret-file", environment: "TRANSCODER_WEBHOOK_SECRET_FILE",
+               help: "read the --webhook-secret from this file (a trailing newline is dropped)") {
+            config, value throws(UsageError) in
+            let text = try secret(fromFile: value, flag: "--webhook-secret-file")
+            guard let secret = WebhookSecret(text) else {
+                throw UsageError(message: "--webhook-secret-file: \(value) does not hold whsec_ and the base64 of 24 to 64 bytes")
+            }
+            config.webhookSecret = secret
+        },
         Option(flag: "--webhook-retry-scale", environment: "TRANSCODER_WEBHOOK_RETRY_SCALE",
                help: "multiplies the webhook retry schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 24 h); default 1") {
             config, value throws(UsageError) in
@@ -251,6 +267,19 @@ struct Configuration: Sendable {
             config.logFormat = value
         },
     ]
+
+    /// The secret a file holds, without the line end an editor or `echo` leaves; refused if there is none.
+    static func secret(fromFile path: String, flag: String) throws(UsageError) -> String {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw UsageError(message: "\(flag): cannot read \(path): \(error.localizedDescription)")
+        }
+        let secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !secret.isEmpty else { throw UsageError(message: "\(flag): \(path) is empty") }
+        return secret
+    }
 
     /// A number of hours from 0.001 (3.6 s) to a hundred years: a huge one (meant as "never") overflowed the dates
     /// made from it and stopped the server at the first upload, a tiny one had its sweep run without pause.

@@ -17,8 +17,10 @@ import TestSupport
         let config = try Configuration.parse(["--port", "9000"], environment: environment)
         #expect(config.port == 9000 && config.workers == 3)
         #expect(try Configuration.parse(["--port=9001"], environment: environment).port == 9001)
-        let linked = try Configuration.parse([], environment: environment)
-        #expect(linked.port == Configuration().port && linked.workers == 3)
+        for link in ["tcp://10.96.0.7:9999", "udp://10.96.0.7:9999"] {
+            let linked = try Configuration.parse([], environment: ["TRANSCODER_PORT": link, "TRANSCODER_WORKERS": "3"])
+            #expect(linked.port == 8080 && linked.workers == 3, "the link's port is no setting: \(linked.port)")
+        }
         let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse([], environment: ["TRANSCODER_PORT": "80a"]) }
         #expect(error?.message.hasPrefix("TRANSCODER_PORT: expected 0-65535") == true, "\(String(describing: error))")
     }
@@ -43,6 +45,33 @@ import TestSupport
         #expect(try Configuration.parse(["--tus-expire-hours", "0.001"], environment: [:]).tusExpiryHours == 0.001)
         #expect(try Configuration.parse(["--tus-expire-hours", "876000"], environment: [:]).tusExpiryHours == 876_000)
         #expect(try Configuration.parse([], environment: ["TRANSCODER_RETENTION_HOURS": "720"]).retentionHours == 720)
+    }
+
+    /// The token and the webhook secret can come from files (a container's mounted secrets), the line end left by
+    /// an editor dropped: as flags they were in /proc/PID/cmdline for every user of the machine to read. And a server
+    /// started so answers to that token, with its command line free of it.
+    @Test func secretsComeFromFiles() throws {
+        let folder = try Media.scratch()
+        let token = folder.appendingPathComponent("token"), secret = folder.appendingPathComponent("secret")
+        let empty = folder.appendingPathComponent("empty"), wrong = folder.appendingPathComponent("wrong")
+        let whsec = "whsec_" + Data((0..<32).map { UInt8($0) }).base64EncodedString()
+        try Data("s3cret-from-file\n".utf8).write(to: token)
+        try Data("\(whsec)\n".utf8).write(to: secret)
+        try Data("\n".utf8).write(to: empty)
+        try Data("not a secret\n".utf8).write(to: wrong)
+        let config = try Configuration.parse(["--token-file", token.path, "--webhook-secret-file", secret.path], environment: [:])
+        #expect(config.token == "s3cret-from-file" && config.webhookSecret?.text == whsec)
+        #expect(try Configuration.parse([], environment: ["TRANSCODER_TOKEN_FILE": token.path]).token == "s3cret-from-file")
+        for (arguments, problem) in [(["--token-file", empty.path], "is empty"), (["--token-file", folder.appendingPathComponent("none").path], "cannot read"),
+                                     (["--webhook-secret-file", wrong.path], "does not hold whsec_")] {
+            let error = #expect(throws: Configuration.UsageError.self, "\(arguments)") { try Configuration.parse(arguments, environment: [:]) }
+            #expect(error?.message.contains(problem) == true, "\(String(describing: error))")
+        }
+        let server = try TestServer(["--token-file", token.path])
+        #expect(try server.curl("/v1/jobs").status == 401)
+        #expect(try server.curl("/v1/jobs", ["-H", "Authorization: Bearer s3cret-from-file"]).status == 200)
+        let commandLine = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(server.process.processIdentifier)/cmdline"))
+        #expect(!String(decoding: commandLine, as: UTF8.self).contains("s3cret"), "the token is not on the command line")
     }
 
     /// `--exit-when-idle=false` turned the option on.
