@@ -29,7 +29,20 @@ enum TranscodeCommand {
         let target = options.makesFolder ? options.outputFolder : options.output
         if let checkpoint = options.checkpoint {
             // The output is put in place last, by a rename that a checkpoint there (or inside the folder) fails.
-            func absolute(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path }
+            // Absolute, its links resolved as far as it exists (neither path need exist yet).
+            func absolute(_ path: String) -> String {
+                var existing = URL(fileURLWithPath: path).standardizedFileURL
+                var rest: [String] = []
+                while !FileManager.default.fileExists(atPath: existing.path), existing.path != "/" {
+                    rest.insert(existing.lastPathComponent, at: 0)
+                    existing.deleteLastPathComponent()
+                }
+                let base = realpath(existing.path, nil).map { resolved in
+                    defer { free(resolved) }
+                    return String(cString: resolved)
+                } ?? existing.path
+                return rest.reduce(base) { $0.hasSuffix("/") ? $0 + $1 : $0 + "/" + $1 }
+            }
             let place = absolute(target), folder = absolute(checkpoint)
             if folder == place || folder.hasPrefix(place + "/") {
                 throw UsageError(message: "--checkpoint \(checkpoint) is in the output's place; give a folder outside \(target)")
