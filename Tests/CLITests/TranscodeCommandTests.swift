@@ -178,6 +178,8 @@ import TestSupport
             #expect(run.status == 0, "\(name): \(run.stderr)")
             #expect(try brand(output) == expected, "\(name)")
         }
+        // The preset named alone is applied (480p: Main profile; the default is High), in QuickTime.
+        #expect(try Probe.read(folder.appendingPathComponent("preset.mov").path).video?.profile == "Main")
         let song = try Probe.read(folder.appendingPathComponent("song.m4a").path)
         #expect(song.video == nil && song.audio?.codec_name == "aac", "an .m4a holds the sound alone")
         let raw = folder.appendingPathComponent("pictures.264").path
@@ -247,14 +249,17 @@ import TestSupport
     @Test func aCheckpointInTheOutputsPlaceIsRefusedFirst() throws {
         let folder = try Media.scratch()
         let ladder = folder.appendingPathComponent("ladder").path
+        let linked = folder.appendingPathComponent("link").path
+        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: folder.path)
         for (output, checkpoint) in [(ladder + "/", ladder), (ladder, ladder + "/work"), (folder.appendingPathComponent("a.mp4").path,
-                                                                                        folder.appendingPathComponent("a.mp4").path)] {
+                                                                                        folder.appendingPathComponent("a.mp4").path),
+                                     (ladder, folder.path + "/./ladder/../ladder/work"), (ladder, linked + "/ladder/work")] {
             let settings = output.hasSuffix("a.mp4") ? "{}" : #"{"container": "hls"}"#
             let run = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), output, "--settings", settings,
                                                   "--checkpoint", checkpoint, "--progress", "none"])
             #expect(run.status == 2 && run.stderr.contains("in the output's place"), "\(output) with \(checkpoint): \(run.status) \(run.stderr)")
         }
-        #expect(Media.files(in: folder).isEmpty, "nothing made: \(Media.files(in: folder))")
+        #expect(Media.files(in: folder) == ["link"], "nothing made: \(Media.files(in: folder))")
     }
 
     /// A checkpoint folder given on the command line that is someone's (a web project's `manifest.json`) is
@@ -290,6 +295,9 @@ import TestSupport
                                                      "--settings", #"{"video": "copy", "audio": "copy"}"#, "--checkpoint", shoot.path])
             #expect(copied.status == 0, "\(copied.stderr)")
             #expect((try? String(contentsOf: photo, encoding: .utf8)) == "jpeg", "\(own)/take1.jpg is kept")
+            #expect(Media.files(in: shoot) == [own] && Media.files(in: shoot.appendingPathComponent(own)) == ["take1.jpg"],
+                    "nothing else made there: \(Media.files(in: shoot))")
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("c-\(own).mp4").path), "no output of the refused run")
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Pipeline
 @testable import Jobs
 import Testing
 import TestSupport
@@ -23,20 +24,40 @@ import TestSupport
         #expect(rows[1]["id"] == .text("é😀") && rows[1]["n"] == .null && rows[1]["b"] == .null)
     }
 
-    /// The schema's functions call nothing that PostgreSQL 11 and 12 lack (its steps need 11's `EXECUTE FUNCTION`),
-    /// nor md5(), which a server in FIPS mode refuses: the webhook trigger made its delivery ids with
-    /// gen_random_uuid(), built in only from 13, so there the schema installed and every claim of a job with a
-    /// webhook then failed, and no job ran on any node.
-    @Test func theSchemaCallsNothingPostgreSQL11Lacks() throws {
+    /// The schema installs and works where gen_random_uuid() (built in only from PostgreSQL 13) and md5() (refused
+    /// by a server in FIPS mode) cannot be called: a role that may not execute them, on a database it owns, makes
+    /// the store and claims a job with webhooks, whose trigger writes the deliveries. The trigger made its ids with
+    /// gen_random_uuid(), so on 11 and 12 the schema installed and every claim of a job with a webhook failed (no job
+    /// ran on any node), and a new store's identity came from md5().
+    @Test func theSchemaNeedsNeitherGenRandomUUIDNorMD5() throws {
         let server = try PostgresServer()
-        _ = try PostgresJobStore(uri: server.uri, root: try Media.scratch().path, connections: 1)
-        let connection = try PostgresConnection(uri: server.uri)
-        let functions = try connection.query("SELECT proname, prosrc FROM pg_proc WHERE proname LIKE 'transcoderd%' ORDER BY proname")
-        #expect(functions.count >= 3, "\(functions)")
-        for function in functions {
-            guard case .text(let source) = function["prosrc"] else { Issue.record("\(function)"); continue }
-            #expect(!source.contains("gen_random_uuid") && !source.contains("md5("), "\(function["proname"])")
+        let name = "t_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
+        for sql in ["CREATE ROLE app LOGIN", "CREATE DATABASE \(name) OWNER app"] {
+            try Shell.check("psql", ["-X", "-q", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c", sql])
         }
+        try Shell.check("psql", ["-X", "-q", "-h", server.directory, "-U", "postgres", "-d", name, "-c",
+                                 "REVOKE EXECUTE ON FUNCTION md5(text), gen_random_uuid() FROM PUBLIC"])
+        let uri = "postgresql:///\(name)?host=\(server.directory)&user=app"
+        let denied = try PostgresConnection(uri: uri)
+        #expect(throws: StoreError.self, "the role may not call them") { try denied.query("SELECT gen_random_uuid()") }
+        let root = try Media.scratch()
+        let store = try PostgresJobStore(uri: uri, root: root.path, connections: 1)
+        let id = UUID().uuidString.lowercased()
+        // A row is all the claim needs (no file is read).
+        try store.insert(Upload(id: id, filename: "a.m4a", contentType: nil, size: 1, sha256: String(repeating: "0", count: 64),
+                                path: root.appendingPathComponent("a.m4a").path, tracks: try TranscodeSession.probe(path: try Media.path(.audioOnly)),
+                                createdAt: Date().timeIntervalSince1970))
+        let job = try store.createJob(input: id, settings: TranscodeSettings(), priority: 100,
+                                      webhooks: JobWebhooks(target: WebhookTarget(url: "http://hooks.example/job", events: [.running]),
+                                                            serverURL: "http://hooks.example/all"))
+        #expect(try store.claimNext(worker: "w", leaseSeconds: 20)?.id == job.id)
+        let written = try store.deliveries(jobID: job.id)
+        #expect(written.count == 2 && Set(written.map(\.id)).count == 2
+                && written.allSatisfy { $0.id.hasPrefix("msg_") && $0.id.count == 36 && $0.id.dropFirst(4).allSatisfy(\.isHexDigit) },
+                "\(written.map(\.id))")
+        let identity = try denied.query("SELECT id FROM store_identity").first?["id"]
+        guard case .text(let text)? = identity else { Issue.record("no identity: \(String(describing: identity))"); return }
+        #expect(text.count == 32 && text.allSatisfy(\.isHexDigit), "\(text)")
     }
 
     @Test func errorsKeepTheServersMessageAndSQLState() throws {
