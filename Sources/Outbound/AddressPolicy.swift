@@ -47,6 +47,12 @@ public struct AddressPolicy: Sendable, Equatable {
         return local.contains(address) ? "local interface" : nil
     }
 
+    /// Whether `address` is one of this machine's loopback addresses (127.0.0.0/8, `::1`, or one mapped into IPv6).
+    public static func isLoopback(_ address: IPAddress) -> Bool {
+        let address = address.embeddedIPv4 ?? address
+        return reserved.contains { $0.1 == "loopback" && $0.0.contains(address) }
+    }
+
     /// Where clouds hand out instance metadata and credentials: the instance metadata service (AWS, GCP, Azure,
     /// OCI; AWS's IPv6 one), ECS task credentials, EKS Pod Identity (IPv4 and IPv6), Alibaba Cloud's, OCI's older one,
     /// and Azure's WireServer (168.63.129.16: the host agent's goal state and extension settings), whose address is

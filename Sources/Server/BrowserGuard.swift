@@ -1,4 +1,5 @@
 import Glibc
+import Outbound
 /// Refuses what a web page on another site can make a local user's browser send to this server, before any token
 /// is looked at:
 /// - a change (any method but `GET`, `HEAD`, `OPTIONS`) from a page of another origin, unless `--cors-origin` names
@@ -93,21 +94,8 @@ public struct BrowserGuard: Sendable {
         var any = false
         while let info = entry {
             entry = info.pointee.ai_next
-            guard let address = info.pointee.ai_addr else { continue }
-            switch info.pointee.ai_family {
-            case AF_INET:
-                let ipv4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
-                guard ipv4 >> 24 == 127 else { return false }
-            case AF_INET6:
-                let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
-                    withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
-                }
-                let loopback = bytes == Array(repeating: 0, count: 15) + [1]
-                let mapped = bytes.prefix(12) == Array(repeating: 0, count: 10) + [0xff, 0xff] && bytes[12] == 127
-                guard loopback || mapped else { return false }
-            default:
-                continue
-            }
+            guard let socketAddress = info.pointee.ai_addr, let address = IPAddress(socketAddress: socketAddress) else { continue }
+            guard AddressPolicy.isLoopback(address) else { return false }
             any = true
         }
         return any
