@@ -85,7 +85,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
             guard let tracks = answer.tracks else { throw Self.unexpected }
             return tracks
         } catch where error.code == "canceled" {
-            throw MediaError(code: "probe_timeout", message: "Reading the file's tracks took more than \(Int(timeout)) s; it was given up.")
+            throw MediaError(code: "probe_timeout", message: "Reading the file's tracks took more than \(String(format: "%g", timeout)) s; it was given up.")
         }
     }
 

@@ -16,6 +16,9 @@ public struct TusUpload: Sendable, Codable, Equatable {
     public var refused: String?
     /// The job made on completion from the `settings` metadata.
     public var jobID: String?
+    /// Completions given up because reading the file's tracks took too long (`probe_timeout`): a busy machine as
+    /// much as a hostile file, so the bytes are kept for a few tries before they are refused.
+    public var probeTimeouts: Int?
 
     public init(id: String, length: Int64?, metadata: String, createdAt: Double) {
         self.id = id

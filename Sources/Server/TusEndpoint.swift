@@ -254,6 +254,9 @@ public final class TusEndpoint: Sendable {
         cors.headers(for: headers, exposing: Self.exposed) + [("Tus-Resumable", Self.version)]
     }
 
+    /// Completions an upload gets whose probe runs out of time before its bytes are refused (`probe_timeout`).
+    static let probeTries = 3
+
     static let exposed = "Location, Upload-Offset, Upload-Length, Upload-Defer-Length, Upload-Expires, Upload-Metadata, "
         + "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Transcoder-Job"
 
@@ -430,6 +433,16 @@ public final class TusEndpoint: Sendable {
             guard let file = try aside(current, length: length, metadata: metadata) else { return true }
             do {
                 stored = try store(file, current.id)
+            } catch where error.code == "probe_timeout" && (current.probeTimeouts ?? 0) + 1 < Self.probeTries {
+                // Refused at once, a whole upload was deleted because the machine was busy for a moment: the bytes
+                // stay, the try is counted, and the next ask (a PATCH at the length, a HEAD, the server's own
+                // sweep) tries again; the last of `probeTries` refuses them as any other.
+                current.probeTimeouts = (current.probeTimeouts ?? 0) + 1
+                rename(file.path, uploads.dataPath(current.id))
+                try save(current)
+                throw refusal(.serviceUnavailable, "probe_timeout",
+                              "\(error.message) The bytes are kept (try \(current.probeTimeouts ?? 0) of \(Self.probeTries)): ask again.",
+                              headers: [("Retry-After", "5")])
             } catch where error.status == .unprocessableContent {
                 current.completedAt = Date().timeIntervalSince1970
                 current.refused = error.message

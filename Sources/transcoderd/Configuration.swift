@@ -30,6 +30,8 @@ struct Configuration: Sendable {
     var maxConnections = 4096
     var handlerThreads = 8
     var probeThreads = 2
+    /// Seconds an upload's probe (reading its tracks, in a child) may take.
+    var probeTimeout = 30.0
     var headerTimeout = 10.0
     var idleTimeout = 60.0
     var shutdownGrace = 30.0
@@ -155,6 +157,14 @@ struct Configuration: Sendable {
         Option(flag: "--probe-threads", environment: "TRANSCODER_PROBE_THREADS",
                help: "threads for requests that upload a file (probed with FFmpeg), 1-64; default 2") { config, value throws(UsageError) in
             config.probeThreads = try integer(value, flag: "--probe-threads", range: 1...64)
+        },
+        Option(flag: "--probe-timeout", environment: "TRANSCODER_PROBE_TIMEOUT",
+               help: "seconds reading an upload's tracks may take before it is given up (probe_timeout), 0.001-3600; default 30") {
+            config, value throws(UsageError) in
+            guard let seconds = Double(value), seconds.isFinite, (0.001...3600).contains(seconds) else {
+                throw UsageError(message: "--probe-timeout: expected a number of seconds from 0.001 to 3600, got \"\(value)\"")
+            }
+            config.probeTimeout = seconds
         },
         Option(flag: "--header-timeout", environment: "TRANSCODER_HEADER_TIMEOUT", help: "seconds to send a request head, and a new connection its first; default 10") {
             config, value throws(UsageError) in
@@ -363,7 +373,9 @@ struct Configuration: Sendable {
     /// worker, and one for probes, is kept started. Make one per process.
     func makeRunner() -> ChildProcessRunner {
         OrphanReaper.startIfInit() // in a container without an init, what a job's child leaves is this process's
-        return ChildProcessRunner(policy: sandbox, limits: limits, spares: workers + 1)
+        var runner = ChildProcessRunner(policy: sandbox, limits: limits, spares: workers + 1)
+        runner.probeTimeout = probeTimeout
+        return runner
     }
 
     /// Checks that a job's process starts and logs what protects it (a warning for a protection not in force);

@@ -437,6 +437,45 @@ import TestSupport
         #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload.object)")
     }
 
+    /// A completion whose probe runs out of time (a busy machine as much as a hostile file) keeps the bytes for two
+    /// more tries: 503 with Retry-After, the bytes whole where they were; the third refuses them, as bytes that are not media. Before, the
+    /// first deleted them, and the client had to send the whole file again.
+    @Test func aProbeThatRunsOutOfTimeKeepsTheBytesForMoreTries() throws {
+        let data = try Media.scratch().appendingPathComponent("data")
+        // A millisecond: no probe of a real file ends within it.
+        var server = try TestServer(["--probe-timeout", "0.001"], data: data)
+        let source = try Media.path(.audioOnly)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let file = try Media.scratch().appendingPathComponent("all.bin")
+        try bytes.write(to: file)
+        var ids: [String] = []
+        for _ in 0..<2 {
+            let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)"]).location)
+            let final = try server.curl(path, ["-X", "PATCH", "-T", file.path, "-H", "Upload-Offset: 0", "-D", "-"] + Self.version + Self.chunk)
+            #expect(final.status == 503 && final.body.contains("Retry-After: 5\r\n") && final.body.contains("probe_timeout")
+                    && final.body.contains("try 1 of 3"), "\(final)")
+            ids.append(String(path.split(separator: "/").last ?? ""))
+        }
+        // The first is asked again twice (a PATCH of nothing at its length): the second try keeps it, the third refuses it.
+        let again = try patch(server, "/v1/tus/\(ids[0])", offset: bytes.count, body: "")
+        #expect(again.status == 503 && again.body.contains("try 2 of 3"), "\(again)")
+        let kept = try Data(contentsOf: data.appendingPathComponent("tus/\(ids[0]).bin"))
+        #expect(kept == bytes, "the bytes are where they were, whole")
+        // Refused as bytes that are not media are: the PATCH is done (204), the upload says why.
+        let last = try patch(server, "/v1/tus/\(ids[0])", offset: bytes.count, body: "")
+        #expect(last.status == 204, "\(last)")
+        let refused = try server.json("/v1/uploads/\(ids[0])")
+        let error = refused.object["error"] as? [String: Any]
+        #expect(refused.status == 422 && error?["code"] as? String == "upload_refused"
+                && (error?["message"] as? String ?? "").contains("took more than 0.001 s"), "\(refused.object)")
+        #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("tus/\(ids[0]).bin").path))
+        // The second, on a server with time to read it: stored whole.
+        _ = server.stop()
+        server = try TestServer([], data: data)
+        #expect(try eventually(20) { try server.json("/v1/uploads/\(ids[1])").status == 200 }, "completed once the probe had time")
+        #expect(try server.json("/v1/uploads/\(ids[1])").object["sha256"] as? String == (try sha256(source)))
+    }
+
     /// A completion that fails for now (the uploads folder is a file for a moment: `breakUploadsFolder`) is
     /// done again by the server on its own once it can be, though the client never asks again. Before, it waited for
     /// a restart or the client's next request, and the whole upload was deleted as expired a day after its last byte.
