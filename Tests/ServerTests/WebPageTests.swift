@@ -305,8 +305,10 @@ import TestSupport
 
     /// The page recovers by itself from what used to leave it stuck until a reload: a first reading of the job list
     /// refused (the timer that reads it again never started), a job deleted elsewhere past the list's first page
-    /// (it stayed "queued", read every 5 s with 404), and an upload refused and chosen again through the file input
-    /// (the input still held the file, so the browser fired no change).
+    /// (it stayed "queued", read every 5 s with 404), an ended job deleted elsewhere while there is more than a page
+    /// (it stayed for good, and every active job the list had named was read again one by one), and an upload
+    /// refused and chosen again through the file input (the input still held the file, so the browser fired no
+    /// change).
     @Test func thePageRecoversFromARefusedListAJobDeletedElsewhereAndARefusedUpload() throws {
         let server = try TestServer(["--workers", "1"])
         let (_, jobs) = try jobsOnALongClip(server, count: 53)
@@ -315,6 +317,9 @@ import TestSupport
         #expect((report["startError"] as? String)?.contains("Busy") == true, "the refusal was shown: \(report)")
         #expect((report["listedAfterRefusal"] as? Int ?? 0) >= 50, "\(report)")
         #expect(report["deleteStatus"] as? Int == 204 && report["deletedGone"] as? Bool == true, "\(report)")
+        #expect([200, 202].contains(report["endedPOSTStatus"] as? Int ?? 0) && report["endedDELETEStatus"] as? Int == 204
+                && report["endedGone"] as? Bool == true, "an ended job deleted elsewhere goes: \(report)")
+        #expect((report["listReads"] as? Int ?? 0) >= 2 && report["singleReads"] as? Int == 0, "only the list is read: \(report)")
         #expect((report["refusedMessage"] as? String)?.contains("Refused once") == true, "\(report)")
         #expect(report["uploadedOnSecondChoice"] as? String != nil && report["creations"] as? Int == 2, "\(report)")
     }
@@ -376,8 +381,10 @@ import TestSupport
         #expect(canceledInput != nil && (retried["input"] as? [String: Any])?["id"] as? String == canceledInput, "\(retried)")
         #expect(NSDictionary(dictionary: canceled["settings"] as? [String: Any] ?? [:])
                     .isEqual(to: retried["settings"] as? [String: Any] ?? ["none": 0]), "the same settings")
-        #expect(!NSDictionary(dictionary: report["formSettings"] as? [String: Any] ?? [:])
-                    .isEqual(to: retried["settings"] as? [String: Any] ?? [:]), "not the form's settings, changed before the retry")
+        let form = report["formSettings"] as? [String: Any] ?? [:]
+        #expect(form["container"] as? String == "hls" && (retried["settings"] as? [String: Any])?["container"] as? String == "mp4",
+                "not the form's settings, changed before the retry: \(form), \(retried)")
+        #expect(report["doubleClicked"] as? String != nil && report["doubleClickCreations"] as? Int == 1, "a double-click retries once: \(report)")
     }
 
     /// A song with the page's default settings (poster and storyboard on) was queued, then failed: pictures are

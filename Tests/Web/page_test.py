@@ -293,6 +293,14 @@ def scenario_keyboard(browser, base, path, report, token):
     browser.key("Enter", text="\r")
     report["retried"] = new_job_item(browser, known)
     report["retriedState"] = job_state(browser)
+    # Retry clicked twice at once (a double-click): one job, the second click waiting for the first's answer.
+    creations = lambda: len([r for r in browser.requests("POST", "/v1/jobs") if r["url"].endswith("/v1/jobs")])
+    posts = creations()
+    known = known_jobs(browser)
+    browser.eval(f"(() => {{ const b = {canceled_item}.querySelector('[data-action=retry]'); b.click(); b.click(); }})()")
+    report["doubleClicked"] = new_job_item(browser, known)
+    browser.pump(1)
+    report["doubleClickCreations"] = creations() - posts
     for key, ident in (("canceledJob", canceled), ("retriedJob", report["retried"])):
         report[key] = browser.eval(f"fetch('/v1/jobs/{ident}').then(r => r.json())", await_promise=True)
     canceled_button = f"document.querySelector('#jobs li[data-job=\"{canceled}\"] [data-action=delete]')"
@@ -591,6 +599,26 @@ def scenario_recovery(browser, base, path, report, token):
     report["deleteStatus"] = connection.getresponse().status
     connection.close()
     report["deletedGone"] = browser.wait(f"document.querySelector('#jobs li[data-job=\"{victim}\"]') ? null : true", timeout=20)
+
+    # A job on the list's first page that ended (canceled elsewhere) and is then deleted elsewhere: the list no
+    # longer names it, and the page takes it off (it is not read on its own: it has ended).
+    ended = next(ident for ident in shown if ident != victim and ident not in streamed)
+    for method, url in (("POST", f"/v1/jobs/{ended}/cancel"), ("DELETE", None)):
+        if url is None:
+            browser.wait(f"document.querySelector('#jobs li[data-job=\"{ended}\"]')?.dataset.state === 'canceled' || null", timeout=20)
+            url = f"/v1/jobs/{ended}"
+        connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+        connection.request(method, url)
+        report[f"ended{method}Status"] = connection.getresponse().status
+        connection.close()
+    report["endedGone"] = browser.wait(f"document.querySelector('#jobs li[data-job=\"{ended}\"]') ? null : true", timeout=20)
+    # The jobs the list names are not read again one by one: over two rounds of reading, only the list is.
+    singles = lambda: [r for r in browser.requests("GET", "/v1/jobs/") if "/events" not in r["url"]]
+    before = len(singles())
+    lists = len(browser.requests("GET", "/v1/jobs?limit="))
+    browser.pump(11)
+    report["singleReads"] = len(singles()) - before
+    report["listReads"] = len(browser.requests("GET", "/v1/jobs?limit=")) - lists
 
     # The upload's creation refused once; the same file chosen again through the input starts it again.
     refused_creations = []

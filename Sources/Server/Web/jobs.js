@@ -32,6 +32,15 @@ export class JobList {
     this.announced = new Map();
     // The highest fraction shown per job: a reading older than it (the list's, next to the stream's) is ignored.
     this.fractions = new Map();
+    // When this page added a job (made here): a list read before then does not know it yet.
+    this.addedAt = new Map();
+    // Jobs this page deleted: a list read before the delete still names them.
+    this.deletedHere = new Set();
+    // The ids the latest list named: read then, not read again one by one.
+    this.listed = new Set();
+    // Actions under way, "id action": a second click (a double-click, a held Enter) waits for the first's answer.
+    this.busy = new Set();
+    this.refreshing = false;
     this.timer = null;
   }
 
@@ -47,20 +56,37 @@ export class JobList {
     await this.refreshList();
   }
 
-  // The newest jobs as the server lists them: new ones are added; when the list is whole, ones gone are removed.
+  // The newest jobs as the server lists them (newest first): new ones are added, and a known one the list does not
+  // name goes when it would have been named (deleted elsewhere) or has ended and fallen past the list's end. An
+  // active one past the end stays, read on its own. Only the whole list removed anything before: with more than a
+  // page of jobs (most servers, kept forever by default) a job deleted elsewhere stayed, and every job ever seen
+  // stayed too, each active one read every few seconds.
   async refreshList() {
+    const asked = performance.now();
     const answer = await request("GET", "/v1/jobs?limit=50");
-    for (const job of [...answer.jobs].reverse()) this.upsert(job);
-    if (!answer.next) {
-      const listed = new Set(answer.jobs.map((job) => job.id));
-      for (const id of [...this.jobs.keys()]) if (!listed.has(id)) this.remove(id);
+    const jobs = answer.jobs.filter((job) => !this.deletedHere.has(job.id));
+    for (const job of [...jobs].reverse()) this.upsert(job);
+    this.listed = new Set(jobs.map((job) => job.id));
+    const oldest = answer.next ? answer.jobs[answer.jobs.length - 1] : null;
+    for (const [id, job] of [...this.jobs]) {
+      if (this.listed.has(id) || (this.addedAt.get(id) ?? -Infinity) >= asked) continue;
+      // Timestamps in the same form compare as strings; one equal to the oldest listed's may sort either side.
+      const pastTheEnd = oldest && (job.createdAt || "") <= (oldest.createdAt || "");
+      if (!pastTheEnd || ended(job.state)) this.remove(id);
     }
     this.watchActive();
   }
 
   async refresh() {
-    try { await this.refreshList(); } catch (error) { if (error.status === 401) this.onError(error); }
-    await this.refreshUnwatched();
+    // A round that has not ended (a slow link) is not overlapped by another.
+    if (this.refreshing) return;
+    this.refreshing = true;
+    try {
+      try { await this.refreshList(); } catch (error) { if (error.status === 401) this.onError(error); }
+      await this.refreshUnwatched();
+    } finally {
+      this.refreshing = false;
+    }
   }
 
   stop() {
@@ -209,11 +235,12 @@ export class JobList {
     };
   }
 
-  // Jobs active but not streamed (more than `maxStreams`) are read every few seconds.
+  // Jobs active but neither streamed (more than `maxStreams`) nor in the latest list (past its end) are read every
+  // few seconds.
   async refreshUnwatched() {
     // Hidden, none is streamed: the list's own reading is enough until the page is shown.
     const unwatched = document.hidden ? [] : [...this.jobs.values()].filter((job) =>
-      (job.state === "queued" || job.state === "running") && !this.streams.has(job.id));
+      (job.state === "queued" || job.state === "running") && !this.streams.has(job.id) && !this.listed.has(job.id));
     for (const job of unwatched) {
       try {
         this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`));
@@ -231,6 +258,9 @@ export class JobList {
     if (!button) return;
     const job = this.jobs.get(id);
     const item = this.items.get(id);
+    const key = `${id} ${button.dataset.action}`;
+    if (this.busy.has(key)) return;
+    this.busy.add(key);
     try {
       switch (button.dataset.action) {
         case "show": this.onShow(job); break;
@@ -242,6 +272,8 @@ export class JobList {
         case "retry": await this.onRetry(job); break;
         case "delete": {
           await request("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
+          this.deletedHere.add(id);
+          if (this.deletedHere.size > 200) this.deletedHere.delete(this.deletedHere.values().next().value);
           const next = item.nextElementSibling || item.previousElementSibling;
           this.remove(id);
           (next?.querySelector("button:not([hidden])") || document.getElementById("jobs-title")).focus();
@@ -251,10 +283,13 @@ export class JobList {
       }
     } catch (error) {
       this.onError(error);
+    } finally {
+      this.busy.delete(key);
     }
   }
 
   add(job) {
+    this.addedAt.set(job.id, performance.now());
     this.upsert(job);
     this.watchActive();
   }
@@ -268,6 +303,7 @@ export class JobList {
     this.etas.delete(id);
     this.announced.delete(id);
     this.fractions.delete(id);
+    this.addedAt.delete(id);
     this.empty.hidden = this.items.size > 0;
   }
 }
