@@ -36,6 +36,8 @@ struct RequestParser {
     private(set) var contentLength: Int64?
     private(set) var isChunked = false
     private var trailerBytes = 0
+    /// Whether the empty line before this request's head was passed over: one is, a second starts the head.
+    private var passedEmptyLine = false
 
     init(limits: Limits = Limits()) { self.limits = limits }
 
@@ -72,6 +74,7 @@ struct RequestParser {
         contentLength = nil
         isChunked = false
         trailerBytes = 0
+        passedEmptyLine = false
     }
 
     /// Parses from the start of `bytes`; returns the event and how many bytes it consumed.
@@ -79,8 +82,13 @@ struct RequestParser {
         switch state {
         case .head(let scanned):
             // An empty line before the request line (a client ending its last body with an extra CRLF) is passed
-            // over, as RFC 9112 §2.2 asks.
-            if scanned == 0, bytes.count >= 2, bytes[0] == 13, bytes[1] == 10 { return (.needMore, 2) }
+            // over, as RFC 9112 §2.2 asks. One: a second starts the head (and its timeout), which an empty request
+            // line then refuses; every one passed over, an empty line every few seconds held a connection for ever,
+            // past the header and idle timeouts (bytes received count as activity).
+            if scanned == 0, !passedEmptyLine, bytes.count >= 2, bytes[0] == 13, bytes[1] == 10 {
+                passedEmptyLine = true
+                return (.needMore, 2)
+            }
             // The request line is checked first, so an overlong target gets 414 rather than 431.
             let lineEnd = Self.find(crlf, in: bytes, from: 0)
             if (lineEnd ?? bytes.count) > limits.targetBytes + 32 {

@@ -75,6 +75,15 @@ import TestSupport
         #expect(unasked.isEmpty && !kept.hasBeenClosedByPeer, "\(unasked)")
         kept.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(kept.read(until: "}").hasPrefix("HTTP/1.1 200"))
+        // Empty lines alone, one every 0.4 s, hold no connection: each was passed over and counted as activity, so
+        // neither the head's timeout nor the idle one ever ended it (4096 of them filled the server for 2 bytes each).
+        let idler = try RawClient(port: server.port)
+        var refused = ""
+        for _ in 0..<15 where refused.isEmpty {
+            idler.send("\r\n")
+            refused = idler.read(timeout: 0.4)
+        }
+        #expect(refused.hasPrefix("HTTP/1.1 400") || refused.hasPrefix("HTTP/1.1 408"), "\(refused)")
     }
 
     @Test func invalidOptionsStopStartUpWithOneLine() throws {
