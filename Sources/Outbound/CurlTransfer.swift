@@ -123,7 +123,17 @@ public final class CurlTransfer {
             throw OutboundError(code: "url_not_allowed", message: "The URL leads to \(AddressPolicy.phrase(refused.kind)), "
                                 + "which this server does not connect to (--allow-private-urls can allow it).")
         }
-        guard code == CURLE_OK else { throw Self.failure(code, detail: String(decoding: state.errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
+        guard code == CURLE_OK else {
+            let detail = String(decoding: state.errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            var connectTime: curl_off_t = 0
+            if code == CURLE_OPERATION_TIMEDOUT, tc_curl_get_offset(handle, CURLINFO_CONNECT_TIME_T, &connectTime) == CURLE_OK, connectTime == 0 {
+                // No connection was made in time (a name that did not resolve, packets dropped by a firewall or a
+                // full backlog): as passing as one refused, not a transfer that took too long, which is not tried
+                // again.
+                throw OutboundError(code: "connection_failed", message: "The connection could not be made in time: \(detail.isEmpty ? "timeout" : detail).")
+            }
+            throw Self.failure(code, detail: detail)
+        }
         return OutboundResponse(status: state.status, headers: state.headers, bytes: state.bytes, body: state.body)
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import Outbound
 import Testing
 import TestSupport
@@ -16,5 +18,36 @@ import TestSupport
         #expect { try CurlTransfer().perform(OutboundRequest(url: url), policy: loopbackV4) } throws: {
             ($0 as? OutboundError)?.code == "connection_failed"
         }
+    }
+
+    /// A connection not made in time (packets dropped, as by a firewall; here a listener whose backlog is full) is a
+    /// connection failure, tried again like a refused one: it was `timeout`, as a transfer that took too long in all,
+    /// and a job whose input was on a server behind a firewall dropping packets for a moment failed for good.
+    @Test func aConnectionNotMadeInTimeIsAConnectionFailure() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        #expect(bound && listen(listener, 0) == 0)
+        // Never accepted: the backlog fills, and further connections' packets are dropped.
+        var clients: [Int32] = []
+        defer { clients.forEach { close($0) } }
+        for _ in 0..<4 {
+            let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
+            clients.append(client)
+        }
+        let url = "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))/"
+        let loopbackV4 = AddressPolicy(allowed: [try #require(CIDRBlock("127.0.0.0/8"))])
+        let started = Date()
+        #expect { try CurlTransfer().perform(OutboundRequest(url: url, timeout: 2), policy: loopbackV4) } throws: {
+            ($0 as? OutboundError)?.code == "connection_failed" && ($0 as? OutboundError)?.message.contains("in time") == true
+        }
+        #expect(Date().timeIntervalSince(started) < 10)
     }
 }
