@@ -9,18 +9,23 @@ public enum RedactedURL {
     static let secretNames = ["sig", "token", "key", "secret", "password", "credential", "auth", "policy", "pass", "jwt", "hmac"]
 
     /// A path segment of 16 characters or more, of letters, digits, `-` and `_` only, with capitals, small letters
-    /// and digits all three; or of 24 or more small letters and digits, both, and nothing else (Microsoft Teams'
-    /// and Make's webhook URLs hold a 32-character lower-case secret so): a random token. A name, as
-    /// `big-buck-bunny-1080p` or `clip.mp4`, or an id with dashes (a UUID) is not one.
+    /// and digits all three, or of 20 or more letters and digits, capitals and small letters, without a digit (a
+    /// random secret has none now and then: one Slack secret in 70); or of 24 or more small letters and digits,
+    /// both, and nothing else (Microsoft Teams' and Make's webhook URLs hold a 32-character lower-case secret so): a
+    /// random token. A name, as `big-buck-bunny-1080p` or `clip.mp4`, or an id with dashes (a UUID) is not one; a
+    /// long name in CamelCase is hidden as well (in what is shown only).
     static func looksLikeToken(_ segment: Substring) -> Bool {
         let scalars = segment.unicodeScalars
+        let mixedCase = segment.contains(where: \.isUppercase) && segment.contains(where: \.isLowercase)
         let mixed = segment.count >= 16
             && scalars.allSatisfy(isTokenCharacter)
-            && segment.contains(where: \.isUppercase) && segment.contains(where: \.isLowercase) && segment.contains(where: \.isNumber)
+            && mixedCase && segment.contains(where: \.isNumber)
+        let letters = segment.count >= 20 && mixedCase
+            && scalars.allSatisfy { $0.isASCII && CharacterSet.alphanumerics.contains($0) }
         let lowerCase = segment.count >= 24
             && scalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) }
             && segment.contains(where: \.isLetter) && segment.contains(where: \.isNumber)
-        return mixed || lowerCase
+        return mixed || letters || lowerCase
     }
 
     /// A path segment to hide: one that looks like a token, or that holds one after a `:` (Telegram's
