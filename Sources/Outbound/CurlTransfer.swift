@@ -37,6 +37,11 @@ public final class CurlTransfer {
         var headers: [(String, String)] = []
         var bytes: Int64 = 0
         var body = Data()
+        /// Set when the transfer was ended on purpose, its answer whole enough: the status and headers (`readsBody`
+        /// false), or the 64 KiB of a body that is only kept.
+        var endedEarly = false
+        let readsBody: Bool
+        let followsRedirects: Bool
         var failure: OutboundError?
         var lastArrival = Date().timeIntervalSince1970
         /// The current window of the pace check: when it began (nil until the first body byte) and the bytes then.
@@ -47,6 +52,8 @@ public final class CurlTransfer {
              progress: ((Int64, Int64?) -> Bool)?) {
             self.policy = policy
             maxBytes = request.maxBytes
+            readsBody = request.readsBody
+            followsRedirects = request.maxRedirects > 0
             stallTimeout = request.stallTimeout
             minimumRate = request.minimumRate
             self.sink = sink
@@ -59,7 +66,8 @@ public final class CurlTransfer {
     }
 
     /// Performs `request`. With a `sink`, the body of a successful (2xx) answer goes there as it arrives (an error it
-    /// returns stops the transfer); otherwise up to 64 KiB of it is kept in the response. `progress` hears the bytes
+    /// returns stops the transfer); otherwise up to 64 KiB of it is kept in the response, and no more is read (nothing
+    /// of it without `readsBody`). `progress` hears the bytes
     /// so far and the expected total, about once a second and on every chunk; returning false cancels.
     public func perform(_ request: OutboundRequest, policy: AddressPolicy,
                         sink: ((UnsafeRawBufferPointer) -> OutboundError?)? = nil,
@@ -112,6 +120,9 @@ public final class CurlTransfer {
             tc_curl_set_progress(handle, Self.reportProgress)
             set(CURLOPT_XFERINFODATA, pointer: pointer)
             return curl_easy_perform(handle)
+        }
+        if code == CURLE_WRITE_ERROR, state.endedEarly, state.failure == nil {
+            code = CURLE_OK
         }
         if code == CURLE_OK, state.failure == nil, state.status == 0 {
             code = CURLE_GOT_NOTHING
@@ -192,6 +203,10 @@ public final class CurlTransfer {
             (state.refused, state.allowed) = (nil, 0)
         } else if let colon = line.firstIndex(of: ":") {
             state.headers.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        } else if line.isEmpty, !state.readsBody, state.status >= 200, !(state.followsRedirects && (300..<400).contains(state.status)) {
+            // The final answer's headers are all in, and its body is not wanted.
+            state.endedEarly = true
+            return 0
         }
         return length
     }
@@ -213,8 +228,14 @@ public final class CurlTransfer {
                 state.failure = failure
                 return 0
             }
-        } else if state.body.count < 65536 {
+        } else {
+            // Kept only in part (an error's explanation): the rest is not read. It was, to the end, however long (a
+            // 503 page that streams on was downloaded whole on every try of a URL input).
             state.body.append(contentsOf: bytes.prefix(65536 - state.body.count))
+            if state.body.count >= 65536 {
+                state.endedEarly = true
+                return 0
+            }
         }
         return length
     }

@@ -18,6 +18,9 @@ public struct OutboundRequest: Sendable {
     public var minimumRate: Int64?
     /// Bytes of body accepted at most (nil: any).
     public var maxBytes: Int64?
+    /// Whether the answer's body is read: without, the exchange ends once the final answer's status and headers are
+    /// in (a webhook receiver that answers 200 and then takes its time over the body has still answered 200).
+    public var readsBody = true
 
     public init(url: String, method: String = "GET", headers: [(String, String)] = [], body: Data? = nil,
                 maxRedirects: Int = 0, timeout: Double = 15, stallTimeout: Double? = nil, minimumRate: Int64? = nil, maxBytes: Int64? = nil) {

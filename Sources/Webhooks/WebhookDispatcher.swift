@@ -126,10 +126,13 @@ public final class WebhookDispatcher: Sendable {
             payload = Self.payload(delivery, job: render(job))
         }
         let timestamp = Int(Date().timeIntervalSince1970)
-        let request = OutboundRequest(url: delivery.url, method: "POST", headers: [
+        var request = OutboundRequest(url: delivery.url, method: "POST", headers: [
             ("Content-Type", "application/json"), ("webhook-id", delivery.id), ("webhook-timestamp", String(timestamp)),
             ("webhook-signature", settings.secret.signature(id: delivery.id, timestamp: timestamp, body: payload)),
         ], body: payload, maxRedirects: 0, timeout: settings.timeout)
+        // Only the status and Retry-After count: a receiver that answers 200 at once and finishes its body later
+        // (or never ends it) has taken the delivery; waiting for the body timed it out, and it was sent again.
+        request.readsBody = false
         let outcome: DeliveryOutcome
         do {
             let response = try transfer.perform(request, policy: settings.policy)

@@ -7,12 +7,14 @@ server for inputs fetched by URL, with the misbehaviours the tests need.
 POST /hooks/ok      200            POST /hooks/flaky   500, 500, then 200 (per webhook-id)
 POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 5 once per webhook-id, then 200
 POST /hooks/down    500 always       POST /hooks/limited 429 with Retry-After: 0 twice per webhook-id, then 200
+POST /hooks/slow-body  200 at once, its 10-byte body 20 s later
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /flaky-media/NAME  503 to the first request for NAME, then the file
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
 GET /silent         a 1 MB body's head, then nothing
+GET /error-stall    503 with a 1 MB body that stops after 100,000 bytes
 GET /trickle?bytes=N&every=S  a 1 MB body sent N bytes every S seconds; when the fetcher hangs up, a record
                     with path /trickle-closed says so
 Every request is appended to RECORDS as one JSON object per line.
@@ -81,10 +83,19 @@ class Handler(BaseHTTPRequestHandler):
         else:
             status = 500
         data = payload.get("data", {}) if isinstance(payload, dict) else {}
+        if behaviour == "slow-body":
+            status = 200
         record({"path": self.path, "id": headers.get("webhook-id"), "timestamp": headers.get("webhook-timestamp"),
                 "verified": verified, "type": payload.get("type") if isinstance(payload, dict) else None,
                 "payloadTimestamp": payload.get("timestamp") if isinstance(payload, dict) else None,
                 "job": data.get("id"), "state": data.get("state"), "received": time.time(), "answered": status})
+        if behaviour == "slow-body":
+            self.send_response(200)
+            self.send_header("Content-Length", "10")
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(20)
+            return
         self.answer(status, b"{}", extra)
 
     def do_GET(self):
@@ -123,6 +134,13 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "1000000")
             self.end_headers()
             self.wfile.write(b"\0" * 1000)
+            self.wfile.flush()
+            time.sleep(60)
+        elif url.path == "/error-stall":
+            self.send_response(503)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            self.wfile.write(b"busy " * 20_000)
             self.wfile.flush()
             time.sleep(60)
         elif url.path == "/silent":

@@ -74,14 +74,16 @@ import TestSupport
         try Data("not media at all".utf8).write(to: text)
         let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--max-upload-bytes", "1000000", "--fetch-stall-timeout", "2"])
         // /trickle sends 100 bytes every half second: never silent for the stall timeout, but far under 1 KiB a second.
-        // /silent sends its head and no byte of its body: the other stall.
-        for (path, expected) in [("/missing", "http_status"), ("/stall", "stalled"), ("/trickle?bytes=100&every=0.5", "stalled"), ("/silent", "stalled"),
+        // /silent sends its head and no byte of its body: the other stall. /error-stall answers 503 and stops
+        // partway through its body: the answer is the status, without waiting for the rest (it was read, and stalled).
+        for (path, expected) in [("/missing", "http_status"), ("/error-stall", "http_status"), ("/stall", "stalled"), ("/trickle?bytes=100&every=0.5", "stalled"), ("/silent", "stalled"),
                                  ("/big", "too_large"), ("/big-chunked", "too_large"), ("/media/notes.mp4", "unsupported_format")] {
             let started = Date()
             let answer = try fetch(server, peer.base + path)
             #expect(answer.status == 422, "\(path): \(answer.object)")
             #expect(code(answer) == expected, "\(path): \(answer.object)")
             if expected == "stalled" { #expect(Date().timeIntervalSince(started) < 10, "\(path): the stall timeout, not the total one") }
+            if path == "/error-stall" { #expect(((answer.object["error"] as? [String: Any])?["message"] as? String)?.contains("503") == true) }
             if path == "/silent" { #expect(((answer.object["error"] as? [String: Any])?["message"] as? String)?.contains("No bytes arrived") == true) }
             let left = try uploadsFolder(server)
             #expect(left.isEmpty, "\(path) left \(left)")

@@ -95,6 +95,7 @@ import TestSupport
         let gone = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/gone", "events": ["job.running", "job.succeeded"]}}"#)
         let busy = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/busy"}}"#)
         let limited = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/limited", "events": ["job.succeeded"]}}"#)
+        let slow = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/slow-body", "events": ["job.succeeded"]}}"#)
         // 500, 500, 200: three attempts of one delivery, 0.05 s then 3 s apart on the scaled schedule.
         #expect(eventually(60) { peer.deliveries(job: flaky).count == 3 }, "\(peer.deliveries(job: flaky))")
         let tries = peer.deliveries(job: flaky)
@@ -126,6 +127,15 @@ import TestSupport
         #expect(eventually(60) { peer.deliveries(job: limited).count == 3 })
         let paced = peer.deliveries(job: limited).compactMap { $0["received"] as? Double }
         #expect(paced.count == 3 && paced[2] - paced[1] >= 2.7, "\(paced)")
+
+        // 200 at once, the body 20 s later: delivered at the first attempt (its body awaited, it timed out after
+        // 15 s and was sent again, eight times, then recorded as failed).
+        var slowListed: [String: Any] = [:]
+        #expect(try eventually(60) {
+            slowListed = (try server.json("/v1/jobs/\(slow)/webhooks").object["deliveries"] as? [[String: Any]])?.first ?? [:]
+            return slowListed["state"] as? String == "delivered"
+        }, "\(slowListed)")
+        #expect(slowListed["attempts"] as? Int == 1 && slowListed["lastStatus"] as? Int == 200 && peer.deliveries(job: slow).count == 1, "\(slowListed)")
 
         // Redelivery sends the same delivery again, same id.
         let id = try #require(listed["id"] as? String)
