@@ -502,7 +502,7 @@ public final class TranscoderAPI: Sendable {
         logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(input.id)])
         var headers = HTTPHeaders()
         headers.set("Location", "/v1/jobs/\(job.id)")
-        return .json(resource(job, upload: input), status: .created, headers: headers)
+        return .json(APIModels.JobResource(job, upload: input, live: nil, fetch: nil), status: .created, headers: headers)
     }
 
     /// `"webhook": {"url": "https://…", "events": [...]}` (events: by default how the job ends). A URL whose host is
@@ -587,8 +587,8 @@ public final class TranscoderAPI: Sendable {
         return .json(APIModels.DeliveryResource(found), status: .accepted)
     }
 
-    /// A job's JSON as `GET /v1/jobs/{id}` shows it (for webhook payloads).
-    public func jobData(_ job: Job) -> Data { JSON.encode(resource(job)) }
+    /// A job's JSON as `GET /v1/jobs/{id}` shows it (for webhook payloads); nil when its input cannot be read now.
+    public func jobData(_ job: Job) -> Data? { try? JSON.encode(resource(job)) }
 
     /// A watermark must name an upload that is a still image. What the settings name is judged after reading them,
     /// against the uploads there are: 422, as for an input that does not exist.
@@ -703,7 +703,7 @@ public final class TranscoderAPI: Sendable {
         }
         do {
             let page = try store.jobs(state: state, limit: limit, cursor: query["cursor"])
-            return .json(APIModels.JobPage(jobs: page.jobs.map { resource($0) }, next: page.next))
+            return .json(APIModels.JobPage(jobs: try page.jobs.map { job throws(StoreError) in try resource(job) }, next: page.next))
         } catch where error.code == "invalid_cursor" {
             throw HTTPError(.badRequest, "invalid_cursor", "cursor: \(error.message)")
         } catch {
@@ -753,7 +753,9 @@ public final class TranscoderAPI: Sendable {
         }
         if let current { return .json(encoded: current) }
         let job = try job(request)
-        let data = JSON.encode(resource(job))
+        // Never a document without its input (a failover between the two reads): cached, it was served until the
+        // job changed, for good once it had ended.
+        let data = JSON.encode(try fromStore { () throws(StoreError) in try resource(job) })
         rendered.withLock { cache in
             cache.insert(RenderedJob(generation: generation, updatedAt: job.updatedAt, liveTime: job.state == .running ? live : nil, data: data),
                          size: data.count, for: id)
@@ -761,18 +763,25 @@ public final class TranscoderAPI: Sendable {
         return .json(encoded: data)
     }
 
-    /// The job's JSON; `upload` is its input when the caller has it at hand, else it is read from the store.
-    func resource(_ job: Job, upload known: Upload? = nil) -> APIModels.JobResource {
+    /// The job's JSON; `upload` is its input when the caller has it at hand, else it is read from the store (a
+    /// store that fails then fails this).
+    func resource(_ job: Job, upload known: Upload? = nil) throws(StoreError) -> APIModels.JobResource {
         var upload = known
-        if upload == nil {
-            do {
-                upload = try store.upload(id: job.inputUpload)
-            } catch {
-                logger.error("reading a job's input upload failed", ["job_id": .string(job.id), "error": .string(error.description)])
-            }
-        }
+        if upload == nil { upload = try store.upload(id: job.inputUpload) }
         return APIModels.JobResource(job, upload: upload, live: job.state == .running ? queue.liveProgress(of: job.id) : nil,
                                      fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
+    }
+
+    /// The job's JSON for an event stream, which has no answer to fail: without its input when that cannot be read
+    /// now (the next change sends it whole).
+    private func streamedResource(_ job: Job) -> APIModels.JobResource {
+        do {
+            return try resource(job)
+        } catch {
+            logger.error("reading a job's input upload failed", ["job_id": .string(job.id), "error": .string(error.description)])
+            return APIModels.JobResource(job, upload: nil, live: job.state == .running ? queue.liveProgress(of: job.id) : nil,
+                                         fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
+        }
     }
 
     private func events(_ request: Request) throws(HTTPError) -> Response {
@@ -783,7 +792,7 @@ public final class TranscoderAPI: Sendable {
             return Response(.noContent)
         }
         // Subscribe first, then read: a change between the two reaches the stream as an event.
-        let stream = JobEventStream(jobID: id, queue: queue) { [self] job in JSON.encode(resource(job)) }
+        let stream = JobEventStream(jobID: id, queue: queue) { [self] job in JSON.encode(streamedResource(job)) }
         let job = try job(request)
         stream.deliverSnapshot(job, live: queue.liveProgress(of: job.id))
         var headers = HTTPHeaders()
@@ -892,9 +901,9 @@ public final class TranscoderAPI: Sendable {
 
     private func cancel(_ request: Request) throws(HTTPError) -> Response {
         let job = try job(request)
-        do {
+        do throws(StoreError) {
             let current = try queue.cancel(id: job.id)
-            return .json(resource(current), status: .accepted)
+            return .json(try resource(current), status: .accepted)
         } catch where error.code == "invalid_transition" {
             // As it is now: it may have ended during the cancel (the state read before said running), or gone.
             let now = try self.job(request)

@@ -37,13 +37,13 @@ public final class WebhookDispatcher: Sendable {
     let store: any JobStore
     let settings: Settings
     let logger: Logger
-    /// A job's JSON as the API shows it.
-    let render: @Sendable (Job) -> Data
+    /// A job's JSON as the API shows it; nil when it cannot be made now (the store failed).
+    let render: @Sendable (Job) -> Data?
     private let state = LockedValue(State())
     /// Seconds a claim lasts: past an attempt's timeout, so only a sender that died loses its deliveries to another.
     static let claimSeconds = 60.0
 
-    public init(store: any JobStore, settings: Settings, logger: Logger, render: @escaping @Sendable (Job) -> Data) {
+    public init(store: any JobStore, settings: Settings, logger: Logger, render: @escaping @Sendable (Job) -> Data?) {
         self.store = store
         self.settings = settings
         self.logger = logger
@@ -123,7 +123,12 @@ public final class WebhookDispatcher: Sendable {
                 record(delivery, .failed(status: nil, error: "The job no longer exists."), payload: nil)
                 return
             }
-            payload = Self.payload(delivery, job: render(job))
+            guard let rendered = render(job) else {
+                // Kept once sent, a body without the job's input went out signed on every try.
+                record(delivery, retryOrFail(delivery, status: nil, error: "Reading the job's input failed."), payload: nil)
+                return
+            }
+            payload = Self.payload(delivery, job: rendered)
         }
         let timestamp = Int(Date().timeIntervalSince1970)
         var request = OutboundRequest(url: delivery.url, method: "POST", headers: [

@@ -243,6 +243,27 @@ import TestSupport
         #expect(try cluster.store.upload(id: input) == nil)
     }
 
+    /// A job whose input cannot be read for a moment (a failover between the two reads; here its table renamed
+    /// away) is answered as a store that failed, not without its input: that document was cached, and served until the job changed (for
+    /// good once it had ended), and a webhook's body made from it went out signed on every try.
+    @Test func aJobWhoseInputCannotBeReadIsNotShownWithoutIt() throws {
+        let cluster = try Cluster(workers: 0)
+        let input = try cluster.upload(try Media.path(.standard))
+        let id = try cluster.submit(input, settings: Self.smallSettings)
+        let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
+        let psql = { (command: String) throws in
+            try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", command])
+        }
+        try psql("ALTER TABLE uploads RENAME TO uploads_away")
+        let single = try cluster.api.json("/v1/jobs/\(id)")
+        let list = try cluster.api.json("/v1/jobs")
+        try psql("ALTER TABLE uploads_away RENAME TO uploads")
+        #expect(single.status >= 500 && (single.object["error"] as? [String: Any])?["code"] as? String == "store_error", "\(single)")
+        #expect(list.status >= 500, "\(list)")
+        let shown = try cluster.api.json("/v1/jobs/\(id)").object["input"] as? [String: Any]
+        #expect(shown?["filename"] as? String != nil && !(shown?["tracks"] as? [Any] ?? []).isEmpty, "\(shown ?? [:])")
+    }
+
     /// A job deleted by another node (which deletes a queued job's row as it cancels it: this node may never read
     /// its last state) ends this node's event streams for it: they waited for a state that never came, on
     /// heartbeats, for ever. Here the row goes and the change is announced as another node would, with psql.
