@@ -1,14 +1,16 @@
 import Foundation
 import Locks
 
-/// Calls the progress callback: monotonic, clamped to the duration, throttled, and exactly at the end once.
+/// Calls the progress callback: monotonic, throttled, and exactly at the end once. A time past the declared duration
+/// (an input longer than it says: recordings joined with `cat` declare the last part's length) is reported as it is,
+/// with a duration as long, so the fraction stays within 1 and the time keeps growing.
 final class ProgressReporter {
     private let duration: Double
     private let interval: Duration
     private let started: ContinuousClock.Instant
     private var lastCall: ContinuousClock.Instant
     private var reported: Double
-    /// The latest time given to `update`, clamped, whether it was reported or throttled away.
+    /// The latest time given to `update`, whether it was reported or throttled away.
     private var latest: Double
     private let resumedFrom: Double?
     /// Steps of the finishing work so far (see `TranscodeProgress.finishing`); nil before it starts.
@@ -43,8 +45,10 @@ final class ProgressReporter {
     }
 
     func update(_ presentationTime: Double, frames: Int, call: (TranscodeProgress) -> Void) {
-        let bound = duration > 0 ? duration : presentationTime
-        latest = max(latest, min(presentationTime, bound))
+        // Not clamped to the declared duration: the time stood still past it, and the stall watchdog failed an input
+        // that went on for long enough (a second half of a recording) as stalled, every time it was tried.
+        latest = max(latest, presentationTime)
+        let bound = max(duration, latest)
         let now = ContinuousClock.now
         if let steps = resumingSteps, let resumedFrom {
             if presentationTime <= resumedFrom {
@@ -91,7 +95,7 @@ final class ProgressReporter {
         let now = ContinuousClock.now
         guard steps == 1 || now - lastCall >= interval else { return }
         lastCall = now
-        call(TranscodeProgress(presentationTime: reported, duration: duration > 0 ? duration : reported, framesEncoded: frames,
+        call(TranscodeProgress(presentationTime: reported, duration: max(duration, reported), framesEncoded: frames,
                                elapsed: elapsed, resumedFrom: resumedFrom, finishing: steps))
     }
 

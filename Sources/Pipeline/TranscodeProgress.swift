@@ -1,6 +1,7 @@
 /// How far a transcode has come: the presentation time of the last sample written over the expected duration.
 public struct TranscodeProgress: Sendable, Equatable, Codable {
-    /// End of the last sample written, in seconds of output; never above `duration`, never decreasing.
+    /// End of the last sample written, in seconds of output; never above `duration` (which grows with it past the
+    /// input's declared length), never decreasing.
     public var presentationTime: Double
     /// Expected output duration in seconds.
     public var duration: Double

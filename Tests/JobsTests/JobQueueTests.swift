@@ -522,6 +522,32 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         #expect(ended.state == .succeeded, "\(ended.state) \(ended.errorCode ?? "") \(ended.errorMessage ?? "")")
     }
 
+    /// Recordings joined with `cat` declare the last part's length (here 2 s of 18): past it the time went on
+    /// being reported as 2 s, and the watchdog failed the job as stalled, every time it was tried (a DVR's two
+    /// halves failed a couple of minutes into the second).
+    @Test func anInputLongerThanItDeclaresIsNotAStall() throws {
+        let fixture = try StoreFixture()
+        let folder = try Media.scratch()
+        var joined = Data()
+        for (index, seconds) in [16, 2].enumerated() {
+            let part = folder.appendingPathComponent("part\(index).ts").path
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=640x360:r=25:d=\(seconds)", "-c:v", "libx264", "-preset", "ultrafast",
+                              "-pix_fmt", "yuv420p", "-f", "mpegts", part])
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: part)))
+        }
+        let input = folder.appendingPathComponent("joined.ts")
+        try joined.write(to: input)
+        let upload = try fixture.upload(input.path)
+        #expect(upload.tracks.first { $0.mediaType == .video }.map { ($0.duration ?? 0) < 3 } == true, "it declares the last part's length: \(upload.tracks)")
+        let job = try fixture.store.createJob(input: upload.id, settings: try TranscodeSettings.parse(Data(#"{"video": {"preset": "slower"}}"#.utf8)))
+        let queue = queue(fixture) { $0.stallTimeout = 1.5 }
+        try queue.start()
+        defer { queue.stop(grace: 1) }
+        #expect(try eventually(180) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
+        let ended = try #require(try fixture.store.job(id: job.id))
+        #expect(ended.state == .succeeded, "\(ended.state) \(ended.errorCode ?? "") \(ended.errorMessage ?? "")")
+    }
+
     @Test func stoppingSendsRunningJobsBackToTheQueue() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))

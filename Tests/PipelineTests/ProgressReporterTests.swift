@@ -28,12 +28,16 @@ import Testing
         #expect(calls.map(\.presentationTime) == [4.5] && calls.first?.duration == 4.5, "\(calls)")
     }
 
-    /// Reported times only grow and stay within the duration.
-    @Test func timesOnlyGrowWithinTheDuration() {
+    /// Reported times only grow; past the declared duration (an input longer than it says) they go on growing, with
+    /// a duration as long: clamped to it, the time stood still, and the stall watchdog failed the job.
+    @Test func timesOnlyGrowAndGoOnPastTheDeclaredDuration() {
         let reporter = ProgressReporter(duration: 10, interval: 0, started: .now)
-        var times: [Double] = []
-        for time in [1.0, 3, 2, 12] { reporter.update(time, frames: 0) { times.append($0.presentationTime) } }
-        #expect(times == [1, 3, 3, 10])
+        var calls: [TranscodeProgress] = []
+        for time in [1.0, 3, 2, 12, 15] { reporter.update(time, frames: 0) { calls.append($0) } }
+        #expect(calls.map(\.presentationTime) == [1, 3, 3, 12, 15], "\(calls)")
+        #expect(calls.map(\.duration) == [10, 10, 10, 12, 15] && calls.allSatisfy { $0.fraction <= 1 }, "\(calls)")
+        reporter.finishingStep(frames: 0) { calls.append($0) }
+        #expect(calls.last?.presentationTime == 15 && calls.last?.duration == 15, "\(calls)")
     }
 
     /// The sound's own pass catching up after the video's end: each advance behind the video's time is a finishing
