@@ -105,6 +105,19 @@ final class InputContainer {
     /// How long the media lasts as declared, in seconds: from the first timestamp to `declaredEnd`; nil when unknown.
     var duration: Double? { declaredEnd.map { max(0, $0 - startTime) } }
 
+    /// Where stream `index` ends on the file's clock as it declares, in seconds, never past `declaredEnd`; nil when
+    /// it declares no duration. A fragmented MP4's stream "duration" is where its last fragment ends on the file's
+    /// clock, not a length: added to a start of 12 s (an init segment joined with segments from the middle, as stream
+    /// downloaders save them) it declared twice the end, and the file was refused as cut short; on a live
+    /// recording's clock (decode times from 1970) it declared 54 years.
+    func declaredEnd(ofStream index: Int) -> Double? {
+        let stream = stream(index).pointee
+        guard stream.duration > 0 else { return nil }
+        let start = stream.start_time != FFmpeg.noPTS ? FFmpeg.seconds(stream.start_time, stream.time_base) : 0
+        let end = start + FFmpeg.seconds(stream.duration, stream.time_base)
+        return declaredEnd.map { min(end, max($0, start)) } ?? end
+    }
+
     /// Whether stream `index`'s start and duration are the file's, which FFmpeg gives a stream it saw no packet of
     /// while probing (one that starts late, or carries none): they say nothing of the stream itself.
     func hasFileTiming(_ index: Int) -> Bool {
@@ -170,8 +183,9 @@ extension InputContainer {
         if let profile = avcodec_profile_name(parameters.codec_id, parameters.profile) {
             track.profile = String(cString: profile)
         }
-        if stream.pointee.duration > 0 {
-            track.duration = FFmpeg.seconds(stream.pointee.duration, stream.pointee.time_base)
+        if let end = declaredEnd(ofStream: index) {
+            let start = stream.pointee.start_time != FFmpeg.noPTS ? FFmpeg.seconds(stream.pointee.start_time, stream.pointee.time_base) : 0
+            track.duration = end - start
         } else {
             track.duration = duration
         }

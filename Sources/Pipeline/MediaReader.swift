@@ -268,11 +268,11 @@ public final class MediaReader {
             let declaredStart = FFmpeg.seconds(start, stream.time_base)
             let borrowed = stream.start_time != FFmpeg.noPTS && container.hasFileTiming(index)
                 && readStart[index].map { $0 - declaredStart > Self.truncationTolerance(declared: 0) } ?? true
-            guard stream.duration > 0, !borrowed else {
+            guard let end = container.declaredEnd(ofStream: index), !borrowed else {
                 fileLevel = true
                 continue
             }
-            try checkReached(FFmpeg.seconds(start + stream.duration, stream.time_base), read: readEnd[index])
+            try checkReached(end, read: readEnd[index])
         }
         if fileLevel, let end = container.declaredEnd {
             try checkReached(end, read: readEnd.values.max())

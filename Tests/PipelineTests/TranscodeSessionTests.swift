@@ -469,6 +469,28 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("limited.mp4").path))
     }
 
+    /// A fragmented MP4 whose clock starts at 12 s: an HLS stream's init segment joined with three of its media
+    /// segments from the middle, as stream downloaders save a part. FFmpeg gives such a stream, as its "duration",
+    /// where its last fragment ends on the file's clock; added to the start it declared 36 s, and the file was
+    /// refused as cut short at 24 s (and its track said 24 s long).
+    @Test func aFragmentedMP4CutFromTheMiddleIsWhole() throws {
+        let folder = try Media.scratch()
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=24", "-f", "lavfi", "-i", "sine=d=24",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-g", "50", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                          "-f", "hls", "-hls_time", "4", "-hls_segment_type", "fmp4", "-hls_playlist_type", "vod",
+                          folder.appendingPathComponent("index.m3u8").path])
+        var joined = try Data(contentsOf: folder.appendingPathComponent("init.mp4"))
+        for segment in 3...5 { joined.append(try Data(contentsOf: folder.appendingPathComponent("index\(segment).m4s"))) }
+        let input = folder.appendingPathComponent("cut.mp4").path
+        try joined.write(to: URL(fileURLWithPath: input))
+        let reader = try MediaReader(path: input)
+        #expect(reader.tracks.allSatisfy { abs(($0.duration ?? 0) - 12) < 0.1 }, "\(reader.tracks.map(\.duration))")
+        let run = try transcode(input)
+        let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
+        #expect(run.result.framesEncoded == 300 && abs(video.durationSeconds - 12) < 0.1, "video \(video.durationSeconds) s")
+        #expect(abs(audio.durationSeconds - 12) < 0.15, "audio \(audio.durationSeconds) s")
+    }
+
     /// The same with a clock that leaps a minute ahead at the splice: FFmpeg declares the minute (its duration
     /// runs from the first timestamps to the last), and the file read on the closed-up clock seemed a minute short:
     /// it was refused as cut short.
