@@ -35,7 +35,7 @@ public struct MediaLimits: Sendable, Equatable, Codable {
     func checkDeclared(duration: Double) throws(MediaError) {
         guard duration > maxDuration else { return }
         throw MediaError(code: "input_too_long",
-                         message: "The input lasts \(Int(duration)) s; the longest accepted is \(Int(maxDuration)) s.")
+                         message: String(format: "The input lasts %.0f s; the longest accepted is %.0f s.", duration, maxDuration))
     }
 
     /// Throws `input_too_long` when `seconds` of input have been read past the limit (with a second's slack): a file

@@ -52,6 +52,17 @@ public final class MediaReader {
         self.cancellation = cancellation
         container = try InputContainer(path: path, cancellation: cancellation)
         formatName = container.formatName
+        var declared = [("starts", container.startTime), ("ends", container.declaredEnd ?? 0)]
+        for index in 0..<container.streamCount {
+            let stream = container.stream(index).pointee
+            if stream.start_time != FFmpeg.noPTS { declared.append(("starts", FFmpeg.seconds(stream.start_time, stream.time_base))) }
+            if let end = container.declaredEnd(ofStream: index) { declared.append(("ends", end)) }
+        }
+        for (what, seconds) in declared where !seconds.isFinite || abs(seconds) > Timeline.limitSeconds {
+            throw MediaError(code: "timestamps_invalid",
+                             message: "The input says it \(what) at \(String(format: "%.0f", seconds)) s, past what any media holds: "
+                                + "its timestamps are broken. Export the file again from its source.")
+        }
         tracks = (0..<container.streamCount).map(container.track)
         continuity = TimestampContinuity(allowsDiscontinuities: container.allowsTimestampJumps,
                                          declaredEnd: container.durationIsDeclared ? container.declaredEnd : nil)
@@ -222,6 +233,7 @@ public final class MediaReader {
                 continue
             }
             let index = packet.streamIndex
+            try checkTimes(of: packet, index: index)
             // On the file's own clock, before a splice is closed up (`continuity`), and after: a transport stream's
             // declared end is on its own clock (one whose clock leapt a minute ahead declares the minute, and read on
             // the closed-up clock only, it was refused as cut short), an FLV header's on the clock that runs on.
@@ -240,11 +252,28 @@ public final class MediaReader {
         }
     }
 
+    /// Throws `timestamps_invalid` for a packet whose times or duration, in microseconds, do not fit within
+    /// `Timeline.limit` (or overflow on the way there).
+    private func checkTimes(of packet: Packet, index: Int) throws(MediaError) {
+        let value = packet.pointer.pointee
+        let timeBase = timeBase(of: index)
+        for (stamp, isDuration) in [(value.pts, false), (value.dts, false), (value.duration, true)] where stamp != FFmpeg.noPTS {
+            let microseconds = Timeline.rescale(stamp, from: timeBase, to: FFmpeg.timeBaseQ)
+            guard microseconds == Int64.min || abs(microseconds) > Timeline.limit else { continue }
+            let seconds = String(format: "%.0f", FFmpeg.seconds(stamp, timeBase))
+            throw MediaError(code: "timestamps_invalid", message:
+                "The input's \(tracks[index].mediaType.rawValue) track (stream \(index)) gives a packet a \(isDuration ? "duration" : "time") "
+                + "of \(seconds) s, past what any media holds: its timestamps are broken. Export the file again from its source.")
+        }
+    }
+
     private func noteEnd(of packet: Packet) {
         let value = packet.pointer.pointee
         let time = value.pts != FFmpeg.noPTS ? value.pts : value.dts
         guard time != FFmpeg.noPTS else { return }
-        let end = FFmpeg.seconds(time + max(value.duration, 0), timeBase(of: value.stream_index.asInt))
+        // Added as seconds: in a fine time base (nanoseconds) two times within `Timeline.limit` can overflow.
+        let end = FFmpeg.seconds(time, timeBase(of: value.stream_index.asInt))
+            + FFmpeg.seconds(max(value.duration, 0), timeBase(of: value.stream_index.asInt))
         readEnd[value.stream_index.asInt] = max(readEnd[value.stream_index.asInt] ?? -.infinity, end)
         let start = FFmpeg.seconds(time, timeBase(of: value.stream_index.asInt))
         readStart[value.stream_index.asInt] = min(readStart[value.stream_index.asInt] ?? .infinity, start)

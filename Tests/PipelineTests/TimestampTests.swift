@@ -1,5 +1,5 @@
 import Foundation
-import Pipeline
+@testable import Pipeline
 import Testing
 import TestSupport
 
@@ -47,6 +47,30 @@ import TestSupport
                                  "\(error.message)")
         let from = try #require(Double(times.output.2)), to = try #require(Double(times.output.3))
         #expect(from >= 3.9 && abs(from - to - 3) < 0.1, "\(error.message)")
+    }
+
+    /// Times near the end of what 64 bits hold (a crafted file) are refused as broken: sums and differences of them
+    /// overflowed and crashed the job's process (every attempt, then `worker_crashed`) at the session's start, in
+    /// the stitching of a clock, in a picture's time, and in the check of a declared duration.
+    @Test func timesPastWhatMediaHoldsAreRefusedNotACrash() throws {
+        let folder = try Media.scratch()
+        let far = folder.appendingPathComponent("far.mkv").path, leap = folder.appendingPathComponent("leap.mkv").path
+        try Matroska.writeTone(to: far, clusters: [10_000_000_000_000_000])
+        try Matroska.writeTone(to: leap, clusters: [0, 10_000_000_000_000_000])
+        // One picture's presentation time 9.3e15 ms, on a clock that starts at 10 s.
+        let base = folder.appendingPathComponent("base.mp4").path, picture = folder.appendingPathComponent("picture.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-c:v", "libx264", "-pix_fmt", "yuv420p", base])
+        try Media.ffmpeg(["-i", base, "-c:v", "copy", "-bsf:v", "setts=pts=if(eq(N\\,5)\\,9300000000000000\\,PTS)",
+                          "-output_ts_offset", "10", picture])
+        for input in [far, leap, picture] {
+            // Through the command line: a crash is then an exit status, not this test process ending.
+            let run = try Shell.run(Binary.path, ["transcode", input, folder.appendingPathComponent("out.mp4").path])
+            #expect(run.status == 1 && run.stderr.contains("timestamps_invalid") && run.stderr.contains("past what any media holds"),
+                    "\(input): \(run.status) \(run.stderr.suffix(400))")
+        }
+        #expect { try MediaLimits().checkDeclared(duration: 1e19) } throws: {
+            ($0 as? MediaError)?.code == "input_too_long" && ($0 as? MediaError)?.message.contains("10000000000000000000 s") == true
+        }
     }
 
     @Test func aClockThatLeapsFarPastTheDeclaredEndIsRefused() throws {

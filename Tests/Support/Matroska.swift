@@ -64,6 +64,37 @@ public enum Matroska {
         return moved
     }
 
+    /// Writes a Matroska file of one PCM track (48 kHz, mono, 16-bit: a 440 Hz tone) in clusters of one second,
+    /// stamped `clusters` (milliseconds, written as eight bytes: any value a crafted file may hold) and with no
+    /// declared duration, as no muxer writes.
+    public static func writeTone(to path: String, clusters: [UInt64]) throws {
+        func size(_ count: Int) -> [UInt8] { [0x01] + (0..<7).reversed().map { UInt8(truncatingIfNeeded: count >> (8 * $0)) } }
+        func element(_ id: [UInt8], _ payload: [UInt8]) -> [UInt8] { id + size(payload.count) + payload }
+        func number(_ value: UInt64) -> [UInt8] { (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        let header = element([0x1A, 0x45, 0xDF, 0xA3], element([0x42, 0x82], Array("matroska".utf8)) + element([0x42, 0x87], number(4))
+                             + element([0x42, 0x85], number(2)))
+        let info = element([0x15, 0x49, 0xA9, 0x66], element([0x2A, 0xD7, 0xB1], number(1_000_000)))
+        let audio = element([0xE1], element([0xB5], number((48_000.0).bitPattern))
+                            + element([0x9F], number(1)) + element([0x62, 0x64], number(16)))
+        let track = element([0xAE], element([0xD7], number(1)) + element([0x73, 0xC5], number(1)) + element([0x83], number(2))
+                            + element([0x86], Array("A_PCM/INT/LIT".utf8)) + audio)
+        var body = info + element([0x16, 0x54, 0xAE, 0x6B], track)
+        for timestamp in clusters {
+            var blocks: [UInt8] = []
+            for block in 0..<100 {
+                var samples: [UInt8] = []
+                for index in 0..<480 {
+                    let value = Int16(8000 * sin(2 * Double.pi * 440 * Double(block * 480 + index) / 48_000))
+                    samples += [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)]
+                }
+                // Track 1, 10 ms after the cluster's start per block, a keyframe.
+                blocks += element([0xA3], [0x81, UInt8(block * 10 >> 8), UInt8(truncatingIfNeeded: block * 10), 0x80] + samples)
+            }
+            body += element([0x1F, 0x43, 0xB6, 0x75], element([0xE7], number(timestamp)) + blocks)
+        }
+        try Data(header + element([0x18, 0x53, 0x80, 0x67], body)).write(to: URL(fileURLWithPath: path))
+    }
+
     /// An element ID (its length marker kept, as Matroska's specification writes IDs) and its length in bytes.
     private static func element(_ bytes: [UInt8], _ offset: Int) throws -> (UInt32, Int) {
         let (value, length) = try vint(bytes, offset, keepMarker: true)
