@@ -252,7 +252,7 @@ import TestSupport
         let id = try cluster.submit(input, settings: Self.smallSettings)
         let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
         let psql = { (command: String) throws in
-            try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", command])
+            _ = try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", command])
         }
         try psql("ALTER TABLE uploads RENAME TO uploads_away")
         let single = try cluster.api.json("/v1/jobs/\(id)")
