@@ -26,7 +26,8 @@ struct ByteBuffer {
     mutating func consume(_ count: Int) {
         start += count
         if start == storage.count {
-            storage.removeAll(keepingCapacity: storage.capacity <= 256 * 1024)
+            // Empty, it keeps a little room: an idle connection kept alive held whatever its largest read had taken.
+            storage.removeAll(keepingCapacity: storage.capacity <= 16 * 1024)
             start = 0
         }
     }

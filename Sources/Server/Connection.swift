@@ -85,8 +85,11 @@ final class Connection {
             }
             guard readsRequests || state.isRespondingOrWaiting else { return }
             // Bytes sent ahead while a response is pending (pipelining) wait here, a little of them: an event stream
-            // is pending for hours, and 4096 of them held 1.25 MiB each outside the body budget.
-            let limit = state.isRespondingOrWaiting ? Self.pipelinedBytes : 1024 * 1024
+            // is pending for hours, and 4096 of them held 1.25 MiB each outside the body budget. A head is read
+            // with as much at most: read whole (256 KiB), what came with it stayed as long.
+            let readsHead = state.phase == .idle && !state.isRespondingOrWaiting
+            let limit = state.isRespondingOrWaiting ? Self.pipelinedBytes
+                : readsHead ? parser.limits.headerBytes + Self.pipelinedBytes : 1024 * 1024
             if inbound.count >= limit {
                 setInterest(reading: false)
                 return
@@ -99,7 +102,7 @@ final class Connection {
                 case .unsupported: break
                 }
             }
-            let buffer = state.isRespondingOrWaiting
+            let buffer = state.isRespondingOrWaiting || readsHead
                 ? UnsafeMutableRawBufferPointer(rebasing: loop.readBuffer[0..<min(loop.readBuffer.count, limit - inbound.count)])
                 : loop.readBuffer
             guard let count = receive(into: buffer) else { return }

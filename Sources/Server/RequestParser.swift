@@ -23,7 +23,9 @@ struct RequestParser {
     private enum State {
         case head(scanned: Int)
         case fixed(remaining: Int64)
-        case chunkSize
+        /// `scanned`: bytes of the line already searched for its end, as in the others: each read searched the whole
+        /// line again, and a line sent a byte at a time cost its length squared on the event loop.
+        case chunkSize(scanned: Int)
         case chunkData(remaining: Int64)
         case chunkDataEnd
         case trailers(scanned: Int)
@@ -38,6 +40,10 @@ struct RequestParser {
     private var trailerBytes = 0
     /// Whether the empty line before this request's head was passed over: one is, a second starts the head.
     private var passedEmptyLine = false
+    /// Whether the request line has been found within its limit (it is then not searched for again).
+    private var requestLineChecked = false
+    /// Bytes searched for line ends so far, for the tests: it grows with the bytes received, not their square.
+    private(set) var bytesSearched = 0
 
     init(limits: Limits = Limits()) { self.limits = limits }
 
@@ -75,6 +81,7 @@ struct RequestParser {
         isChunked = false
         trailerBytes = 0
         passedEmptyLine = false
+        requestLineChecked = false
     }
 
     /// Parses from the start of `bytes`; returns the event and how many bytes it consumed.
@@ -89,13 +96,17 @@ struct RequestParser {
                 passedEmptyLine = true
                 return (.needMore, 2)
             }
-            // The request line is checked first, so an overlong target gets 414 rather than 431.
-            let lineEnd = Self.find(crlf, in: bytes, from: 0)
-            if (lineEnd ?? bytes.count) > limits.targetBytes + 32 {
-                throw HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.",
-                                closeConnection: true)
+            // The request line is checked first, so an overlong target gets 414 rather than 431. The bytes scanned
+            // before held no line end (or it was found and checked).
+            if !requestLineChecked {
+                let lineEnd = search(crlf, in: bytes, from: max(0, scanned - 1))
+                if (lineEnd ?? bytes.count) > limits.targetBytes + 32 {
+                    throw HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.",
+                                    closeConnection: true)
+                }
+                requestLineChecked = lineEnd != nil
             }
-            guard let end = Self.find(crlfcrlf, in: bytes, from: max(0, scanned - 3)) else {
+            guard let end = search(crlfcrlf, in: bytes, from: max(0, scanned - 3)) else {
                 if bytes.count > limits.headerBytes { throw Self.headersTooLarge(limits) }
                 state = .head(scanned: bytes.count)
                 return (.needMore, 0)
@@ -112,9 +123,10 @@ struct RequestParser {
             let take = Int(min(Int64(bytes.count), remaining))
             state = .fixed(remaining: remaining - Int64(take))
             return (.body(0..<take), take)
-        case .chunkSize:
-            guard let lineEnd = Self.find(crlf, in: bytes, from: 0) else {
+        case .chunkSize(let scanned):
+            guard let lineEnd = search(crlf, in: bytes, from: max(0, scanned - 1)) else {
                 if bytes.count > 1024 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
+                state = .chunkSize(scanned: bytes.count)
                 return (.needMore, 0)
             }
             let line = bytes[0..<lineEnd]
@@ -139,13 +151,15 @@ struct RequestParser {
         case .chunkDataEnd:
             guard bytes.count >= 2 else { return (.needMore, 0) }
             guard bytes[0] == 13 && bytes[1] == 10 else { throw HTTPError.malformed("A chunk is not followed by CRLF.") }
-            state = .chunkSize
+            state = .chunkSize(scanned: 0)
             return (.needMore, 2)
-        case .trailers:
-            guard let lineEnd = Self.find(crlf, in: bytes, from: 0) else {
+        case .trailers(let scanned):
+            guard let lineEnd = search(crlf, in: bytes, from: max(0, scanned - 1)) else {
                 if trailerBytes + bytes.count > limits.headerBytes { throw Self.headersTooLarge(limits) }
+                state = .trailers(scanned: bytes.count)
                 return (.needMore, 0)
             }
+            state = .trailers(scanned: 0)
             trailerBytes += lineEnd + 2
             if trailerBytes > limits.headerBytes { throw Self.headersTooLarge(limits) }
             if lineEnd == 0 {
@@ -240,7 +254,7 @@ struct RequestParser {
                 throw HTTPError.malformed("Only Transfer-Encoding: chunked is accepted.")
             }
             isChunked = true
-            state = .chunkSize
+            state = .chunkSize(scanned: 0)
             return
         }
         guard lengths.count <= 1 else { throw HTTPError.malformed("The request has more than one Content-Length.") }
@@ -399,6 +413,13 @@ struct RequestParser {
     private var crlfcrlf: [UInt8] { Self.crlfcrlf }
 
     /// Index of the first occurrence of `pattern` in `bytes` at or after `start`.
+    /// `find`, counted in `bytesSearched`.
+    private mutating func search(_ pattern: [UInt8], in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        let found = Self.find(pattern, in: bytes, from: start)
+        bytesSearched += max(0, (found.map { $0 + pattern.count } ?? bytes.count) - start)
+        return found
+    }
+
     static func find(_ pattern: [UInt8], in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
         guard bytes.count >= pattern.count, start <= bytes.count - pattern.count else { return nil }
         var index = start

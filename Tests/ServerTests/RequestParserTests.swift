@@ -150,6 +150,35 @@ import Testing
         #expect(describe(ByteRange.parse(nil, size: 1000)) == "full")
     }
 
+    /// A request line, a chunk-size line and a trailer sent a byte at a time are searched once over, not once per
+    /// byte: each read searched its whole line again, and a 16 KiB trailer cost about 134 million comparisons on the
+    /// event loop.
+    @Test func linesSentAByteAtATimeAreSearchedOnce() throws {
+        let text = "POST /v1/x?" + String(repeating: "q", count: 4000) + " HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "3;ext=" + String(repeating: "e", count: 900) + "\r\nabc\r\n0\r\nX-Pad: " + String(repeating: "a", count: 6000) + "\r\n\r\n"
+        var parser = RequestParser()
+        var buffer: [UInt8] = []
+        var events: [String] = []
+        for byte in Array(text.utf8) {
+            buffer.append(byte)
+            while true {
+                let (event, consumed) = try buffer.withUnsafeBytes { pointer -> Result<(RequestParser.Event, Int), HTTPError> in
+                    do throws(HTTPError) { return .success(try parser.next(pointer)) } catch { return .failure(error) }
+                }.get()
+                buffer.removeFirst(consumed)
+                switch event {
+                case .head: events.append("head")
+                case .body: events.append("body")
+                case .end: events.append("end")
+                case .needMore: break
+                }
+                if consumed == 0 { break }
+            }
+        }
+        #expect(events.first == "head" && events.last == "end" && events.contains("body"), "\(events)")
+        #expect(parser.bytesSearched < 4 * text.utf8.count, "\(parser.bytesSearched) bytes searched for \(text.utf8.count)")
+    }
+
     @Test func tokensCompareInConstantTime() {
         #expect(BearerToken.constantTimeEquals(Array("secret".utf8), Array("secret".utf8)))
         #expect(!BearerToken.constantTimeEquals(Array("secret".utf8), Array("secreT".utf8)))
