@@ -934,23 +934,24 @@ public final class TranscoderAPI: Sendable {
             }
             job = ended
         }
+        // The row first: a store that refuses leaves the job as it was, its output served. Files whose row is gone
+        // are strays: if this does not get to them, a cluster's stray sweep removes them, or a single server's next
+        // start.
+        try fromStore { () throws(StoreError) in try store.deleteJob(id: job.id) }
+        rendered.withLock { $0.remove(job.id) }
+        if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
+        // The job is gone: its input going with it is tidying, which a failure does not make a failed DELETE (a
+        // client told 503 asked again and was told 404; --retention-hours removes an upload no job uses).
         do {
-            // The row first: a store that refuses leaves the job as it was, its output served. Files whose row is
-            // gone are strays: if this does not get to them, a cluster's stray sweep removes them, or a single
-            // server's next start.
-            try store.deleteJob(id: job.id)
-            rendered.withLock { $0.remove(job.id) }
-            if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
             if let upload = try store.upload(id: job.inputUpload) {
-                do {
-                    try store.deleteUpload(id: upload.id)
-                    unlink(upload.path)
-                } catch where error.isStillReferenced {
-                    // Another job still uses it (SQLite's `constraint`, PostgreSQL's foreign key violation).
-                }
+                try store.deleteUpload(id: upload.id)
+                unlink(upload.path)
             }
+        } catch where error.isStillReferenced {
+            // Another job still uses it (SQLite's `constraint`, PostgreSQL's foreign key violation).
         } catch {
-            throw storeFailure(error)
+            logger.warning("removing a deleted job's input upload failed", ["job_id": .string(job.id), "upload_id": .string(job.inputUpload),
+                                                                             "error": .string(error.description)])
         }
         logger.info("job deleted", ["job_id": .string(job.id)])
         return Response(.noContent)

@@ -264,6 +264,25 @@ import TestSupport
         #expect(shown?["filename"] as? String != nil && !(shown?["tracks"] as? [Any] ?? []).isEmpty, "\(shown ?? [:])")
     }
 
+    /// A DELETE whose job is gone but whose input cannot be removed with it (its table renamed away for a moment)
+    /// answers 204: the job is deleted. It answered 503, and the client that asked again was told 404.
+    @Test func aJobDeletedWhoseInputCannotGoIsStillDeleted() throws {
+        let cluster = try Cluster(workers: 0)
+        let input = try cluster.upload(try Media.path(.standard))
+        let id = try cluster.submit(input, settings: Self.smallSettings)
+        let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
+        let psql = { (command: String) throws in
+            _ = try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", command])
+        }
+        try psql("ALTER TABLE uploads RENAME TO uploads_away")
+        let deleted = try cluster.api.curl("/v1/jobs/\(id)", ["-X", "DELETE"])
+        try psql("ALTER TABLE uploads_away RENAME TO uploads")
+        #expect(deleted.status == 204, "\(deleted)")
+        #expect(try cluster.api.curl("/v1/jobs/\(id)").status == 404)
+        #expect(try cluster.api.curl("/v1/uploads/\(input)").status == 200, "its input stays, for retention")
+        #expect(cluster.api.log.contains("removing a deleted job's input upload failed"))
+    }
+
     /// A job deleted by another node (which deletes a queued job's row as it cancels it: this node may never read
     /// its last state) ends this node's event streams for it: they waited for a state that never came, on
     /// heartbeats, for ever. Here the row goes and the change is announced as another node would, with psql.
