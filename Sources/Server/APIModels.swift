@@ -33,6 +33,18 @@ enum APIModels {
         let tracks: [Track]
         /// Where an input given by URL comes from (credentials redacted); absent for uploads.
         let url: String?
+
+        private enum CodingKeys: String, CodingKey { case id, filename, size, tracks, url }
+
+        /// `size` is null, not left out, while unknown (as the API's description says).
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encodeIfPresent(filename, forKey: .filename)
+            try container.encode(size, forKey: .size)
+            try container.encode(tracks, forKey: .tracks)
+            try container.encodeIfPresent(url, forKey: .url)
+        }
     }
 
     struct OutputResource: Encodable {

@@ -175,6 +175,7 @@ import TestSupport
         let input = created.object["input"] as? [String: Any]
         #expect(input?["url"] as? String == peer.base + "/slow-media/clip.mp4?token=REDACTED" && input?["filename"] as? String == "clip.mp4",
                 "the URL is shown without its token: \(input ?? [:])")
+        #expect(input?.keys.contains("size") == true && input?["size"] is NSNull, "null, not left out, until fetched: \(input ?? [:])")
         var fetching: [[String: Any]] = []
         let done = try eventually(60) {
             let job = try server.json("/v1/jobs/\(id)").object
