@@ -828,8 +828,12 @@ public final class JobQueue: Sendable {
             fetched = try fetcher.fetch(url, to: temporary) { [self] bytes, total in
                 let progress = FetchProgress(bytes: bytes, totalBytes: total)
                 let advanced = ownEntry(job.id, token: job.leaseToken) { running -> Bool in
+                    // A download is alive while it reports (about once a second): its own stall timeout, not the
+                    // job's, tells when it is stuck, and fails it as passing (tried again). Counted only when bytes
+                    // came, a server slow to answer (its first byte later than --stall-timeout) failed the job for
+                    // good as stalled.
+                    running.lastAdvance = .now
                     guard running.fetch != progress else { return false }
-                    if bytes > running.fetch?.bytes ?? 0 { running.lastAdvance = .now }
                     running.fetch = progress
                     return true
                 } ?? false
@@ -843,7 +847,11 @@ public final class JobQueue: Sendable {
                 || error.code == "http_status" && error.status.map { [408, 425, 429].contains($0) || (500...599).contains($0) } == true
             throw MediaError(code: error.code, message: error.message, passing: passing)
         }
+        // The probe and the flush to disk (gigabytes, on slow storage) are steps of their own for the watchdog.
+        let advance = { [self] in _ = ownEntry(job.id, token: job.leaseToken) { $0.lastAdvance = .now } }
+        advance()
         let tracks = try (configuration.prober ?? InProcessProber()).probe(path: temporary)
+        advance()
         guard tracks.contains(where: { $0.mediaType == .video || $0.mediaType == .audio }) else {
             throw MediaError(code: "no_media_tracks", message: "The file at the URL has neither a video nor an audio track.")
         }
@@ -853,6 +861,7 @@ public final class JobQueue: Sendable {
         // records nor, failing to record its own, remove it.
         upload.path = directory.uploadPath(id: waiting.id) + (job.leaseToken > 1 ? ".\(job.leaseToken)" : "")
         try FileDurability.syncFile(atPath: temporary)
+        advance()
         guard rename(temporary, upload.path) == 0 else {
             throw MediaError(code: "storage_error", message: "Storing the fetched input failed: \(String(cString: strerror(errno))).")
         }

@@ -164,6 +164,23 @@ import TestSupport
         try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": \#(input), "settings": {"video": {"width": 320}}}"#])
     }
 
+    /// A server that takes longer to answer than --stall-timeout (here 6 s against 3) is waited for: the download's
+    /// own stall timeout (30 s) says when it is stuck. Only bytes counted as progress, and the job failed for good
+    /// as stalled before the first one came.
+    @Test func aSlowAnsweringServerIsNotAStall() throws {
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: peer.media.appendingPathComponent("clip.mp4").path)
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--stall-timeout", "3"])
+        let created = try create(server, #"{"url": "\#(peer.base)/late-media/clip.mp4"}"#)
+        let id = try #require(created.object["id"] as? String, "\(created.object)")
+        var job: [String: Any] = [:]
+        #expect(try eventually(90) {
+            job = try server.json("/v1/jobs/\(id)").object
+            return ["succeeded", "failed", "canceled"].contains(job["state"] as? String ?? "")
+        })
+        #expect(job["state"] as? String == "succeeded", "\(job["error"] ?? job)")
+    }
+
     @Test func aJobFetchesItsInputShowingTheDownloadThenTranscodesIt() throws {
         let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         let source = try Media.path(.standard)
