@@ -181,7 +181,9 @@ import TestSupport
         let seen = report["progressSeen"] as? [Double] ?? []
         #expect(seen.contains { $0 > 0 && $0 < 1 }, "the bar moved on the way, from the job's event stream: \(seen)")
         #expect((report["streamEvents"] as? [String] ?? []).contains("progress"), "\(report["streamEvents"] ?? "")")
-        let job = try server.json("/v1/jobs/\(report["job"] as? String ?? "")").object
+        // As the page's last reading of it before it was deleted (at the end of the scenario).
+        let job = report["jobBeforeDelete"] as? [String: Any] ?? [:]
+        #expect(job["id"] as? String == report["job"] as? String)
         let video = ((job["output"] as? [String: Any])?["tracks"] as? [[String: Any]])?.first { $0["mediaType"] as? String == "video" }
         #expect(report["videoWidth"] as? Int == video?["width"] as? Int && (report["videoWidth"] as? Int ?? 0) == 640, "\(report)")
         #expect((report["currentTime"] as? Double ?? 0) > 0.5, "the player's time advances")
@@ -199,6 +201,23 @@ import TestSupport
         #expect(report["images"] as? Int == 0 && report["elementsNamedByFile"] as? Int == 0)
         // (The page's policy would block an inline handler anyway: the element count is what shows the name stayed text.)
         #expect(report["dialogs"] as? [String] == [])
+        // The output is saved under the input's name (every result was "output.mp4"); the other files keep theirs.
+        let names = report["downloadNames"] as? [String: String] ?? [:]
+        #expect(names["output.mp4"] == name && names["poster.jpg"] == "poster.jpg", "\(names)")
+        // Deleted by another client, the job shown takes its result with it.
+        #expect(report["deletedShownStatus"] as? Int == 204 && report["resultHiddenAfterDelete"] as? Bool == true
+                && report["playerSourceAfterDelete"] is NSNull && report["downloadsAfterDelete"] as? Int == 0, "\(report)")
+    }
+
+    /// A file that changes on disk while it is uploaded (a recording or an export still being written) is named as
+    /// such within seconds: the browser fails the request as it does a dropped connection, and the page tried again
+    /// for two minutes, then said the connection was lost.
+    @Test func aFileChangedWhileItIsUploadedIsNamedAtOnce() throws {
+        let server = try TestServer()
+        let file = try clip("growing.mp4", size: "1280x720", seconds: 3, bitRate: "16M")
+        let report = try browse("changed", server, file: file)
+        #expect((report["message"] as? String ?? "").contains("growing.mp4 changed or cannot be read"), "\(report)")
+        #expect((report["seconds"] as? Double ?? 99) < 20, "\(report)")
     }
 
     /// An upload on a throttled connection, the page reloaded at 60 %: choosing the file again continues from the

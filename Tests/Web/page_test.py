@@ -158,6 +158,33 @@ def scenario_basic(browser, base, path, report, token):
     hover_storyboard(browser, report)
     report["images"] = browser.eval("document.querySelectorAll('img').length")
     report["elementsNamedByFile"] = browser.eval("document.querySelectorAll('[onerror], img[src=x]').length")
+    report["downloadNames"] = browser.eval("Object.fromEntries([...document.querySelectorAll('#downloads a')].map(a => [a.textContent, a.getAttribute('download')]))")
+    # The job shown, deleted by another client: the result goes with it (its player and links named files now gone).
+    report["jobBeforeDelete"] = browser.eval(f"fetch('/v1/jobs/{report['job']}').then(r => r.json())", await_promise=True)
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("DELETE", f"/v1/jobs/{report['job']}")
+    report["deletedShownStatus"] = connection.getresponse().status
+    connection.close()
+    report["resultHiddenAfterDelete"] = browser.wait("document.querySelector('#result').hidden || null", timeout=20)
+    report["playerSourceAfterDelete"] = browser.eval("document.querySelector('#player').getAttribute('src')")
+    report["downloadsAfterDelete"] = browser.eval("document.querySelectorAll('#downloads a').length")
+
+
+def scenario_changed(browser, base, path, report, token):
+    """The file changes on disk while it is uploaded (a recording still being written): the page says so at once."""
+    size = os.path.getsize(path)
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.throttle_upload(1_000_000)
+    browser.set_files("#file", [path])
+    browser.wait(f"Number(document.querySelector('#upload-progress').dataset.sent || 0) > {size} * 0.2", timeout=60)
+    os.utime(path, (time.time() + 60, time.time() + 60))
+    changed = time.time()
+    report["message"] = browser.wait("document.querySelector('#start-error').textContent.includes('changed') "
+                                     "? document.querySelector('#start-error').textContent : null", timeout=30)
+    report["seconds"] = time.time() - changed
+    report["retryNotices"] = browser.eval("document.querySelector('#upload-detail').textContent")
+    browser.screenshot("1-changed")
 
 
 def scenario_resume(browser, base, path, report, token):

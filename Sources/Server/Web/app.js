@@ -17,6 +17,7 @@ const jobs = new JobList({
   list: $("jobs"), empty: $("jobs-empty"), live: $("live"), template: $("job-template"),
   onShow: (job) => result.show(job),
   onDeleted: (job) => forgetDeletedInput(job),
+  onRemoved: (id) => result.forget(id),
   onStreamError: () => keepSession(),
   onRetry: async (job) => {
     // An input still to be fetched (its fetch failed) is named by its URL again; one with credentials the server

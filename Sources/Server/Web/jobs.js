@@ -15,7 +15,7 @@ const refreshSeconds = 5;
 const ended = (state) => state === "succeeded" || state === "failed" || state === "canceled";
 
 export class JobList {
-  constructor({ list, empty, live, template, onShow, onRetry, onDeleted = () => {}, onStreamError = () => {}, onError }) {
+  constructor({ list, empty, live, template, onShow, onRetry, onDeleted = () => {}, onRemoved = () => {}, onStreamError = () => {}, onError }) {
     this.list = list;
     this.empty = empty;
     this.live = live;
@@ -23,6 +23,7 @@ export class JobList {
     this.onShow = onShow;
     this.onRetry = onRetry;
     this.onDeleted = onDeleted;
+    this.onRemoved = onRemoved;
     this.onStreamError = onStreamError;
     this.onError = onError;
     this.jobs = new Map();
@@ -305,5 +306,6 @@ export class JobList {
     this.fractions.delete(id);
     this.addedAt.delete(id);
     this.empty.hidden = this.items.size > 0;
+    this.onRemoved(id);
   }
 }

@@ -89,6 +89,7 @@ export class ResultView {
     const { section, name, player, downloads, inputTracks, outputTracks, preview, scrub } = this.e;
     // A later "Show result" wins over an earlier one still reading its storyboard.
     const shown = (this.shown = (this.shown || 0) + 1);
+    this.jobID = job.id;
     this.reveal();
     name.textContent = job.input?.filename || job.id;
     const output = job.output;
@@ -109,11 +110,14 @@ export class ResultView {
       player.src = output.url;
     }
     player.setAttribute("aria-label", `${video ? "Video" : "Audio"}: ${name.textContent}`);
+    // The output itself is saved under the input's name, with its own extension: every result was "output.mp4".
+    const stem = (job.input?.filename || "").replace(/\.[^.]*$/, "") || "output";
     downloads.replaceChildren(...(output.files || [{ path: "output", size: output.size, url: output.url }]).map((file) => {
       const item = document.createElement("li");
       const link = document.createElement("a");
       link.href = file.url;
-      link.setAttribute("download", file.path.split("/").pop());
+      const last = file.path.split("/").pop();
+      link.setAttribute("download", /^output\.[^/]*$/.test(file.path) ? stem + last.slice("output".length) : last);
       link.textContent = file.path;
       item.append(link, document.createTextNode(` (${formatBytes(file.size)})`));
       return item;
@@ -132,6 +136,22 @@ export class ResultView {
         }
       } catch { this.cues = []; }
     }
+  }
+
+  // The job shown was deleted (here or elsewhere): its player, links and tracks name files that are gone.
+  forget(id) {
+    if (this.jobID !== id) return;
+    const { section, player, downloads, inputTracks, outputTracks, preview } = this.e;
+    this.jobID = null;
+    this.shown = (this.shown || 0) + 1; // a storyboard still being read is not shown
+    this.cues = [];
+    player.pause();
+    player.removeAttribute("src");
+    player.removeAttribute("poster");
+    player.load();
+    for (const list of [downloads, inputTracks, outputTracks]) list.replaceChildren();
+    preview.hidden = true;
+    section.hidden = true;
   }
 
   // Shows the section and moves the keyboard there.

@@ -79,6 +79,14 @@ function connectionLost() {
   return error;
 }
 
+// The file cannot be read any more: changed since it was chosen (a recording still being written, a synced file
+// touched), moved, or not a file at all (a folder). Not passing: trying again reads it no better.
+function unreadable(file) {
+  const error = new Error(`${file.name} changed or cannot be read since it was chosen; choose it again once it is complete.`);
+  error.status = -1;
+  return error;
+}
+
 // The wait before try number `failures` + 1 after `error`. A lock (423) is waited out at least as the plan says:
 // its Retry-After (1 s once the holder was told another waits) would have spent every try within seconds while a
 // holder that still sends (another tab), or one on another node, keeps the upload for longer.
@@ -233,7 +241,9 @@ export class TusUpload {
       };
       request.onerror = () => {
         this.request = null;
-        reject(connectionLost());
+        // A file the browser can no longer read fails the request as a dropped connection does, and was retried as
+        // one for two minutes, then called a lost connection. Reading a byte of it tells the two apart.
+        blob.slice(0, 1).arrayBuffer().then(() => reject(connectionLost()), () => reject(unreadable(this.file)));
       };
       request.onabort = () => { this.request = null; reject(new Error("The upload was stopped.")); };
       request.send(blob);
