@@ -44,8 +44,12 @@ final class AudioConverter {
         guard fifo != nil else { throw MediaError(code: "out_of_memory", message: "Allocating the audio FIFO failed.") }
     }
 
-    /// Differences larger than this are filled with silence or dropped rather than stretched: one AAC frame, seconds.
-    var hardLimit: Double { Double(frameSize) / Double(encoding.sampleRate) }
+    /// Differences larger than this are filled with silence or dropped rather than stretched, seconds: 50 ms, or one
+    /// encoder frame where that is longer. At one AAC frame (21 ms at 48 kHz, 11 at 96), the jitter of audio stamped
+    /// by a wall clock (a capture's, a screen recorder's) was taken for holes and overlaps: silence next to dropped
+    /// samples, a click each, ten in ten seconds of ±15 ms. (ffmpeg's `aresample=async` takes 100 ms; an overlap
+    /// that a muxer wrote as frames of 100 ms stamped alike is then only stretched, and stays off for seconds.)
+    var hardLimit: Double { max(0.05, Double(frameSize) / Double(encoding.sampleRate)) }
 
     /// Resamples `frame` and hands every whole encoder frame that is ready to `emit`. `timestamp` (1/sampleRate
     /// units, output timeline) is where the frame's first sample belongs; nil places it right after the previous one.

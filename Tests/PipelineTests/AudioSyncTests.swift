@@ -36,6 +36,25 @@ import TestSupport
         try expectEnds(probe, at: 8)
     }
 
+    /// Audio whose timestamps jitter by up to ±15 ms (stamped by a wall clock, as captures and screen recorders
+    /// do) plays as a steady tone: each difference over one AAC frame was taken for a hole or an overlap, filled
+    /// with silence or dropped, a click each (ten in ten seconds; ffmpeg's CLI makes none).
+    @Test func audioWhoseTimestampsJitterIsNotCutUp() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("jitter.mkv").path, output = folder.appendingPathComponent("out.m4a").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "sine=f=440:d=10:sample_rate=48000", "-af", "asetpts='N/SR/TB+(random(0)-0.5)*0.03/TB'",
+                          "-c:a", "pcm_s16le", input])
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: TranscodeSettings()).run()
+        let raw = folder.appendingPathComponent("out.raw").path
+        try Media.ffmpeg(["-i", output, "-f", "s16le", "-ac", "1", "-ar", "48000", raw])
+        let samples = try Data(contentsOf: URL(fileURLWithPath: raw)).withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+        #expect(samples.count > 9 * 48_000)
+        // A 440 Hz sine follows x[n] = 2 cos(w) x[n-1] - x[n-2]; a sample far from that is a cut.
+        let factor = 2 * cos(2 * Double.pi * 440 / 48_000)
+        let cuts = (2..<samples.count).filter { abs(factor * Double(samples[$0 - 1]) - Double(samples[$0 - 2]) - Double(samples[$0])) > 800 }
+        #expect(cuts.isEmpty, "cut at \(cuts.prefix(10).map { String(format: "%.3f s", Double($0) / 48_000) })")
+    }
+
     @Test func anOverlapInTheAudioIsDropped() throws {
         let (output, probe) = try transcode(.audioOverlap)
         let silences = try Probe.silences(output)
