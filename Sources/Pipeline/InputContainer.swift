@@ -113,9 +113,15 @@ final class InputContainer {
     func declaredEnd(ofStream index: Int) -> Double? {
         let stream = stream(index).pointee
         guard stream.duration > 0 else { return nil }
-        let start = stream.start_time != FFmpeg.noPTS ? FFmpeg.seconds(stream.start_time, stream.time_base) : 0
+        let start = declaredStart(ofStream: index)
         let end = start + FFmpeg.seconds(stream.duration, stream.time_base)
         return declaredEnd.map { min(end, max($0, start)) } ?? end
+    }
+
+    /// Where stream `index` starts on the file's clock, in seconds: its own start, else the file's.
+    func declaredStart(ofStream index: Int) -> Double {
+        let stream = stream(index).pointee
+        return stream.start_time != FFmpeg.noPTS ? FFmpeg.seconds(stream.start_time, stream.time_base) : startTime
     }
 
     /// Whether stream `index`'s start and duration are the file's, which FFmpeg gives a stream it saw no packet of
@@ -184,8 +190,7 @@ extension InputContainer {
             track.profile = String(cString: profile)
         }
         if let end = declaredEnd(ofStream: index) {
-            let start = stream.pointee.start_time != FFmpeg.noPTS ? FFmpeg.seconds(stream.pointee.start_time, stream.pointee.time_base) : 0
-            track.duration = end - start
+            track.duration = end - declaredStart(ofStream: index)
         } else {
             track.duration = duration
         }

@@ -314,11 +314,11 @@ final class TranscodePlan {
         stream.pointee.start_time == FFmpeg.noPTS ? fallback : FFmpeg.seconds(stream.pointee.start_time, stream.pointee.time_base)
     }
 
+    /// Never past the file's declared end: a fragmented MP4's stream "duration" is an end on its clock
+    /// (`InputContainer.declaredEnd(ofStream:)`), and added to a late start it sized the job twice as long, or on a
+    /// live recording's clock 54 years (progress stood at 0, thumbnails by count were refused).
     private static func endTime(of stream: UnsafeMutablePointer<AVStream>, reader: MediaReader) -> Double {
-        if stream.pointee.duration > 0 {
-            return startTime(of: stream, fallback: reader.startTime) + FFmpeg.seconds(stream.pointee.duration, stream.pointee.time_base)
-        }
-        return reader.declaredEnd ?? reader.startTime
+        reader.container.declaredEnd(ofStream: Int(stream.pointee.index)) ?? reader.declaredEnd ?? reader.startTime
     }
 
     /// Starts the encode threads; call once the output has started writing.

@@ -472,7 +472,7 @@ import TestSupport
     /// A fragmented MP4 whose clock starts at 12 s: an HLS stream's init segment joined with three of its media
     /// segments from the middle, as stream downloaders save a part. FFmpeg gives such a stream, as its "duration",
     /// where its last fragment ends on the file's clock; added to the start it declared 36 s, and the file was
-    /// refused as cut short at 24 s (and its track said 24 s long).
+    /// refused as cut short at 24 s (and its track said 24 s long, and the job was sized as 24 s).
     @Test func aFragmentedMP4CutFromTheMiddleIsWhole() throws {
         let folder = try Media.scratch()
         try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=24", "-f", "lavfi", "-i", "sine=d=24",
@@ -485,7 +485,10 @@ import TestSupport
         try joined.write(to: URL(fileURLWithPath: input))
         let reader = try MediaReader(path: input)
         #expect(reader.tracks.allSatisfy { abs(($0.duration ?? 0) - 12) < 0.1 }, "\(reader.tracks.map(\.duration))")
-        let run = try transcode(input)
+        var durations: [Double] = []
+        let run = try transcode(input) { durations.append($0.duration) }
+        // The job is sized as 12 s too: at 24 s its progress stood at half way until the end.
+        #expect(!durations.isEmpty && durations.allSatisfy { abs($0 - 12) < 0.2 }, "\(Set(durations))")
         let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
         #expect(run.result.framesEncoded == 300 && abs(video.durationSeconds - 12) < 0.1, "video \(video.durationSeconds) s")
         #expect(abs(audio.durationSeconds - 12) < 0.15, "audio \(audio.durationSeconds) s")
