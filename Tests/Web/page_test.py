@@ -664,6 +664,23 @@ def scenario_recovery(browser, base, path, report, token):
     report["uploadedOnSecondChoice"] = browser.wait("document.querySelector('#upload').dataset.uploaded || null", timeout=60)
     report["creations"] = len(browser.requests("POST", "/v1/tus")) - creations
 
+    # A job made on this page, ended, then pushed past the list's end by 50 newer jobs made elsewhere: it stays on
+    # this page (only jobs ended and past the end that another client made go).
+    own = start_job(browser)
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("POST", f"/v1/jobs/{own}/cancel")
+    connection.getresponse().read()
+    body = json.dumps({"input": report["uploadedOnSecondChoice"], "settings": {"video": {"width": 160}}})
+    for _ in range(50):
+        connection.request("POST", "/v1/jobs", body=body, headers={"Content-Type": "application/json"})
+        connection.getresponse().read()
+    connection.close()
+    lists = len(browser.requests("GET", "/v1/jobs?limit="))
+    deadline = time.time() + 30
+    while len(browser.requests("GET", "/v1/jobs?limit=")) < lists + 2 and time.time() < deadline:
+        browser.pump(0.2)
+    report["ownJobKept"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{own}\"]')?.dataset.state || null")
+
 
 def scenario_session(browser, base, path, report, token):
     """Signed in, then the session cookie lost (as when it lapses while the computer sleeps): a job's stream fails,

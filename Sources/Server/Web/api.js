@@ -31,19 +31,26 @@ export function authHeaders(extra = {}) {
 
 // Sends a request and returns the parsed JSON answer (null for an empty one); a failure throws APIError with the
 // server's own code and message.
-export async function request(method, path, { json, headers = {} } = {}) {
+// `timeout` (milliseconds): the request is given up past it (a read repeated on a timer must not hang on a connection
+// that died unseen, holding every later round back).
+export async function request(method, path, { json, headers = {}, timeout } = {}) {
   const init = { method, headers: authHeaders(headers), credentials: "same-origin" };
   if (json !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(json);
   }
-  let response;
+  const controller = timeout ? new AbortController() : null;
+  const timer = controller ? setTimeout(() => controller.abort(), timeout) : null;
+  if (controller) init.signal = controller.signal;
+  let response, text;
   try {
     response = await fetch(path, init);
+    text = await response.text();
   } catch (error) {
     throw new APIError(0, "network_error", `The server could not be reached (${error.message}).`);
+  } finally {
+    clearTimeout(timer);
   }
-  const text = await response.text();
   let body = null;
   if (text) {
     try { body = JSON.parse(text); } catch { body = null; }

@@ -9,8 +9,10 @@ import { EtaEstimator, formatBytes, formatSeconds } from "./eta.js";
 // stream holds one for as long as it is open: three streams in each of two tabs left no connection for anything
 // else, and both pages hung. Two at most, and none while the page is hidden.
 const maxStreams = 2;
-// Seconds between readings of the whole list (jobs made or deleted elsewhere) and of active jobs not streamed.
+// Seconds between readings of the whole list (jobs made or deleted elsewhere) and of active jobs not streamed, and
+// the longest one reading may take.
 const refreshSeconds = 5;
+const readTimeout = 20_000;
 
 const ended = (state) => state === "succeeded" || state === "failed" || state === "canceled";
 
@@ -33,8 +35,11 @@ export class JobList {
     this.announced = new Map();
     // The highest fraction shown per job: a reading older than it (the list's, next to the stream's) is ignored.
     this.fractions = new Map();
-    // When this page added a job (made here): a list read before then does not know it yet.
+    // When this page added a job (made here): a list read before then does not know it yet, and it stays listed
+    // here when newer jobs push it past the list's end.
     this.addedAt = new Map();
+    // The job whose result is shown: it stays too.
+    this.shownID = null;
     // Jobs this page deleted: a list read before the delete still names them.
     this.deletedHere = new Set();
     // The ids the latest list named: read then, not read again one by one.
@@ -64,7 +69,7 @@ export class JobList {
   // stayed too, each active one read every few seconds.
   async refreshList() {
     const asked = performance.now();
-    const answer = await request("GET", "/v1/jobs?limit=50");
+    const answer = await request("GET", "/v1/jobs?limit=50", { timeout: readTimeout });
     const jobs = answer.jobs.filter((job) => !this.deletedHere.has(job.id));
     for (const job of [...jobs].reverse()) this.upsert(job);
     this.listed = new Set(jobs.map((job) => job.id));
@@ -73,7 +78,8 @@ export class JobList {
       if (this.listed.has(id) || (this.addedAt.get(id) ?? -Infinity) >= asked) continue;
       // Timestamps in the same form compare as strings; one equal to the oldest listed's may sort either side.
       const pastTheEnd = oldest && (job.createdAt || "") <= (oldest.createdAt || "");
-      if (!pastTheEnd || ended(job.state)) this.remove(id);
+      if (!pastTheEnd) this.remove(id, { deleted: true });
+      else if (ended(job.state) && !this.addedAt.has(id) && id !== this.shownID) this.remove(id, { deleted: false });
     }
     this.watchActive();
   }
@@ -244,7 +250,7 @@ export class JobList {
       (job.state === "queued" || job.state === "running") && !this.streams.has(job.id) && !this.listed.has(job.id));
     for (const job of unwatched) {
       try {
-        this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`));
+        this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`, { timeout: readTimeout }));
       } catch (error) {
         // Deleted elsewhere: past the list's first page nothing else would take it off (it stayed "queued" with
         // buttons that answer 404, read again every few seconds). Anything else: next time.
@@ -264,7 +270,10 @@ export class JobList {
     this.busy.add(key);
     try {
       switch (button.dataset.action) {
-        case "show": this.onShow(job); break;
+        case "show":
+          this.shownID = id;
+          this.onShow(job);
+          break;
         case "cancel":
           this.upsert(await request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`));
           // The button is gone: keep the keyboard where it was, on the job's next action.
@@ -295,7 +304,8 @@ export class JobList {
     this.watchActive();
   }
 
-  remove(id) {
+  // `deleted`: the job is gone from the server (not merely past the list's end): what shows it goes too.
+  remove(id, { deleted = true } = {}) {
     this.streams.get(id)?.close();
     this.streams.delete(id);
     this.items.get(id)?.remove();
@@ -305,7 +315,8 @@ export class JobList {
     this.announced.delete(id);
     this.fractions.delete(id);
     this.addedAt.delete(id);
+    if (this.shownID === id) this.shownID = null;
     this.empty.hidden = this.items.size > 0;
-    this.onRemoved(id);
+    if (deleted) this.onRemoved(id);
   }
 }
