@@ -772,8 +772,8 @@ public final class TranscoderAPI: Sendable {
                                      fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
     }
 
-    /// The job's JSON for an event stream, which has no answer to fail: without its input when that cannot be read
-    /// now (the next change sends it whole).
+    /// The job's JSON for an event stream or a cancel's answer, which must not fail: without its input when that
+    /// cannot be read now (the next change, or reading the job, shows it whole). Never cached.
     private func streamedResource(_ job: Job) -> APIModels.JobResource {
         do {
             return try resource(job)
@@ -903,7 +903,9 @@ public final class TranscoderAPI: Sendable {
         let job = try job(request)
         do throws(StoreError) {
             let current = try queue.cancel(id: job.id)
-            return .json(try resource(current), status: .accepted)
+            // The cancel is done: an input that cannot be read now leaves it out of this answer (not cached), not
+            // a 503 that a client asks again after, to be told the job has finished.
+            return .json(streamedResource(current), status: .accepted)
         } catch where error.code == "invalid_transition" {
             // As it is now: it may have ended during the cancel (the state read before said running), or gone.
             let now = try self.job(request)

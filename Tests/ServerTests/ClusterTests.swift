@@ -265,7 +265,8 @@ import TestSupport
     }
 
     /// A DELETE whose job is gone but whose input cannot be removed with it (its table renamed away for a moment)
-    /// answers 204: the job is deleted. It answered 503, and the client that asked again was told 404.
+    /// answers 204: the job is deleted. It answered 503, and the client that asked again was told 404. A cancel
+    /// meanwhile, likewise, answers with the job canceled.
     @Test func aJobDeletedWhoseInputCannotGoIsStillDeleted() throws {
         let cluster = try Cluster(workers: 0)
         let input = try cluster.upload(try Media.path(.standard))
@@ -275,6 +276,9 @@ import TestSupport
             _ = try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", command])
         }
         try psql("ALTER TABLE uploads RENAME TO uploads_away")
+        // A cancel meanwhile is done and says so (it answered 503, and asked again, 409: the job had finished).
+        let canceled = try cluster.api.json("/v1/jobs/\(id)/cancel", ["-X", "POST"])
+        #expect([200, 202].contains(canceled.status) && canceled.object["state"] as? String == "canceled", "\(canceled)")
         let deleted = try cluster.api.curl("/v1/jobs/\(id)", ["-X", "DELETE"])
         try psql("ALTER TABLE uploads_away RENAME TO uploads")
         #expect(deleted.status == 204, "\(deleted)")
