@@ -32,6 +32,9 @@ static inline CURLcode tc_curl_set_progress(CURL *curl,
                                             int (*callback)(void *, curl_off_t, curl_off_t, curl_off_t, curl_off_t)) {
     return curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, callback);
 }
+static inline CURLcode tc_curl_set_prereq(CURL *curl, int (*callback)(void *, char *, char *, int, int)) {
+    return curl_easy_setopt(curl, CURLOPT_PREREQFUNCTION, callback);
+}
 static inline CURLcode tc_curl_get_long(CURL *curl, CURLINFO info, long *value) {
     return curl_easy_getinfo(curl, info, value);
 }

@@ -40,6 +40,9 @@ public final class CurlTransfer {
         /// Set when the transfer was ended on purpose, its answer whole enough: the status and headers (`readsBody`
         /// false), or the 64 KiB of a body that is only kept.
         var endedEarly = false
+        /// Whether the current request still waits for its connection: from the start, and again after a redirect
+        /// that is followed, until libcurl is about to send on a connection (made, or kept from before).
+        var awaitingConnection = true
         let readsBody: Bool
         let followsRedirects: Bool
         var failure: OutboundError?
@@ -117,6 +120,8 @@ public final class CurlTransfer {
             tc_curl_set_write(handle, Self.receiveBody)
             set(CURLOPT_WRITEDATA, pointer: pointer)
             set(CURLOPT_NOPROGRESS, 0)
+            tc_curl_set_prereq(handle, Self.connectionReady)
+            set(CURLOPT_PREREQDATA, pointer: pointer)
             tc_curl_set_progress(handle, Self.reportProgress)
             set(CURLOPT_XFERINFODATA, pointer: pointer)
             return curl_easy_perform(handle)
@@ -136,11 +141,11 @@ public final class CurlTransfer {
         }
         guard code == CURLE_OK else {
             let detail = String(decoding: state.errorText.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            var connectTime: curl_off_t = 0
-            if code == CURLE_OPERATION_TIMEDOUT, tc_curl_get_offset(handle, CURLINFO_CONNECT_TIME_T, &connectTime) == CURLE_OK, connectTime == 0 {
+            if code == CURLE_OPERATION_TIMEDOUT, state.awaitingConnection {
                 // No connection was made in time (a name that did not resolve, packets dropped by a firewall or a
-                // full backlog): as passing as one refused, not a transfer that took too long, which is not tried
-                // again.
+                // full backlog), for the first request or a redirect's: as passing as one refused, not a transfer
+                // that took too long, which is not tried again. (libcurl's connect time adds every hop's up: a
+                // redirect to a server that drops packets counted as connected.)
                 throw OutboundError(code: "connection_failed", message: "The connection could not be made in time: \(detail.isEmpty ? "timeout" : detail).")
             }
             throw Self.failure(code, detail: detail)
@@ -187,6 +192,13 @@ public final class CurlTransfer {
         return socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
     }
 
+    /// A request is about to go out on a connection: it no longer waits for one.
+    private static let connectionReady: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<CChar>?,
+                                                        Int32, Int32) -> Int32 = { context, _, _, _, _ in
+        State.from(context).awaitingConnection = false
+        return Int32(CURL_PREREQFUNC_OK)
+    }
+
     /// Keeps the status and headers of the latest answer (a redirect's are replaced by the next one's).
     private static let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
         data, size, count, context in
@@ -198,6 +210,8 @@ public final class CurlTransfer {
         if line.hasPrefix("HTTP/") {
             let parts = line.split(separator: " ")
             state.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            // A redirect followed sends another request, which waits for its own connection.
+            state.awaitingConnection = state.followsRedirects && (300..<400).contains(state.status)
             state.headers = []
             // A redirect's next hop is judged on its own addresses.
             (state.refused, state.allowed) = (nil, 0)

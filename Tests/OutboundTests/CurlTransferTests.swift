@@ -22,7 +22,8 @@ import TestSupport
 
     /// A connection not made in time (packets dropped, as by a firewall; here a listener whose backlog is full) is a
     /// connection failure, tried again like a refused one: it was `timeout`, as a transfer that took too long in all,
-    /// and a job whose input was on a server behind a firewall dropping packets for a moment failed for good.
+    /// and a job whose input was on a server behind a firewall dropping packets for a moment failed for good; behind a
+    /// redirect too.
     @Test func aConnectionNotMadeInTimeIsAConnectionFailure() throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(listener) }
@@ -49,5 +50,16 @@ import TestSupport
             ($0 as? OutboundError)?.code == "connection_failed" && ($0 as? OutboundError)?.message.contains("in time") == true
         }
         #expect(Date().timeIntervalSince(started) < 10)
+        // The same behind a redirect from a server that answers (libcurl adds each hop's connect time up: the
+        // first one's made the second's look connected, and the failure was a timeout, not tried again).
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        let redirected = peer.base + "/redirect?to=" + (url.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? url)
+        #expect { try CurlTransfer().perform(OutboundRequest(url: redirected, maxRedirects: 5, timeout: 2), policy: loopbackV4) } throws: {
+            ($0 as? OutboundError)?.code == "connection_failed" && ($0 as? OutboundError)?.message.contains("in time") == true
+        }
+        // A transfer that connected and then took too long is a timeout still.
+        #expect { try CurlTransfer().perform(OutboundRequest(url: peer.base + "/silent", timeout: 1), policy: loopbackV4) } throws: {
+            ($0 as? OutboundError)?.code == "timeout"
+        }
     }
 }
