@@ -522,14 +522,14 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         #expect(ended.state == .succeeded, "\(ended.state) \(ended.errorCode ?? "") \(ended.errorMessage ?? "")")
     }
 
-    /// Recordings joined with `cat` declare the last part's length (here 2 s of 18): past it the time went on
+    /// Recordings joined with `cat` declare the last part's length (here 2 s of 26): past it the time went on
     /// being reported as 2 s, and the watchdog failed the job as stalled, every time it was tried (a DVR's two
     /// halves failed a couple of minutes into the second).
     @Test func anInputLongerThanItDeclaresIsNotAStall() throws {
         let fixture = try StoreFixture()
         let folder = try Media.scratch()
         var joined = Data()
-        for (index, seconds) in [16, 2].enumerated() {
+        for (index, seconds) in [24, 2].enumerated() {
             let part = folder.appendingPathComponent("part\(index).ts").path
             try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=640x360:r=25:d=\(seconds)", "-c:v", "libx264", "-preset", "ultrafast",
                               "-pix_fmt", "yuv420p", "-f", "mpegts", part])
@@ -539,8 +539,10 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         try joined.write(to: input)
         let upload = try fixture.upload(input.path)
         #expect(upload.tracks.first { $0.mediaType == .video }.map { ($0.duration ?? 0) < 3 } == true, "it declares the last part's length: \(upload.tracks)")
-        let job = try fixture.store.createJob(input: upload.id, settings: try TranscodeSettings.parse(Data(#"{"video": {"preset": "slower"}}"#.utf8)))
-        let queue = queue(fixture) { $0.stallTimeout = 1.5 }
+        // 22 s past the declared end take well over the stall timeout; the first picture comes well within it (x264's
+        // look-ahead holds 50 pictures at "slow").
+        let job = try fixture.store.createJob(input: upload.id, settings: try TranscodeSettings.parse(Data(#"{"video": {"preset": "slow"}}"#.utf8)))
+        let queue = queue(fixture) { $0.stallTimeout = 3 }
         try queue.start()
         defer { queue.stop(grace: 1) }
         #expect(try eventually(180) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
