@@ -847,11 +847,14 @@ public final class JobQueue: Sendable {
                 || error.code == "http_status" && error.status.map { [408, 425, 429].contains($0) || (500...599).contains($0) } == true
             throw MediaError(code: error.code, message: error.message, passing: passing)
         }
-        // The probe and the flush to disk (gigabytes, on slow storage) are steps of their own for the watchdog.
-        let advance = { [self] in _ = ownEntry(job.id, token: job.leaseToken) { $0.lastAdvance = .now } }
-        advance()
+        // The probe (bounded by --probe-timeout, which may be longer than --stall-timeout) and the flush to disk
+        // (gigabytes, on slow storage) have no bytes to count: the job is alive meanwhile, beaten once a second.
+        let heartbeat = DispatchSource.makeTimerSource(queue: .global())
+        heartbeat.schedule(deadline: .now(), repeating: 1)
+        heartbeat.setEventHandler { [self] in _ = ownEntry(job.id, token: job.leaseToken) { $0.lastAdvance = .now } }
+        heartbeat.resume()
+        defer { heartbeat.cancel() }
         let tracks = try (configuration.prober ?? InProcessProber()).probe(path: temporary)
-        advance()
         guard tracks.contains(where: { $0.mediaType == .video || $0.mediaType == .audio }) else {
             throw MediaError(code: "no_media_tracks", message: "The file at the URL has neither a video nor an audio track.")
         }
@@ -861,7 +864,6 @@ public final class JobQueue: Sendable {
         // records nor, failing to record its own, remove it.
         upload.path = directory.uploadPath(id: waiting.id) + (job.leaseToken > 1 ? ".\(job.leaseToken)" : "")
         try FileDurability.syncFile(atPath: temporary)
-        advance()
         guard rename(temporary, upload.path) == 0 else {
             throw MediaError(code: "storage_error", message: "Storing the fetched input failed: \(String(cString: strerror(errno))).")
         }
