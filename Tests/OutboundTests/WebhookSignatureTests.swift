@@ -68,6 +68,7 @@ import Webhooks
         #expect(RedactedURL.text("https://hooks.slack.com/services/T0A1B2C3D/B0A1B2C3D4E/XyZkLmNpQrStUvWxAbCdEfGh")
                 == "https://hooks.slack.com/services/T0A1B2C3D/B0A1B2C3D4E/REDACTED")
         for kept in ["https://cdn.example/videos/2024_summer_holiday_clip01.mp4?v=3", "https://cdn.example/big-buck-bunny-1080p/index",
+                     "https://cdn.example/AnnualReportPresentation/clip.mp4",
                      "https://h.example/jobs/0b9e6f1c-4f0e-4a39-9c57-2d7f3c1e8a10/done"] {
             #expect(RedactedURL.text(kept) == kept, "names and lower-case ids are kept")
         }
