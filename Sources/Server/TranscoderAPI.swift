@@ -294,7 +294,8 @@ public final class TranscoderAPI: Sendable {
                     store: { [self] file, id throws(HTTPError) in try store(file, id: id) },
                     storedUpload: { [self] id throws(HTTPError) in try fromStore { () throws(StoreError) in try store.upload(id: id) } },
                     createJob: { [self] upload, settings, id throws(HTTPError) in try createJob(on: upload, settings: settings, id: id) },
-                    checkSettings: { data throws(HTTPError) in _ = try Self.settings(Self.settingsField(data)) })
+                    checkSettings: { data throws(HTTPError) in _ = try Self.settings(Self.settingsField(data)) },
+                    checkSettingsInStore: { [self] data throws(HTTPError) in try checkWatermark(Self.settings(Self.settingsField(data))) })
     }
 
     /// A job on a complete tus upload, with the settings its metadata carried, under `id`; returns the job's id.

@@ -38,13 +38,18 @@ public final class TusEndpoint: Sendable {
     let createJob: @Sendable (Upload, Data, String) throws(HTTPError) -> String
     /// Reads settings given as JSON (or a preset's name) as a job would, refusing them as it would.
     let checkSettings: @Sendable (Data) throws(HTTPError) -> Void
+    /// What only the store can tell of such settings (a watermark upload that is none), refused at creation, on a
+    /// pool: found only at the last PATCH, it let a client send the whole file first.
+    let checkSettingsInStore: @Sendable (Data) throws(HTTPError) -> Void
 
     init(uploads: TusUploads, digests: TusDigests = TusDigests(), maxBytes: Int64, cors: CORSPolicy,
          store: @escaping @Sendable (UploadedFile, String) throws(HTTPError) -> Upload,
          storedUpload: @escaping @Sendable (String) throws(HTTPError) -> Upload?,
          createJob: @escaping @Sendable (Upload, Data, String) throws(HTTPError) -> String,
-         checkSettings: @escaping @Sendable (Data) throws(HTTPError) -> Void) {
+         checkSettings: @escaping @Sendable (Data) throws(HTTPError) -> Void,
+         checkSettingsInStore: @escaping @Sendable (Data) throws(HTTPError) -> Void = { _ throws(HTTPError) in }) {
         self.checkSettings = checkSettings
+        self.checkSettingsInStore = checkSettingsInStore
         self.uploads = uploads
         self.digests = digests
         self.maxBytes = maxBytes
@@ -283,6 +288,18 @@ public final class TusEndpoint: Sendable {
         }
         _ = try body.complete(answering: Self.answer)
         let id = String(URL(fileURLWithPath: body.path).lastPathComponent.dropLast(".bin".count))
+        if let settings = uploads.upload(id).flatMap({ TusUpload.parseMetadata($0.metadata)?["settings"] }) {
+            do throws(HTTPError) {
+                try checkSettingsInStore(settings)
+            } catch where error.status.code < 500 {
+                // Refused as a whole: the upload goes (a 4xx names nothing to resume).
+                _ = uploads.delete(id)
+                digests.remove(id)
+                var answer = error
+                answer.headers.set("Tus-Resumable", Self.version)
+                throw answer
+            }
+        }
         if body.chunkDiscarded {
             digests.remove(id)
             throw refusal(.checksumMismatch, "checksum_mismatch", "Upload-Checksum: the first chunk does not match; the upload was created empty.",

@@ -351,30 +351,29 @@ import TestSupport
         #expect(missing.status == 404 && (missing.object["error"] as? [String: Any])?["code"] as? String == "upload_not_found")
     }
 
-    /// A creation whose body is the whole upload, completed there, and whose job is then refused (its watermark is no
-    /// upload), or whose completion fails for now: the answer still says where the upload is. Without it the client
+    /// A creation whose body is the whole upload, completed there, and whose job is then refused (pictures of a
+    /// song), or whose completion fails for now: the answer still says where the upload is. Without it the client
     /// could not ask again nor read what became of the bytes, and a client retrying would upload them all again.
     @Test func aCreationCompletedThenRefusedStillSaysWhereTheUploadIs() throws {
         let server = try TestServer()
         let clip = try Media.scratch().appendingPathComponent("tiny.mp4").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-c:v", "libx264", "-preset", "ultrafast", clip])
         let size = try #require(try FileManager.default.attributesOfItem(atPath: clip)[.size] as? Int)
-        let settings = Data(#"{"filters": {"video": {"watermark": {"upload": "00000000-0000-4000-8000-000000000000"}}}}"#.utf8)
-        let run = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-T", clip, "-H", "Expect:", "-H", "Upload-Length: \(size)",
+        let song = try Media.path(.audioOnly)
+        let songSize = try #require(try FileManager.default.attributesOfItem(atPath: song)[.size] as? Int)
+        let settings = Data(#"{"thumbnails": {"count": 2}}"#.utf8)
+        let run = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-T", song, "-H", "Expect:", "-H", "Upload-Length: \(songSize)",
                                          "-H", "Upload-Metadata: settings \(settings.base64EncodedString())"]
                                   + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
         #expect(run.hasPrefix("HTTP/1.1 422 "), "\(run)")
         let location = run.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("location: ") }.map { String($0.dropFirst(10)) }
         let path = try #require(location, "no Location in \(run)")
-        #expect(run.contains("Upload-Offset: \(size)\r\n"), "\(run)")
+        #expect(run.contains("Upload-Offset: \(songSize)\r\n"), "\(run)")
         let info = try head(server, path)
-        #expect(info.status == 200 && info.headers["upload-offset"] == String(size) && info.headers["transcoder-job"] == nil, "\(info)")
+        #expect(info.status == 200 && info.headers["upload-offset"] == String(songSize) && info.headers["transcoder-job"] == nil, "\(info)")
         let id = try #require(path.split(separator: "/").last.map(String.init))
         #expect(try server.json("/v1/uploads/\(id)").status == 200, "the bytes are an upload, which the client can now name")
-        // So is a job the input's tracks cannot give (pictures of a song), as through the rest of the API: it was made,
-        // then failed.
-        let song = try Media.path(.audioOnly)
-        let songSize = try #require(try FileManager.default.attributesOfItem(atPath: song)[.size] as? Int)
+        // So is every job the input's tracks cannot give, as through the rest of the API: it was made, then failed.
         for (settings, key) in [(#"{"thumbnails": {"count": 2}}"#, "settings.thumbnails:"), (#"{"audio": null}"#, "settings.video, settings.audio:")] {
             let refused = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-T", song, "-H", "Expect:", "-H", "Upload-Length: \(songSize)",
                                                  "-H", "Upload-Metadata: settings \(Data(settings.utf8).base64EncodedString())"]
@@ -435,6 +434,23 @@ import TestSupport
         let upload = try server.json("/v1/uploads/\(id)")
         let expected = try sha256(source)
         #expect(upload.status == 200 && upload.object["sha256"] as? String == expected, "\(upload.object)")
+    }
+
+    /// Settings naming a watermark upload that does not exist (or is no image) are refused at creation, and no
+    /// upload is left: the store was asked only at the last PATCH, after the client had sent the whole file.
+    @Test func aWatermarkThatIsNoneIsRefusedAtCreation() throws {
+        let server = try TestServer()
+        let song = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.audioOnly)]).object["id"] as? String)
+        for watermark in ["0b9e6f1c-4f0e-4a39-9c57-2d7f3c1e8a10", song] {
+            let settings = Data(#"{"filters": {"video": {"watermark": {"upload": "\#(watermark)"}}}}"#.utf8).base64EncodedString()
+            let created = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST"] + Self.version
+                                        + ["-H", "Upload-Length: 1000", "-H", "Upload-Metadata: filename Y2xpcC5tcDQ=,settings \(settings)",
+                                           server.base + "/v1/tus"]).stdout
+            #expect(created.hasPrefix("HTTP/1.1 422") && created.contains("invalid_settings") && created.contains("watermark")
+                    && !created.lowercased().contains("location:"), "\(created)")
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: server.data.appendingPathComponent("tus").path)
+        #expect(left.isEmpty, "\(left)")
     }
 
     /// A completion whose probe runs out of time (a busy machine as much as a hostile file) keeps the bytes for two
