@@ -791,7 +791,8 @@ public final class JobQueue: Sendable {
                 }
                 guard own != nil else { return } // a later attempt here has the job
                 events.publish(job.id, .progress(progress))
-                // While a checkpoint is checked the time is 0: the store keeps what the earlier attempt saved.
+                // While a checkpoint is checked the time is 0, and not saved (the claim zeroed the store's; the
+                // first time past the checkpoint is saved as the attempt goes on).
                 if progress.verifying == nil && lastSaved.map({ now - $0 >= .seconds(configuration.progressSaveInterval) }) ?? true {
                     lastSaved = now
                     do throws(StoreError) {
