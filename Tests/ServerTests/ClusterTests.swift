@@ -41,6 +41,12 @@ import TestSupport
 
         func job(_ id: String) throws -> [String: Any] { try api.json("/v1/jobs/\(id)").object }
 
+        /// Runs `command` in the cluster's database with psql, as its administrator would.
+        func psql(_ command: String) throws {
+            let database = uri.split(separator: "?").first?.split(separator: "/").last.map(String.init) ?? ""
+            _ = try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", database, "-c", command])
+        }
+
         /// The worker node whose process holds the job's lease now.
         func holder(of id: String) throws -> WorkerNode? {
             guard let lease = try store.job(id: id)?.lease else { return nil }
@@ -250,14 +256,10 @@ import TestSupport
         let cluster = try Cluster(workers: 0)
         let input = try cluster.upload(try Media.path(.standard))
         let id = try cluster.submit(input, settings: Self.smallSettings)
-        let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
-        let psql = { (command: String) throws in
-            _ = try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", command])
-        }
-        try psql("ALTER TABLE uploads RENAME TO uploads_away")
+        try cluster.psql("ALTER TABLE uploads RENAME TO uploads_away")
         let single = try cluster.api.json("/v1/jobs/\(id)")
         let list = try cluster.api.json("/v1/jobs")
-        try psql("ALTER TABLE uploads_away RENAME TO uploads")
+        try cluster.psql("ALTER TABLE uploads_away RENAME TO uploads")
         #expect(single.status >= 500 && (single.object["error"] as? [String: Any])?["code"] as? String == "store_error", "\(single)")
         #expect(list.status >= 500, "\(list)")
         let shown = try cluster.api.json("/v1/jobs/\(id)").object["input"] as? [String: Any]
@@ -271,16 +273,12 @@ import TestSupport
         let cluster = try Cluster(workers: 0)
         let input = try cluster.upload(try Media.path(.standard))
         let id = try cluster.submit(input, settings: Self.smallSettings)
-        let database = try #require(cluster.uri.split(separator: "?").first?.split(separator: "/").last)
-        let psql = { (command: String) throws in
-            _ = try Shell.check("psql", ["-X", "-q", "-h", PostgresServer.shared().directory, "-U", "postgres", "-d", String(database), "-c", command])
-        }
-        try psql("ALTER TABLE uploads RENAME TO uploads_away")
+        try cluster.psql("ALTER TABLE uploads RENAME TO uploads_away")
         // A cancel meanwhile is done and says so (it answered 503, and asked again, 409: the job had finished).
         let canceled = try cluster.api.json("/v1/jobs/\(id)/cancel", ["-X", "POST"])
         #expect([200, 202].contains(canceled.status) && canceled.object["state"] as? String == "canceled", "\(canceled)")
         let deleted = try cluster.api.curl("/v1/jobs/\(id)", ["-X", "DELETE"])
-        try psql("ALTER TABLE uploads_away RENAME TO uploads")
+        try cluster.psql("ALTER TABLE uploads_away RENAME TO uploads")
         #expect(deleted.status == 204, "\(deleted)")
         #expect(try cluster.api.curl("/v1/jobs/\(id)").status == 404)
         #expect(try cluster.api.curl("/v1/uploads/\(input)").status == 200, "its input stays, for retention")
