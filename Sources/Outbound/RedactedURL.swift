@@ -10,7 +10,7 @@ public enum RedactedURL {
 
     /// A path segment of 16 characters or more, of letters, digits, `-` and `_` only, with capitals, small letters
     /// and digits all three, or of 20 or more letters and digits, capitals and small letters, whose case changes at
-    /// least every third character (a random secret holds no digit now and then: one Slack secret in 70); or of 24
+    /// least every fourth character (a random secret holds no digit now and then: one Slack secret in 70); or of 24
     /// or more small letters and digits, both, and nothing else (Microsoft Teams' and Make's webhook URLs hold a
     /// 32-character lower-case secret so): a random token. A name, as `big-buck-bunny-1080p`, `clip.mp4` or
     /// `AnnualReportPresentation`, or an id with dashes (a UUID) is not one; a CamelCase name of short words may be
@@ -22,7 +22,7 @@ public enum RedactedURL {
             && scalars.allSatisfy(isTokenCharacter)
             && mixedCase && segment.contains(where: \.isNumber)
         let changes = zip(segment, segment.dropFirst()).filter { $0.isUppercase != $1.isUppercase }.count
-        let letters = segment.count >= 20 && mixedCase && changes * 3 >= segment.count
+        let letters = segment.count >= 20 && mixedCase && changes * 4 >= segment.count
             && scalars.allSatisfy { $0.isASCII && CharacterSet.alphanumerics.contains($0) }
         let lowerCase = segment.count >= 24
             && scalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) }
