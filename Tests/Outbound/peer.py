@@ -10,7 +10,7 @@ POST /hooks/down    500 always       POST /hooks/limited 429 with Retry-After: 0
 POST /hooks/slow-body  200 at once, its 10-byte body 20 s later
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
-GET /late-media/NAME  the same, answered 6 s after the request
+GET /late-media/NAME  the same, answered 8 s after the request
 GET /flaky-media/NAME  503 to the first request for NAME, then the file
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
@@ -118,7 +118,7 @@ class Handler(BaseHTTPRequestHandler):
                 with open(os.path.join(media, name), "rb") as source:
                     self.answer(200, source.read(), (("Content-Type", "video/mp4"),))
         elif url.path.startswith("/late-media/"):
-            time.sleep(6)
+            time.sleep(8)
             with open(os.path.join(media, os.path.basename(url.path)), "rb") as source:
                 self.answer(200, source.read(), (("Content-Type", "video/mp4"),))
         elif url.path.startswith("/slow-media/"):

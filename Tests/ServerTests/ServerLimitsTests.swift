@@ -386,20 +386,25 @@ import TestSupport
         #expect(sent > 1 << 20, "the socket took \(sent) bytes")
         #expect(taken(by: stream, of: sent) <= 64 * 1024, "the server read \(taken(by: stream, of: sent)) of \(sent) bytes sent ahead")
         // The same bytes sent with the request's head, in one go: the read that took the head took up to 256 KiB of
-        // them, held for the stream's life. A head's read is the head's limit and the 64 KiB at most.
-        let together = try RawClient(port: server.port)
-        let head = Array("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        let all = head + [UInt8](repeating: 0x61, count: 1 << 20)
-        var sentTogether = 0
-        while sentTogether < all.count {
-            let count = all.withUnsafeBytes { Glibc.send(together.fd, $0.baseAddress! + sentTogether, all.count - sentTogether, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-            if count <= 0 { break }
-            sentTogether += count
+        // them, held for the stream's life. A head's read is the head's limit and the 64 KiB at most. Five times:
+        // loopback may hand the bytes over in pieces, and a first read that woke after one piece only took less.
+        var streams: [RawClient] = []
+        for _ in 0..<5 {
+            let together = try RawClient(port: server.port)
+            streams.append(together)
+            let head = Array("GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+            let all = head + [UInt8](repeating: 0x61, count: 1 << 20)
+            var sentTogether = 0
+            while sentTogether < all.count {
+                let count = all.withUnsafeBytes { Glibc.send(together.fd, $0.baseAddress! + sentTogether, all.count - sentTogether, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                if count <= 0 { break }
+                sentTogether += count
+            }
+            #expect(together.read(until: "event: state", timeout: 5).hasPrefix("HTTP/1.1 200"))
+            usleep(300_000)
+            #expect(taken(by: together, of: sentTogether) <= 16 * 1024 + 64 * 1024,
+                    "the server read \(taken(by: together, of: sentTogether)) of \(sentTogether) bytes sent with the head")
         }
-        #expect(together.read(until: "event: state", timeout: 5).hasPrefix("HTTP/1.1 200"))
-        usleep(500_000)
-        #expect(taken(by: together, of: sentTogether) <= 16 * 1024 + 64 * 1024,
-                "the server read \(taken(by: together, of: sentTogether)) of \(sentTogether) bytes sent with the head")
         #expect(try server.json("/healthz").status == 200)
         close(silent) // the fetch's connection is reset: the server stops without waiting out the stall
         // Reading starts again once answers go out: 2000 requests sent at once (more than the 64 KiB kept) are all

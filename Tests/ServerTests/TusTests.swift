@@ -458,9 +458,9 @@ import TestSupport
     /// first deleted them, and the client had to send the whole file again.
     @Test func aProbeThatRunsOutOfTimeKeepsTheBytesForMoreTries() throws {
         let data = try Media.scratch().appendingPathComponent("data")
-        // A millisecond: no probe of a real file ends within it.
+        // A millisecond: no probe of a real video ends within it (its pictures are decoded to learn their format).
         var server = try TestServer(["--probe-timeout", "0.001"], data: data)
-        let source = try Media.path(.audioOnly)
+        let source = try Media.path(.standard)
         let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
         let file = try Media.scratch().appendingPathComponent("all.bin")
         try bytes.write(to: file)

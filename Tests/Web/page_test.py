@@ -671,15 +671,22 @@ def scenario_recovery(browser, base, path, report, token):
     connection.request("POST", f"/v1/jobs/{own}/cancel")
     connection.getresponse().read()
     body = json.dumps({"input": report["uploadedOnSecondChoice"], "settings": {"video": {"width": 160}}})
+    newest = None
     for _ in range(50):
         connection.request("POST", "/v1/jobs", body=body, headers={"Content-Type": "application/json"})
-        connection.getresponse().read()
+        newest = json.loads(connection.getresponse().read())["id"]
     connection.close()
+    # A list read after the 50 is in (the newest shows), and one more whole round after it.
+    browser.wait(f"document.querySelector('#jobs li[data-job=\"{newest}\"]') ? true : null", timeout=30)
     lists = len(browser.requests("GET", "/v1/jobs?limit="))
     deadline = time.time() + 30
-    while len(browser.requests("GET", "/v1/jobs?limit=")) < lists + 2 and time.time() < deadline:
+    while len(browser.requests("GET", "/v1/jobs?limit=")) < lists + 1:
+        if time.time() > deadline:
+            raise TimeoutError("the page did not read its list again")
         browser.pump(0.2)
+    browser.pump(2)
     report["ownJobKept"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{own}\"]')?.dataset.state || null")
+    report["listedAfter"] = browser.eval("document.querySelectorAll('#jobs li').length")
 
 
 def scenario_session(browser, base, path, report, token):
