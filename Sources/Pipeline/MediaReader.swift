@@ -261,8 +261,10 @@ public final class MediaReader {
             let microseconds = Timeline.rescale(stamp, from: timeBase, to: FFmpeg.timeBaseQ)
             guard microseconds == Int64.min || abs(microseconds) > Timeline.limit else { continue }
             let seconds = String(format: "%.0f", FFmpeg.seconds(stamp, timeBase))
+            // A stream may appear after the file was opened (MPEG-TS, MPEG-PS): it has no track here.
+            let kind = index < tracks.count ? tracks[index].mediaType.rawValue : "late"
             throw MediaError(code: "timestamps_invalid", message:
-                "The input's \(tracks[index].mediaType.rawValue) track (stream \(index)) gives a packet a \(isDuration ? "duration" : "time") "
+                "The input's \(kind) track (stream \(index)) gives a packet a \(isDuration ? "duration" : "time") "
                 + "of \(seconds) s, past what any media holds: its timestamps are broken. Export the file again from its source.")
         }
     }

@@ -8,8 +8,9 @@ struct Timeline {
     let start: Int64
 
     /// The largest time a file may give, either way of zero, in microseconds (2^54: about 570 years; a live
-    /// recording's clock counts from 1970, and Matroska files starting at 9,000,000,000 s are about). The reader refuses a file past it: within it, sums and differences of
-    /// times never overflow, where a crafted file's times near 2^63 made them trap and crash the job's process.
+    /// recording's clock counts from 1970, and Matroska files starting at 9,000,000,000 s are about). The reader
+    /// refuses a file past it: within it, sums and differences of times never overflow, where a crafted file's times
+    /// near 2^63 made them trap and crash the job's process.
     static let limit: Int64 = 1 << 54
 
     /// `limit` in seconds.

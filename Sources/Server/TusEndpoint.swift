@@ -298,6 +298,9 @@ public final class TusEndpoint: Sendable {
                 var answer = error
                 answer.headers.set("Tus-Resumable", Self.version)
                 throw answer
+            } catch {
+                // The store failed for now: the creation stands (a 503 without Location had the client make
+                // another), and the completion asks again.
             }
         }
         if body.chunkDiscarded {
