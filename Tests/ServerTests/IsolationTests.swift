@@ -51,9 +51,9 @@ import TestSupport
         return child
     }
 
-    /// Polls `/healthz` and the job while `body` runs; every answer must be a 200 within 250 ms: a server that waited
+    /// Polls `/healthz` and the job while `body` runs; every answer must be a 200 within a second: a server that waited
     /// on a dying child would stall for its lifetime (seconds); other suites' transcodes share the two cores, so a
-    /// tighter bound measures them.
+    /// tighter bound measures them (250 ms failed CI once at 299 ms).
     private static func whilePolling(_ server: TestServer, job: String, _ body: () throws -> Void) throws {
         let stop = LockedValue(false)
         let slowest = LockedValue(0.0)
@@ -80,7 +80,7 @@ import TestSupport
             stop.withLock { $0 = true }
             done.wait()
             #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
-            #expect(slowest.withLock { $0 } < 0.25, "the slowest poll took \(slowest.withLock { $0 }) s")
+            #expect(slowest.withLock { $0 } < 1, "the slowest poll took \(slowest.withLock { $0 }) s")
         }
         try body()
     }
