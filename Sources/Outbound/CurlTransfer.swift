@@ -45,6 +45,8 @@ public final class CurlTransfer {
         var awaitingConnection = true
         let readsBody: Bool
         let followsRedirects: Bool
+        /// Whether the latest answer is a redirect libcurl follows (another request comes after it).
+        var isFollowedRedirect: Bool { followsRedirects && (300..<400).contains(status) }
         var failure: OutboundError?
         var lastArrival = Date().timeIntervalSince1970
         /// The current window of the pace check: when it began (nil until the first body byte) and the bytes then.
@@ -211,13 +213,13 @@ public final class CurlTransfer {
             let parts = line.split(separator: " ")
             state.status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             // A redirect followed sends another request, which waits for its own connection.
-            state.awaitingConnection = state.followsRedirects && (300..<400).contains(state.status)
+            state.awaitingConnection = state.isFollowedRedirect
             state.headers = []
             // A redirect's next hop is judged on its own addresses.
             (state.refused, state.allowed) = (nil, 0)
         } else if let colon = line.firstIndex(of: ":") {
             state.headers.append((line[..<colon].lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
-        } else if line.isEmpty, !state.readsBody, state.status >= 200, !(state.followsRedirects && (300..<400).contains(state.status)) {
+        } else if line.isEmpty, !state.readsBody, state.status >= 200, !state.isFollowedRedirect {
             // The final answer's headers are all in, and its body is not wanted.
             state.endedEarly = true
             return 0

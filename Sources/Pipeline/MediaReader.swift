@@ -54,8 +54,7 @@ public final class MediaReader {
         formatName = container.formatName
         var declared = [("starts", container.startTime), ("ends", container.declaredEnd ?? 0)]
         for index in 0..<container.streamCount {
-            let stream = container.stream(index).pointee
-            if stream.start_time != FFmpeg.noPTS { declared.append(("starts", FFmpeg.seconds(stream.start_time, stream.time_base))) }
+            declared.append(("starts", container.declaredStart(ofStream: index)))
             if let end = container.declaredEnd(ofStream: index) { declared.append(("ends", end)) }
         }
         for (what, seconds) in declared where !seconds.isFinite || abs(seconds) > Timeline.limitSeconds {

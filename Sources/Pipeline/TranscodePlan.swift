@@ -84,7 +84,7 @@ final class TranscodePlan {
         let selected = [videoTrack, audioTrack].compactMap { $0?.index }
         // Every pass follows the clocks of the same tracks, so that the passes of a checkpointed transcode agree.
         reader.followClocks(of: selected)
-        let start = selected.map { Self.startTime(of: reader.stream($0), fallback: reader.startTime) }.min() ?? 0
+        let start = selected.map { reader.container.declaredStart(ofStream: $0) }.min() ?? 0
         let tempo = settings.filters?.tempo ?? 1
         expectedDuration = max(0, (selected.map { Self.endTime(of: reader.stream($0), reader: reader) }.max() ?? 0) - start) / tempo
         output.startSession(atSourceTime: start)
@@ -308,10 +308,6 @@ final class TranscodePlan {
         let format = AVPixelFormat(rawValue: stream.pointee.codecpar.pointee.format)
         guard let descriptor = av_pix_fmt_desc_get(format) else { return 4 }
         return Double(av_get_bits_per_pixel(descriptor)) / 8
-    }
-
-    private static func startTime(of stream: UnsafeMutablePointer<AVStream>, fallback: Double) -> Double {
-        stream.pointee.start_time == FFmpeg.noPTS ? fallback : FFmpeg.seconds(stream.pointee.start_time, stream.pointee.time_base)
     }
 
     /// Never past the file's declared end: a fragmented MP4's stream "duration" is an end on its clock

@@ -503,7 +503,7 @@ public final class TranscoderAPI: Sendable {
         logger.info("job queued", ["job_id": .string(job.id), "upload_id": .string(input.id)])
         var headers = HTTPHeaders()
         headers.set("Location", "/v1/jobs/\(job.id)")
-        return .json(APIModels.JobResource(job, upload: input, live: nil, fetch: nil), status: .created, headers: headers)
+        return .json(resource(job, input: input), status: .created, headers: headers)
     }
 
     /// `"webhook": {"url": "https://…", "events": [...]}` (events: by default how the job ends). A URL whose host is
@@ -769,8 +769,13 @@ public final class TranscoderAPI: Sendable {
     func resource(_ job: Job, upload known: Upload? = nil) throws(StoreError) -> APIModels.JobResource {
         var upload = known
         if upload == nil { upload = try store.upload(id: job.inputUpload) }
-        return APIModels.JobResource(job, upload: upload, live: job.state == .running ? queue.liveProgress(of: job.id) : nil,
-                                     fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
+        return resource(job, input: upload)
+    }
+
+    /// The job's JSON with `input` as its input (nil: left out), and its live progress while it runs.
+    private func resource(_ job: Job, input: Upload?) -> APIModels.JobResource {
+        APIModels.JobResource(job, upload: input, live: job.state == .running ? queue.liveProgress(of: job.id) : nil,
+                              fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
     }
 
     /// The job's JSON for an event stream or a cancel's answer, which must not fail: without its input when that
@@ -780,8 +785,7 @@ public final class TranscoderAPI: Sendable {
             return try resource(job)
         } catch {
             logger.error("reading a job's input upload failed", ["job_id": .string(job.id), "error": .string(error.description)])
-            return APIModels.JobResource(job, upload: nil, live: job.state == .running ? queue.liveProgress(of: job.id) : nil,
-                                         fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
+            return resource(job, input: nil)
         }
     }
 
