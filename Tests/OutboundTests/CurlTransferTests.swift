@@ -25,16 +25,9 @@ import TestSupport
     /// and a job whose input was on a server behind a firewall dropping packets for a moment failed for good; behind a
     /// redirect too.
     @Test func aConnectionNotMadeInTimeIsAConnectionFailure() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        #expect(bound && listen(listener, 0) == 0)
+        let listener = try SilentListener(backlog: 0)
+        var address = listener.address
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
         // Never accepted: the backlog fills, and further connections' packets are dropped.
         var clients: [Int32] = []
         defer { clients.forEach { close($0) } }
@@ -43,7 +36,7 @@ import TestSupport
             _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
             clients.append(client)
         }
-        let url = "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))/"
+        let url = "http://127.0.0.1:\(listener.port)/"
         let loopbackV4 = AddressPolicy(allowed: [try #require(CIDRBlock("127.0.0.0/8"))])
         let started = Date()
         #expect { try CurlTransfer().perform(OutboundRequest(url: url, timeout: 2), policy: loopbackV4) } throws: {

@@ -339,18 +339,10 @@ import TestSupport
     /// job's input is fetched from a peer that never answers) are read a little, then left in the socket: an event
     /// stream stays open for hours, and every one held up to 1.25 MiB of them, outside the body budget.
     @Test func bytesSentAheadOfAPendingAnswerAreReadALittle() throws {
-        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, length) == 0 && getsockname(silent, $0, &length) == 0 }
-        }
-        try #require(bound && listen(silent, 8) == 0)
+        let silent = try SilentListener(backlog: 8)
         let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--fetch-stall-timeout", "120"])
         let created = try server.json("/v1/jobs", ["-H", "Content-Type: application/json",
-                                                   "-d", #"{"input": {"url": "http://127.0.0.1:\#(UInt16(bigEndian: address.sin_port))/clip.mp4"}}"#])
+                                                   "-d", #"{"input": {"url": "http://127.0.0.1:\#(silent.port)/clip.mp4"}}"#])
         let id = try #require(created.object["id"] as? String, "\(created.object)")
         // What the server took of what `client` sent: what was sent, less what waits in the client's send queue and
         // the server's receive queue (the kernel's own table of the two ends of the connection).
@@ -406,7 +398,7 @@ import TestSupport
                     "the server read \(taken(by: together, of: sentTogether)) of \(sentTogether) bytes sent with the head")
         }
         #expect(try server.json("/healthz").status == 200)
-        close(silent) // the fetch's connection is reset: the server stops without waiting out the stall
+        silent.close() // the fetch's connection is reset: the server stops without waiting out the stall
         // Reading starts again once answers go out: 2000 requests sent at once (more than the 64 KiB kept) are all
         // answered, in order, on the one connection.
         let pipelined = try RawClient(port: server.port)

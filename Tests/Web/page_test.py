@@ -170,14 +170,18 @@ def scenario_basic(browser, base, path, report, token):
     report["downloadsAfterDelete"] = browser.eval("document.querySelectorAll('#downloads a').length")
 
 
-def scenario_changed(browser, base, path, report, token):
-    """The file changes on disk while it is uploaded (a recording still being written): the page says so at once."""
-    size = os.path.getsize(path)
+def upload_until(browser, base, path, fraction):
+    """Opens the page and uploads `path` at 1 MB/s until more than `fraction` of it is sent."""
     browser.navigate(base + "/")
     browser.wait("!document.querySelector('#app').hidden")
     browser.throttle_upload(1_000_000)
     browser.set_files("#file", [path])
-    browser.wait(f"Number(document.querySelector('#upload-progress').dataset.sent || 0) > {size} * 0.2", timeout=60)
+    browser.wait(f"Number(document.querySelector('#upload-progress').dataset.sent || 0) > {os.path.getsize(path)} * {fraction}", timeout=60)
+
+
+def scenario_changed(browser, base, path, report, token):
+    """The file changes on disk while it is uploaded (a recording still being written): the page says so at once."""
+    upload_until(browser, base, path, 0.2)
     os.utime(path, (time.time() + 60, time.time() + 60))
     changed = time.time()
     report["message"] = browser.wait("document.querySelector('#start-error').textContent.includes('changed') "
@@ -188,12 +192,7 @@ def scenario_changed(browser, base, path, report, token):
 
 
 def scenario_resume(browser, base, path, report, token):
-    size = os.path.getsize(path)
-    browser.navigate(base + "/")
-    browser.wait("!document.querySelector('#app').hidden")
-    browser.throttle_upload(1_000_000)
-    browser.set_files("#file", [path])
-    browser.wait(f"Number(document.querySelector('#upload-progress').dataset.sent || 0) > {size} * 0.6", timeout=60)
+    upload_until(browser, base, path, 0.6)
     report["sentBeforeReload"] = browser.eval("Number(document.querySelector('#upload-progress').dataset.sent)")
     report["rememberedBeforeReload"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
     browser.screenshot("1-mid-upload")
