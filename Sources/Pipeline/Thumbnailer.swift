@@ -12,6 +12,13 @@ final class Thumbnailer: FrameConsumer {
     static let posterName = "poster.jpg"
     /// Most thumbnails a job writes.
     static let maxThumbnails = 10_000
+    /// Why thumbnails every `interval` s over `duration` s (0: unknown) are too many, or nil.
+    static func problem(interval: Double, duration: Double) -> String? {
+        let expected = duration > 0 ? Int(duration / interval) + 1 : 0
+        guard expected > maxThumbnails else { return nil }
+        return "\(expected) thumbnails over \(Int(duration)) s; at most \(maxThumbnails), choose a longer interval."
+    }
+
     /// Most tiles a storyboard holds; past it every other tile is dropped and the spans double.
     static let maxTiles = 400
     /// A storyboard tile's longer side at most, pixels: larger thumbnails are shrunk for it. A scrub preview needs no
@@ -70,10 +77,8 @@ final class Thumbnailer: FrameConsumer {
             interval = expectedDuration / Double(count)
             limit = count
         } else if let seconds = settings.interval {
-            let expected = expectedDuration > 0 ? Int(expectedDuration / seconds) + 1 : 0
-            guard expected <= Self.maxThumbnails else {
-                throw MediaError(code: "invalid_settings",
-                                 message: "thumbnails.interval: \(expected) thumbnails over \(Int(expectedDuration)) s; at most \(Self.maxThumbnails), choose a longer interval.")
+            if let problem = Self.problem(interval: seconds, duration: expectedDuration) {
+                throw MediaError(code: "invalid_settings", message: "thumbnails.interval: \(problem)")
             }
             interval = seconds
             limit = Self.maxThumbnails

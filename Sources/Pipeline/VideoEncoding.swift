@@ -62,15 +62,10 @@ struct VideoEncoding {
         }
     }
 
-    /// Every default of `settings` filled in from the source stream: size from the (cropped) display size, frame
-    /// rate and time base from the stream (times the tempo: `setpts` plays the pictures faster or slower), bit
-    /// rate from the size, key frames every two seconds of the output.
-    /// - Parameter filters: the job's filters, whose crop and tempo change what the encoder gets.
-    /// - Parameter toneMapped: the pictures reach the encoder tone-mapped to SDR BT.709 (`ToneMapping`), so the
-    ///   settings' colours apply over BT.709 instead of the source's tags.
-    static func resolve(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: VideoSettings,
-                        filters: FilterSettings?, toneMapped: Bool = false) throws(MediaError) -> VideoEncoding {
-        let crop = filters?.video?.crop
+    /// The output picture `settings` make of `track`'s, and the source size they start from: `crop`'s, which
+    /// must lie inside the picture, or the track's. From the track alone (the intake judges with it, `InputFit`).
+    static func picture(of track: Track, settings: VideoSettings, crop: FilterSettings.Crop?)
+        throws(MediaError) -> (geometry: OutputGeometry, sourceWidth: Int, sourceHeight: Int) {
         var sourceWidth = track.width ?? 0, sourceHeight = track.height ?? 0
         if let crop {
             guard crop.x + crop.width <= sourceWidth, crop.y + crop.height <= sourceHeight else {
@@ -82,6 +77,18 @@ struct VideoEncoding {
         let geometry = try OutputGeometry.resolve(
             sourceWidth: sourceWidth, sourceHeight: sourceHeight, sampleAspect: track.sampleAspectValue,
             rotation: track.rotation ?? 0, settings: settings)
+        return (geometry, sourceWidth, sourceHeight)
+    }
+
+    /// Every default of `settings` filled in from the source stream: size from the (cropped) display size, frame
+    /// rate and time base from the stream (times the tempo: `setpts` plays the pictures faster or slower), bit
+    /// rate from the size, key frames every two seconds of the output.
+    /// - Parameter filters: the job's filters, whose crop and tempo change what the encoder gets.
+    /// - Parameter toneMapped: the pictures reach the encoder tone-mapped to SDR BT.709 (`ToneMapping`), so the
+    ///   settings' colours apply over BT.709 instead of the source's tags.
+    static func resolve(track: Track, stream: UnsafeMutablePointer<AVStream>, settings: VideoSettings,
+                        filters: FilterSettings?, toneMapped: Bool = false) throws(MediaError) -> VideoEncoding {
+        let (geometry, sourceWidth, sourceHeight) = try picture(of: track, settings: settings, crop: filters?.video?.crop)
         let parameters = stream.pointee.codecpar.pointee
         var frameRate: AVRational
         var timeBase: AVRational

@@ -606,11 +606,16 @@ public final class TranscoderAPI: Sendable {
     }
 
     /// What the job would refuse of the input's tracks, refused here, where the job was queued and then failed:
-    /// thumbnails of an input without video (a song, its cover art aside), and settings that drop every track the
-    /// input has (`{"audio": null}` of a song, the `audio` preset of a silent video). An input still to be fetched is
-    /// judged when it runs.
+    /// thumbnails of an input without video (a song, its cover art aside), settings that drop every track the
+    /// input has (`{"audio": null}` of a song, the `audio` preset of a silent video), and what its picture and
+    /// length cannot meet (`InputFit`). An input still to be fetched is judged when it runs.
     private func checkTracks(of input: Upload, for settings: TranscodeSettings) throws(HTTPError) {
         guard !input.tracks.isEmpty else { return }
+        do {
+            try InputFit.check(settings, tracks: input.tracks)
+        } catch {
+            throw HTTPError(.unprocessableContent, error.code, "settings.\(error.message)")
+        }
         let hasVideo = input.tracks.contains { $0.mediaType == .video && $0.coverArt != true }
         let hasAudio = input.tracks.contains { $0.mediaType == .audio }
         if settings.thumbnails != nil, !hasVideo {

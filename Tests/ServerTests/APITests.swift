@@ -317,6 +317,17 @@ import TestSupport
         #expect(noPictures.status == 422, "\(noPictures)")
         let listed = try #require(try server.json("/v1/jobs?limit=200").object["jobs"] as? [[String: Any]])
         #expect(!listed.contains { ($0["input"] as? [String: Any])?["id"] as? String == silent }, "no job was made on it")
+        // What the picture or length cannot meet (`InputFit`): refused now, with the key, and no job made.
+        for (settings, key) in [(#"{"filters": {"video": {"crop": {"x": 600, "y": 0, "width": 100, "height": 100}}}}"#, "settings.filters.video.crop:"),
+                                (#"{"video": {"width": 1920, "level": "3"}}"#, "settings.video.level:")] {
+            let refused = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(uploadID)", "settings": \#(settings)}"#])
+            let error = refused.object["error"] as? [String: Any]
+            #expect(refused.status == 422 && error?["code"] as? String == "invalid_settings"
+                    && (error?["message"] as? String ?? "").hasPrefix(key), "\(settings): \(refused.status) \(refused.object)")
+        }
+        let jobsOnTheVideo = try #require(try server.json("/v1/jobs?limit=200").object["jobs"] as? [[String: Any]])
+            .filter { ($0["input"] as? [String: Any])?["id"] as? String == uploadID }
+        #expect(jobsOnTheVideo.isEmpty, "\(jobsOnTheVideo)")
         let soundOfAVideo = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(uploadID)", "settings": {"video": null}}"#])
         #expect(soundOfAVideo.status == 201, "the sound of a video is something: \(soundOfAVideo)")
         let unknown = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "nope"}"#])

@@ -1,0 +1,63 @@
+/// Settings judged against the tracks a probe read of the input, where a job is asked for (the API): a crop
+/// outside the picture, an output picture no H.264 level (or not the level asked) holds, thumbnails more than a job
+/// takes. The job makes the same checks when it runs (`VideoEncoding`, `Thumbnailer`), on the tracks it picks; a
+/// job that could only fail was queued with 201 and failed a moment later. A setting is refused here only when it
+/// fails with every video track the job could pick, and lengths are taken at their shortest, so nothing a job
+/// would run is refused.
+public enum InputFit {
+    /// Throws what the job would fail with (`invalid_settings`, the message starting with the key at fault).
+    public static func check(_ settings: TranscodeSettings, tracks: [Track]) throws(MediaError) {
+        guard case .encode(let base) = settings.video else { return }
+        let pictures = tracks.filter { $0.mediaType == .video && $0.coverArt != true && ($0.width ?? 0) > 0 && ($0.height ?? 0) > 0 }
+        guard !pictures.isEmpty else { return }
+        var encoded: [(key: String, settings: VideoSettings)] = []
+        if !settings.container.isSegmented {
+            encoded = [("video", base)]
+        } else if case .list(let rungs) = settings.renditions {
+            encoded = rungs.enumerated().map { ("renditions[\($0.offset)].video", $0.element) }
+        }
+        var problems: [MediaError] = []
+        for track in pictures {
+            guard let problem = problem(track, encoded: encoded, settings: settings) else { break }
+            problems.append(problem)
+        }
+        if problems.count == pictures.count { throw problems[0] }
+        if let interval = settings.thumbnails?.interval, settings.thumbnails?.count == nil {
+            // The job spreads them over its whole length (its tracks' earliest start to latest end), at least
+            // as long as the shortest video track, and the shortest audio track when the sound is kept.
+            let shortest = { (tracks: [Track]) in tracks.map { $0.duration ?? 0 }.min() ?? 0 }
+            let audio = settings.audio == .drop ? [] : tracks.filter { $0.mediaType == .audio }
+            let duration = max(shortest(pictures), shortest(audio)) / (settings.filters?.tempo ?? 1)
+            if let problem = Thumbnailer.problem(interval: interval, duration: duration) {
+                throw MediaError(code: "invalid_settings", message: "thumbnails.interval: \(problem)")
+            }
+        }
+    }
+
+    /// What the job would fail with, made from `track`'s picture, or nil.
+    private static func problem(_ track: Track, encoded: [(key: String, settings: VideoSettings)],
+                                settings: TranscodeSettings) -> MediaError? {
+        let crop = settings.filters?.video?.crop
+        do throws(MediaError) {
+            // The crop alone (a ladder whose rungs come from the source checks it too).
+            _ = try VideoEncoding.picture(of: track, settings: VideoSettings(), crop: crop)
+            for (key, video) in encoded {
+                let geometry = try VideoEncoding.picture(of: track, settings: video, crop: crop).geometry
+                if let problem = H264Level.problem(width: geometry.width, height: geometry.height) {
+                    return MediaError(code: "invalid_settings", message: "\(key): \(problem); ask for a smaller width or height.")
+                }
+                guard let level = video.level else { continue }
+                // The rate the encoder gets is the one asked when it is below the source's (after a tempo);
+                // otherwise the stream's own, which the probe's average may not be: then the size alone is judged.
+                let sourceRate = (track.frameRate ?? 0) * (settings.filters?.tempo ?? 1)
+                let rate = video.frameRate.flatMap { $0 < sourceRate * 0.99 ? $0 : nil } ?? 0
+                if let problem = H264Level.problem(level: level, width: geometry.width, height: geometry.height, frameRate: rate) {
+                    return MediaError(code: "invalid_settings", message: "\(key).level: \(problem); leave the level out for x264's own choice.")
+                }
+            }
+        } catch {
+            return error
+        }
+        return nil
+    }
+}
