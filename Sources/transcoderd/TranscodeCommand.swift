@@ -63,6 +63,28 @@ enum TranscodeCommand {
         if (output.st_mode & S_IFMT) == S_IFDIR {
             throw UsageError(message: "\(options.output) is a folder; give the output file's path (an existing file is replaced)")
         }
+        // The file is written beside its path and renamed onto it: a device (`/dev/null`, as root) or a pipe would
+        // be replaced by a regular file.
+        if (output.st_mode & S_IFMT) != S_IFREG {
+            throw UsageError(message: "\(options.output) is not a regular file (a device, pipe or socket); the output is renamed into its place, "
+                             + "which would replace it: give a file's path")
+        }
+    }
+
+    /// `options` with a link at the end of the output's path resolved to where it leads: the output is put in
+    /// place by a rename, which replaced the link itself and left its target as it was. A link to nothing is
+    /// refused (where it would lead is not the user's path).
+    static func resolvingOutputLink(_ options: Options) throws(UsageError) -> Options {
+        let target = options.makesFolder ? options.outputFolder : options.output
+        var status = stat()
+        guard lstat(target, &status) == 0, (status.st_mode & S_IFMT) == S_IFLNK else { return options }
+        guard let resolved = realpath(target, nil) else {
+            throw UsageError(message: "\(target) is a link to nothing; give the path of the output itself")
+        }
+        defer { free(resolved) }
+        var options = options
+        options.output = String(cString: resolved) + (options.output.hasSuffix("/") ? "/" : "")
+        return options
     }
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -72,7 +94,7 @@ enum TranscodeCommand {
         }
         let options: Options
         do {
-            options = try parse(arguments)
+            options = try resolvingOutputLink(parse(arguments))
             try checkPaths(options)
         } catch {
             Console.error(error.message)

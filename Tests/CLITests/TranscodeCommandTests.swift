@@ -243,6 +243,33 @@ import TestSupport
         #expect(same.status == 0, "the same preset twice is one: \(same.stderr)")
     }
 
+    /// The output is written beside its path and renamed onto it: a pipe or device there (`/dev/null` as root)
+    /// was replaced by a regular file, and a link by the file, its target left as it was. A pipe is refused; a link
+    /// is written through; a link to nothing is refused.
+    @Test func anOutputThatIsNotAFileIsNeitherReplacedNorItsLinkCut() throws {
+        let folder = try Media.scratch()
+        let pipe = folder.appendingPathComponent("pipe.mp4").path
+        #expect(try Shell.run("mkfifo", [pipe]).status == 0)
+        let refused = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), pipe, "--progress", "none"])
+        var status = stat()
+        #expect(refused.status == 2 && refused.stderr.contains("is not a regular file"), "\(refused.status) \(refused.stderr)")
+        #expect(lstat(pipe, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO, "the pipe is still a pipe")
+
+        let target = folder.appendingPathComponent("real.mp4").path, link = folder.appendingPathComponent("link.mp4").path
+        try Data("old".utf8).write(to: URL(fileURLWithPath: target))
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let through = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), link, "--preset", "480p", "--progress", "none"])
+        #expect(through.status == 0, "\(through.stderr)")
+        #expect(lstat(link, &status) == 0 && (status.st_mode & S_IFMT) == S_IFLNK, "the link is still a link")
+        #expect(try Probe.read(target).video?.height == 360, "the link's target holds the transcode")
+        #expect(Media.files(in: folder).sorted() == ["link.mp4", "pipe.mp4", "real.mp4"], "\(Media.files(in: folder))")
+
+        let dangling = folder.appendingPathComponent("nowhere.mp4").path
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: folder.appendingPathComponent("gone/x.mp4").path)
+        let nothing = try Shell.run(Binary.path, ["transcode", try Media.path(.standard), dangling, "--progress", "none"])
+        #expect(nothing.status == 2 && nothing.stderr.contains("a link to nothing"), "\(nothing.status) \(nothing.stderr)")
+    }
+
     /// A checkpoint in the output's place (the output folder itself, a folder inside it, the output file's path) is
     /// refused before any work: the output is renamed into place last, which then failed on the checkpoint there
     /// (a whole transcode lost, and the rerun refused because the output's path existed).
