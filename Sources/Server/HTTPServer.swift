@@ -15,6 +15,8 @@ public final class HTTPServer: Sendable {
     private let eventLoops: [EventLoop]
     private let pools: ServerPools
     private let boundPorts = LockedValue<[Int]>([])
+    /// Each loop's listening sockets, once bound.
+    private let listeners = LockedValue<[[(fd: Int32, port: Int)]]?>(nil)
     private let finished = DispatchSemaphore(value: 0)
     private let graceEnded = LockedValue(false)
 
@@ -33,12 +35,11 @@ public final class HTTPServer: Sendable {
     /// The port actually bound (useful with port 0).
     public var port: Int { boundPorts.withLock { $0.first ?? 0 } }
 
-    /// Binds every address `host` resolves to (once per loop), then starts the loop threads.
-    public func start() throws(IOError) {
-        let leftovers = configuration.leftoverUploadAge.map { FileSink.removeLeftovers(in: configuration.uploadDirectory, olderThan: $0) } ?? 0
-        if leftovers > 0 {
-            logger.info("removed partial uploads of a previous process", ["files": .int(leftovers)])
-        }
+    /// Binds every address `host` resolves to (once per loop) without serving yet (connections wait in the
+    /// backlog): a process that starts other work with its server (the queue's workers) binds first, so that a
+    /// port it cannot have fails its start before that work began. Done by `start` when not before.
+    public func bindListeners() throws(IOError) {
+        guard listeners.withLock({ $0 == nil }) else { return }
         var port = configuration.port
         var perLoop: [[(fd: Int32, port: Int)]] = []
         for _ in eventLoops {
@@ -46,7 +47,18 @@ public final class HTTPServer: Sendable {
             port = sockets.first?.port ?? port
             perLoop.append(sockets)
         }
+        listeners.withLock { $0 = perLoop }
         boundPorts.withLock { $0 = perLoop.first?.map(\.port) ?? [] }
+    }
+
+    /// Binds (unless `bindListeners` did), then starts the loop threads.
+    public func start() throws(IOError) {
+        let leftovers = configuration.leftoverUploadAge.map { FileSink.removeLeftovers(in: configuration.uploadDirectory, olderThan: $0) } ?? 0
+        if leftovers > 0 {
+            logger.info("removed partial uploads of a previous process", ["files": .int(leftovers)])
+        }
+        try bindListeners()
+        let perLoop = listeners.withLock { $0 } ?? []
         let budget = ConnectionBudget(limit: configuration.maxConnections)
         for (index, eventLoop) in eventLoops.enumerated() {
             let loop = ServerLoop(eventLoop: eventLoop, configuration: configuration, router: router, logger: logger,

@@ -45,10 +45,6 @@ enum ServeCommand {
             defer { withExtendedLifetime(lock) {} }
             // Read before the workers start: a failure after they claimed jobs would leave them claimed.
             let webhookSettings = try config.webhookSettings(directory: queue.directory)
-            let recovered = try queue.start()
-            if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
-                logger.info("recovered jobs left running", ["requeued": .int(recovered.requeued.count), "failed": .int(recovered.failed.count)])
-            }
             var serverConfig = HTTPServerConfiguration(uploadDirectory: queue.directory.uploads)
             serverConfig.host = config.host
             serverConfig.port = config.port
@@ -76,10 +72,6 @@ enum ServeCommand {
             let dispatcher = WebhookDispatcher(store: queue.store, settings: webhookSettings,
                                                logger: logger) { job in api.jobData(job) }
             dispatcherBox.withLock { $0 = dispatcher }
-            queue.events.watchChanges { dispatcher.wake() }
-            dispatcher.start()
-            // On a failure to start; a stop by signal stops it within the grace, below.
-            defer { dispatcher.stop(timeout: 0) }
             let server: HTTPServer
             do {
                 // Loopback by where it listens, however `--host` spells it (a name the hosts file maps to 127.0.1.1
@@ -92,9 +84,22 @@ enum ServeCommand {
                 server = try HTTPServer(configuration: serverConfig, router: api.router, logger: logger,
                                         authenticate: { head in browsers.check(head) ?? authentication.check(head) })
                 metricsBox.withLock { $0 = server.metrics }
+                // Bound before the workers start: a port taken (or a host that does not resolve) failed the start
+                // after they had claimed jobs, started their children, and sent their webhooks, every restart.
+                try server.bindListeners()
+            }
+            let recovered = try queue.start()
+            if !recovered.requeued.isEmpty || !recovered.failed.isEmpty {
+                logger.info("recovered jobs left running", ["requeued": .int(recovered.requeued.count), "failed": .int(recovered.failed.count)])
+            }
+            queue.events.watchChanges { dispatcher.wake() }
+            dispatcher.start()
+            // On a failure to start; a stop by signal stops it within the grace, below.
+            defer { dispatcher.stop(timeout: 0) }
+            do {
                 try server.start()
             } catch {
-                // The port is taken, say: the workers stop before the spare children go, and jobs go back to the queue.
+                // The loops could not start: the workers stop before the spare children go, and jobs go back to the queue.
                 queue.stop(grace: 0)
                 throw error
             }

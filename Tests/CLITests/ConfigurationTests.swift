@@ -113,4 +113,20 @@ import TestSupport
         let stored = try #require(try fixture.store.job(id: job.id))
         #expect(stored.state == .queued && stored.attempts == 1 && stored.startedAt == nil, "\(stored.state) after \(stored.attempts) attempts")
     }
+
+    /// A port the server cannot have (another process listens there) fails the start before its workers claim
+    /// anything: they claimed a job, started its child, handed it back, and sent its webhook, at every restart.
+    @Test func aStartRefusedForItsPortClaimsNothing() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.standard))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let taken = try SilentListener(backlog: 1)
+        defer { taken.close() }
+        let run = try Shell.run(Binary.path, ["serve", "--data", fixture.directory.root.path, "--host", "127.0.0.1", "--port", String(taken.port),
+                                              "--webhook-url", "http://127.0.0.1:9/hook", "--allow-private-urls", "127.0.0.0/8", "--workers", "2"])
+        #expect(run.status == 1 && run.stderr.contains(String(taken.port)), "\(run.status) \(run.stderr) \(run.stdout)")
+        let stored = try #require(try fixture.store.job(id: job.id))
+        #expect(stored.state == .queued && stored.leaseToken == job.leaseToken, "claimed: lease token \(job.leaseToken) → \(stored.leaseToken)")
+        #expect(try fixture.store.deliveries(jobID: job.id).isEmpty, "no webhook for a job that never ran")
+    }
 }
