@@ -38,10 +38,15 @@ public enum InputFit {
     private static func problem(_ track: Track, encoded: [(key: String, settings: VideoSettings)],
                                 settings: TranscodeSettings) -> MediaError? {
         let crop = settings.filters?.video?.crop
+        var key = "video"
         do throws(MediaError) {
-            // The crop alone (a ladder whose rungs come from the source checks it too).
-            _ = try VideoEncoding.picture(of: track, settings: VideoSettings(), crop: crop)
-            for (key, video) in encoded {
+            if crop != nil {
+                // The crop alone (a ladder whose rungs come from the source checks it too), in a box no picture
+                // overflows: a source wider than the largest output is refused only for a size that keeps it so.
+                _ = try VideoEncoding.picture(of: track, settings: VideoSettings(width: 2, height: 2), crop: crop)
+            }
+            for (rungKey, video) in encoded {
+                key = rungKey
                 let geometry = try VideoEncoding.picture(of: track, settings: video, crop: crop).geometry
                 if let problem = H264Level.problem(width: geometry.width, height: geometry.height) {
                     return MediaError(code: "invalid_settings", message: "\(key): \(problem); ask for a smaller width or height.")
@@ -56,7 +61,8 @@ public enum InputFit {
                 }
             }
         } catch {
-            return error
+            // The crop's message names its key; the size's (`output_too_large`) names none.
+            return error.message.hasPrefix("filters.") ? error : MediaError(code: error.code, message: "\(key): \(error.message)")
         }
         return nil
     }

@@ -251,6 +251,11 @@ final class TranscodePlan {
             measuring.allowUpscaling = false
             measuring.scalingMode = .fit
             measuring.level = nil // the rungs are held to it, not the source's own size
+            if base.width == nil && base.height == nil {
+                // In the largest output's box: a source shown wider than it (2× anamorphic at 4608, 9216 on
+                // screen) failed as too large a picture, though no rung is.
+                (measuring.width, measuring.height) = (VideoSettings.maxDimension, VideoSettings.maxDimension)
+            }
             let display = try VideoEncoding.resolve(track: track, stream: stream, settings: measuring, filters: settings.filters)
             let landscape = display.width >= display.height
             var unsized = base

@@ -20,7 +20,7 @@ import Testing
             try InputFit.check(settings, tracks: tracks)
             return nil
         } catch {
-            #expect(error.code == "invalid_settings")
+            #expect(["invalid_settings", "output_too_large"].contains(error.code), "\(error.code)")
             return error.message
         }
     }
@@ -47,6 +47,12 @@ import Testing
         #expect(try refusal(#"{"video": {"width": 720, "height": 480, "level": "3"}}"#, [video(1920, 1080)]) == nil)
         let ladder = #"{"container": "hls", "renditions": [{"video": {"height": 360}}, {"video": {"height": 1080, "level": "3.1"}}]}"#
         #expect(try refusal(ladder, [video(1920, 1080)])?.hasPrefix("renditions[1].video.level: level 3.1") == true)
+        // A source wider than the largest output (2× anamorphic, 9216 wide on screen) is refused only for a size
+        // that keeps it so, named by its key.
+        let wide = Track(index: 0, mediaType: .video, codec: "h264", width: 4608, height: 256, sampleAspectRatio: "2:1", frameRate: 25, duration: 2)
+        #expect(try refusal(#"{"video": {"width": 1280}}"#, [wide]) == nil)
+        #expect(try refusal(#"{"video": {"width": 1280}, "filters": {"video": {"crop": {"x": 0, "y": 0, "width": 4000, "height": 256}}}}"#, [wide]) == nil)
+        #expect(try refusal(#"{"video": {}}"#, [wide])?.hasPrefix("video: The output would be 9216×256") == true)
         // No level holds 8192×8192: the size the source leads to is refused as a given one is.
         #expect(try refusal(#"{"video": {}}"#, [video(8192, 8192)])?.hasPrefix("video: H.264 holds pictures of at most") == true)
     }

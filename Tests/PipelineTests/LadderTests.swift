@@ -166,6 +166,11 @@ import TestSupport
         let run = try transcode(input, #"{"container": "hls", "video": {"preset": "ultrafast"}}"#)
         let summary = try Ladder.check(run.folder)
         #expect(summary.variants.first?.resolution == [1080, 1080], "\(summary.variants.map(\.resolution))")
+        // Shown wider than the largest output (4608 wide, pixels twice as wide as tall): measured within it.
+        let wide = try Media.scratch().appendingPathComponent("wide.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=4608x1024:r=1:d=2,setsar=2", "-c:v", "ffv1", wide])
+        let wideRun = try transcode(wide, #"{"container": "hls", "video": {"preset": "ultrafast"}}"#)
+        #expect(try Ladder.check(wideRun.folder).variants.first?.resolution == [6480, 720])
     }
 
     /// A source one picture longer than its last whole segment ends in a segment of one IDR (33 ms): BANDWIDTH is
