@@ -178,7 +178,8 @@ final class VideoConverter {
                 }
             }
         }
-        av_frame_copy_props(rotated.pointer, source.pointer)
+        // No properties copied (as a scaled picture has none; timestamps are the caller's): `av_frame_copy_props`
+        // adds the source's side data to what the frame holds, and this frame lives the whole stream.
     }
 
     deinit { sws_freeContext(scaler) }
