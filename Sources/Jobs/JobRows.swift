@@ -104,6 +104,15 @@ struct JobRows: Sendable {
         return String(repeating: "0", count: 16 - bits.count) + bits + "-" + id
     }
 
+    /// The condition of the jobs after `cursor` in the list's order, with its arguments: as one comparison of
+    /// both columns, which the (created_at DESC, id DESC) index seeks to; spelled out as `a < ? OR (a = ? AND
+    /// b < ?)` SQLite walked the index from the newest job and dropped every one before the cursor, a deep
+    /// page tens of milliseconds under the store's lock at 300,000 jobs.
+    static func afterCursor(_ cursor: String) throws(StoreError) -> (condition: String, arguments: [SQLValue]) {
+        let (time, id) = try decodeCursor(cursor)
+        return ("(created_at, id) < (?, ?)", [.real(time), .text(id)])
+    }
+
     static func decodeCursor(_ cursor: String) throws(StoreError) -> (Double, String) {
         let bits = cursor.prefix(16)
         let id = String(cursor.dropFirst(17))

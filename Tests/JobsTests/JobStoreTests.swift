@@ -504,6 +504,13 @@ import TestSupport
         }
         let byState = try plan(SQLiteJobStore.jobListSQL(filter: "WHERE state = ?"), [.text("failed"), .integer(51)])
         #expect(byState.contains { $0.contains("jobs_state_created") } && !byState.contains { $0.contains("TEMP B-TREE") }, "\(byState)")
+        // A later page seeks to its cursor in the index (with and without a state), not walks to it from the newest.
+        let after = try JobRows.afterCursor(JobRows.encodeCursor(time: 1, id: UUID().uuidString.lowercased()))
+        let page = try plan(SQLiteJobStore.jobListSQL(filter: "WHERE " + after.condition), after.arguments + [.integer(51)])
+        #expect(page.contains { $0.contains("jobs_created ((created_at,id)<(?,?))") }, "\(page)")
+        let statePage = try plan(SQLiteJobStore.jobListSQL(filter: "WHERE state = ? AND " + after.condition),
+                                 [.text("failed")] + after.arguments + [.integer(51)])
+        #expect(statePage.contains { $0.contains("jobs_state_created (state=? AND (created_at,id)<(?,?))") }, "\(statePage)")
         let retention = try plan(SQLiteJobStore.finishedJobsSQL, [.real(1), .integer(500)])
         #expect(retention.contains { $0.contains("jobs_finished") } && !retention.contains { $0.contains("TEMP B-TREE") }, "\(retention)")
         let uploads = try plan(SQLiteJobStore.unusedUploadsSQL, [.real(1)])

@@ -172,9 +172,9 @@ public final class SQLiteJobStore: JobStore, RowRunning {
             arguments.append(.text(state.rawValue))
         }
         if let cursor {
-            let (time, id) = try JobRows.decodeCursor(cursor)
-            conditions.append("(created_at < ? OR (created_at = ? AND id < ?))")
-            arguments += [.real(time), .real(time), .text(id)]
+            let after = try JobRows.afterCursor(cursor)
+            conditions.append(after.condition)
+            arguments += after.arguments
         }
         let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
         let found = try withDatabase { database throws(StoreError) in
