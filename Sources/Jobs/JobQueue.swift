@@ -94,6 +94,8 @@ public final class JobQueue: Sendable {
         /// A cancel that came while the end was being recorded, too late for it: if that end sends the job back to
         /// the queue (a crashed attempt retried, a shutdown), the job is canceled there instead of running again.
         var lateCancel = false
+        /// Its lease is no longer renewed: the attempt is stuck (see `heartbeat`).
+        var leaseGivenUp = false
     }
 
     /// What a cancel did to a job registered here.
@@ -1019,7 +1021,29 @@ public final class JobQueue: Sendable {
             if state.withLock({ $0.stopping && $0.running.isEmpty }) { break }
             // Ending jobs too: a failed job's folder is removed before its end is recorded, which for a long ladder
             // on slow shared storage can outlast the lease (a refused renewal of an ending job stops nothing).
-            let leases = state.withLock { state in state.running.values.map { ($0.lease, $0.renewedAt) } }
+            // Not an attempt stuck past the watchdog by a lease's length (its thread held in a call that does not
+            // return, a hard mount gone): renewed, its job stayed running here for ever, which no other node
+            // takes over; its lease now runs out, and fencing refuses whatever it writes if it comes back.
+            let stuckFor = Duration.seconds(configuration.stallTimeout + configuration.leaseSeconds)
+            let now = SuspendingClock.now
+            let (leases, stuck) = state.withLock { state in
+                var leases: [(Lease, ContinuousClock.Instant)] = [], stuck: [Lease] = []
+                for (id, running) in state.running {
+                    guard store.isShared, now - running.lastAdvance > stuckFor else {
+                        leases.append((running.lease, running.renewedAt))
+                        continue
+                    }
+                    if !running.leaseGivenUp {
+                        state.running[id]?.leaseGivenUp = true
+                        stuck.append(running.lease)
+                    }
+                }
+                return (leases, stuck)
+            }
+            for lease in stuck {
+                logger.error("a job's attempt is stuck past its stall timeout: its lease is no longer renewed, so that another node takes the job over",
+                             ["job_id": .string(lease.jobID), "lease_token": .int(lease.token)])
+            }
             for (lease, renewedAt) in leases {
                 do throws(StoreError) {
                     switch try store.renew(lease, leaseSeconds: configuration.leaseSeconds) {

@@ -200,6 +200,40 @@ struct PacedRunner: JobRunner {
         #expect(try fixture.store.job(id: job.id) == done)
     }
 
+    /// An attempt stuck where no cancel reaches it (a thread held in a call on a hard mount that went away) stops
+    /// having its lease renewed once the watchdog has given up on it for a lease's length: renewed, the job stayed
+    /// running on that node for ever, and no other node took it over.
+    @Test func aStuckAttemptsLeaseRunsOutAndAnotherNodeTakesTheJob() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        /// Never returns until released, whatever is canceled.
+        struct Stuck: JobRunner {
+            let release = DispatchSemaphore(value: 0)
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                release.wait()
+                throw MediaError.canceled
+            }
+        }
+        let stuck = Stuck()
+        let first = try node(fixture, workers: 1, runner: stuck) {
+            $0.stallTimeout = 1
+            $0.leaseSeconds = 2
+            $0.heartbeatInterval = 0.5
+        }
+        defer {
+            stuck.release.signal()
+            first.stop(grace: 5)
+        }
+        let job = try first.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
+        let second = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.2)) { $0.pollInterval = 0.2 }
+        defer { second.stop(grace: 5) }
+        // Stall 1 s, then a lease (2 s) not renewed, then the other node's lease sweep (a poll) and the job.
+        #expect(try eventually(15) { try fixture.store.job(id: job.id)?.state == .succeeded }, "another node ran it")
+        #expect(try fixture.store.job(id: job.id)?.leaseToken == 2)
+    }
+
     /// A node that stopped in the middle of its lease sweep (paused, cut off: its session and the sweep's lock live
     /// on) does not keep the others from taking over dead nodes' jobs: every node sweeps leases.
     @Test func aNodeStoppedInItsLeaseSweepDoesNotHoldUpTakeovers() throws {
