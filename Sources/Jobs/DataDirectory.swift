@@ -115,20 +115,27 @@ public struct DataDirectory: Sendable {
     public func uploadPath(id: String) -> String { uploads.appendingPathComponent(id).path }
 
     /// Files in `uploads/` nobody writes any more, last written more than `age` seconds before `now`: request bodies
-    /// and fetched inputs of a process that died (`.upload-….partial`), and inputs an attempt of a job fetched under
-    /// a name of its own (`<upload id>.<lease token>`) but did not record. The latter with the upload's id, for the
-    /// caller to check that the upload does not point at them.
+    /// and fetched inputs of a process that died (`.upload-….partial`), and input files (`uploadID(ofFile:)`),
+    /// which may be ones nobody recorded. The latter with the upload's id, for the caller to check that the upload
+    /// points at them (and that a bare `<id>` is not a resumable upload's).
     public func staleUploadFiles(olderThan age: Double, now: Double)
         -> (partial: [String], unrecorded: [(path: String, upload: String)]) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
         var unrecorded: [(String, String)] = []
         for name in names {
             let path = uploads.appendingPathComponent(name).path
-            guard let dot = name.lastIndex(of: "."), UUID(uuidString: String(name[..<dot])) != nil,
-                  Int(name[name.index(after: dot)...]) != nil, Self.written(path, before: now - age) else { continue }
-            unrecorded.append((path, String(name[..<dot])))
+            guard let id = Self.uploadID(ofFile: name), Self.written(path, before: now - age) else { continue }
+            unrecorded.append((path, id))
         }
         return (Self.partialUploads(named: names, in: uploads, olderThan: age, now: now), unrecorded)
+    }
+
+    /// The upload an input file in `uploads/` is of: `<id>` (an upload's bytes, a resumable upload's, or a job's
+    /// first attempt's fetched input) or `<id>.<lease token>` (a later attempt's); nil for any other name.
+    public static func uploadID(ofFile name: String) -> String? {
+        let id = String(name.prefix { $0 != "." })
+        guard UUID(uuidString: id) != nil, id == name || Int(name.dropFirst(id.count + 1)) != nil else { return nil }
+        return id
     }
 
     /// Seconds after its last write when a partial upload or fetched input on storage nodes share counts as a dead

@@ -1168,8 +1168,7 @@ public final class JobQueue: Sendable {
         let tus = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
         do throws(StoreError) {
             for name in names {
-                let id = String(name.prefix { $0 != "." })
-                guard UUID(uuidString: id) != nil, id == name || Int(name.dropFirst(id.count + 1)) != nil else { continue }
+                guard let id = DataDirectory.uploadID(ofFile: name) else { continue }
                 if id == name, FileManager.default.fileExists(atPath: tus.infoPath(id)) { continue }
                 if try isRecorded(name, upload: id) { continue }
                 removeFile(directory.uploads.appendingPathComponent(name).path, of: "upload_id", id)
@@ -1181,11 +1180,17 @@ public final class JobQueue: Sendable {
 
     /// On shared storage, removes what nodes that died left in `uploads/` (a store of its own: all of them at start,
     /// `removePartialUploads` and `removeUnrecordedUploads`): files last written `DataDirectory.abandonedUploadAge` (an hour) ago or more,
-    /// partial ones and fetched inputs their upload does not point at.
+    /// partial ones and inputs their upload does not point at: a later attempt's fetch, and a bare `<id>` (a first
+    /// attempt's fetch whose recording failed, a node that died between an upload's file and its row), which was
+    /// kept for good; not a resumable upload's.
     private func removeStrayUploads(now: Double) throws(StoreError) {
         let stale = directory.staleUploadFiles(olderThan: DataDirectory.abandonedUploadAge, now: now)
         for path in stale.partial { removeFile(path, of: "upload_id", URL(fileURLWithPath: path).lastPathComponent) }
-        for file in stale.unrecorded where try !isRecorded(URL(fileURLWithPath: file.path).lastPathComponent, upload: file.upload) {
+        let tus = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
+        for file in stale.unrecorded {
+            let name = URL(fileURLWithPath: file.path).lastPathComponent
+            if name == file.upload, FileManager.default.fileExists(atPath: tus.infoPath(file.upload)) { continue }
+            if try isRecorded(name, upload: file.upload) { continue }
             removeFile(file.path, of: "upload_id", file.upload)
         }
     }

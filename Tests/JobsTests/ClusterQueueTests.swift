@@ -164,11 +164,21 @@ struct PacedRunner: JobRunner {
                                         tracks: [], createdAt: Date().timeIntervalSince1970))
         let plain = try fixture.upload(source).path
         try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: plain)
+        // A first attempt's fetch under the upload's own name whose recording failed (the row then points at a
+        // later attempt's file), or a node that died between an upload's file and its row: kept for good before.
+        let orphan = try file(UUID().uuidString.lowercased(), hoursAgo: 2)
+        // A resumable upload idle for two hours is still being uploaded (a day to finish).
+        let resumable = UUID().uuidString.lowercased()
+        let resumableFile = try file(resumable, hoursAgo: 2)
+        let tus = TusUploads(directory: fixture.directory, expiryHours: 24)
+        try FileManager.default.createDirectory(atPath: URL(fileURLWithPath: tus.infoPath(resumable)).deletingLastPathComponent().path,
+                                                withIntermediateDirectories: true)
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: tus.infoPath(resumable)))
         let sweeper = try node(fixture, workers: 0) { $0.straySweepInterval = 0.2 }
-        let swept = eventually(10) { !exists(deadUpload) && !exists(deadFetch) && !exists(unrecorded) }
+        let swept = eventually(10) { !exists(deadUpload) && !exists(deadFetch) && !exists(unrecorded) && !exists(orphan) }
         sweeper.stop(grace: 5) // the sweep under way ends first: what it would remove wrongly is gone by the next look
         #expect(swept, "\(Media.files(in: fixture.directory.uploads))")
-        #expect(exists(liveUpload) && exists(recorded) && exists(plain), "\(Media.files(in: fixture.directory.uploads))")
+        #expect(exists(liveUpload) && exists(recorded) && exists(plain) && exists(resumableFile), "\(Media.files(in: fixture.directory.uploads))")
     }
 
     @Test func aJobWhoseNodeStoppedRenewingIsTakenOverAndTheOldHolderIsFencedOff() throws {
