@@ -42,8 +42,13 @@ final class Thumbnailer: FrameConsumer {
     /// On a resumed pass that seeked: the latest output time its first picture may have; a later one means the seek
     /// went past pictures still to take.
     private var firstFrameLimit: Double?
-    /// The latest picture, for a poster asked past the end.
-    private var latest: FrameQueue.Item?
+    /// The latest picture and its output time, a reference of its own that no conversion touched (converting sets
+    /// the cropping of the reference it is given). It is on screen until the next one: a point of the grid or a
+    /// poster's time before the next picture is taken from it, and so are a poster and counted thumbnails past
+    /// the last picture.
+    private var latest: (item: FrameQueue.Item, time: Double)?
+    /// `count` thumbnails were asked for: every one is written, those past the last picture from it.
+    private let counted: Bool
     /// The storyboard's tiles (references to converted thumbnails) and how many thumbnails each stands for.
     private let wantsStoryboard: Bool
     private var tiles: [Frame] = []
@@ -76,15 +81,18 @@ final class Thumbnailer: FrameConsumer {
             }
             interval = expectedDuration / Double(count)
             limit = count
+            counted = true
         } else if let seconds = settings.interval {
             if let problem = Self.problem(interval: seconds, duration: expectedDuration) {
                 throw MediaError(code: "invalid_settings", message: "thumbnails.interval: \(problem)")
             }
             interval = seconds
             limit = Self.maxThumbnails
+            counted = false
         } else {
             interval = nil
             limit = 0
+            counted = false
         }
         if interval != nil {
             converter = VideoConverter(encoding: thumbnail, sourceColors: sourceColors)
@@ -133,29 +141,52 @@ final class Thumbnailer: FrameConsumer {
             self.firstFrameLimit = nil
             if time > firstFrameLimit + KeyFrameGrid.tolerance { throw VideoEncodeSide.seekMissed }
         }
-        if let interval, let converter, let jpeg, taken < limit,
-           time + KeyFrameGrid.tolerance >= Double(taken) * interval {
-            let picture = try converter.convert(try mapped(item))
-            // A gap in the source covers several points of the grid: the picture after it stands for each.
-            while taken < limit, time + KeyFrameGrid.tolerance >= Double(taken) * interval {
-                taken += 1
-                try jpeg.write(picture, to: root + "/" + Self.thumbnailPath(taken))
-                if wantsStoryboard { try keepTile(picture, start: Double(taken - 1) * interval) }
+        let tolerance = KeyFrameGrid.tolerance
+        // Kept before any conversion touches the item; the one before it is what the points up to now show.
+        let untouched = earliestNeeded != nil || counted && taken < limit ? try Self.untouched(item) : nil
+        let previous = latest.map(\.item)
+        if let interval, taken < limit, time + tolerance >= Double(taken) * interval {
+            // The points before this picture show the one before it, on screen until now: in a gap of a variable
+            // rate source (a screen recording, a cut) that is seconds, where this picture was taken for them all.
+            if let previous, Double(taken) * interval < time - tolerance {
+                try takeThumbnails(of: try Self.untouched(previous)) { Double(taken) * interval < time - tolerance }
             }
+            try takeThumbnails(of: item) { time + tolerance >= Double(taken) * interval }
         }
-        if let posterTime, !posterTaken {
-            if time + KeyFrameGrid.tolerance >= posterTime {
-                try writePoster(item)
+        if let posterTime, !posterTaken, time + tolerance >= posterTime {
+            if let previous, posterTime < time - tolerance {
+                try writePoster(try Self.untouched(previous))
             } else {
-                latest = item
+                try writePoster(item)
             }
         }
+        latest = untouched.map { ($0, time) }
     }
 
     func finish() throws(MediaError) {
-        if posterTime != nil, !posterTaken, let latest { try writePoster(latest) }
+        if let last = latest?.item {
+            if posterTime != nil, !posterTaken { try writePoster(try Self.untouched(last)) }
+            // Points of a count past the last picture (a song's one cover frame, a video shorter than its sound).
+            if counted { try takeThumbnails(of: last) { true } }
+        }
         latest = nil
         if wantsStoryboard, let first = tiles.first { try writeSprite(tileWidth: first.width, tileHeight: first.height) }
+    }
+
+    /// Writes `item`'s picture as the next thumbnails while `due` says the next point is due (and the limit allows).
+    private func takeThumbnails(of item: FrameQueue.Item, while due: () -> Bool) throws(MediaError) {
+        guard let interval, let converter, let jpeg, taken < limit, due() else { return }
+        let picture = try converter.convert(try mapped(item))
+        while taken < limit, due() {
+            taken += 1
+            try jpeg.write(picture, to: root + "/" + Self.thumbnailPath(taken))
+            if wantsStoryboard { try keepTile(picture, start: Double(taken - 1) * interval) }
+        }
+    }
+
+    /// A reference of its own to `item`'s picture, for a conversion to set the cropping of.
+    private static func untouched(_ item: FrameQueue.Item) throws(MediaError) -> FrameQueue.Item {
+        FrameQueue.Item(frame: try Frame.reference(to: item.frame), timeBase: item.timeBase)
     }
 
     /// Writes the storyboard's cues, which end at the output's real `duration` (seconds).
@@ -169,9 +200,6 @@ final class Thumbnailer: FrameConsumer {
         guard let posterConverter, let posterJPEG else { return }
         posterTaken = true
         let picture = try posterConverter.convert(try mapped(item))
-        // The picture kept in case the input ended before the poster's time is not needed now: let the decoder
-        // have its buffer back.
-        latest = nil
         try posterJPEG.write(picture, to: root + "/" + Self.posterName)
     }
 

@@ -283,6 +283,40 @@ import TestSupport
         #expect(poster.width == 640 && poster.height == 360)
     }
 
+    /// A thumbnail (and a poster) shows the picture on screen at its time: the last one at or before it. In a gap
+    /// of a variable-rate source (a screen recording, a cut: pictures from 3.967 s to 8.033 s) the points at 4 and
+    /// 6 s showed the picture after the gap, seconds away from what a player shows there.
+    @Test func aThumbnailInAGapShowsThePictureBeforeIt() throws {
+        let input = try Media.scratch().appendingPathComponent("gap.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=30:d=12", "-vf", "select='not(between(t,4,8))'", "-fps_mode", "vfr",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        let run = try transcode(input, #"{"thumbnails": {"interval": 2, "width": 160, "poster": {"time": 5}}}"#)
+        let frames = try Media.scratch()
+        let before = try Probe.frame(input, at: 3.95, width: 160, height: 120, into: frames)
+        let after = try Probe.frame(input, at: 8.05, width: 160, height: 120, into: frames)
+        for number in [3, 4] {
+            let thumbnail = run.folder + "/" + Thumbnailer.thumbnailPath(number)
+            let (toBefore, toAfter) = (try Probe.psnr(thumbnail, before), try Probe.psnr(thumbnail, after))
+            #expect(toBefore > toAfter + 3, "thumbnail \(number): \(toBefore) dB to the picture before the gap, \(toAfter) dB to the one after")
+        }
+        let posterBefore = try Probe.frame(input, at: 3.95, width: 320, height: 240, into: frames)
+        let posterAfter = try Probe.frame(input, at: 8.05, width: 320, height: 240, into: frames)
+        let poster = run.folder + "/poster.jpg"
+        #expect(try Probe.psnr(poster, posterBefore) > Probe.psnr(poster, posterAfter) + 3, "the poster at 5 s is the picture before the gap")
+    }
+
+    /// Thumbnails by count are all written, those past the last picture from it: a song's one cover frame over 10 s
+    /// of sound wrote one of 10.
+    @Test func everyCountedThumbnailIsWritten() throws {
+        let input = try Media.scratch().appendingPathComponent("still.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=1:d=1", "-f", "lavfi", "-i", "sine=d=10",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let run = try transcode(input, #"{"thumbnails": {"count": 10, "width": 64, "storyboard": true}}"#)
+        #expect(Media.files(in: URL(fileURLWithPath: run.folder + "/thumbnails")).count == 10)
+        let cues = try cues(run.folder + "/storyboard.vtt")
+        #expect(cues.count == 10 && cues.first?.start == 0, "\(cues.map(\.start))")
+    }
+
     /// An MP4's storyboard cues last as long as the file: past a video of 2 s, the 6 s of audio; without audio, to the
     /// last picture's end. Before, the last cue ended where the writer's progress stood (2 s into the audio's last
     /// 4 s), and by the checkpointed path at the video's end; without audio at the last picture's start.
