@@ -88,6 +88,7 @@ public enum Sandbox {
         limit(Int32(RLIMIT_NOFILE.rawValue), policy.openFiles)
         limit(Int32(RLIMIT_CORE.rawValue), 0)
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, Int32(policy.nice))
+        setAutogroupNice(policy.nice)
         _ = tc_set_parent_death_signal(SIGKILL)
         if let parent, getppid() != parent { exit(1) }
         _ = tc_set_no_new_privileges()
@@ -183,6 +184,31 @@ public enum Sandbox {
         return outcomes[(status >> 8) & 0xFF] ?? "failed"
     }
 
+    /// Sets the niceness of this process's scheduling autogroup, where the kernel has them on (Debian's default,
+    /// outside a container's CPU controller): the child leads a session of its own, and each session is a group the
+    /// scheduler shares the CPU between as equals, a process's own niceness counting only within it. At niceness
+    /// 19 a job took as much CPU as the whole server. Before Landlock, which then denies the file (a child cannot
+    /// set it back); only when the process leads its session. The kernel takes one change every 100 ms from a process without CAP_SYS_ADMIN, machine-wide:
+    /// tried again for up to a second.
+    private static func setAutogroupNice(_ nice: Int) {
+        // Only a session of its own (as the server starts it): another's group is its caller's too.
+        guard getsid(0) == getpid() else { return }
+        let descriptor = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        let text = Array(String(nice).utf8)
+        for _ in 0..<20 {
+            if write(descriptor, text, text.count) >= 0 || errno != EAGAIN { return }
+            usleep(50_000)
+        }
+    }
+
+    /// The niceness of this process's autogroup (`/proc/self/autogroup`: `/autogroup-123 nice 10`), nil without one.
+    static func autogroupNice() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/autogroup", encoding: .utf8) else { return nil }
+        return text.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) }
+    }
+
     /// What is in force now, read back from the kernel.
     public static func report(seccompError: String? = nil) -> SandboxReport {
         let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
@@ -198,7 +224,7 @@ public enum Sandbox {
             noNewPrivileges: tc_no_new_privileges() == 1,
             parentDeathSignal: deathSignal == 0 ? nil : ChildProcess.Termination.name(of: deathSignal),
             dataBytes: current(Int32(RLIMIT_DATA.rawValue)), openFiles: current(Int32(RLIMIT_NOFILE.rawValue)), coreBytes: current(Int32(RLIMIT_CORE.rawValue)),
-            nice: Int(nice), capabilities: field("CapEff").map(String.init), permittedCapabilities: field("CapPrm").map(String.init))
+            nice: Int(nice), autogroupNice: autogroupNice(), capabilities: field("CapEff").map(String.init), permittedCapabilities: field("CapPrm").map(String.init))
     }
 
     /// Tries calls the sandbox should refuse, and one it should let through, and says what happened to each:

@@ -24,6 +24,9 @@ public struct SandboxReport: Sendable, Codable, Equatable {
     public var coreBytes: Int?
     /// Scheduling niceness.
     public var nice: Int
+    /// The niceness of the process's scheduling autogroup (its session's share of the CPU against the server's),
+    /// nil where the kernel has none.
+    public var autogroupNice: Int?
     /// The effective capability set, as the kernel shows it (hexadecimal): at most `Sandbox.keptCapabilities`.
     /// (The bounding set matters only to a program run with `execve`, which is refused.)
     public var capabilities: String?
