@@ -22,8 +22,11 @@ public enum Sandbox {
     /// modules, kexec, swap), refused before the kernel looks. And the calls that change a file's metadata by its
     /// path, which Landlock does not check (nor, before its ABI 3, truncation): a child taken over in a server run as
     /// root made `/bin/bash` setuid or `/etc/shadow` readable, and as any user it could make the database or the
-    /// uploads unreadable or empty, or age other uploads into the sweep. The pipeline changes no file's mode, owner,
-    /// times or attributes. More with some arguments only: `refusedWithArguments`.
+    /// uploads unreadable or empty, or age other uploads into the sweep. The same by a descriptor (`fchmod`,
+    /// `fchown`, the `f…xattr` calls), which Landlock never checks: a descriptor opened to read is enough for its
+    /// owner, and the server owns every upload (a watermark shared by many jobs made unreadable for all). And
+    /// `openat2`, whose flags the filter cannot read (see `refusedWithFlags`). The pipeline changes no file's mode,
+    /// owner, times or attributes, and opens with `openat`. More with some arguments only: `refusedWithArguments`.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
                           "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
@@ -34,7 +37,16 @@ public enum Sandbox {
                           "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
                           "swapon", "swapoff", "acct",
                           "chmod", "fchmodat", "chown", "lchown", "fchownat", "truncate", "utime", "utimes",
-                          "futimesat", "setxattr", "lsetxattr", "removexattr", "lremovexattr"]
+                          "futimesat", "setxattr", "lsetxattr", "removexattr", "lremovexattr",
+                          "fchmod", "fchown", "fsetxattr", "fremovexattr", "openat2"]
+
+    /// Calls refused when a flags argument, masked, has a value: opening to read only and truncate (`O_TRUNC` with
+    /// `O_RDONLY`), which Landlock before its ABI 3 (Debian 12's kernel has 2) lets through on a file it may read:
+    /// a child taken over emptied its input or a shared watermark. Nothing opens so on purpose.
+    static let refusedWithFlags: [(name: String, index: UInt32, mask: UInt64, value: UInt64)] = [
+        ("open", 1, UInt64(O_ACCMODE | O_TRUNC), UInt64(O_RDONLY | O_TRUNC)),
+        ("openat", 2, UInt64(O_ACCMODE | O_TRUNC), UInt64(O_RDONLY | O_TRUNC)),
+    ]
 
     /// Calls newer than the libseccomp some systems have (Debian 12's 2.5.4 knows `fchmodat2` but not the others;
     /// Ubuntu 22.04's none), refused by their numbers, the same on every architecture since Linux 5.1, when the name
@@ -101,6 +113,9 @@ public enum Sandbox {
             }
             for call in refusedByNumber {
                 try filter.refuse(call.name, number: call.number)
+            }
+            for rule in refusedWithFlags {
+                try filter.refuse(rule.name, argument: rule.index, masked: rule.mask, equal: rule.value)
             }
             for rule in refusedWithArguments {
                 try filter.refuse(rule.name, when: rule.conditions, low32: rule.name == "fcntl" || rule.name == "ioctl")
@@ -169,7 +184,24 @@ public enum Sandbox {
                 "utimensat(in its folder)": forked { tc_touch_nothing(file) },
                 "truncate(in its folder)": forked { truncate(file, 0) },
                 "removexattr(in its folder)": forked { tc_remove_attribute(file, "user.transcoderd-check") },
+                "fchmod(read-only descriptor)": forked { onReadOnlyDescriptor(file) { fchmod($0, 0o600) } },
+                "fchown(read-only descriptor)": forked { onReadOnlyDescriptor(file) { fchown($0, uid_t.max, gid_t.max) } },
+                "open(read-only, truncating)": forked {
+                    let descriptor = open(file, O_RDONLY | O_TRUNC | O_CLOEXEC)
+                    return descriptor >= 0 ? 0 : -1
+                },
                 "setxattrat(in its folder)": forked { tc_try_setxattrat(file, "user.transcoderd-check") }]
+    }
+
+    /// `call` on a descriptor of `path` opened to read (its result; -1 with errno when the open fails).
+    private static func onReadOnlyDescriptor(_ path: String, _ call: (Int32) -> Int32) -> Int32 {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return -1 }
+        let result = call(descriptor)
+        let error = errno
+        close(descriptor)
+        errno = error
+        return result
     }
 
     /// Runs `work` in a process forked from this one, which exits with what it returns; that code's name in
@@ -188,8 +220,8 @@ public enum Sandbox {
     /// outside a container's CPU controller): the child leads a session of its own, and each session is a group the
     /// scheduler shares the CPU between as equals, a process's own niceness counting only within it. At niceness
     /// 19 a job took as much CPU as the whole server. Before Landlock, which then denies the file (a child cannot
-    /// set it back); only when the process leads its session. The kernel takes one change every 100 ms from a process without CAP_SYS_ADMIN, machine-wide:
-    /// tried again for up to a second.
+    /// set it back); only when the process leads its session. The kernel takes one change every 100 ms from a
+    /// process without CAP_SYS_ADMIN, machine-wide: tried again for up to a second.
     private static func setAutogroupNice(_ nice: Int) {
         // Only a session of its own (as the server starts it): another's group is its caller's too.
         guard getsid(0) == getpid() else { return }
@@ -220,7 +252,8 @@ public enum Sandbox {
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         return SandboxReport(
-            seccomp: seccompMode == 2, seccompError: seccompError, refusedCalls: seccompMode == 2 ? refused + refusedByNumber.map(\.name) + refusedWithArguments.map { "\($0.name)(\($0.conditions.map { "arg\($0.index) \($0.equal ? "=" : "≠") \($0.value)" }.joined(separator: ", ")))" } : [],
+            seccomp: seccompMode == 2, seccompError: seccompError, refusedCalls: seccompMode == 2 ? refused + refusedByNumber.map(\.name)
+                + refusedWithFlags.map { "\($0.name)(arg\($0.index) & \($0.mask) = \($0.value))" } + refusedWithArguments.map { "\($0.name)(\($0.conditions.map { "arg\($0.index) \($0.equal ? "=" : "≠") \($0.value)" }.joined(separator: ", ")))" } : [],
             noNewPrivileges: tc_no_new_privileges() == 1,
             parentDeathSignal: deathSignal == 0 ? nil : ChildProcess.Termination.name(of: deathSignal),
             dataBytes: current(Int32(RLIMIT_DATA.rawValue)), openFiles: current(Int32(RLIMIT_NOFILE.rawValue)), coreBytes: current(Int32(RLIMIT_CORE.rawValue)),

@@ -38,6 +38,14 @@ final class SeccompFilter {
         guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
     }
 
+    /// Refuses the system call `name` when argument `index`, masked with `mask`, equals `value` (flags).
+    func refuse(_ name: String, argument index: UInt32, masked mask: UInt64, equal value: UInt64) throws(ProcessError) {
+        guard let number = try Self.number(of: name) else { return }
+        var comparison = scmp_arg_cmp(arg: index, op: SCMP_CMP_MASKED_EQ, datum_a: mask, datum_b: value)
+        let result = seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 1, &comparison)
+        guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
+    }
+
     /// The number of the system call `name` on this architecture; nil for one it does not have (aarch64 has no
     /// `chmod`, only `fchmodat`): nothing to refuse. A name libseccomp does not know is `fallback`, else an error.
     private static func number(of name: String, fallback: Int32? = nil) throws(ProcessError) -> Int32? {

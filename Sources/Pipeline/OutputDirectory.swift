@@ -32,10 +32,45 @@ public final class OutputDirectory {
         let target = path(relative)
         let folder = URL(fileURLWithPath: target).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        guard link(source, target) == 0
-                || (errno == EXDEV && (try? FileManager.default.copyItem(atPath: source, toPath: target)) != nil) else {
+        guard link(source, target) == 0 || (errno == EXDEV && Self.copy(source, to: target)) else {
             throw MediaError(code: "output_failed", message: "Linking \(relative) into the output failed: \(String(cString: strerror(errno))).")
         }
+    }
+
+    /// Copies the file at `source` to a new file `target`, bytes only (a job's child may change no file's mode or
+    /// owner, which a library's copy sets); whether it did, errno saying why not.
+    private static func copy(_ source: String, to target: String) -> Bool {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { return false }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard output >= 0 else { return false }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var copied = true
+        while copied {
+            let count = read(input, &buffer, buffer.count)
+            if count == 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                copied = false
+                break
+            }
+            var offset = 0
+            while offset < count {
+                let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + offset, count - offset) }
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else {
+                    copied = false
+                    break
+                }
+                offset += written
+            }
+        }
+        let error = errno
+        close(output)
+        if !copied { unlink(target) }
+        errno = error
+        return copied
     }
 
     /// Flushes every file and folder to disk, renames the folder into place and flushes its parent: once this

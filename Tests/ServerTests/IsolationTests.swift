@@ -231,7 +231,9 @@ import TestSupport
                                  "ioprio_set(own group)": "EPERM", "unshare(nothing)": "EPERM",
                                  "userfaultfd": "EPERM", "keyctl(session keyring)": "EPERM",
                                  "chmod(in its folder)": "EPERM", "chown(in its folder)": "EPERM", "utimensat(in its folder)": "EPERM",
-                                 "truncate(in its folder)": "EPERM", "removexattr(in its folder)": "EPERM", "setxattrat(in its folder)": "EPERM"],
+                                 "truncate(in its folder)": "EPERM", "removexattr(in its folder)": "EPERM", "setxattrat(in its folder)": "EPERM",
+                                 "fchmod(read-only descriptor)": "EPERM", "fchown(read-only descriptor)": "EPERM",
+                                 "open(read-only, truncating)": "EPERM"],
                 "\(report.tried ?? [:])")
         // The filter's refusals, not the machine's: outside the sandbox (this process) the kernel allows them here.
         let unconfined = Sandbox.tryRefusedCalls()
@@ -241,6 +243,9 @@ import TestSupport
         let metadata = Sandbox.tryConfinedWrites()
         for call in ["chmod", "chown", "utimensat", "truncate"] {
             #expect(metadata["\(call)(in its folder)"] == "allowed", "\(metadata)")
+        }
+        for call in ["fchmod(read-only descriptor)", "fchown(read-only descriptor)", "open(read-only, truncating)"] {
+            #expect(metadata[call] == "allowed", "\(call): \(metadata)")
         }
         #expect(metadata["removexattr(in its folder)"] == "failed" && metadata["setxattrat(in its folder)"] == "failed", "\(metadata)")
         // Whatever the server runs as (root here, in CI): the child keeps at most CAP_DAC_OVERRIDE.
