@@ -37,6 +37,10 @@ public enum InputFit {
     /// What the job would fail with, made from `track`'s picture, or nil.
     private static func problem(_ track: Track, encoded: [(key: String, settings: VideoSettings)],
                                 settings: TranscodeSettings) -> MediaError? {
+        // A picture larger than inputs may be by default is left to the job: it refuses it as `input_too_large`
+        // (by limits the intake does not know) before anything here would be asked.
+        guard let width = track.width, let height = track.height, width <= VideoSettings.maxDimension,
+              height <= VideoSettings.maxDimension else { return nil }
         let crop = settings.filters?.video?.crop
         var key = "video"
         do throws(MediaError) {

@@ -53,6 +53,8 @@ import Testing
         #expect(try refusal(#"{"video": {"width": 1280}}"#, [wide]) == nil)
         #expect(try refusal(#"{"video": {"width": 1280}, "filters": {"video": {"crop": {"x": 0, "y": 0, "width": 4000, "height": 256}}}}"#, [wide]) == nil)
         #expect(try refusal(#"{"video": {}}"#, [wide])?.hasPrefix("video: The output would be 9216×256") == true)
+        // A picture larger than an input may be (8192 by default) is the job's to refuse, as too large an input.
+        #expect(try refusal(#"{"video": {}}"#, [video(8200, 16)]) == nil)
         // No level holds 8192×8192: the size the source leads to is refused as a given one is.
         #expect(try refusal(#"{"video": {}}"#, [video(8192, 8192)])?.hasPrefix("video: H.264 holds pictures of at most") == true)
     }
