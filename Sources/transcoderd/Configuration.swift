@@ -4,6 +4,7 @@ import Jobs
 import Logging
 import Outbound
 import Pipeline
+import Server
 import Webhooks
 
 /// Settings of a long-running transcoderd (`serve`, `work`), from flags, then environment variables, then defaults.
@@ -79,7 +80,10 @@ struct Configuration: Sendable {
             } else if value.hasPrefix("postgres://") || value.hasPrefix("postgresql://") {
                 config.store = value
             } else {
-                throw UsageError(message: "--store: expected sqlite or a postgres:// URI, got \"\(value.prefix(20))…\"")
+                // Only what comes before a `:`, `=`, `@` or space: the rest of a URI or keyword string mistyped may
+                // hold a password, and this goes to the logs.
+                let shown = value.prefix { !":=@ ".contains($0) }.prefix(20)
+                throw UsageError(message: "--store: expected sqlite or a postgres:// URI, got \"\(shown)…\" (the rest not shown)")
             }
         },
         Option(flag: "--workers", environment: "TRANSCODER_WORKERS",
@@ -137,7 +141,16 @@ struct Configuration: Sendable {
         Option(flag: "--allowed-hosts", environment: "TRANSCODER_ALLOWED_HOSTS",
                help: "host names (comma-separated) answered besides localhost when listening on a loopback address without a token, and whose pages may make changes: a proxy's") {
             config, value throws(UsageError) in
-            config.allowedHosts = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+            config.allowedHosts = []
+            for entry in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !entry.isEmpty {
+                // Requests are matched by their host name alone: an entry with a port or a scheme never matched,
+                // every request then refused as from a host not allowed.
+                guard !entry.contains("/") else {
+                    throw UsageError(message: "--allowed-hosts: \"\(entry)\" is a URL; give host names (media.example.com)")
+                }
+                let bareIPv6 = !entry.hasPrefix("[") && entry.filter { $0 == ":" }.count > 1
+                config.allowedHosts.append(bareIPv6 ? entry : BrowserGuard.hostName(entry))
+            }
         },
         Option(flag: "--max-upload-bytes", environment: "TRANSCODER_MAX_UPLOAD_BYTES", help: "largest upload in bytes; default 21474836480 (20 GiB)") {
             config, value throws(UsageError) in
@@ -307,6 +320,12 @@ struct Configuration: Sendable {
         return number
     }
 
+    /// Whether a `TRANSCODER_PORT` value is a Kubernetes service link (`tcp://10.96.0.7:8080`), set beside a
+    /// Service named transcoder: not a port setting.
+    static func isServiceLink(_ value: String) -> Bool {
+        value.hasPrefix("tcp://") || value.hasPrefix("udp://")
+    }
+
     /// Reads `arguments` over `environment`; `extraFlags` are boolean flags the command adds. A variable whose
     /// option a flag gives is not read at all: a wrong one (Kubernetes sets `TRANSCODER_PORT=tcp://…` beside a
     /// Service named transcoder) cannot stop a start the flags set right.
@@ -347,7 +366,7 @@ struct Configuration: Sendable {
             // Kubernetes sets `TRANSCODER_PORT=tcp://10.96.0.7:8080` in every pod of a namespace with a Service named
             // transcoder (a service link, not a setting): taken for the port, it stopped every node, `work` ones
             // (which listen on nothing) and the image's `serve` included.
-            if option.environment == "TRANSCODER_PORT", value.hasPrefix("tcp://") || value.hasPrefix("udp://") { continue }
+            if option.environment == "TRANSCODER_PORT", isServiceLink(value) { continue }
             do throws(UsageError) {
                 try option.apply(&config, value)
             } catch {

@@ -26,7 +26,9 @@ enum HealthcheckCommand {
             return arguments[index + 1]
         }
         let server = option("--port") == nil || option("--host") == nil ? runningServer(environment: environment) : nil
-        let portText = option("--port") ?? server.map { String($0.port) } ?? environment["TRANSCODER_PORT"] ?? "8080"
+        // A service link in the variable is no port (as `serve` reads it).
+        let variable = environment["TRANSCODER_PORT"].flatMap { Configuration.isServiceLink($0) ? nil : $0 }
+        let portText = option("--port") ?? server.map { String($0.port) } ?? variable ?? "8080"
         guard let port = Int(portText), (1...65535).contains(port) else {
             Console.error("--port: expected a port number, got \"\(portText)\"")
             return 1

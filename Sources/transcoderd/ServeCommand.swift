@@ -36,7 +36,7 @@ enum ServeCommand {
             return 2
         }
         let logger = config.logger
-        raiseFileLimit()
+        let fileLimit = raiseFileLimit()
         do {
             let runner = config.makeRunner()
             defer { runner.shutdown() }
@@ -49,7 +49,12 @@ enum ServeCommand {
             serverConfig.host = config.host
             serverConfig.port = config.port
             serverConfig.maxUploadBytes = config.maxUploadBytes
-            serverConfig.maxConnections = config.maxConnections
+            serverConfig.maxConnections = connectionLimit(asked: config.maxConnections, fileLimit: fileLimit)
+            if serverConfig.maxConnections < config.maxConnections {
+                logger.warning("the open-file limit holds fewer connections than --max-connections: fewer are taken",
+                               ["max_connections": .int(serverConfig.maxConnections), "asked": .int(config.maxConnections),
+                                "file_limit": .int(fileLimit ?? 0)])
+            }
             serverConfig.headerTimeout = config.headerTimeout
             serverConfig.idleTimeout = config.idleTimeout
             serverConfig.handlerThreads = config.handlerThreads
@@ -155,11 +160,27 @@ enum ServeCommand {
         }
     }
 
-    /// Lets the process hold as many connections as the hard limit allows.
-    private static func raiseFileLimit() {
+    /// Lets the process hold as many connections as the hard limit allows; returns the limit now (nil: unknown).
+    private static func raiseFileLimit() -> Int? {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        if limit.rlim_cur < limit.rlim_max {
+            let hard = limit.rlim_max
+            limit.rlim_cur = hard
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) != 0 { _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+        }
+        return limit.rlim_cur == rlim_t.max ? nil : Int(clamping: limit.rlim_cur) // rlim_t.max: RLIM_INFINITY
+    }
+
+    /// Files the server keeps besides its connections: the 32 answered past the cap (`/healthz`), listening sockets,
+    /// the store, uploads being written, downloads being read, children's pipes, the log.
+    static let filesBesideConnections = 32 + 224
+
+    /// The connections the open-file limit leaves room for, at most those `asked`: past the limit's, uploads,
+    /// the store and the children's pipes failed with EMFILE (500s, jobs failed as unable to start) instead of
+    /// new connections being answered 503.
+    static func connectionLimit(asked: Int, fileLimit: Int?) -> Int {
+        guard let fileLimit else { return asked }
+        return max(1, min(asked, fileLimit - filesBesideConnections))
     }
 }

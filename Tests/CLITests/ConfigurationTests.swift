@@ -25,6 +25,34 @@ import TestSupport
         #expect(error?.message.hasPrefix("TRANSCODER_PORT: expected 0-65535") == true, "\(String(describing: error))")
     }
 
+    /// Requests are matched by host name alone: an allowed host given with a port names its host, and a URL is
+    /// refused (either matched nothing, and every request was refused as from a host not allowed).
+    @Test func allowedHostsAreHostNames() throws {
+        let config = try Configuration.parse(["--allowed-hosts", "Media.example.com:8443, [fe80::1]:80, fe80::2,proxy"], environment: [:])
+        #expect(config.allowedHosts == ["media.example.com", "fe80::1", "fe80::2", "proxy"], "\(config.allowedHosts)")
+        let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse(["--allowed-hosts", "https://media.example.com"], environment: [:]) }
+        #expect(error?.message.contains("is a URL") == true, "\(String(describing: error))")
+    }
+
+    /// Connections past what the open-file limit holds are not taken: uploads, the store and children's pipes
+    /// failed with EMFILE instead of new connections being answered 503.
+    @Test func connectionsAreHeldWithinTheFileLimit() {
+        #expect(ServeCommand.connectionLimit(asked: 4096, fileLimit: 1_048_576) == 4096)
+        #expect(ServeCommand.connectionLimit(asked: 4096, fileLimit: 1024) == 1024 - ServeCommand.filesBesideConnections)
+        #expect(ServeCommand.connectionLimit(asked: 100, fileLimit: 1024) == 100)
+        #expect(ServeCommand.connectionLimit(asked: 4096, fileLimit: nil) == 4096)
+        #expect(ServeCommand.connectionLimit(asked: 4096, fileLimit: 10) == 1)
+    }
+
+    /// A store that is not one is refused without showing what may be its password (the message goes to the logs).
+    @Test func aWrongStoreIsRefusedWithoutItsPassword() throws {
+        for value in ["password=hunter2 host=db", "postgres:/user:hunter2@db/jobs", "mysql://user:hunter2@db"] {
+            let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse(["--store", value], environment: [:]) }
+            #expect(error?.message.hasPrefix("--store: expected sqlite or a postgres:// URI") == true
+                    && error?.message.contains("hunter2") == false, "\(String(describing: error))")
+        }
+    }
+
     /// An empty token (compose's `${TOKEN}` with TOKEN unset) is refused, not taken for "no authentication".
     @Test func anEmptyTokenIsRefused() throws {
         #expect(throws: Configuration.UsageError.self) { try Configuration.parse(["--token", ""], environment: [:]) }

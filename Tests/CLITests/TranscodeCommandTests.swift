@@ -61,6 +61,10 @@ import TestSupport
         #expect(try check([], environment: ["TRANSCODER_HOST": "::", "TRANSCODER_PORT": String(v6.port)]) == 0)
         #expect(try check(["--host", "[::1]", "--port", String(v6.port)]) == 0)
         #expect(try check(["--port", "http"]) == 1)
+        // A Kubernetes service link in the variable is no port, here as for `serve` (the check failed for ever).
+        let linked = try Shell.run(Binary.path, ["healthcheck", "--host", "127.0.0.1"],
+                                   environment: ProcessInfo.processInfo.environment.merging(["TRANSCODER_PORT": "tcp://10.96.0.7:9999"]) { $1 })
+        #expect(!linked.stderr.contains("expected a port number"), "\(linked.stderr)")
     }
 
     /// In a container the check runs beside the server, PID 1, with the container's environment but not its
