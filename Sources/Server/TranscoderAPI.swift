@@ -33,8 +33,7 @@ public final class TranscoderAPI: Sendable {
     /// Succeeded jobs' output files by path, for a player's requests: a 2 h ladder has some 14,000 files and a
     /// request for each, and reading and decoding the job's whole list for every one made a playback cost the
     /// square of its length. An entry serves while the job's `updated_at` is what it was.
-    private let outputIndexes = LockedValue<[String: OutputIndex]>([:])
-    private static let maxOutputIndexes = 64
+    private let outputIndexes = LockedValue(BoundedCache<String, OutputIndex>(capacity: 64))
 
     private struct OutputIndex {
         let updatedAt: Double
@@ -841,10 +840,7 @@ public final class TranscoderAPI: Sendable {
             let job = try succeededJob(request)
             let built = OutputIndex(updatedAt: updatedAt, job: job,
                                     files: Dictionary((job.outputFiles ?? []).map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first }))
-            outputIndexes.withLock { indexes in
-                if indexes.count >= Self.maxOutputIndexes { indexes.removeAll() }
-                indexes[id] = built
-            }
+            outputIndexes.withLock { $0.set(built, for: id) }
             index = built
         }
         let name = request.parameters["path"] ?? ""
@@ -951,7 +947,11 @@ public final class TranscoderAPI: Sendable {
         // start.
         try fromStore { () throws(StoreError) in try store.deleteJob(id: job.id) }
         rendered.withLock { $0.remove(job.id) }
-        if let path = job.outputRoot { _ = OutputRemoval.remove(path) }
+        if let path = job.outputRoot, let problem = OutputRemoval.remove(path) {
+            // Said, as retention says it: on a single server nothing sweeps strays until the next start.
+            logger.warning("removing a deleted job's output failed", ["job_id": .string(job.id), "path": .string(path),
+                                                                     "error": .string(problem)])
+        }
         // The job is gone: its input going with it is tidying, which a failure does not make a failed DELETE (a
         // client told 503 asked again and was told 404; --retention-hours removes an upload no job uses).
         do {

@@ -617,6 +617,27 @@ import TestSupport
         #expect(try !uploadFolderEntries.contains(uploadID), "the job's upload went with it")
     }
 
+    /// A deleted job's output that cannot be removed is said in the log (a single server sweeps no strays until its
+    /// next start); the DELETE still succeeds, its row gone. An immutable file stands for the failure: root (CI)
+    /// may remove any other.
+    @Test(.enabled(if: getuid() == 0, "only root can make a file immutable"))
+    func anOutputThatCannotBeRemovedIsLogged() throws {
+        let created = try server.json("/v1/jobs", ["-F", "file=@" + (try Media.path(.audioOnly)), "-F", "settings=audio"])
+        let id = try #require(created.object["id"] as? String)
+        let done = try waitForState(id, ["succeeded", "failed"])
+        try #require(done["state"] as? String == "succeeded", "\(done)")
+        let outputs = try server.data.appendingPathComponent("outputs")
+        let folder = try #require(try FileManager.default.contentsOfDirectory(atPath: outputs.path).first { $0.hasPrefix(id) })
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: outputs.path + "/" + folder).first)
+        let pinned = outputs.path + "/" + folder + "/" + file
+        try Shell.check("chattr", ["+i", pinned])
+        defer { _ = try? Shell.run("chattr", ["-i", pinned]) }
+        #expect(try server.curl("/v1/jobs/\(id)", ["-X", "DELETE"]).status == 204)
+        #expect(try server.json("/v1/jobs/\(id)").status == 404)
+        let log = try server.log
+        #expect(log.contains("removing a deleted job's output failed") && log.contains(id), "\(log.suffix(600))")
+    }
+
     @Test func keepAlivePipeliningAndFramingErrors() throws {
         let client = try RawClient(port: try server.port)
         client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/presets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
