@@ -170,7 +170,10 @@ final class CheckpointedLadder {
                     try encode(pass, reporter: reporter, audio: audioThread, progress: progress)
                 }
                 // The pictures are recorded with the complete video: a complete video always has its pictures.
-                let record = try stills.map { stills throws(MediaError) in try stills.record(pass.plan.thumbnailer!) }
+                let frames = pass.plan.framesEncoded
+                let record = try stills.map { stills throws(MediaError) in
+                    try stills.record(pass.plan.thumbnailer!, step: { reporter.finishingStep(frames: frames, call: progress) })
+                }
                 try checkpoint.update { manifest in
                     for folder in manifest.ladder.keys where manifest.ladder[folder]!.isVideo { manifest.ladder[folder]!.complete = true }
                     manifest.stills = record
@@ -183,7 +186,7 @@ final class CheckpointedLadder {
             // the finishing, or the watchdog would take it for a stall (and the checkpoint would go with the job).
             let step = { reporter.finishingStep(frames: videoFrames, call: progress) }
             let measured = try assemble(checkpoint.manifest, root: root, into: directory, step: step)
-            try stills?.link(checkpoint.manifest.stills, into: directory, duration: LadderTrack.Measured.end(of: measured))
+            try stills?.link(checkpoint.manifest.stills, into: directory, duration: LadderTrack.Measured.end(of: measured), step: step)
             try directory.commit(step: step)
             let (files, tracks) = TranscodeSession.ladderTracks(directory: session.outputDirectory!, settings: settings, measured: measured)
             // The first rendition's frames, from its length and frame rate (the segments do not count them).

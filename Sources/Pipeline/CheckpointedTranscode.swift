@@ -136,7 +136,8 @@ final class CheckpointedTranscode {
                                              step: { reporter.finishingStep(frames: frames, call: progress) })
             written = try? MediaReader(path: assembled)
             if let stills, let directory {
-                try stills.link(manifest.stills, into: directory, duration: written?.duration ?? manifest.segments.last?.end ?? 0)
+                try stills.link(manifest.stills, into: directory, duration: written?.duration ?? manifest.segments.last?.end ?? 0,
+                                step: { reporter.finishingStep(frames: frames, call: progress) })
             }
             try directory?.commit(step: { reporter.finishingStep(frames: frames, call: progress) })
         } catch {
@@ -227,7 +228,8 @@ private struct VideoPass {
                      pace: session.settings.filters?.tempo ?? 1, reporter: reporter, progress: progress) { audio?.failure }
         if let stills, let thumbnailer = plan.thumbnailer {
             // Recorded before the video is complete: a complete video always has its pictures.
-            let record = try stills.record(thumbnailer)
+            let frames = plan.framesEncoded
+            let record = try stills.record(thumbnailer, step: { reporter.finishingStep(frames: frames, call: progress) })
             try checkpoint.update { $0.stills = record }
         }
         try output.finishWriting()

@@ -342,6 +342,23 @@ import TestSupport
         }
     }
 
+    /// A checkpointed transcode's pictures are flushed into the checkpoint and linked into the output one by one,
+    /// each a step of the finishing: with none, 10,000 thumbnails on storage slow to flush outlasted the stall
+    /// timeout, and the job failed for good, its checkpoint with it. Each picture is now a step three times (flushed
+    /// in the checkpoint, linked, flushed in the output), where the output's flush alone made one.
+    @Test func aCheckpointsPicturesAreStepsOfTheFinishing() throws {
+        let scratch = try Media.scratch()
+        let folder = scratch.appendingPathComponent("out").path
+        let settings = try TranscodeSettings.parse(Data(#"{"thumbnails": {"interval": 0.1, "width": 32}}"#.utf8))
+        let session = TranscodeSession(inputPath: try Media.path(.standard), outputDirectory: folder, settings: settings)
+        session.checkpointDirectory = scratch.appendingPathComponent("checkpoint").path
+        var steps = 0
+        _ = try session.run { steps = max(steps, $0.finishing ?? 0) }
+        let pictures = Media.files(in: URL(fileURLWithPath: folder + "/thumbnails")).count
+        #expect(pictures >= 40, "\(pictures)")
+        #expect(steps >= 3 * pictures, "\(steps) finishing steps for \(pictures) pictures")
+    }
+
     /// Thumbnails asked large keep their size; the storyboard's tiles are shrunk to 320 pixels on their longer side,
     /// so a sprite of many large tiles neither holds gigabytes nor passes JPEG's size limit. Portrait here: the
     /// height is the longer side.
