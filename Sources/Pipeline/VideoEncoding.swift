@@ -133,7 +133,7 @@ struct VideoEncoding {
             level: settings.level.map { Int(((Double($0) ?? 0) * 10).rounded()) } ?? -99,
             preset: settings.preset ?? "veryfast",
             frameRate: frameRate, timeBase: timeBase,
-            colors: (toneMapped ? ColorTags.bt709 : ColorTags(source: parameters, assumingHeight: geometry.height))
+            colors: (toneMapped ? ColorTags.bt709 : ColorTags(source: parameters, assumingHeight: geometry.height).madeYCbCr(from: parameters))
                 .overridden(by: settings.color))
     }
 
@@ -228,6 +228,19 @@ struct ColorTags {
         matrix = Self.yuvMatrices.contains(parameters.color_space)
             ? parameters.color_space : (hdr ? AVCOL_SPC_BT2020_NCL : hd ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M)
         range = parameters.color_range == AVCOL_RANGE_JPEG ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
+    }
+
+    /// These tags for the Y'CbCr pictures made of a source in `parameters`: an RGB source's range tag (`pc`, as RGB
+    /// levels always are: PNG, FFV1 `bgr0`, UtVideo `gbrp`, screen recordings) says nothing of the Y'CbCr it
+    /// becomes, which is limited range, as ffmpeg makes it; copied, the output was full range, its blacks crushed
+    /// and whites clipped by players that ignore the flag.
+    func madeYCbCr(from parameters: AVCodecParameters) -> ColorTags {
+        let format = av_pix_fmt_desc_get(AVPixelFormat(rawValue: parameters.format))
+        let rgb = parameters.color_space == AVCOL_SPC_RGB || (format.map { $0.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0 } ?? false)
+        guard rgb else { return self }
+        var tags = self
+        tags.range = AVCOL_RANGE_MPEG
+        return tags
     }
 
     /// The matrices an output picture (Y'CbCr 4:2:0, made by swscale) can be in: the source's other tags say what

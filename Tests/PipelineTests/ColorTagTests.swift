@@ -74,6 +74,9 @@ import TestSupport
         #expect(try Probe.read(input).video?.color_space == "gbr")
         let result = try transcode(input, "{}")
         #expect(result.probe.video?.color_space == "smpte170m", "\(result.probe.video?.color_space ?? "none")")
+        // Its `pc` range is the RGB levels', not the Y'CbCr output's, which is limited as ffmpeg makes it.
+        #expect(try Probe.read(input).video?.color_range == "pc")
+        #expect(result.probe.video?.color_range == "tv", "\(result.probe.video?.color_range ?? "none")")
         let red = try Probe.meanColor(result.path, x: 40, y: 100, width: 200, height: 200)
         let blue = try Probe.meanColor(result.path, x: 360, y: 100, width: 200, height: 200)
         #expect(red[0] > 235 && red[1] < 20 && red[2] < 20, "red patch \(red)")
