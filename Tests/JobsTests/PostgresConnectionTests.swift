@@ -24,6 +24,30 @@ import TestSupport
         #expect(rows[1]["id"] == .text("é😀") && rows[1]["n"] == .null && rows[1]["b"] == .null)
     }
 
+    /// The migrations run without the sessions' statement timeout: an index built over a large table, or the wait
+    /// for another node's migration, outlasted it, the migration was cancelled and rolled back, and the node
+    /// refused to start, each restart the same. Here another node holds the migrations' lock for 3 s against a
+    /// timeout of 1 s.
+    @Test func migrationsOutlastTheStatementTimeout() throws {
+        let fixture = try StoreFixture(.postgres)
+        let uri = try #require(fixture.uri)
+        let database = try #require(uri.split(separator: "?").first?.split(separator: "/").last.map(String.init))
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["psql", "-X", "-q", "-h", try PostgresServer.shared().directory, "-U", "postgres", "-d", database, "-c",
+                            "SELECT pg_advisory_lock(\(PostgresMigrations.lockKey)); SELECT pg_sleep(3)"]
+        try Shell.launch(holder)
+        defer { holder.waitUntilExit() }
+        let connection = try PostgresConnection(uri: uri)
+        #expect(try eventually(10) {
+            try connection.query("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted").first?["n"].int == 1
+        }, "the other node holds the lock")
+        try connection.execute("SET statement_timeout = '1s'")
+        let started = Date()
+        try PostgresMigrations.migrate(connection)
+        #expect(Date().timeIntervalSince(started) > 1, "it waited for the other node")
+    }
+
     /// The schema installs and works where gen_random_uuid() (built in only from PostgreSQL 13) and md5() (refused
     /// by a server in FIPS mode) cannot be called: a role that may not execute them, on a database it owns, makes
     /// the store and claims a job with webhooks, whose trigger writes the deliveries. The trigger made its ids with

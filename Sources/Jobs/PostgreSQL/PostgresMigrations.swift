@@ -216,9 +216,13 @@ enum PostgresMigrations {
         """,
     ]
 
-    /// Applies the steps the database has not seen yet, in one transaction per step.
+    /// Applies the steps the database has not seen yet, all in one transaction (a node that dies half-way leaves
+    /// the schema as it was), under an advisory lock that nodes starting at once wait for. Without the sessions'
+    /// statement timeout (60 s): an index built over a large table, or the wait for another node's migration,
+    /// took longer, was cancelled and rolled back, and the node refused to start, each restart the same.
     static func migrate(_ connection: PostgresConnection) throws(StoreError) {
         try connection.transaction { () throws(StoreError) in
+            try connection.execute("SET LOCAL statement_timeout = 0")
             try connection.query("SELECT pg_advisory_xact_lock($1)", [.integer(lockKey)])
             try connection.execute("CREATE TABLE IF NOT EXISTS transcoderd_schema (version INTEGER NOT NULL)")
             let version = try connection.query("SELECT max(version) AS v FROM transcoderd_schema").first?["v"].int ?? 0
