@@ -673,10 +673,10 @@ public final class JobQueue: Sendable {
     }
 
     /// A failure that says nothing of the job: no process could be started for it, the store failed before it ran,
-    /// its checkpoint could not be read for now (its work kept), or its input's URL failed for now. The job waits a moment (`unavailableBackoff` or `fetchBackoff`, doubling)
+    /// or its input's URL failed for now. The job waits a moment (`unavailableBackoff` or `fetchBackoff`, doubling)
     /// and goes back to the queue.
     private static func isTransient(_ error: MediaError) -> Bool {
-        error.code == "worker_unavailable" || error.code == "store_error" || error.code == "storage_unavailable" || error.passing
+        error.code == "worker_unavailable" || error.code == "store_error" || error.passing
     }
 
     /// A store that failed what a job needs before it runs (after `recordRetryDelays`), which is not the job's fault:

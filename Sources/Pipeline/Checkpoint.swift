@@ -37,11 +37,6 @@ final class Checkpoint: @unchecked Sendable {
             throw MediaError(code: "output_failed", message: "Creating the checkpoint folder \(path) failed: \(error.localizedDescription)")
         }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        if names.contains(Self.manifestName), FileManager.default.contents(atPath: path + "/" + Self.manifestName) == nil {
-            // There but not readable now (a network mount's timeout): not someone's folder, which failed the job
-            // for good and removed the checkpoint.
-            throw Self.unreadable(Self.manifestName, reason: String(cString: strerror(errno)))
-        }
         if !names.isEmpty && !Self.isOwnFolder(path, names: names) {
             // Someone's folder, not a checkpoint (a web project's `manifest.json` is not ours): nothing in it is
             // ours to overwrite or remove.
@@ -57,18 +52,13 @@ final class Checkpoint: @unchecked Sendable {
             adopted = true
             Self.foldJournal(at: path + "/" + Self.journalName, into: &manifest)
             if let audio = manifest.audioFile {
-                if try !Self.verify(audio, in: path) { manifest.audioFile = nil }
+                if !Self.verify(audio, in: path) { manifest.audioFile = nil }
                 step()
             }
-            var bad: Int?
-            for (index, segment) in manifest.segments.enumerated() {
+            if let bad = manifest.segments.firstIndex(where: { segment in
                 defer { step() }
-                if try !Self.verify(segment.file, in: path) {
-                    bad = index
-                    break
-                }
-            }
-            if let bad {
+                return !Self.verify(segment.file, in: path)
+            }) {
                 manifest.segments.removeSubrange(bad...)
                 manifest.videoComplete = false
                 manifest.stills = nil
@@ -149,28 +139,10 @@ final class Checkpoint: @unchecked Sendable {
     /// Absolute path of a file in the folder.
     func file(_ name: String) -> String { path + "/" + name }
 
-    /// Whether `file` is there whole (its size and digest): false when it is missing or damaged, and the work
-    /// it holds is done again. One that cannot be read now (EIO, ESTALE on a network mount, too many files open) is
-    /// neither: it throws `storage_unavailable` (the job tried again later), where it was dropped with every
-    /// segment after it and the loss saved, hours of work encoded again.
-    private static func verify(_ file: CheckpointManifest.File, in folder: String) throws(MediaError) -> Bool {
+    private static func verify(_ file: CheckpointManifest.File, in folder: String) -> Bool {
         let path = folder + "/" + file.name
-        var status = stat()
-        guard stat(path, &status) == 0 else {
-            if errno == ENOENT { return false }
-            throw unreadable(file.name, reason: String(cString: strerror(errno)))
-        }
-        guard Int(status.st_size) == file.bytes else { return false }
-        switch SHA256Hasher.digest(ofFile: path) {
-        case .success(let digest): return digest == file.sha256
-        case .failure(let failure) where failure.missing: return false
-        case .failure(let failure): throw unreadable(file.name, reason: failure.reason)
-        }
-    }
-
-    private static func unreadable(_ name: String, reason: String) -> MediaError {
-        MediaError(code: "storage_unavailable",
-                   message: "Reading the checkpoint's \(name) failed (\(reason)); it is kept for the job's next attempt.")
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size == file.bytes else { return false }
+        return SHA256Hasher.file(atPath: path) == file.sha256
     }
 
     /// Whether a file name is one a checkpoint writes: `manifest.json`, `video_NNNNN.pkt`, `audio.pkt`, and those

@@ -1,4 +1,3 @@
-import Glibc
 import CFFmpeg
 
 /// Owns a libavutil SHA-256 context: the checksum of a checkpoint file, computed as its bytes are written or read
@@ -25,20 +24,7 @@ final class SHA256Hasher {
 
     /// SHA-256 of a whole file, or nil when it cannot be read.
     static func file(atPath path: String) -> String? {
-        try? digest(ofFile: path).get()
-    }
-
-    /// Why a file could not be read: the system's reason, and whether it is not there at all.
-    struct ReadFailure: Error {
-        let reason: String
-        let missing: Bool
-    }
-
-    /// SHA-256 of a whole file, or why it could not be read.
-    static func digest(ofFile path: String) -> Result<String, ReadFailure> {
-        guard let file = fopen(path, "rb") else {
-            return .failure(ReadFailure(reason: String(cString: strerror(errno)), missing: errno == ENOENT))
-        }
+        guard let file = fopen(path, "rb") else { return nil }
         defer { fclose(file) }
         let hasher = SHA256Hasher()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
@@ -47,8 +33,8 @@ final class SHA256Hasher {
             if count > 0 { buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) } }
             if count < buffer.count { break }
         }
-        guard ferror(file) == 0 else { return .failure(ReadFailure(reason: String(cString: strerror(errno)), missing: false)) }
-        return .success(hasher.finish())
+        guard ferror(file) == 0 else { return nil }
+        return hasher.finish()
     }
 
     deinit { av_hash_freep(&context) }

@@ -45,31 +45,6 @@ import TestSupport
         #expect(try open(path).manifest.segments.map(\.number) == [1, 2, 3, 4])
     }
 
-    /// A segment that is there, of its size, but cannot be read now (a network mount's timeout; here a folder in
-    /// its place, whose read fails with EISDIR) is not damage: the checkpoint is kept whole for the next attempt,
-    /// where that segment and every one after it were dropped, their files removed, and the loss saved.
-    @Test func aSegmentThatCannotBeReadNowIsKept() throws {
-        let path = try Media.scratch().appendingPathComponent("checkpoint").path
-        var checkpoint: Checkpoint? = try open(path)
-        try FileManager.default.createDirectory(atPath: path + "/probe", withIntermediateDirectories: false)
-        let folderSize = try #require(try FileManager.default.attributesOfItem(atPath: path + "/probe")[.size] as? Int)
-        try FileManager.default.removeItem(atPath: path + "/probe")
-        try checkpoint!.append(.video(segment: try segment(1, in: path)))
-        let name = "video_00002.pkt"
-        try Data(repeating: 2, count: folderSize).write(to: URL(fileURLWithPath: path + "/" + name))
-        let file = CheckpointManifest.File(name: name, bytes: folderSize, sha256: SHA256Hasher.file(atPath: path + "/" + name)!, packets: 60)
-        try checkpoint!.append(.video(segment: .init(number: 2, file: file, start: 2, end: 4, lastPresentation: 2 * 30720 - 512)))
-        try checkpoint!.append(.video(segment: try segment(3, in: path)))
-        checkpoint = nil
-        try FileManager.default.removeItem(atPath: path + "/" + name)
-        try FileManager.default.createDirectory(atPath: path + "/" + name, withIntermediateDirectories: false)
-        #expect { try open(path) } throws: { ($0 as? MediaError)?.code == "storage_unavailable" }
-        #expect(FileManager.default.fileExists(atPath: path + "/video_00003.pkt"), "the segments after it are kept")
-        try FileManager.default.removeItem(atPath: path + "/" + name)
-        try Data(repeating: 2, count: folderSize).write(to: URL(fileURLWithPath: path + "/" + name))
-        #expect(try open(path).manifest.segments.map(\.number) == [1, 2, 3], "readable again, the checkpoint is whole")
-    }
-
     @Test func aLineCutShortEndsTheJournalAndItsFileIsRemoved() throws {
         let path = try Media.scratch().appendingPathComponent("checkpoint").path
         var checkpoint: Checkpoint? = try open(path)
