@@ -94,6 +94,8 @@ public final class JobQueue: Sendable {
         /// A cancel that came while the end was being recorded, too late for it: if that end sends the job back to
         /// the queue (a crashed attempt retried, a shutdown), the job is canceled there instead of running again.
         var lateCancel = false
+        /// When the watchdog stopped it for making no progress.
+        var stalledAt: SuspendingClock.Instant?
         /// Its lease is no longer renewed: the attempt is stuck (see `heartbeat`).
         var leaseGivenUp = false
     }
@@ -951,6 +953,7 @@ public final class JobQueue: Sendable {
                 for (id, var running) in state.running where running.reason == nil
                     && now - running.lastAdvance > .seconds(configuration.stallTimeout) {
                     running.reason = .stalled
+                    running.stalledAt = now
                     state.running[id] = running
                     running.token.cancel(immediately: true) // SIGKILL at once: a stalled child is not asked to tidy up
                 }
@@ -1021,15 +1024,17 @@ public final class JobQueue: Sendable {
             if state.withLock({ $0.stopping && $0.running.isEmpty }) { break }
             // Ending jobs too: a failed job's folder is removed before its end is recorded, which for a long ladder
             // on slow shared storage can outlast the lease (a refused renewal of an ending job stops nothing).
-            // Not an attempt stuck past the watchdog by a lease's length (its thread held in a call that does not
-            // return, a hard mount gone): renewed, its job stayed running here for ever, which no other node
-            // takes over; its lease now runs out, and fencing refuses whatever it writes if it comes back.
+            // Not an attempt the watchdog stopped that has not ended a stall timeout and a lease later (its thread
+            // held in a call that does not return, a hard mount gone): renewed, its job stayed running here for
+            // ever, which no other node takes over; its lease now runs out, and fencing refuses whatever it writes
+            // if it comes back. Counted from the stop, not from its last progress: removing a failed job's files
+            // advances nothing, and a slow removal is not stuck.
             let stuckFor = Duration.seconds(configuration.stallTimeout + configuration.leaseSeconds)
             let now = SuspendingClock.now
             let (leases, stuck) = state.withLock { state in
                 var leases: [(Lease, ContinuousClock.Instant)] = [], stuck: [Lease] = []
                 for (id, running) in state.running {
-                    guard store.isShared, now - running.lastAdvance > stuckFor else {
+                    guard store.isShared, let stalledAt = running.stalledAt, now - stalledAt > stuckFor else {
                         leases.append((running.lease, running.renewedAt))
                         continue
                     }
@@ -1041,7 +1046,7 @@ public final class JobQueue: Sendable {
                 return (leases, stuck)
             }
             for lease in stuck {
-                logger.error("a job's attempt is stuck past its stall timeout: its lease is no longer renewed, so that another node takes the job over",
+                logger.error("a job's attempt stopped as stalled has not ended: its lease is no longer renewed, so that another node takes the job over",
                              ["job_id": .string(lease.jobID), "lease_token": .int(lease.token)])
             }
             for (lease, renewedAt) in leases {

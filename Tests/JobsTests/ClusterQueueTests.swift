@@ -239,8 +239,9 @@ struct PacedRunner: JobRunner {
         #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
         let second = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.2)) { $0.pollInterval = 0.2 }
         defer { second.stop(grace: 5) }
-        // Stall 1 s, then a lease (2 s) not renewed, then the other node's lease sweep (a poll) and the job.
-        #expect(try eventually(15) { try fixture.store.job(id: job.id)?.state == .succeeded }, "another node ran it")
+        // Stall 1 s, then a stall timeout and a lease (3 s) before renewals stop, a lease (2 s) to run out, then
+        // the other node's lease sweep (a poll) and the job.
+        #expect(try eventually(20) { try fixture.store.job(id: job.id)?.state == .succeeded }, "another node ran it")
         #expect(try fixture.store.job(id: job.id)?.leaseToken == 2)
     }
 
