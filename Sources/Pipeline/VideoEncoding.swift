@@ -231,13 +231,11 @@ struct ColorTags {
     }
 
     /// These tags for the Y'CbCr pictures made of a source in `parameters`: an RGB source's range tag (`pc`, as RGB
-    /// levels always are: PNG, FFV1 `bgr0`, UtVideo `gbrp`, screen recordings) says nothing of the Y'CbCr it
+    /// levels always are: PNG (a palette's too), FFV1 `bgr0`, UtVideo `gbrp`, screen recordings) says nothing of the Y'CbCr it
     /// becomes, which is limited range, as ffmpeg makes it; copied, the output was full range, its blacks crushed
     /// and whites clipped by players that ignore the flag.
     func madeYCbCr(from parameters: AVCodecParameters) -> ColorTags {
-        let format = av_pix_fmt_desc_get(AVPixelFormat(rawValue: parameters.format))
-        let rgb = parameters.color_space == AVCOL_SPC_RGB || (format.map { $0.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB) != 0 } ?? false)
-        guard rgb else { return self }
+        guard parameters.color_space == AVCOL_SPC_RGB || VideoSource.isRGB(parameters.format) else { return self }
         var tags = self
         tags.range = AVCOL_RANGE_MPEG
         return tags

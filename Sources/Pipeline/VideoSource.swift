@@ -106,7 +106,7 @@ final class VideoSource {
     }
 
     /// Whether pictures of `format` are RGB (a palette's included).
-    private static func isRGB(_ format: Int32) -> Bool {
+    static func isRGB(_ format: Int32) -> Bool {
         guard let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
         return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL) != 0
     }
