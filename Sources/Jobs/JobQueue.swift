@@ -1192,9 +1192,12 @@ public final class JobQueue: Sendable {
         let stale = directory.staleUploadFiles(olderThan: DataDirectory.abandonedUploadAge, now: now)
         for path in stale.partial { removeFile(path, of: "upload_id", URL(fileURLWithPath: path).lastPathComponent) }
         let tus = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
+        let recorded = try store.uploadFileNames(ids: Array(Set(stale.unrecorded.map(\.upload))))
         for file in stale.unrecorded {
             let name = URL(fileURLWithPath: file.path).lastPathComponent
             if name == file.upload, FileManager.default.fileExists(atPath: tus.infoPath(file.upload)) { continue }
+            // Looked at again, alone, before it goes: recorded since the batch was read (a fetch completing).
+            if recorded[file.upload] == name { continue }
             if try isRecorded(name, upload: file.upload) { continue }
             removeFile(file.path, of: "upload_id", file.upload)
         }

@@ -113,6 +113,27 @@ struct JobRows: Sendable {
         return ("(created_at, id) < (?, ?)", [.real(time), .text(id)])
     }
 
+    /// Ids asked at once by `uploadFileNames` (well under SQLite's and PostgreSQL's limits on parameters).
+    static let idsPerQuery = 500
+
+    /// The statement reading the paths of `count` uploads by id.
+    static func uploadPathsSQL(count: Int) -> String {
+        "SELECT id, path FROM uploads WHERE id IN (\(Array(repeating: "?", count: count).joined(separator: ", ")))"
+    }
+
+    /// `uploadFileNames` by `query` (a store's way to run a statement), `idsPerQuery` ids at a time.
+    static func uploadFileNames(ids: [String], query: (String, [SQLValue]) throws(StoreError) -> [Row]) throws(StoreError) -> [String: String] {
+        var names: [String: String] = [:]
+        for start in stride(from: 0, to: ids.count, by: idsPerQuery) {
+            let chunk = Array(ids[start..<min(ids.count, start + idsPerQuery)])
+            for row in try query(uploadPathsSQL(count: chunk.count), chunk.map(SQLValue.text)) {
+                guard let id = row["id"].string, let path = row["path"].string else { continue }
+                names[id] = URL(fileURLWithPath: path).lastPathComponent
+            }
+        }
+        return names
+    }
+
     static func decodeCursor(_ cursor: String) throws(StoreError) -> (Double, String) {
         let bits = cursor.prefix(16)
         let id = String(cursor.dropFirst(17))

@@ -26,6 +26,9 @@ public protocol JobStore: AnyObject, Sendable {
     /// Records an upload whose file is already in place.
     func insert(_ upload: Upload) throws(StoreError)
     func upload(id: String) throws(StoreError) -> Upload?
+    /// The name of the file in `uploads/` that the row of each of `ids` (those that have one) points at: for the
+    /// stray sweep, a few queries for thousands of files rather than one each.
+    func uploadFileNames(ids: [String]) throws(StoreError) -> [String: String]
     /// Records the fetched bytes of an input given by URL (size, hash, path, tracks) on its waiting row.
     func completeFetch(_ upload: Upload) throws(StoreError)
     /// Deletes an upload's row; refused (`constraint`, `isStillReferenced`) while a job still uses it.

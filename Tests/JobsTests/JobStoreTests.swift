@@ -219,6 +219,18 @@ import TestSupport
         #expect { try fixture.store.cancelQueued(id: queued.id) } throws: { ($0 as? StoreError)?.code == "invalid_transition" }
     }
 
+    /// The stray sweep's batch: the file each known upload's row points at, over more ids than one query asks.
+    @Test(arguments: backends) func uploadFileNamesAreReadInBatches(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let first = try fixture.upload(try Media.path(.audioOnly))
+        let second = try fixture.upload(try Media.path(.audioOnly))
+        let unknown = (0..<(JobRows.idsPerQuery + 10)).map { _ in UUID().uuidString.lowercased() }
+        let names = try fixture.store.uploadFileNames(ids: [first.id] + unknown + [second.id])
+        #expect(names == [first.id: URL(fileURLWithPath: first.path).lastPathComponent,
+                          second.id: URL(fileURLWithPath: second.path).lastPathComponent], "\(names)")
+        #expect(try fixture.store.uploadFileNames(ids: []).isEmpty)
+    }
+
     @Test(arguments: backends) func pagesAreNewestFirstAndFilteredByState(_ backend: StoreBackend) throws {
         let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))

@@ -82,6 +82,10 @@ public final class PostgresJobStore: JobStore, RowRunning {
         try query("SELECT * FROM uploads WHERE id = ?", [.text(id)]).first.map(rows.upload)
     }
 
+    public func uploadFileNames(ids: [String]) throws(StoreError) -> [String: String] {
+        try JobRows.uploadFileNames(ids: ids) { sql, arguments throws(StoreError) in try query(sql, arguments) }
+    }
+
     public func deleteUpload(id: String) throws(StoreError) {
         try query("DELETE FROM uploads WHERE id = ?", [.text(id)])
     }

@@ -104,6 +104,12 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         }
     }
 
+    public func uploadFileNames(ids: [String]) throws(StoreError) -> [String: String] {
+        try JobRows.uploadFileNames(ids: ids) { sql, arguments throws(StoreError) in
+            try withDatabase { database throws(StoreError) in try database.query(sql, arguments) }
+        }
+    }
+
     public func deleteUpload(id: String) throws(StoreError) {
         try withDatabase { database throws(StoreError) in
             try database.query("DELETE FROM uploads WHERE id = ?", [.text(id)])
