@@ -1,8 +1,9 @@
 /// Rendered job documents by job id, for pollers of jobs that are not moving, bounded by count and by bytes: a
 /// ladder's document lists every file (a 2 h one, some 1.5 MB), and 4096 of them were kept whatever their size,
 /// deleted jobs' among them (an API delete now removes its job's; one removed by retention or another node stays until
-/// the cache empties). A document over an eighth of the budget is not kept; one that would pass the budget empties
-/// the cache first (every entry is cheap to make again).
+/// an entry makes room). A document over an eighth of the budget is not kept; one that would pass the budget removes
+/// entries picked at random until it fits (as `BoundedCache`: pollers of more jobs than it holds, in turn, missed
+/// nearly every time when the whole cache was emptied).
 struct RenderedJobs<Entry> {
     private var entries: [String: (entry: Entry, bytes: Int)] = [:]
     /// Bytes of every document kept.
@@ -30,9 +31,8 @@ struct RenderedJobs<Entry> {
     mutating func insert(_ entry: Entry, size: Int, for id: String) {
         remove(id)
         guard size <= maxBytes / 8 else { return }
-        if entries.count >= maxEntries || bytes + size > maxBytes {
-            entries.removeAll(keepingCapacity: true)
-            bytes = 0
+        while entries.count >= maxEntries || bytes + size > maxBytes, let victim = entries.keys.randomElement() {
+            remove(victim)
         }
         entries[id] = (entry, size)
         bytes += size
