@@ -42,11 +42,10 @@ final class Thumbnailer: FrameConsumer {
     /// On a resumed pass that seeked: the latest output time its first picture may have; a later one means the seek
     /// went past pictures still to take.
     private var firstFrameLimit: Double?
-    /// The latest picture and its output time, a reference of its own that no conversion touched (converting sets
-    /// the cropping of the reference it is given). It is on screen until the next one: a point of the grid or a
-    /// poster's time before the next picture is taken from it, and so are a poster and counted thumbnails past
-    /// the last picture.
-    private var latest: (item: FrameQueue.Item, time: Double)?
+    /// The latest picture, a reference of its own that no conversion touched (converting sets the cropping of the
+    /// reference it is given). It is on screen until the next one: a point of the grid or a poster's time before
+    /// the next picture is taken from it, and so are a poster and counted thumbnails past the last picture.
+    private var latest: FrameQueue.Item?
     /// `count` thumbnails were asked for: every one is written, those past the last picture from it.
     private let counted: Bool
     /// The storyboard's tiles (references to converted thumbnails) and how many thumbnails each stands for.
@@ -144,7 +143,7 @@ final class Thumbnailer: FrameConsumer {
         let tolerance = KeyFrameGrid.tolerance
         // Kept before any conversion touches the item; the one before it is what the points up to now show.
         let untouched = earliestNeeded != nil || counted && taken < limit ? try Self.untouched(item) : nil
-        let previous = latest.map(\.item)
+        let previous = latest
         if let interval, taken < limit, time + tolerance >= Double(taken) * interval {
             // The points before this picture show the one before it, on screen until now: in a gap of a variable
             // rate source (a screen recording, a cut) that is seconds, where this picture was taken for them all.
@@ -160,11 +159,11 @@ final class Thumbnailer: FrameConsumer {
                 try writePoster(item)
             }
         }
-        latest = untouched.map { ($0, time) }
+        latest = untouched
     }
 
     func finish() throws(MediaError) {
-        if let last = latest?.item {
+        if let last = latest {
             if posterTime != nil, !posterTaken { try writePoster(try Self.untouched(last)) }
             // Points of a count past the last picture (a song's one cover frame, a video shorter than its sound).
             if counted { try takeThumbnails(of: last) { true } }
