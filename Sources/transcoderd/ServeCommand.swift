@@ -49,10 +49,12 @@ enum ServeCommand {
             serverConfig.host = config.host
             serverConfig.port = config.port
             serverConfig.maxUploadBytes = config.maxUploadBytes
-            serverConfig.maxConnections = connectionLimit(asked: config.maxConnections, fileLimit: fileLimit)
-            if serverConfig.maxConnections < config.maxConnections {
-                logger.warning("the open-file limit holds fewer connections than --max-connections: fewer are taken",
-                               ["max_connections": .int(serverConfig.maxConnections), "asked": .int(config.maxConnections),
+            serverConfig.maxConnections = config.maxConnections
+            if let held = connectionsHeld(fileLimit: fileLimit), held < config.maxConnections {
+                // Said, not changed: the server answers 503 past the cap, and out of descriptors it rests its
+                // listeners; what fails first past the limit is the rest (uploads, the store, children's pipes).
+                logger.warning("the open-file limit holds fewer connections than --max-connections: past them, uploads and jobs fail for want of files; raise the limit or lower --max-connections",
+                               ["max_connections": .int(config.maxConnections), "connections_held": .int(held),
                                 "file_limit": .int(fileLimit ?? 0)])
             }
             serverConfig.headerTimeout = config.headerTimeout
@@ -176,11 +178,9 @@ enum ServeCommand {
     /// the store, uploads being written, downloads being read, children's pipes, the log.
     static let filesBesideConnections = 32 + 224
 
-    /// The connections the open-file limit leaves room for, at most those `asked`: past the limit's, uploads,
-    /// the store and the children's pipes failed with EMFILE (500s, jobs failed as unable to start) instead of
-    /// new connections being answered 503.
-    static func connectionLimit(asked: Int, fileLimit: Int?) -> Int {
-        guard let fileLimit else { return asked }
-        return max(1, min(asked, fileLimit - filesBesideConnections))
+    /// The connections the open-file limit leaves room for beside the rest (nil: no limit known): a cap above it
+    /// is warned of at start.
+    static func connectionsHeld(fileLimit: Int?) -> Int? {
+        fileLimit.map { max(0, $0 - filesBesideConnections) }
     }
 }
