@@ -102,6 +102,15 @@ int tc_touch_nothing(const char *path) {
 
 int tc_remove_attribute(const char *path, const char *name) { return removexattr(path, name); }
 
+int tc_try_fsetxattr(int fd, const char *name) { return fsetxattr(fd, name, "x", 1, XATTR_REPLACE); }
+
+int tc_try_openat2(const char *path) {
+    struct { unsigned long long flags, mode, resolve; } how = { O_RDONLY | O_CLOEXEC, 0, 0 };
+    int descriptor = (int)syscall(437, AT_FDCWD, path, &how, sizeof how);
+    if (descriptor >= 0) close(descriptor);
+    return descriptor >= 0 ? 0 : -1;
+}
+
 int tc_try_setxattrat(const char *path, const char *name) {
     struct { unsigned long long value; unsigned int size; unsigned int flags; } arguments = { 0, 0, XATTR_REPLACE };
     return (int)syscall(463, AT_FDCWD, path, 0, name, &arguments, sizeof arguments);

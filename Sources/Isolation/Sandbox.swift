@@ -186,6 +186,9 @@ public enum Sandbox {
                 "removexattr(in its folder)": forked { tc_remove_attribute(file, "user.transcoderd-check") },
                 "fchmod(read-only descriptor)": forked { onReadOnlyDescriptor(file) { fchmod($0, 0o600) } },
                 "fchown(read-only descriptor)": forked { onReadOnlyDescriptor(file) { fchown($0, uid_t.max, gid_t.max) } },
+                // Replacing an attribute the file does not have: fails unfiltered, changing nothing.
+                "fsetxattr(read-only descriptor)": forked { onReadOnlyDescriptor(file) { tc_try_fsetxattr($0, "user.transcoderd-check") } },
+                "openat2(in its folder)": forked { tc_try_openat2(file) },
                 "open(read-only, truncating)": forked {
                     let descriptor = open(file, O_RDONLY | O_TRUNC | O_CLOEXEC)
                     return descriptor >= 0 ? 0 : -1

@@ -64,7 +64,7 @@ import TestSupport
         // A Kubernetes service link in the variable is no port, here as for `serve` (the check failed for ever).
         let linked = try Shell.run(Binary.path, ["healthcheck", "--host", "127.0.0.1"],
                                    environment: ProcessInfo.processInfo.environment.merging(["TRANSCODER_PORT": "tcp://10.96.0.7:9999"]) { $1 })
-        #expect(!linked.stderr.contains("expected a port number"), "\(linked.stderr)")
+        #expect(linked.stderr.contains("127.0.0.1 port 8080") || linked.status == 0, "the default port instead: \(linked.stderr)")
     }
 
     /// In a container the check runs beside the server, PID 1, with the container's environment but not its

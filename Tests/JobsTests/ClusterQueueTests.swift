@@ -26,6 +26,21 @@ struct PacedRunner: JobRunner {
     }
 }
 
+/// Runs until released, whatever is canceled (a thread held in a call no stop reaches), then succeeds as
+/// `PacedRunner` would, or (`succeeds` false) ends as canceled.
+struct HeldRunner: JobRunner {
+    let release = DispatchSemaphore(value: 0)
+    var succeeds = true
+
+    func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+             progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+        release.wait()
+        guard succeeds else { throw MediaError.canceled }
+        return try PacedRunner(seconds: 0.05).run(job, input: input, outputDirectory: outputDirectory,
+                                                  cancellation: cancellation, progress: progress)
+    }
+}
+
 /// Nodes of a cluster in one test process: job queues on their own connections to one PostgreSQL database and one
 /// data directory, talking only through the database (its rows and its notifications), as separate machines would.
 @Suite struct ClusterQueueTests {
@@ -216,16 +231,7 @@ struct PacedRunner: JobRunner {
     @Test func aStuckAttemptsLeaseRunsOutAndAnotherNodeTakesTheJob() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        /// Never returns until released, whatever is canceled.
-        struct Stuck: JobRunner {
-            let release = DispatchSemaphore(value: 0)
-            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
-                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-                release.wait()
-                throw MediaError.canceled
-            }
-        }
-        let stuck = Stuck()
+        let stuck = HeldRunner(succeeds: false)
         let first = try node(fixture, workers: 1, runner: stuck) {
             $0.stallTimeout = 1
             $0.leaseSeconds = 2
@@ -333,17 +339,7 @@ struct PacedRunner: JobRunner {
     @Test func anOvertakenAttemptsNodeTellsItsSubscribersHowTheJobEnded() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        /// Runs until released, then succeeds as `PacedRunner` would.
-        struct Held: JobRunner {
-            let release = DispatchSemaphore(value: 0)
-            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
-                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
-                release.wait()
-                return try PacedRunner(seconds: 0.05).run(job, input: input, outputDirectory: outputDirectory,
-                                                          cancellation: cancellation, progress: progress)
-            }
-        }
-        let held = Held()
+        let held = HeldRunner()
         let first = try node(fixture, workers: 1, runner: held) { $0.heartbeatInterval = 60 }
         defer {
             held.release.signal()

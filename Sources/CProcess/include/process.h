@@ -46,6 +46,14 @@ int tc_touch_nothing(const char *path);
 /// removexattr of `name` from `path`: 0 when removed, -1 (errno set) otherwise. For the sandbox check.
 int tc_remove_attribute(const char *path, const char *name);
 
+/// fsetxattr replacing `name` on the file open as `fd`, which it does not have: -1 with ENODATA when allowed, EPERM
+/// when refused. For the sandbox check.
+int tc_try_fsetxattr(int fd, const char *name);
+
+/// openat2 (number 437 everywhere) of `path` to read, closed again: 0 when allowed, -1 with EPERM when refused.
+/// For the sandbox check.
+int tc_try_openat2(const char *path);
+
 /// setxattrat (Linux 6.13, number 463 everywhere) replacing `name` on `path`, which it does not have: -1 with
 /// ENODATA when allowed (ENOSYS on an older kernel), EPERM when refused. For the sandbox check.
 int tc_try_setxattrat(const char *path, const char *name);
