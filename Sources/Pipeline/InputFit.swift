@@ -5,7 +5,8 @@
 /// fails with every video track the job could pick, and lengths are taken at their shortest, so nothing a job
 /// would run is refused.
 public enum InputFit {
-    /// Throws what the job would fail with (`invalid_settings`, the message starting with the key at fault).
+    /// Throws what the job would fail with (`invalid_settings`, or `output_too_large` for a picture the source
+    /// leads to, the message starting with the key at fault).
     public static func check(_ settings: TranscodeSettings, tracks: [Track]) throws(MediaError) {
         guard case .encode(let base) = settings.video else { return }
         let pictures = tracks.filter { $0.mediaType == .video && $0.coverArt != true && ($0.width ?? 0) > 0 && ($0.height ?? 0) > 0 }
