@@ -1170,14 +1170,10 @@ public final class JobQueue: Sendable {
     /// alone: this is tidying, and the process starts all the same.
     private func removeUnrecordedUploads() {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.uploads.path)) ?? []
-        let tus = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
         do throws(StoreError) {
-            for name in names {
-                guard let id = DataDirectory.uploadID(ofFile: name) else { continue }
-                if id == name, FileManager.default.fileExists(atPath: tus.infoPath(id)) { continue }
-                if try isRecorded(name, upload: id) { continue }
-                removeFile(directory.uploads.appendingPathComponent(name).path, of: "upload_id", id)
-            }
+            try removeUnrecorded(names.compactMap { name in
+                DataDirectory.uploadID(ofFile: name).map { (directory.uploads.appendingPathComponent(name).path, $0) }
+            })
         } catch {
             logger.error("removing upload files without a row failed", ["error": .string(error.description)])
         }
@@ -1191,9 +1187,15 @@ public final class JobQueue: Sendable {
     private func removeStrayUploads(now: Double) throws(StoreError) {
         let stale = directory.staleUploadFiles(olderThan: DataDirectory.abandonedUploadAge, now: now)
         for path in stale.partial { removeFile(path, of: "upload_id", URL(fileURLWithPath: path).lastPathComponent) }
+        try removeUnrecorded(stale.unrecorded)
+    }
+
+    /// Removes the input `files` (of the uploads named) that no upload row points at, but a resumable upload's bare
+    /// `<id>` (its completion is finished from its description in `tus/`). The rows are read 500 ids a query.
+    private func removeUnrecorded(_ files: [(path: String, upload: String)]) throws(StoreError) {
         let tus = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
-        let recorded = try store.uploadFileNames(ids: Array(Set(stale.unrecorded.map(\.upload))))
-        for file in stale.unrecorded {
+        let recorded = try store.uploadFileNames(ids: Array(Set(files.map(\.upload))))
+        for file in files {
             let name = URL(fileURLWithPath: file.path).lastPathComponent
             if name == file.upload, FileManager.default.fileExists(atPath: tus.infoPath(file.upload)) { continue }
             // Looked at again, alone, before it goes: recorded since the batch was read (a fetch completing).

@@ -130,16 +130,16 @@ final class CheckpointedTranscode {
             }
             if cancellation.isCanceled { throw MediaError.canceled }
             let frames = manifest.videoFrames
+            let step = { reporter.finishingStep(frames: frames, call: progress) }
             let assembled = directory?.path(settings.container.mainFileName) ?? session.outputPath
             try CheckpointAssembler.assemble(manifest, from: checkpoint, into: assembled,
                                              inPlace: directory != nil, fileType: settings.container, cancellation: cancellation,
-                                             step: { reporter.finishingStep(frames: frames, call: progress) })
+                                             step: step)
             written = try? MediaReader(path: assembled)
             if let stills, let directory {
-                try stills.link(manifest.stills, into: directory, duration: written?.duration ?? manifest.segments.last?.end ?? 0,
-                                step: { reporter.finishingStep(frames: frames, call: progress) })
+                try stills.link(manifest.stills, into: directory, duration: written?.duration ?? manifest.segments.last?.end ?? 0, step: step)
             }
-            try directory?.commit(step: { reporter.finishingStep(frames: frames, call: progress) })
+            try directory?.commit(step: step)
         } catch {
             audio?.stop()
             session.onFailure?(error)

@@ -167,8 +167,7 @@ enum ServeCommand {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
         if limit.rlim_cur < limit.rlim_max {
-            let hard = limit.rlim_max
-            limit.rlim_cur = hard
+            limit.rlim_cur = limit.rlim_max
             if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) != 0 { _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
         }
         return limit.rlim_cur == rlim_t.max ? nil : Int(clamping: limit.rlim_cur) // rlim_t.max: RLIM_INFINITY
