@@ -19,7 +19,8 @@
 #include <linux/sockios.h>
 #include <unistd.h>
 
-pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd, int *error_out) {
+pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd, int stderr_fd,
+               int *error_out) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
     sigset_t all, none;
@@ -33,6 +34,7 @@ pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int std
     }
     if ((error = posix_spawn_file_actions_adddup2(&actions, stdin_fd, STDIN_FILENO)) != 0) goto cleanup;
     if ((error = posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO)) != 0) goto cleanup;
+    if (stderr_fd >= 0 && (error = posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO)) != 0) goto cleanup;
     if ((error = posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1)) != 0) goto cleanup;
     // The server ignores some signals and blocks others on its threads; dispositions set to "ignore" survive exec.
     sigfillset(&all);

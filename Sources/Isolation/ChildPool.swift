@@ -17,14 +17,18 @@ public final class ChildPool: Sendable {
     public let arguments: [String]
     /// Spares kept ready.
     public let count: Int
+    private let errorLines: (@Sendable (_ line: String, _ task: String) -> Void)?
     private let state = LockedValue(State())
     private let finished = LockedValue(false)
 
-    /// Starts the thread that keeps `count` spares of `executable arguments` ready (none when `count` is 0).
-    public init(executable: String, arguments: [String], count: Int) {
+    /// Starts the thread that keeps `count` spares of `executable arguments` ready (none when `count` is 0); their
+    /// standard error goes to `errorLines` (`ChildProcess`).
+    public init(executable: String, arguments: [String], count: Int,
+                errorLines: (@Sendable (_ line: String, _ task: String) -> Void)? = nil) {
         self.executable = executable
         self.arguments = arguments
         self.count = count
+        self.errorLines = errorLines
         guard count > 0 else {
             finished.withLock { $0 = true }
             return
@@ -40,7 +44,7 @@ public final class ChildPool: Sendable {
             spare.wait() // it died waiting (killed from outside): reap it and take another
         }
         state.notifyAll()
-        return try ChildProcess(executable: executable, arguments: arguments)
+        return try ChildProcess(executable: executable, arguments: arguments, errorLines: errorLines)
     }
 
     /// Stops making spares and ends the ones waiting.
@@ -62,11 +66,12 @@ public final class ChildPool: Sendable {
         while true {
             let stop = state.wait { $0.stopping || $0.spares.count < count }
             guard stop, !state.withLock({ $0.stopping }) else { break }
-            guard let child = try? ChildProcess(executable: executable, arguments: arguments) else {
+            guard let child = try? ChildProcess(executable: executable, arguments: arguments, errorLines: errorLines) else {
                 // The binary cannot start now (out of processes, of memory): jobs start their own, and say why.
                 _ = state.wait(timeout: 1) { $0.stopping }
                 continue
             }
+            child.task = "waiting spare"
             let kept = state.withLock { state -> Bool in
                 guard !state.stopping else { return false }
                 state.spares.append(child)

@@ -3,8 +3,9 @@ import Foundation
 import Glibc
 import Locks
 
-/// A child process with a pipe to its standard input and one from its standard output; its standard error is ours.
-/// Owns both pipe ends and the process: it is reaped by `wait`, or killed and reaped when the owner goes away.
+/// A child process with a pipe to its standard input and one from its standard output; its standard error is ours,
+/// or read line by line for its owner (`ChildErrorOutput`). Owns the pipe ends and the process: it is reaped by
+/// `wait`, or killed and reaped when the owner goes away.
 ///
 /// Signals are only ever sent to a child not yet reaped (`waitid` with `WNOWAIT` sees the exit first, the reaping
 /// happens under the same lock `signal` takes), so a pid the kernel has handed to another process is never hit.
@@ -53,6 +54,14 @@ public final class ChildProcess: Sendable {
     private let output: Int32
     private let state: LockedValue<State>
     private let buffer = LockedValue(LineBuffer())
+    private let errorOutput: ChildErrorOutput?
+
+    /// What a child writing on its standard error is doing, handed with each of its lines to the owner's
+    /// `errorLines` (a job's id, say); set when the child takes a task.
+    public var task: String {
+        get { errorOutput?.task.withLock { $0 } ?? "" }
+        set { errorOutput?.task.withLock { $0 = newValue } }
+    }
 
     /// Bytes read from the child and not yet returned as lines. Lines are taken from `start` on, and the bytes before
     /// it dropped only once they are most of the array, so a burst of many short lines costs no shifting per line; a
@@ -105,15 +114,16 @@ public final class ChildProcess: Sendable {
     }
 
     /// Starts `executable` with `arguments` (not counting the program name) and a filtered environment
-    /// (`environment`), as the leader of a process group of its own.
-    public init(executable: String, arguments: [String]) throws(ProcessError) {
+    /// (`environment`), as the leader of a process group of its own. Its standard error is this process's, or, with
+    /// `errorLines`, a pipe whose lines (bounded, escaped: `ChildErrorOutput`) go there with the child's `task`.
+    public init(executable: String, arguments: [String],
+                errorLines: (@Sendable (_ line: String, _ task: String) -> Void)? = nil) throws(ProcessError) {
         _ = Self.prepareParent
-        var toChild: [Int32] = [-1, -1], fromChild: [Int32] = [-1, -1]
+        var toChild: [Int32] = [-1, -1], fromChild: [Int32] = [-1, -1], errorPipe: [Int32] = [-1, -1]
         guard tc_pipe(&toChild) == 0 else { throw ProcessError(errnoCode: errno, reason: "creating a pipe") }
-        guard tc_pipe(&fromChild) == 0 else {
+        guard tc_pipe(&fromChild) == 0, errorLines == nil || tc_pipe(&errorPipe) == 0 else {
             let error = errno
-            Glibc.close(toChild[0])
-            Glibc.close(toChild[1])
+            for descriptor in toChild + fromChild where descriptor >= 0 { Glibc.close(descriptor) }
             throw ProcessError(errnoCode: error, reason: "creating a pipe")
         }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
@@ -122,19 +132,22 @@ public final class ChildProcess: Sendable {
         var error: Int32 = 0
         // Owned from its first moment: an `OrphanReaper` sweep never reaps it.
         let pid = OrphanReaper.owned.withLock { owned in
-            let pid = tc_spawn(executable, argv, envp, toChild[0], fromChild[1], &error)
+            let pid = tc_spawn(executable, argv, envp, toChild[0], fromChild[1], errorPipe[1], &error)
             if pid > 0 { owned.insert(pid) }
             return pid
         }
         Glibc.close(toChild[0])
         Glibc.close(fromChild[1])
+        if errorPipe[1] >= 0 { Glibc.close(errorPipe[1]) }
         guard pid > 0 else {
             Glibc.close(toChild[1])
             Glibc.close(fromChild[0])
+            if errorPipe[0] >= 0 { Glibc.close(errorPipe[0]) }
             throw ProcessError(errnoCode: error, reason: "starting \(executable)")
         }
         self.pid = pid
         output = fromChild[0]
+        errorOutput = errorLines.map { ChildErrorOutput(descriptor: errorPipe[0], lines: $0) }
         state = LockedValue(State(termination: nil, input: toChild[1]))
     }
 
@@ -238,6 +251,7 @@ public final class ChildProcess: Sendable {
             return ended
         }
         state.notifyAll()
+        errorOutput?.childEnded()
         return termination
     }
 
@@ -249,6 +263,7 @@ public final class ChildProcess: Sendable {
             while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
             _ = Self.reap(pid)
         }
+        errorOutput?.childEnded()
         Glibc.close(output)
     }
 

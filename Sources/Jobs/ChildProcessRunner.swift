@@ -1,6 +1,7 @@
 import Foundation
 import Isolation
 import Locks
+import Logging
 import Pipeline
 
 /// Runs each job, and each probe, in a child process of this binary (`transcoderd run-job`), sandboxed by
@@ -24,13 +25,26 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
     public var killGrace = 1.0
     private let pool: ChildPool
 
-    /// A runner whose children run `executable`; `spares` of them are kept started in advance.
+    /// Where what a child writes on its standard error goes: nil leaves it this process's standard error.
+    private let errorLines: (@Sendable (_ line: String, _ task: String) -> Void)?
+
+    /// A runner whose children run `executable`; `spares` of them are kept started in advance. With a `logger`,
+    /// what a child writes on its standard error is logged, a warning a line, its text a field (bounded, escaped:
+    /// a child taken over by a hostile file cannot write lines that read as this process's own, nor flood its log);
+    /// without one it goes to this process's standard error.
     public init(executable: String = "/proc/self/exe", policy: SandboxPolicy = SandboxPolicy(),
-                limits: MediaLimits = MediaLimits(), spares: Int = 0) {
+                limits: MediaLimits = MediaLimits(), spares: Int = 0, logger: Logger? = nil) {
         self.executable = executable
         self.policy = policy
         self.limits = limits
-        pool = ChildPool(executable: executable, arguments: Self.arguments(policy), count: spares)
+        if let logger {
+            errorLines = { @Sendable line, task in
+                logger.warning("a job process wrote on its standard error", ["task": .string(task), "text": .string(line)])
+            }
+        } else {
+            errorLines = nil
+        }
+        pool = ChildPool(executable: executable, arguments: Self.arguments(policy), count: spares, errorLines: errorLines)
     }
 
     private static func arguments(_ policy: SandboxPolicy) -> [String] {
@@ -57,7 +71,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         var request = JobRequest(kind: .transcode, input: input.path, output: stage.childOutput, settings: job.settings,
                                  watermark: job.settings.filters?.video?.watermark?.imagePath, limits: limits)
         request.checkpoint = checkpointDirectory
-        let answer = try exchange(request, cancellation: cancellation, progress: progress)
+        let answer = try exchange(request, task: "job \(job.id)", cancellation: cancellation, progress: progress)
         guard var result = answer.result else { throw Self.unexpected }
         try stage.commit()
         // The output is where this process said, whatever the child claims; its files are listed here too.
@@ -81,7 +95,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         let timer = Deadlines.shared.schedule(after: timeout) { deadline.cancel(immediately: true) }
         defer { Deadlines.shared.cancel(timer) }
         do throws(MediaError) {
-            let answer = try exchange(JobRequest(kind: .probe, input: path), cancellation: deadline) { _ in }
+            let answer = try exchange(JobRequest(kind: .probe, input: path), task: "probe", cancellation: deadline) { _ in }
             guard let tracks = answer.tracks else { throw Self.unexpected }
             return tracks
         } catch where error.code == "canceled" {
@@ -93,7 +107,8 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
     public func check() throws(MediaError) -> SandboxReport {
         let child: ChildProcess
         do {
-            child = try ChildProcess(executable: executable, arguments: Self.arguments(policy) + ["--check"])
+            child = try ChildProcess(executable: executable, arguments: Self.arguments(policy) + ["--check"], errorLines: errorLines)
+            child.task = "sandbox check"
         } catch {
             throw MediaError(code: "worker_failed", message: "Starting the job process failed: \(error).")
         }
@@ -125,9 +140,10 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
     }
 
     /// Runs one request in a new child: progress lines go to `progress`, the last line is the answer.
-    private func exchange(_ request: JobRequest, cancellation: CancellationToken,
+    private func exchange(_ request: JobRequest, task: String, cancellation: CancellationToken,
                           progress: (TranscodeProgress) -> Void) throws(MediaError) -> JobMessage {
         let child = try spawn()
+        child.task = task
         let grace = killGrace
         let graceStarted = LockedValue(false)
         cancellation.whenCanceled { immediately in

@@ -389,10 +389,11 @@ struct Configuration: Sendable {
     }
 
     /// Runs each job, and each upload's probe, in a sandboxed child process of this binary; one spare child per
-    /// worker, and one for probes, is kept started. Make one per process.
-    func makeRunner() -> ChildProcessRunner {
+    /// worker, and one for probes, is kept started; what a child writes on its standard error goes to `logger`.
+    /// Make one per process.
+    func makeRunner(logger: Logger) -> ChildProcessRunner {
         OrphanReaper.startIfInit() // in a container without an init, what a job's child leaves is this process's
-        var runner = ChildProcessRunner(policy: sandbox, limits: limits, spares: workers + 1)
+        var runner = ChildProcessRunner(policy: sandbox, limits: limits, spares: workers + 1, logger: logger)
         runner.probeTimeout = probeTimeout
         return runner
     }

@@ -38,7 +38,7 @@ enum ServeCommand {
         let logger = config.logger
         let fileLimit = raiseFileLimit()
         do {
-            let runner = config.makeRunner()
+            let runner = config.makeRunner(logger: logger)
             defer { runner.shutdown() }
             let (queue, lock) = try config.openQueue(runner: runner, logger: logger)
             try config.checkSandbox(runner, logger: logger)

@@ -38,7 +38,7 @@ enum WorkCommand {
             return 2
         }
         do {
-            let runner = config.makeRunner()
+            let runner = config.makeRunner(logger: config.logger)
             defer { runner.shutdown() }
             let (queue, lock) = try config.openQueue(runner: runner, logger: config.logger)
             try config.checkSandbox(runner, logger: config.logger)

@@ -43,6 +43,73 @@ import TestSupport
         #expect(termination == .signaled(SIGKILL), "the child is killed at the overlong line: \(termination)")
     }
 
+    /// What a child writes on its standard error is read by the parent, line by line, and handed on with the child's
+    /// task: it went straight to the server's own standard error, its JSON log, where a child taken over by a hostile
+    /// file could write a line that reads as the server's, redraw a terminal, or write without end. Lines are cut,
+    /// control characters escaped, and a child's output bounded; a last line without a newline still comes.
+    @Test func aChildsStandardErrorComesAsBoundedEscapedLines() throws {
+        let script = """
+        import sys
+        sys.stdin.readline()
+        err = sys.stderr.buffer
+        err.write(b'{"level":"error","message":"forged"}\\n')
+        err.write(b"\\x1b[2Jred\\r\\n")
+        err.write(b"a" * 5000 + b"\\n")
+        err.write(b"next\\n")
+        for i in range(400):
+            err.write(b"b" * 999 + b"\\n")
+        err.flush()
+        print("done", flush=True)
+        """
+        let lines = LockedValue<[String]>([])
+        let child = try ChildProcess(executable: "/usr/bin/python3", arguments: ["-c", script]) { line, task in
+            lines.withLock { $0.append(task + ":" + line) }
+            lines.notifyAll()
+        }
+        child.task = "job 7"
+        try child.send(Data("go\n".utf8))
+        #expect(child.readLine() == "done")
+        #expect(child.wait() == .exited(0))
+        let dropped = "job 7:(more than 262144 bytes: the rest is dropped)"
+        #expect(lines.wait(timeout: 10) { $0.last == dropped }, "\(lines.withLock { $0.suffix(2) })")
+        let read = lines.withLock { $0 }
+        try #require(read.count > 5)
+        #expect(read[0] == #"job 7:{"level":"error","message":"forged"}"#, "a line, as text")
+        #expect(read[1] == #"job 7:\x1b[2Jred"#, "the escape shown, the carriage return gone: \(read[1])")
+        #expect(read[2] == "job 7:" + String(repeating: "a", count: 4096) + " (cut)", "cut at 4096 bytes: \(read[2].count)")
+        #expect(read[3] == "job 7:next", "the cut line's rest is dropped, the next line whole")
+        let middle = read[4..<(read.count - 1)]
+        #expect(middle.allSatisfy { $0 == "job 7:" + String(repeating: "b", count: 999) })
+        #expect(middle.count < 262, "at most 256 KiB handed on: \(middle.count) lines")
+        #expect(middle.count > 250, "all but the last few kB: \(middle.count) lines")
+
+        let last = LockedValue<[String]>([])
+        let unterminated = try ChildProcess(executable: "/bin/sh", arguments: ["-c", "printf 'no newline' >&2"]) { line, _ in
+            last.withLock { $0.append(line) }
+            last.notifyAll()
+        }
+        #expect(unterminated.wait() == .exited(0))
+        #expect(last.wait(timeout: 10) { !$0.isEmpty } && last.withLock { $0 } == ["no newline"], "\(last.withLock { $0 })")
+    }
+
+    /// A process that left the child's group (`setsid`) and holds its standard error open does not keep the
+    /// parent's reader for ever: it stops a moment after the child was reaped.
+    @Test func theStandardErrorReaderStopsAfterTheChildEvenIfAnotherProcessHoldsThePipe() throws {
+        let lines = LockedValue<[String]>([])
+        let script = "setsid sh -c 'echo started; echo early >&2; sleep 2; echo late >&2; sleep 30' & exec sleep 30"
+        let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", script]) { line, _ in
+            lines.withLock { $0.append(line) }
+            lines.notifyAll()
+        }
+        defer { _ = Glibc.system("pkill -f 'echo late' >/dev/null 2>&1") }
+        #expect(child.readLine() == "started", "said once out of the child's group")
+        child.signal(SIGKILL)
+        #expect(child.wait() == .signaled(SIGKILL))
+        #expect(lines.wait(timeout: 10) { $0 == ["early"] })
+        Thread.sleep(forTimeInterval: 4)
+        #expect(lines.withLock { $0 } == ["early"], "the reader stopped about 1 s after the child ended, before the line at 2 s")
+    }
+
     /// A process may name itself with any bytes (`prctl(PR_SET_NAME)`); its parent and state are still read, so
     /// the orphan reaper finds its zombie. Read as UTF-8 text, a process named "\xff\xfe" was nobody's.
     @Test func aProcessNamedWithBytesThatAreNoTextIsStillRead() throws {

@@ -3,6 +3,7 @@ import Isolation
 import Jobs
 import Pipeline
 import Locks
+import Logging
 import Testing
 import TestSupport
 
@@ -414,6 +415,31 @@ import TestSupport
         let found = try runner.probe(path: "/dev/null")
         #expect(found == tracks)
         #expect(Date().timeIntervalSince(started) < 10, "ended after its answer, not at the deadline: \(Date().timeIntervalSince(started)) s")
+    }
+
+    /// The server logs what a job's child writes on its standard error as a field of a line of its own, with the
+    /// child's task: it went to the server's standard error as it was, so a child taken over by a hostile file wrote
+    /// lines that read as the server's own.
+    @Test func whatAChildWritesOnItsStandardErrorIsLoggedAsAField() throws {
+        let folder = try Media.scratch()
+        let tracks = try ChildProcessRunner(executable: Binary.path).probe(path: try Media.path(.audioOnly))
+        let answer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: tracks)), as: UTF8.self)
+        let forged = #"{"time":"2026-01-01T00:00:00.000Z","level":"error","message":"forged"}"#
+        let path = folder.appendingPathComponent("stderr.sh").path
+        try Data("#!/bin/sh\nread request\necho '\(forged)' >&2\necho '\(answer)'\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(chmod(path, 0o755) == 0)
+        let logged = LockedValue<[String]>([])
+        let logger = Logger { line in
+            logged.withLock { $0.append(line) }
+            logged.notifyAll()
+        }
+        #expect(try ChildProcessRunner(executable: path, logger: logger).probe(path: "/dev/null") == tracks)
+        #expect(logged.wait(timeout: 10) { !$0.isEmpty }, "nothing logged")
+        let lines = logged.withLock { $0 }
+        try #require(lines.count == 1, "\(lines)")
+        let entry = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
+        #expect(entry["level"] as? String == "warning" && entry["message"] as? String == "a job process wrote on its standard error", "\(entry)")
+        #expect(entry["task"] as? String == "probe" && entry["text"] as? String == forged, "\(entry)")
     }
 
     /// A child that answers and then crashes on its way out (a library's clean-up at exit) has finished: its answer

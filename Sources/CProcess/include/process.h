@@ -7,10 +7,11 @@
 #include <sys/types.h>
 
 /// Spawns `path` with `argv` (NULL-terminated) and the current environment. The child's standard input and output
-/// are `stdin_fd` and `stdout_fd`, its standard error is ours, every other descriptor is closed, every signal is
+/// are `stdin_fd` and `stdout_fd`, its standard error `stderr_fd` (ours when -1), every other descriptor is closed, every signal is
 /// unblocked and has its default action, and it leads a session of its own (a Ctrl-C or a signal to our process
 /// group does not reach it). Returns the pid, or -1 with the error number in `*error_out`.
-pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd, int *error_out);
+pid_t tc_spawn(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd, int stderr_fd,
+               int *error_out);
 
 /// pipe2(fds, O_CLOEXEC): 0 or -1 (errno set).
 int tc_pipe(int fds[2]);

@@ -1,0 +1,126 @@
+import Foundation
+import Glibc
+import Locks
+
+/// What a child writes on its standard error, read on a thread of its own and handed on line by line. A child's
+/// standard error was the server's own, its log: a child taken over by a hostile file could write lines that read as
+/// the server's (a forged `{"level":"error",...}`), or flood it. Handed on as text, its owner logs each line as a
+/// field of a line of its own.
+///
+/// Bounded: a line is cut at `maxLineBytes`; past `maxBytes` from one child the rest is read and dropped (one line
+/// says so). Control characters are shown escaped (`\x1b`), so a text log cannot be redrawn by them. The reader ends
+/// at end of file, or `drainSeconds` after the owner says the child has ended (a process that left the child's group
+/// could hold the pipe open for ever).
+final class ChildErrorOutput: Sendable {
+    /// Longest line handed on, bytes; the rest of a longer line is dropped.
+    static let maxLineBytes = 4096
+    /// Bytes handed on from one child; past them the rest is dropped.
+    static let maxBytes = 256 * 1024
+    /// Seconds the reader goes on after the child ended.
+    static let drainSeconds = 1.0
+
+    /// The child's task, given with each line (set by its owner when the child takes a job).
+    let task = LockedValue("")
+    /// When the owner said the child ended (system uptime, seconds).
+    private let ended = LockedValue<Double?>(nil)
+
+    /// Starts the reader of `descriptor` (the pipe's read end, closed by the reader when it ends).
+    init(descriptor: Int32, lines: @escaping @Sendable (_ line: String, _ task: String) -> Void) {
+        NamedThread.start("child-stderr") { [task, ended] in
+            var reader = Lines()
+            var chunk = [UInt8](repeating: 0, count: 16384)
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            func overdue(_ factor: Double) -> Bool {
+                guard let end = ended.withLock({ $0 }) else { return false }
+                return ProcessInfo.processInfo.systemUptime - end >= Self.drainSeconds * factor
+            }
+            while true {
+                let ready = poll(&poller, 1, 200)
+                if ready < 0 && errno == EINTR { continue }
+                if ready < 0 { break }
+                if ready == 0 {
+                    if overdue(1) { break }
+                    continue
+                }
+                let count = read(descriptor, &chunk, chunk.count)
+                if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+                guard count > 0 else { break }
+                for line in reader.add(chunk[0..<count]) { lines(line, task.withLock { $0 }) }
+                if overdue(2) { break } // a writer that never stops
+            }
+            if let last = reader.finish() { lines(last, task.withLock { $0 }) }
+            close(descriptor)
+        }
+    }
+
+    /// Tells the reader the child has ended: it stops `drainSeconds` later if the pipe has not ended by then.
+    func childEnded() {
+        ended.withLock { $0 = $0 ?? ProcessInfo.processInfo.systemUptime }
+    }
+
+    /// Splitting bytes into bounded, printable lines.
+    struct Lines {
+        private var pending: [UInt8] = []
+        /// Dropping the rest of a line that was cut.
+        private var skipping = false
+        /// Bytes handed on so far.
+        private var total = 0
+        private var dropping = false
+
+        /// The whole lines `bytes` completes, cut and escaped.
+        mutating func add(_ bytes: ArraySlice<UInt8>) -> [String] {
+            guard !dropping else { return [] }
+            var found: [String] = []
+            var rest = bytes
+            while let newline = rest.firstIndex(of: UInt8(ascii: "\n")) {
+                if skipping {
+                    skipping = false
+                } else {
+                    let part = rest[rest.startIndex..<newline], room = Self.room(pending)
+                    pending += part.prefix(room)
+                    found += emit(pending, cut: part.count > room)
+                    pending = []
+                }
+                rest = rest[(newline + 1)...]
+                if dropping { return found }
+            }
+            guard !skipping else { return found }
+            pending += rest.prefix(Self.room(pending) + 1)
+            if pending.count > ChildErrorOutput.maxLineBytes {
+                found += emit(Array(pending.prefix(ChildErrorOutput.maxLineBytes)), cut: true)
+                pending = []
+                skipping = true
+            }
+            return found
+        }
+
+        /// The last line if it had no newline.
+        mutating func finish() -> String? {
+            guard !dropping, !skipping, !pending.isEmpty else { return nil }
+            defer { pending = [] }
+            return emit(pending, cut: false).first
+        }
+
+        private static func room(_ pending: [UInt8]) -> Int { max(0, ChildErrorOutput.maxLineBytes - pending.count) }
+
+        private mutating func emit(_ bytes: [UInt8], cut: Bool) -> [String] {
+            var line = bytes
+            if line.last == UInt8(ascii: "\r") { line.removeLast() }
+            total += line.count
+            if total > ChildErrorOutput.maxBytes {
+                dropping = true
+                return ["(more than \(ChildErrorOutput.maxBytes) bytes: the rest is dropped)"]
+            }
+            var text = ""
+            for scalar in String(decoding: line, as: UTF8.self).unicodeScalars {
+                if scalar.value < 0x20 && scalar != "\t" || scalar.value == 0x7F {
+                    let hex = String(scalar.value, radix: 16)
+                    text += "\\x" + (hex.count < 2 ? "0" : "") + hex
+                } else {
+                    text.unicodeScalars.append(scalar)
+                }
+            }
+            return [cut ? text + " (cut)" : text]
+        }
+    }
+}
