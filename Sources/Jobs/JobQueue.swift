@@ -306,6 +306,10 @@ public final class JobQueue: Sendable {
             case .ending(let token):
                 // The end this attempt records decides: wait for it; a job it sent back to the queue it cancels. An end
                 // the store keeps refusing is not waited for again: the cancel stays noted, for that end.
+                // Stored first, while the job is still running in the store: an end that sends it back to the queue
+                // is then canceled in the same write (the store's rule), where noted only here the job was queued
+                // for a moment, and on a shared store another node could claim it and announce it running again.
+                storeCancelRequest(id)
                 let ended = state.wait(timeout: 60) { $0.running[id]?.lease.token != token }
                 guard let job = try store.job(id: id) else { throw Self.notFound(id) }
                 if job.state == .canceled || !ended { return job }

@@ -74,6 +74,43 @@ struct HeldRunner: JobRunner {
         #expect(waits.allSatisfy { $0 < 0.5 }, "enqueue to start: \(waits)")
     }
 
+    /// A cancel that comes while a crashed attempt's end is being recorded is stored before that end: the end that
+    /// sends the job back to the queue is canceled in the same write, and no node hears the job queued. It was noted
+    /// only in the node, so the job was queued for a moment (announced to every node, one of which could claim it and
+    /// announce it running again) before this node canceled it.
+    @Test func aCancelWhileACrashedAttemptEndsNeverQueuesTheJobOnASharedStore() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let heard = LockedValue<[StoreNotice]>([])
+        let listener = PostgresListener(uri: try #require(fixture.uri)) { notice in
+            heard.withLock { $0.append(notice) }
+            heard.notifyAll()
+        }
+        defer { listener.stop() }
+        #expect(heard.wait(timeout: 10) { $0.contains(.listening) })
+        let runner = CrashingWithFilesRunner()
+        let queue = try node(fixture, workers: 1, runner: runner)
+        try #require(runner.failing.wait(timeout: .now() + 30) == .success)
+        // Into the removal of its 6000 files, which comes after the end began (the attempt's own cancel is too late).
+        let folder = try #require(runner.folder.withLock { $0 })
+        var removing = false
+        let deadline = Date().addingTimeInterval(10)
+        while !removing && Date() < deadline && FileManager.default.fileExists(atPath: folder) {
+            let count = (try? FileManager.default.contentsOfDirectory(atPath: folder).count) ?? 0
+            removing = count > 0 && count < 6000
+            if !removing { usleep(500) }
+        }
+        try #require(removing, "the removal was not caught under way")
+        let answered = try queue.cancel(id: job.id)
+        #expect(answered.state == .canceled, "the cancel answered \(answered.state)")
+        queue.stop(grace: 5)
+        #expect(heard.wait(timeout: 10) { $0.filter { $0 == .changed(job.id) }.count >= 2 }, "running, then canceled: \(heard.withLock { $0 })")
+        usleep(300_000)
+        #expect(!heard.withLock { $0 }.contains(.queued(job.id)), "the job was announced queued: \(heard.withLock { $0 })")
+        #expect(try fixture.store.job(id: job.id)?.state == .canceled && runner.calls.withLock { $0 } == 1)
+    }
+
     @Test func aJobRunningOnAnotherNodeIsWatchedAndCanceledFromThisOne() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))
