@@ -10,8 +10,9 @@ keyboard (upload, start, cancel, retry and delete with Tab and Enter only), sett
 shown by their field, a ladder played as HLS), audio (a song with the default settings, then a video), proxy (a
 proxy's 502 and 504 on the way), eta (the ETA shown against the real time left), refusals (an empty
 file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
-job), streams (how many event streams a page holds), session (a lost session cookie renewed), recovery (a refused first
-list, a job deleted elsewhere past the first page, a refused upload chosen again).
+job), streams (how many event streams a page holds, a list answer older than a stream's news), session (a lost session
+cookie renewed), recovery (a refused first list and presets, a job deleted elsewhere past the first page, a refused
+upload chosen again), stall (an upload whose connection stops moving without an error).
 """
 
 import http.client
@@ -21,6 +22,7 @@ import select
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -233,6 +235,13 @@ def scenario_token(browser, base, path, report, token):
     browser.key("Enter", text="\r")
     browser.wait("document.querySelector('#login-error').textContent !== ''")
     report["wrongTokenMessage"] = browser.eval("document.querySelector('#login-error').textContent")
+    # The form submitted natively (a password manager's form.submit() skips the page's handler): nothing of the
+    # field goes into the URL. Named, the field went as ?token=... in the address, the history and the server's log.
+    browser.eval("document.querySelector('#token').value = 'native-submit-' + " + json.dumps(token))
+    browser.eval("document.querySelector('#login-form').submit()")
+    browser.pump(0.5)
+    browser.wait("document.readyState === 'complete' && !document.querySelector('#login').hidden")
+    report["urlAfterNativeSubmit"] = browser.eval("location.href")
     browser.eval("document.querySelector('#token').value = ''")
     browser.type_text(token)
     browser.key("Enter", text="\r")
@@ -335,6 +344,33 @@ def scenario_keyboard(browser, base, path, report, token):
     browser.wait(f"!document.querySelector('#jobs li[data-job=\"{canceled}\"]')", timeout=20)
     report["deleted"] = canceled
     browser.screenshot("3-retried-and-deleted")
+
+    # A job with a webhook of its own, made through the API and canceled: retried from the page, the new job has it.
+    upload = report["canceledJob"]["input"]["id"]
+    hook = {"url": "https://hooks.invalid/transcoderd", "events": ["job.running", "job.canceled"]}
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("POST", "/v1/jobs", body=json.dumps({"input": upload, "webhook": hook}), headers={"Content-Type": "application/json"})
+    hooked = json.loads(connection.getresponse().read())["id"]
+    connection.request("POST", f"/v1/jobs/{hooked}/cancel")
+    connection.getresponse().read()
+    connection.close()
+    hooked_item = f"document.querySelector('#jobs li[data-job=\"{hooked}\"]')"
+    browser.wait(f"{hooked_item}?.dataset.state === 'canceled' || null", timeout=20)
+    known = known_jobs(browser)
+    browser.eval(f"{hooked_item}.querySelector('[data-action=retry]').click()")
+    retried_hooked = new_job_item(browser, known)
+    report["retriedWebhook"] = browser.eval(f"fetch('/v1/jobs/{retried_hooked}').then(r => r.json()).then(j => j.webhook)", await_promise=True)
+
+    # Deleted elsewhere a moment before its Delete is pressed here: done, not an error, and the item goes.
+    browser.eval("document.querySelector('#start-error').textContent = ''")
+    browser.eval(f"fetch('/v1/jobs/{hooked}', {{method: 'DELETE'}}).then(() => {hooked_item}.querySelector('[data-action=delete]').click())",
+                 await_promise=True)
+    report["goneAfterDelete"] = browser.wait(f"{hooked_item} ? null : true", timeout=20)
+    report["errorAfterDeletingAGoneJob"] = browser.eval("document.querySelector('#start-error').textContent")
+    # The browser logs the page's DELETE answered 404, as it logs any failed load: expected here, the one such line.
+    gone = [e for e in browser.console_errors if "404" in e and f"/v1/jobs/{hooked}" in e]
+    report["goneDeleteLogged"] = len(gone)
+    browser.console_errors[:] = [e for e in browser.console_errors if e not in gone]
 
 
 def scenario_audio(browser, base, path, report, token):
@@ -592,28 +628,70 @@ def scenario_streams(browser, base, path, report, token):
     for request in browser.requests("GET", "/events"):
         streamed.add(request["url"].split("/v1/jobs/")[1].split("/")[0])
     report["streamedJobs"] = sorted(streamed)
-    report["states"] = browser.eval("Object.fromEntries([...document.querySelectorAll('#jobs li')].map(li => [li.dataset.job, li.dataset.state]))")
+    states = browser.eval("Object.fromEntries([...document.querySelectorAll('#jobs li')].map(li => [li.dataset.job, li.dataset.state]))")
+    report["states"] = states
+
+    # A list asked before a streamed job starts and answered after its stream said so (a slow list): the stream's
+    # news stands. The answer put the job back to "queued" until the next list.
+    running = next(ident for ident, state in states.items() if state == "running")
+    watched = next(ident for ident in streamed if states.get(ident) == "queued")
+    other = next(ident for ident, state in states.items() if state == "queued" and ident != watched)
+
+    def call(method, url):
+        connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+        connection.request(method, url)
+        answer = connection.getresponse()
+        body = answer.read()
+        connection.close()
+        return body
+    call("POST", f"/v1/jobs/{other}/cancel")  # the worker's next job is then the watched one
+    stale = json.loads(call("GET", "/v1/jobs?limit=50"))
+    held = []
+
+    def on_list(paused):
+        if not held:
+            held.append(paused)
+        else:
+            browser.let_through(paused)
+    browser.intercept("*/v1/jobs?limit=*", on_list)
+    deadline = time.time() + 20
+    while not held and time.time() < deadline:
+        browser.pump(0.1)
+    if not held:
+        raise TimeoutError("the page did not read its list")
+    if json.loads(call("GET", f"/v1/jobs/{running}"))["state"] != "running":
+        raise RuntimeError("the running job ended before the list was held: the watched job started too soon")
+    call("POST", f"/v1/jobs/{running}/cancel")
+    browser.wait(f"document.querySelector('#jobs li[data-job=\"{watched}\"]')?.dataset.state === 'running' || null", timeout=30)
+    browser.fulfill(held[0], 200, stale)
+    browser.pump(1)
+    report["staleListState"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{watched}\"]')?.dataset.state || null")
 
 
 def scenario_recovery(browser, base, path, report, token):
     """The page's first reading of the job list refused (a server restarting), more than a page of jobs made
     elsewhere, one of them deleted elsewhere, and an upload refused once and chosen again through the file input."""
-    refused_lists = []
+    refused = set()
 
-    def on_list(paused):
-        if not refused_lists:
-            refused_lists.append(paused["request"]["url"])
+    def on_first(paused):
+        url = paused["request"]["url"]
+        kind = "list" if "/v1/jobs?limit=" in url else "presets" if url.endswith("/v1/presets") else None
+        if kind and kind not in refused:
+            refused.add(kind)
             browser.fulfill(paused, 503, {"error": {"code": "server_busy", "message": "Busy; ask again."}})
         else:
             browser.let_through(paused)
-    browser.intercept("*/v1/jobs?limit=*", on_list)
+    browser.intercept("*/v1/*", on_first)
     browser.navigate(base + "/")
     browser.wait("!document.querySelector('#app').hidden")
     report["startError"] = browser.wait("document.querySelector('#start-error').textContent || null", timeout=10)
     report["listedAfterRefusal"] = browser.wait("document.querySelectorAll('#jobs li').length || null", timeout=20)
+    # The presets, refused at the start too, are read again: the choice held only "Default" until a reload.
+    report["presetsAfterRefusal"] = browser.wait("document.querySelector('#preset').options.length > 1 ? document.querySelector('#preset').options.length : null", timeout=20)
+    browser.intercept("*/v1/jobs?limit=*", lambda paused: browser.let_through(paused))
 
-    # A queued job the page does not stream, deleted by another client: past the list's first page only reading it
-    # (404) tells the page it is gone.
+    # A queued job the page does not stream, on the list's first page, deleted by another client: the next list no
+    # longer names it, and it goes (past the end, only reading it alone tells: the page's own waiting job below).
     browser.pump(1)
     streamed = {r["url"].split("/v1/jobs/")[1].split("/")[0] for r in browser.requests("GET", "/events")}
     shown = browser.eval("[...document.querySelectorAll('#jobs li')].filter(li => li.dataset.state === 'queued').map(li => li.dataset.job)")
@@ -664,8 +742,9 @@ def scenario_recovery(browser, base, path, report, token):
     report["creations"] = len(browser.requests("POST", "/v1/tus")) - creations
 
     # A job made on this page, ended, then pushed past the list's end by 50 newer jobs made elsewhere: it stays on
-    # this page (only jobs ended and past the end that another client made go).
+    # this page (only jobs ended and past the end that another client made go). And one made here that waits.
     own = start_job(browser)
+    waiting = start_job(browser)
     connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
     connection.request("POST", f"/v1/jobs/{own}/cancel")
     connection.getresponse().read()
@@ -685,7 +764,96 @@ def scenario_recovery(browser, base, path, report, token):
         browser.pump(0.2)
     browser.pump(2)
     report["ownJobKept"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{own}\"]')?.dataset.state || null")
+    report["ownWaitingKept"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{waiting}\"]')?.dataset.state || null")
     report["listedAfter"] = browser.eval("document.querySelectorAll('#jobs li').length")
+    # The waiting one, past the list's end and not streamed, deleted elsewhere: only reading it alone (404) tells
+    # the page it is gone.
+    before = len(singles())
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("DELETE", f"/v1/jobs/{waiting}")
+    report["waitingDeleteStatus"] = connection.getresponse().status
+    connection.close()
+    report["waitingGone"] = browser.wait(f"document.querySelector('#jobs li[data-job=\"{waiting}\"]') ? null : true", timeout=20)
+    report["waitingSingleReads"] = len([r for r in singles()[before:] if waiting in r["url"]])
+
+
+class StallingRelay:
+    """A TCP relay in front of the server that, once, stops forwarding a PATCH after `after` bytes of it and holds
+    both its connections open without a word (a flow a NAT dropped, a proxy that stopped reading); all else passes."""
+
+    def __init__(self, target, after):
+        self.target = target
+        self.after = after
+        self.stalled = threading.Event()
+        self.held = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            client, _ = self.listener.accept()
+            threading.Thread(target=self.serve, args=(client,), daemon=True).start()
+
+    def serve(self, client):
+        upstream = socket.create_connection(self.target)
+        threading.Thread(target=self.pump, args=(upstream, client, False), daemon=True).start()
+        self.pump(client, upstream, True)
+
+    def pump(self, source, sink, watch):
+        tail, counted = b"", None
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                if watch and not self.stalled.is_set():
+                    if counted is None and b"PATCH /v1/tus/" in tail + data:
+                        counted = 0
+                    elif counted is not None:
+                        counted += len(data)
+                    tail = data[-32:]
+                    if counted is not None and counted > self.after:
+                        self.stalled.set()
+                        self.held += [source, sink]
+                        return  # neither read nor closed: the sender's window fills and it waits for good
+                sink.sendall(data)
+        except OSError:
+            pass
+        if source not in self.held:
+            for end in (source, sink):
+                try:
+                    end.close()
+                except OSError:
+                    pass
+
+
+def scenario_stall(browser, base, path, report, token):
+    """An upload through a relay that stops moving its first PATCH without an error: the page gives the PATCH up
+    after its stall time, asks the server how far it got, and finishes the upload."""
+    host, port = base.split("//")[1].split(":")
+    relay = StallingRelay((host, int(port)), after=256 * 1024)
+    browser.navigate(f"http://127.0.0.1:{relay.port}/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.eval("document.body.insertAdjacentHTML('beforeend', '<input type=file id=stall-file>')")
+    browser.set_files("#stall-file", [path])
+    browser.eval("""window.stall = null;
+        import(new URL("tus.js", document.querySelector("script[type=module]").src).href).then(async ({ TusUpload }) => {
+            const file = document.querySelector("#stall-file").files[0];
+            const retries = [];
+            const started = performance.now();
+            const upload = new TusUpload(file, { chunkSize: 1024 * 1024, stallSeconds: 3,
+                                                 onRetry: (seconds, error) => retries.push(error.message) });
+            try {
+                const id = await upload.start();
+                upload.forget();
+                window.stall = { id, size: file.size, retries, seconds: (performance.now() - started) / 1000 };
+            } catch (error) {
+                window.stall = { error: String(error), retries };
+            }
+        })""")
+    report["stall"] = browser.wait("window.stall", timeout=120)
+    report["relayStalled"] = relay.stalled.is_set()
 
 
 def scenario_session(browser, base, path, report, token):

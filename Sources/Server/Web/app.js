@@ -29,7 +29,12 @@ const jobs = new JobList({
       }
       input = { url: job.input.url };
     }
-    const created = await request("POST", "/v1/jobs", { json: { input, settings: job.settings, priority: job.priority } });
+    // Its own webhook too (unless it answered 410 Gone): the retry is heard where the job was.
+    const webhook = job.webhook && !job.webhook.disabled ? { url: job.webhook.url, events: job.webhook.events } : undefined;
+    if (webhook?.url.includes("REDACTED")) {
+      throw new APIError(0, "not_retryable", "The job's webhook URL holds credentials the server does not show: start the job again through the API.");
+    }
+    const created = await request("POST", "/v1/jobs", { json: { input, settings: job.settings, priority: job.priority, webhook } });
     jobs.add(created);
   },
   onError: (error) => handleError(error, $("start-error")),
@@ -46,6 +51,10 @@ const result = new ResultView({
 
 function showLogin(message = "") {
   jobs.stop();
+  // What the signed-out page was doing stops with it: an upload under way, the result playing behind the form.
+  if (state.upload) state.upload.abort();
+  state.upload = null;
+  result.forget(result.jobID);
   $("app").hidden = true;
   $("login").hidden = false;
   $("sign-out").hidden = true;
@@ -130,6 +139,7 @@ $("settings-json").addEventListener("input", () => { state.settingsEdited = true
 
 async function loadPresets() {
   state.presets = await request("GET", "/v1/presets");
+  state.presetsLoaded = true;
   const select = $("preset");
   select.replaceChildren(select.options[0]);
   for (const preset of state.presets) {
@@ -311,6 +321,7 @@ async function startApp() {
       try { await signIn(token()); } catch { showLogin("The session ended; enter the token again."); return; }
       state.renewedAt = Date.now();
     }
+    state.presetsLoaded = false;
     await loadPresets();
   } catch (error) {
     if (error instanceof APIError && error.status === 401) { showLogin(); return; }
@@ -332,6 +343,12 @@ async function startApp() {
     handleError(error, $("start-error"));
   }
 }
+
+// Presets that could not be read at the start (a 503 while the server restarted) are read again every few seconds:
+// the choice kept only "Default" until a reload.
+setInterval(() => {
+  if (state.presetsLoaded === false && !$("app").hidden) loadPresets().catch(() => {});
+}, 5000);
 
 // The session cookie lasts 12 hours: renewed once 6 have passed by the wall clock, looked at every minute (a timer
 // of 6 hours would count only the time the computer was awake).

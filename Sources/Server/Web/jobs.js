@@ -44,6 +44,8 @@ export class JobList {
     this.deletedHere = new Set();
     // The ids the latest list named: read then, not read again one by one.
     this.listed = new Set();
+    // When each job's stream last told its state: a list asked before then is older news.
+    this.streamedAt = new Map();
     // Actions under way, "id action": a second click (a double-click, a held Enter) waits for the first's answer.
     this.busy = new Set();
     this.refreshing = false;
@@ -71,7 +73,9 @@ export class JobList {
     const asked = performance.now();
     const answer = await request("GET", "/v1/jobs?limit=50", { timeout: readTimeout });
     const jobs = answer.jobs.filter((job) => !this.deletedHere.has(job.id));
-    for (const job of [...jobs].reverse()) this.upsert(job);
+    // A job its stream told of since the list was asked keeps what the stream said: an answer read before a job
+    // started put it back to "queued" (its ETA lost, the live region saying so) until the next list.
+    for (const job of [...jobs].reverse()) if (!((this.streamedAt.get(job.id) ?? -Infinity) >= asked)) this.upsert(job);
     this.listed = new Set(jobs.map((job) => job.id));
     const oldest = answer.next ? answer.jobs[answer.jobs.length - 1] : null;
     for (const [id, job] of [...this.jobs]) {
@@ -211,6 +215,7 @@ export class JobList {
   // visible: a queued job's stream gives way to a running one's (a queued job is read every few seconds; it has no
   // progress to show). A job just started is streamed from its start when there is room.
   watchActive() {
+    if (!this.timer) return; // signed out (stopped) while a reading was under way
     const running = (job) => (job.state === "running" ? 0 : 1);
     const active = [...this.jobs.values()].filter((job) => job.state === "queued" || job.state === "running")
       .sort((a, b) => running(a) - running(b) || (b.createdAt || "").localeCompare(a.createdAt || ""));
@@ -230,7 +235,10 @@ export class JobList {
   watch(id) {
     const stream = new EventSource(`/v1/jobs/${encodeURIComponent(id)}/events`);
     this.streams.set(id, stream);
-    stream.addEventListener("state", (event) => this.upsert(JSON.parse(event.data)));
+    stream.addEventListener("state", (event) => {
+      this.streamedAt.set(id, performance.now());
+      this.upsert(JSON.parse(event.data));
+    });
     stream.addEventListener("progress", (event) => this.progress(id, JSON.parse(event.data)));
     stream.onerror = () => {
       // The server ends the stream after a terminal state; otherwise the browser would reconnect on its own, but
@@ -275,13 +283,24 @@ export class JobList {
           this.onShow(job);
           break;
         case "cancel":
-          this.upsert(await request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`));
+          try {
+            this.upsert(await request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`));
+          } catch (error) {
+            // Deleted elsewhere: it goes. Ended meanwhile (409): shown as it ended, not left with a Cancel button.
+            if (error.status === 404) { this.remove(id); break; }
+            if (error.status === 409) {
+              this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(id)}`, { timeout: readTimeout }));
+              break;
+            }
+            throw error;
+          }
           // The button is gone: keep the keyboard where it was, on the job's next action.
           item.querySelector('[data-action="retry"]:not([hidden]), [data-action="delete"]:not([hidden])')?.focus();
           break;
         case "retry": await this.onRetry(job); break;
         case "delete": {
-          await request("DELETE", `/v1/jobs/${encodeURIComponent(id)}`);
+          // Gone already (deleted elsewhere, or by retention): what the click asked for is done.
+          await request("DELETE", `/v1/jobs/${encodeURIComponent(id)}`).catch((error) => { if (error.status !== 404) throw error; });
           this.deletedHere.add(id);
           if (this.deletedHere.size > 200) this.deletedHere.delete(this.deletedHere.values().next().value);
           const next = item.nextElementSibling || item.previousElementSibling;
@@ -314,6 +333,7 @@ export class JobList {
     this.etas.delete(id);
     this.announced.delete(id);
     this.fractions.delete(id);
+    this.streamedAt.delete(id);
     this.addedAt.delete(id);
     if (this.shownID === id) this.shownID = null;
     this.empty.hidden = this.items.size > 0;

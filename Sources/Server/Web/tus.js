@@ -19,6 +19,11 @@ const retryDelays = [1, 2, 4, 8, 16, 30, 30, 30];
 // holds the upload or is completing it (423), too many requests or connections, or the server is busy (429, 503),
 // or a proxy in front of it found it gone or slow (502 while it restarts, 504 past the proxy's timeout).
 const passing = new Set([0, 409, 423, 429, 502, 503, 504]);
+// Seconds a PATCH may go without sending a byte, and twice that for an answer once its bytes are sent (or for a HEAD
+// or a POST), before it is given up as a lost connection (then: ask the server how far it got, and go on). A flow a
+// NAT or a VPN dropped without a word, or a proxy that stopped reading, left the request hanging with the bar
+// frozen until TCP gave up, a quarter of an hour later, or for good.
+const stallSeconds = 60;
 
 function remembered() {
   let all;
@@ -98,11 +103,14 @@ function delayAfter(error, failures) {
 
 export class TusUpload {
   // `onProgress({sent, total, speed, remaining, resumedFrom})` while bytes go; `chunkSize` bytes per PATCH.
-  // `onRetry(seconds, error)` before a new try after a dropped connection or a passing refusal.
-  constructor(file, { endpoint = "/v1/tus", chunkSize = 4 * 1024 * 1024, onProgress = () => {}, onRetry = () => {} } = {}) {
+  // `onRetry(seconds, error)` before a new try after a dropped connection or a passing refusal. `stallSeconds`: see
+  // the constant of that name.
+  constructor(file, { endpoint = "/v1/tus", chunkSize = 4 * 1024 * 1024, onProgress = () => {}, onRetry = () => {},
+                      stallSeconds: stall = stallSeconds } = {}) {
     this.file = file;
     this.endpoint = endpoint;
     this.chunkSize = chunkSize;
+    this.stallSeconds = stall;
     this.onProgress = onProgress;
     this.onRetry = onRetry;
     this.url = null;
@@ -192,8 +200,7 @@ export class TusUpload {
   // The server's offset of the upload at `url`; null when it has no such upload (gone, expired). Throws for other
   // answers (signed out, server trouble): the upload is then kept for later.
   async serverOffset(url) {
-    const response = await fetch(url, { method: "HEAD", headers: authHeaders({ "Tus-Resumable": version }) })
-      .catch(() => { throw connectionLost(); });
+    const response = await this.fetch(url, { method: "HEAD", headers: authHeaders({ "Tus-Resumable": version }) });
     if (response.status === 404 || response.status === 410) return null;
     if (!response.ok) {
       throw failure(response.status, "", "Asking the server how far the upload got", response.headers.get("Retry-After"));
@@ -207,10 +214,10 @@ export class TusUpload {
 
   async create() {
     const metadata = `filename ${base64(this.file.name)}` + (this.file.type ? `,filetype ${base64(this.file.type)}` : "");
-    const response = await fetch(this.endpoint, {
+    const response = await this.fetch(this.endpoint, {
       method: "POST",
       headers: authHeaders({ "Tus-Resumable": version, "Upload-Length": String(this.file.size), "Upload-Metadata": metadata }),
-    }).catch(() => { throw connectionLost(); });
+    });
     if (response.status !== 201) {
       throw failure(response.status, await response.text(), "Starting the upload", response.headers.get("Retry-After"));
     }
@@ -220,17 +227,42 @@ export class TusUpload {
     return new URL(location, window.location.href).pathname;
   }
 
-  // One PATCH through XMLHttpRequest (fetch reports no upload progress); resolves with the new offset.
+  // `fetch`, given up as a lost connection when it fails or takes longer than twice `stallSeconds`.
+  async fetch(url, options) {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), this.stallSeconds * 2000);
+    try {
+      return await fetch(url, { ...options, signal: controller.signal });
+    } catch {
+      throw connectionLost();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // One PATCH through XMLHttpRequest (fetch reports no upload progress); resolves with the new offset. Given up as
+  // a lost connection after `stallSeconds` without a byte sent, or twice that without an answer once all are.
   patch(blob) {
     return new Promise((resolve, reject) => {
       const request = new XMLHttpRequest();
       this.request = request;
+      let stalled = false;
+      let timer = null;
+      const watch = (seconds) => {
+        clearTimeout(timer);
+        timer = setTimeout(() => { stalled = true; request.abort(); }, seconds * 1000);
+      };
       request.open("PATCH", this.url);
       const headers = authHeaders({ "Tus-Resumable": version, "Upload-Offset": String(this.offset),
                                     "Content-Type": "application/offset+octet-stream" });
       for (const [name, value] of Object.entries(headers)) request.setRequestHeader(name, value);
       const start = this.offset;
-      request.upload.onprogress = (event) => this.report(start + event.loaded);
+      request.upload.onprogress = (event) => {
+        watch(this.stallSeconds);
+        this.report(start + event.loaded);
+      };
+      request.upload.onload = () => watch(this.stallSeconds * 2);
+      request.onloadend = () => clearTimeout(timer);
       request.onload = () => {
         this.request = null;
         const offset = Number(request.getResponseHeader("Upload-Offset"));
@@ -245,7 +277,11 @@ export class TusUpload {
         // one for two minutes, then called a lost connection. Reading a byte of it tells the two apart.
         blob.slice(0, 1).arrayBuffer().then(() => reject(connectionLost()), () => reject(unreadable(this.file)));
       };
-      request.onabort = () => { this.request = null; reject(new Error("The upload was stopped.")); };
+      request.onabort = () => {
+        this.request = null;
+        reject(stalled && !this.aborted ? connectionLost() : new Error("The upload was stopped."));
+      };
+      watch(this.stallSeconds);
       request.send(blob);
     });
   }
