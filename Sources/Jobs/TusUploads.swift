@@ -143,18 +143,31 @@ public struct TusUploads: Sendable {
     /// until the completion is recorded: an exclusive `flock` on the description, which the completion replaces only
     /// as its last step. The lock goes with the descriptor, so a process that died completing holds nothing. Returns
     /// the descriptor to close, or nil when the upload is gone or (unless `waiting`) another request holds it.
+    ///
+    /// The lock taken is on the description the path names once it is held: a holder that saved a new one (a
+    /// completion given up on a probe timeout keeps the upload going) left a waiter holding the old file, which no
+    /// one else would ever open, and the next request locked the new one at once: two completions ran on the same
+    /// bytes, the loser's record over the winner's.
     public func lockCompletion(_ id: String, waiting: Bool = false) -> Int32? {
-        // Open for writing though only locked: on NFS, flock is a byte-range lock, and an exclusive one needs a
-        // descriptor open for writing (EBADF otherwise: no upload could complete on shared storage).
-        let descriptor = open(infoPath(id), O_RDWR | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        var result: Int32
-        repeat { result = flock(descriptor, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
-        guard result == 0 else {
+        while true {
+            // Open for writing though only locked: on NFS, flock is a byte-range lock, and an exclusive one needs a
+            // descriptor open for writing (EBADF otherwise: no upload could complete on shared storage).
+            let descriptor = open(infoPath(id), O_RDWR | O_CLOEXEC)
+            guard descriptor >= 0 else { return nil }
+            var result: Int32
+            repeat { result = flock(descriptor, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) } while result != 0 && errno == EINTR
+            guard result == 0 else {
+                close(descriptor)
+                return nil
+            }
+            var held = stat(), named = stat()
+            if fstat(descriptor, &held) == 0, stat(infoPath(id), &named) == 0, held.st_dev == named.st_dev, held.st_ino == named.st_ino {
+                return descriptor
+            }
             close(descriptor)
-            return nil
+            // Replaced while it was waited for (or gone): the lock that counts is the new file's.
+            guard waiting, access(infoPath(id), F_OK) == 0 else { return nil }
         }
-        return descriptor
     }
 
     /// A completion that nobody is doing any more (its process died between the rename and the end): the bytes go

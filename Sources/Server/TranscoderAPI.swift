@@ -344,15 +344,18 @@ public final class TranscoderAPI: Sendable {
         let id = id ?? UUID().uuidString.lowercased()
         let path = directory.uploadPath(id: id)
         // Data, then name: a 201 means the file survives a power cut, not only a process crash.
+        var moved = false
         do throws(MediaError) {
             try FileDurability.syncFile(atPath: file.path)
             guard rename(file.path, path) == 0 else {
                 throw MediaError(code: "storage_error", message: "Storing the upload failed: \(String(cString: strerror(errno))).")
             }
+            moved = true
             try FileDurability.syncDirectory(containing: path)
         } catch {
-            // A file kept elsewhere on failure (a tus upload's only copy) goes back; a request's temporary goes.
-            if given { rename(path, file.path) } else { unlink(path) }
+            // A file kept elsewhere on failure (a tus upload's only copy) goes back; a request's temporary goes. Only
+            // when this call moved it: what is at `path` otherwise is not its own (another completion's, stored).
+            if given { if moved { rename(path, file.path) } } else { unlink(path) }
             throw HTTPError(.internalServerError, error.code, error.message)
         }
         let upload = Upload(id: id, filename: Self.cleanFilename(file.filename), contentType: file.contentType, size: Int(file.size),

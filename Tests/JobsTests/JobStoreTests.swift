@@ -723,3 +723,39 @@ import TestSupport
         #expect(store.cachedStatements == prepared, "\(store.cachedStatements - prepared) statements prepared by 50 rounds")
     }
 }
+
+/// The lock that says a request is completing a resumable upload.
+@Suite struct TusCompletionLockTests {
+    /// A waiter for the completion lock whose holder saved a new description before letting go (a completion given
+    /// up on a probe timeout) holds the lock of the description as it is named now: it held the old file, which no
+    /// one else opens, so the next request took the new one's lock at once and two completions ran on the same
+    /// bytes.
+    @Test func aWaiterHoldsTheLockOfTheDescriptionAsItIsNow() throws {
+        let directory = DataDirectory(path: try Media.scratch().path)
+        let uploads = TusUploads(directory: directory)
+        let id = UUID().uuidString.lowercased()
+        try FileManager.default.createDirectory(atPath: URL(fileURLWithPath: uploads.dataPath(id)).deletingLastPathComponent().path,
+                                                withIntermediateDirectories: true)
+        var upload = TusUpload(id: id, length: 10, metadata: "", createdAt: Date().timeIntervalSince1970)
+        try uploads.create(upload)
+        let first = try #require(uploads.lockCompletion(id))
+        let waiter = LockedValue<Int32?>(nil)
+        let waiting = DispatchSemaphore(value: 0)
+        NamedThread.start("lock-waiter") {
+            waiting.signal()
+            let descriptor = uploads.lockCompletion(id, waiting: true)
+            waiter.withLock { $0 = descriptor }
+            waiter.notifyAll()
+        }
+        waiting.wait()
+        usleep(200_000) // the waiter is in flock
+        upload.probeTimeouts = 1
+        try uploads.save(upload) // a new file under the name, as the probe timeout's save
+        close(first)
+        #expect(waiter.wait(timeout: 10) { $0 != nil }, "the waiter got the lock")
+        defer { if let held = waiter.withLock({ $0 }) ?? nil { close(held) } }
+        let another = uploads.lockCompletion(id)
+        if let another { close(another) }
+        #expect(another == nil, "another request took the lock while the waiter held it")
+    }
+}
