@@ -328,7 +328,9 @@ public final class TusEndpoint: Sendable {
         let whole = upload.completedAt == nil && upload.length.map { uploads.offset(of: upload) == $0 } == true
         if whole && uploads.isHeld(upload.id) {
             // Its last PATCH is still under way (its bytes written, not yet let go): the whole length now would
-            // tell a client the upload is done before it is stored, and its id would name nothing.
+            // tell a client the upload is done before it is stored, and its id would name nothing. Its holder here
+            // is told another waits: one whose body's end never came lets go in seconds, not the body's minute.
+            _ = holders.want(upload.id)
             throw refusal(.locked, "upload_completing", "The upload's bytes are all there and its last PATCH is still under way; ask again.",
                           headers: [("Retry-After", "1")])
         }
@@ -385,7 +387,11 @@ public final class TusEndpoint: Sendable {
         try checkVersion(request.headers)
         let upload = try current(request)
         guard uploads.delete(upload.id) else {
-            throw refusal(.locked, "upload_locked", "A PATCH of this upload is still running; try again once it ends.")
+            // Its holder here is told another waits: a PATCH whose client went quiet (a client that gave up and now
+            // terminates the upload) lets go in seconds; tus clients retry a 423 DELETE for a few seconds only.
+            let told = holders.want(upload.id)
+            throw refusal(.locked, "upload_locked", "A PATCH of this upload is still running; try again once it ends.",
+                          headers: told ? [("Retry-After", "1")] : [])
         }
         digests.remove(upload.id)
         return Response(.noContent)

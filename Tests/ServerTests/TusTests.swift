@@ -781,6 +781,26 @@ import TestSupport
         #expect(try head(server, path).headers["upload-offset"] == "600000")
     }
 
+    /// A DELETE of an upload a quiet PATCH holds (a client that gave up on a dead connection and now terminates the
+    /// upload) tells the holder another waits: it lets go in seconds and the DELETE, retried, succeeds. It was refused
+    /// until the quiet PATCH's body timed out, a minute; tus clients retry a 423 DELETE for a few seconds.
+    @Test func aDeleteOfAnUploadAQuietPatchHoldsSucceedsInSeconds() throws {
+        let server = try TestServer()
+        let (path, dead) = try halfSentPatch(server)
+        defer { withExtendedLifetime(dead) {} } // its connection stays open, quiet
+        let first = try Shell.run("curl", ["-s", "-i", "-X", "DELETE"] + Self.version + [server.base + path]).stdout
+        #expect(first.contains("HTTP/1.1 423 ") && first.contains("Retry-After: 1\r\n"), "\(first)")
+        let started = Date()
+        var status = 0
+        #expect(try eventually(20) {
+            status = try server.curl(path, ["-X", "DELETE"] + Self.version).status
+            if status != 204 { usleep(250_000) }
+            return status == 204
+        }, "\(status)")
+        #expect(Date().timeIntervalSince(started) < 10, "let go in seconds, not the body's minute: \(Date().timeIntervalSince(started)) s")
+        #expect(try head(server, path).status == 404)
+    }
+
     @Test func deferredAndEmptyUploadsAndExpiry() throws {
         let server = try TestServer(["--tus-expire-hours", "0.001"]) // 3.6 s
         // Deferred length, set by a later PATCH.
