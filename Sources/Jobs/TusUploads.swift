@@ -68,10 +68,42 @@ public struct TusUploads: Sendable {
         }
     }
 
-    /// The upload's description, or nil when there is none (never created, deleted, expired).
+    /// The upload's description, or nil when there is none (never created, deleted, expired) or it cannot be read
+    /// now (`readUpload` tells the two apart).
     public func upload(_ id: String) -> TusUpload? {
-        guard Self.isValidID(id), let bytes = FileManager.default.contents(atPath: infoPath(id)) else { return nil }
-        return try? JSONDecoder().decode(TusUpload.self, from: bytes)
+        (try? readUpload(id)) ?? nil
+    }
+
+    /// The upload's description, or nil when there is none; throws `storage_error` when it is there but cannot be
+    /// read now (an I/O error, out of descriptors, a shared file system away) and `upload_damaged` when it does not
+    /// decode. A read that failed was "no such upload": a HEAD answered 404, and tus clients start the upload over
+    /// from its first byte; the sweep judged its age by whichever of its files it listed first (its description,
+    /// written at its creation), and could delete an upload whose bytes were still arriving.
+    public func readUpload(_ id: String) throws(MediaError) -> TusUpload? {
+        guard Self.isValidID(id) else { return nil }
+        let descriptor = open(infoPath(id), O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw MediaError(code: "storage_error", message: "Reading the upload's description failed: \(String(cString: strerror(errno))).")
+        }
+        defer { close(descriptor) }
+        var bytes = Data()
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let count = read(descriptor, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                throw MediaError(code: "storage_error", message: "Reading the upload's description failed: \(String(cString: strerror(errno))).")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            guard bytes.count <= 1 << 20 else { throw MediaError(code: "upload_damaged", message: "The upload's description is too long.") }
+        }
+        do {
+            return try JSONDecoder().decode(TusUpload.self, from: bytes)
+        } catch {
+            throw MediaError(code: "upload_damaged", message: "The upload's description is damaged.")
+        }
     }
 
     /// Bytes received so far: the `.bin` file's size (its length once the bytes became an upload), without a chunk
@@ -258,12 +290,24 @@ public struct TusUploads: Sendable {
         for name in names {
             let id = String(name.prefix { $0 != "." })
             guard Self.isValidID(id), seen.insert(id).inserted else { continue }
-            if let upload = upload(id) {
+            let found: TusUpload?
+            do throws(MediaError) {
+                found = try readUpload(id)
+            } catch where error.code == "storage_error" {
+                continue // not readable now: looked at again at the next sweep
+            } catch {
+                found = nil // damaged: as files without a description
+            }
+            if let upload = found {
                 guard isExpired(upload, at: time) else { continue }
             } else {
-                var status = stat()
-                let path = folder.appendingPathComponent(name).path
-                guard stat(path, &status) == 0, Double(status.st_mtim.tv_sec) + expiryHours * 3600 <= time else { continue }
+                // By its newest file (its bytes, when they are still arriving), not whichever was listed first.
+                let newest = names.filter { $0.hasPrefix(id + ".") }.compactMap { name -> Double? in
+                    var status = stat()
+                    guard stat(folder.appendingPathComponent(name).path, &status) == 0 else { return nil }
+                    return Double(status.st_mtim.tv_sec)
+                }.max()
+                guard let newest, newest + expiryHours * 3600 <= time else { continue }
             }
             // With the sweep's listing: read again for each, a sweep of E uploads in a folder of N files read E × N
             // names (hours for the day after 100,000 bodiless creations, lease recovery waiting behind it).

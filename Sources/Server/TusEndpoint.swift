@@ -236,6 +236,10 @@ public final class TusEndpoint: Sendable {
             var locked = headers
             if error.errnoCode == EBUSY { locked.set("Retry-After", "1") }
             return HTTPError(.locked, "upload_locked", error.reason, headers: locked)
+        case ESTALE: // the description there but not readable now (`TusSink`)
+            var later = headers
+            later.set("Retry-After", "5")
+            return HTTPError(.serviceUnavailable, "storage_error", error.reason + " Ask again.", headers: later)
         case ESPIPE: return HTTPError(.conflict, "offset_mismatch", error.reason, headers: headers)
         case EFBIG: return HTTPError(.contentTooLarge, "upload_too_large", "The chunk goes past the upload's length; nothing of it was kept.",
                                      headers: headers)
@@ -400,7 +404,16 @@ public final class TusEndpoint: Sendable {
     /// The upload the request names, unless it is gone or has expired (then its files go now).
     private func current(_ request: Request) throws(HTTPError) -> TusUpload {
         let id = request.parameters["id"] ?? ""
-        guard let upload = uploads.upload(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
+        let found: TusUpload?
+        do throws(MediaError) {
+            found = try uploads.readUpload(id)
+        } catch where error.code == "storage_error" {
+            // There, but not readable now: a 404 would have the client start the whole upload again.
+            throw refusal(.serviceUnavailable, error.code, error.message + " Ask again.", headers: [("Retry-After", "5")])
+        } catch {
+            throw refusal(.internalServerError, error.code, error.message)
+        }
+        guard let upload = found else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
         uploads.recoverCompletion(of: upload)
         uploads.recoverChunk(of: upload)
         // Expired, unless a PATCH or a completion holds it now (then it is not deleted, and the request goes on:

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Glibc
 import Jobs
+import Pipeline
 
 /// The body of a tus PATCH (or of a creation's first chunk), appended to the upload's `.bin` file through an
 /// `UploadWriter` on the server's file threads. Opening the file there also checks what only the file can tell:
@@ -87,7 +88,15 @@ final class TusSink: BodySink {
             }
             upload = new
         case .append(let id, let at, _):
-            guard let found = uploads.upload(id), !uploads.isExpired(found, at: Date().timeIntervalSince1970) else {
+            let read: TusUpload?
+            do throws(MediaError) {
+                read = try uploads.readUpload(id)
+            } catch {
+                // There but not readable now (ESTALE: 503, ask again), or damaged (500): not a 404, which has a
+                // client start the whole upload again.
+                throw IOError(errnoCode: error.code == "storage_error" ? ESTALE : EIO, reason: error.message)
+            }
+            guard let found = read, !uploads.isExpired(found, at: Date().timeIntervalSince1970) else {
                 throw IOError(errnoCode: ENOENT, reason: "No upload has the id \(id).")
             }
             upload = found

@@ -724,8 +724,8 @@ import TestSupport
     }
 }
 
-/// The lock that says a request is completing a resumable upload.
-@Suite struct TusCompletionLockTests {
+/// A resumable upload's files: the lock that says a request is completing it, and the sweep.
+@Suite struct TusUploadsTests {
     /// A waiter for the completion lock whose holder saved a new description before letting go (a completion given
     /// up on a probe timeout) holds the lock of the description as it is named now: it held the old file, which no
     /// one else opens, so the next request took the new one's lock at once and two completions ran on the same
@@ -757,5 +757,39 @@ import TestSupport
         let another = uploads.lockCompletion(id)
         if let another { close(another) }
         #expect(another == nil, "another request took the lock while the waiter held it")
+    }
+
+    /// The sweep leaves an upload whose description cannot be read now, or is damaged, while its bytes are recent:
+    /// it judged such an upload by whichever of its files it listed first, and an upload created long ago (its
+    /// description as old) whose bytes were still arriving was deleted. One whose files are all old goes.
+    @Test func theSweepJudgesAnUploadItCannotReadByItsNewestFile() throws {
+        let directory = DataDirectory(path: try Media.scratch().path)
+        let uploads = TusUploads(directory: directory, expiryHours: 1)
+        let twoHoursAgo = Date().addingTimeInterval(-7200)
+        func make(_ description: (String) throws -> Void, recentBytes: Bool) throws -> String {
+            let id = UUID().uuidString.lowercased()
+            try FileManager.default.createDirectory(atPath: URL(fileURLWithPath: uploads.dataPath(id)).deletingLastPathComponent().path,
+                                                    withIntermediateDirectories: true)
+            try uploads.create(TusUpload(id: id, length: 10, metadata: "", createdAt: twoHoursAgo.timeIntervalSince1970))
+            try Data("abc".utf8).write(to: URL(fileURLWithPath: uploads.dataPath(id)))
+            try description(uploads.infoPath(id))
+            try FileManager.default.setAttributes([.modificationDate: twoHoursAgo], ofItemAtPath: uploads.infoPath(id))
+            if !recentBytes { try FileManager.default.setAttributes([.modificationDate: twoHoursAgo], ofItemAtPath: uploads.dataPath(id)) }
+            return id
+        }
+        let damage: (String) throws -> Void = { path in try Data("{".utf8).write(to: URL(fileURLWithPath: path)) }
+        let unreadable: (String) throws -> Void = { path in // read() fails (EISDIR), as an I/O error would
+            try FileManager.default.removeItem(atPath: path)
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        }
+        // Several of each: which file a folder lists first is the file system's choice.
+        let kept = try (0..<8).map { _ in try make(damage, recentBytes: true) } + (0..<8).map { _ in try make(unreadable, recentBytes: true) }
+        let old = try make(damage, recentBytes: false)
+        let removed = Set(uploads.sweep(at: Date().timeIntervalSince1970))
+        #expect(removed == [old], "kept: \(kept.filter { !removed.contains($0) }.count) of \(kept.count); the old one removed: \(removed.contains(old))")
+        for id in kept { #expect(FileManager.default.fileExists(atPath: uploads.dataPath(id))) }
+        #expect(throws: MediaError.self) { try uploads.readUpload(kept[0]) }
+        #expect(throws: MediaError.self) { try uploads.readUpload(kept[8]) }
+        #expect(try uploads.readUpload(old) == nil, "gone")
     }
 }

@@ -830,6 +830,31 @@ import TestSupport
         #expect(eventually(10) { !Media.files(in: folder).contains { $0.hasPrefix(untouchedID) } }, "\(Media.files(in: folder))")
     }
 
+    /// An upload whose description cannot be read now (an I/O error; a folder in its place here) answers 503 with
+    /// Retry-After, and one whose description is damaged 500: both answered 404, and a tus client told 404 starts
+    /// the whole upload again from its first byte.
+    @Test func anUploadWhoseDescriptionCannotBeReadIsNotCalledMissing() throws {
+        let server = try TestServer()
+        let folder = server.data.appendingPathComponent("tus")
+        var paths: [String] = []
+        for _ in 0..<2 {
+            let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 100"]).location)
+            #expect(try patch(server, path, offset: 0, body: "abc").status == 204)
+            paths.append(path)
+        }
+        let ids = paths.map { String($0.split(separator: "/").last ?? "") }
+        let unreadable = folder.appendingPathComponent("\(ids[0]).json").path
+        try FileManager.default.removeItem(atPath: unreadable)
+        try FileManager.default.createDirectory(atPath: unreadable, withIntermediateDirectories: false)
+        try Data("{".utf8).write(to: folder.appendingPathComponent("\(ids[1]).json"))
+        let first = try Shell.run("curl", ["-s", "-I"] + Self.version + [server.base + paths[0]]).stdout
+        #expect(first.hasPrefix("HTTP/1.1 503 ") && first.contains("Retry-After: 5\r\n"), "\(first)")
+        let refused = try patch(server, paths[0], offset: 3, body: "d")
+        #expect(refused.status == 503, "\(refused.status) \(refused.body)")
+        #expect(try head(server, paths[1]).status == 500)
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(ids[0]).bin").path), "its bytes stay")
+    }
+
     /// An upload a request names after its expiry answers 404, and its files go then, whatever the sweep does. Here
     /// the expiry is an hour (swept once a minute), and the upload's creation and last bytes are made two hours old
     /// just before the request: the 404 is the request's own. (The test before this one let the sweep, every 0.9 s,
