@@ -33,7 +33,8 @@ public struct AddressPolicy: Sendable, Equatable {
     /// A cloud's metadata or credentials address stays refused unless it is allowed by itself (a /32 or /128
     /// entry), not by a block that happens to hold it (`169.254.0.0/16`, `100.64.0.0/10`, `0.0.0.0/0`). An IPv6 address carrying an IPv4 one (mapped,
     /// NAT64, 6to4) is judged by the IPv4 address, where it really leads.
-    /// An address of one of this machine's own interfaces is refused too, whatever its block.
+    /// An address of one of this machine's own interfaces is refused too, whatever its block, and opened only by an
+    /// entry naming it alone (a loopback address also by a block holding it: that is asking for this machine).
     public func refusal(of address: IPAddress) -> String? {
         refusal(of: address, local: LocalAddresses.shared.current)
     }
@@ -42,7 +43,12 @@ public struct AddressPolicy: Sendable, Equatable {
     func refusal(of address: IPAddress, local: [IPAddress]) -> String? {
         if let inner = address.embeddedIPv4 ?? Self.tunnelled(address) { return refusal(of: inner, local: local) }
         let metadata = Self.metadata.contains(where: { $0.contains(address) })
-        if allowed.contains(where: { $0.contains(address) && (!metadata || $0.prefix == address.bytes.count * 8) }) { return nil }
+        // This machine's own address (not a loopback one) in an allowed block: a private network allowed
+        // (`10.0.0.0/8`) opened the server's own 10.0.0.5 too, and with it services bound to 0.0.0.0 there, which
+        // Linux reaches through `lo`, past a firewall's rules for the network's interface.
+        let own = local.contains(address) && !Self.isLoopback(address)
+        if allowed.contains(where: { $0.contains(address) && (!(metadata || own) || $0.prefix == address.bytes.count * 8) }) { return nil }
+        if own && allowed.contains(where: { $0.contains(address) }) { return "local interface" }
         for (block, kind) in Self.reserved where block.contains(address) { return kind }
         return local.contains(address) ? "local interface" : nil
     }
@@ -54,11 +60,12 @@ public struct AddressPolicy: Sendable, Equatable {
     }
 
     /// Where clouds hand out instance metadata and credentials: the instance metadata service (AWS, GCP, Azure,
-    /// OCI; AWS's IPv6 one), ECS task credentials, EKS Pod Identity (IPv4 and IPv6), Alibaba Cloud's, OCI's older one,
-    /// and Azure's WireServer (168.63.129.16: the host agent's goal state and extension settings), whose address is
-    /// public-looking and so was let through.
-    static let metadata = ["169.254.169.254/32", "fd00:ec2::254/128", "169.254.170.2/32", "169.254.170.23/32",
-                           "fd00:ec2::23/128", "100.100.100.200/32", "192.0.0.192/32", "168.63.129.16/32"].map { CIDRBlock($0)! }
+    /// OCI; AWS's and GCP's IPv6 ones), ECS task credentials, EKS Pod Identity (IPv4 and IPv6), Alibaba Cloud's, OCI's
+    /// older one, Scaleway's (IPv4 and IPv6), and Azure's WireServer (168.63.129.16: the host agent's goal state and
+    /// extension settings), whose address is public-looking and so was let through.
+    static let metadata = ["169.254.169.254/32", "fd00:ec2::254/128", "fd20:ce::254/128", "169.254.170.2/32", "169.254.170.23/32",
+                           "fd00:ec2::23/128", "100.100.100.200/32", "192.0.0.192/32", "169.254.42.42/32", "fd00:42::42/128",
+                           "168.63.129.16/32"].map { CIDRBlock($0)! }
 
     /// The IPv4 address inside a NAT64 (`64:ff9b::/96`) or 6to4 (`2002::/16`) address.
     static func tunnelled(_ address: IPAddress) -> IPAddress? {

@@ -9,18 +9,22 @@ final class LocalAddresses: Sendable {
     static let shared = LocalAddresses()
     private let cache = LockedValue<(read: ContinuousClock.Instant, addresses: [IPAddress])?>(nil)
 
+    /// A list that could not be read is not kept: the last one read stands (none before the first), and the next
+    /// call reads again. An empty list was kept for 10 s (out of descriptors, say), and with it URLs to this
+    /// machine's own public address were let through.
     var current: [IPAddress] {
         let now = ContinuousClock.now
-        if let cached = cache.withLock({ $0 }), now - cached.read < .seconds(10) { return cached.addresses }
-        let addresses = Self.read()
+        let cached = cache.withLock { $0 }
+        if let cached, now - cached.read < .seconds(10) { return cached.addresses }
+        guard let addresses = Self.read() else { return cached?.addresses ?? [] }
         cache.withLock { $0 = (now, addresses) }
         return addresses
     }
 
-    /// Every interface's IPv4 and IPv6 addresses now (none when they cannot be listed).
-    static func read() -> [IPAddress] {
+    /// Every interface's IPv4 and IPv6 addresses now; nil when they cannot be listed.
+    static func read() -> [IPAddress]? {
         var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { return [] }
+        guard getifaddrs(&list) == 0 else { return nil }
         defer { freeifaddrs(list) }
         var addresses: [IPAddress] = []
         var entry = list

@@ -33,8 +33,20 @@ import Testing
         #expect(AddressPolicy().refusal(of: try #require(IPAddress("::ffff:93.184.216.34")), local: [own]) == "local interface")
         #expect(AddressPolicy().refusal(of: other, local: [own]) == nil)
         #expect(try AddressPolicy.parse("93.184.216.34").get().refusal(of: own, local: [own]) == nil, "unless allowed")
+        // A block holding it does not open it (an allowed private network opened the server's own address in it, and
+        // with it what listens on 0.0.0.0 there); naming it alone does. A loopback block opens loopback addresses.
+        let inside = try #require(IPAddress("10.0.0.5")), neighbour = try #require(IPAddress("10.0.0.6"))
+        let network = try AddressPolicy.parse("10.0.0.0/8,0.0.0.0/0").get()
+        #expect(network.refusal(of: inside, local: [inside]) == "local interface")
+        #expect(network.refusal(of: try #require(IPAddress("::ffff:10.0.0.5")), local: [inside]) == "local interface")
+        #expect(network.refusal(of: own, local: [own]) == "local interface")
+        #expect(network.refusal(of: neighbour, local: [inside]) == nil)
+        #expect(try AddressPolicy.parse("10.0.0.0/8,10.0.0.5").get().refusal(of: inside, local: [inside]) == nil)
+        let loopback = try #require(IPAddress("127.0.0.1"))
+        #expect(try AddressPolicy.parse("127.0.0.0/8").get().refusal(of: loopback, local: [loopback]) == nil)
+        #expect(AddressPolicy().refusal(of: inside, local: [inside]) == "private", "not allowed at all: its block's kind")
         // The machine's addresses as the kernel lists them, each refused by the policy as it runs.
-        let listed = LocalAddresses.read()
+        let listed = try #require(LocalAddresses.read())
         #expect(listed.contains(try #require(IPAddress("127.0.0.1"))), "\(listed)")
         for address in listed { #expect(AddressPolicy().refusal(of: address) != nil, "\(address)") }
     }
@@ -63,10 +75,16 @@ import Testing
         // Nor those of the other credential services: ECS task roles, EKS Pod Identity, Alibaba's, OCI's older one
         // (a CGNAT block is a common allowance for a Tailscale network).
         let wider = try AddressPolicy.parse("169.254.0.0/16,100.64.0.0/10,192.0.0.0/24,::/0").get()
-        for address in ["169.254.170.2", "169.254.170.23", "fd00:ec2::23", "100.100.100.200", "192.0.0.192"] {
+        for address in ["169.254.170.2", "169.254.170.23", "fd00:ec2::23", "100.100.100.200", "192.0.0.192", "169.254.42.42"] {
             #expect(wider.refusal(of: try #require(IPAddress(address))) == "cloud metadata", "\(address)")
         }
         #expect(wider.refusal(of: try #require(IPAddress("100.100.100.201"))) == nil)
+        // GCP's IPv6 metadata address and Scaleway's, inside the private IPv6 block a VPC allowance names.
+        let vpc = try AddressPolicy.parse("fc00::/7").get()
+        for address in ["fd20:ce::254", "fd00:42::42", "fd00:ec2::254"] {
+            #expect(vpc.refusal(of: try #require(IPAddress(address))) == "cloud metadata", "\(address)")
+        }
+        #expect(vpc.refusal(of: try #require(IPAddress("fd20:ce::255"))) == nil)
         // Azure's WireServer is a public-looking address: refused by default, as the metadata service is.
         #expect(policy.refusal(of: try #require(IPAddress("168.63.129.16"))) == "cloud metadata")
         #expect(policy.refusal(ofURL: "http://168.63.129.16/machine/?comp=goalstate")?.kind == "cloud metadata")
