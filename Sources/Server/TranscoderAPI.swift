@@ -899,12 +899,16 @@ public final class TranscoderAPI: Sendable {
         }
     }
 
+    private static let attributeCharacters = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$&+-.^_`|~")
+
     /// `attachment; filename="input-name.mp4"` with an ASCII fallback and the UTF-8 name (RFC 6266).
     static func disposition(for job: Job, upload: Upload?) -> String {
         let base = (upload?.filename ?? "output").split(separator: ".").dropLast().joined(separator: ".")
         let name = (base.isEmpty ? (upload?.filename ?? "output") : base) + "." + job.settings.container.fileExtension
         let ascii = String(name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 0x20 ? Character($0) : "_" })
-        let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: ".-_"))) ?? ascii
+        // RFC 8187's attr-char, ASCII only: Foundation's `.alphanumerics` holds every script's letters, so "é" went
+        // into the header unencoded, and browsers drop a `filename*` that is not ASCII (the name saved as "caf_").
+        let encoded = name.addingPercentEncoding(withAllowedCharacters: Self.attributeCharacters) ?? ascii
         return "attachment; filename=\"\(ascii)\"; filename*=UTF-8''\(encoded)"
     }
 

@@ -413,6 +413,20 @@ import TestSupport
         #expect(try server.json("/v1/jobs/..%2F..%2Fetc%2Fpasswd").status == 404)
     }
 
+    /// A name outside ASCII goes into the download's `filename*` percent-encoded, the header all ASCII: letters of
+    /// other scripts went in raw (Foundation's alphanumerics are every script's), and browsers drop such a
+    /// `filename*`, saving "caf_.mp4".
+    @Test func aNameOutsideASCIIIsPercentEncodedInTheDownloadsName() throws {
+        let created = try server.json("/v1/jobs", ["-F", "file=@\(try Media.path(.audioOnly));filename=café 日本.m4a", "-F", "settings={}"])
+        #expect(created.status == 201, "\(created.object)")
+        let id = try #require(created.object["id"] as? String)
+        _ = try waitForState(id, ["succeeded", "failed"])
+        let headers = try Shell.run("curl", ["-s", "-I", try server.base + "/v1/jobs/\(id)/output"]).stdout
+        let line = headers.components(separatedBy: "\r\n").first { $0.hasPrefix("Content-Disposition:") } ?? ""
+        #expect(line.contains("filename*=UTF-8''caf%C3%A9%20%E6%97%A5%E6%9C%AC."), "\(line)")
+        #expect(line.unicodeScalars.allSatisfy { $0.isASCII }, "\(line)")
+    }
+
     @Test func oneShotMultipartJobAndDownloadWithRanges() throws {
         let input = try Media.path(.standard)
         let created = try server.json("/v1/jobs", ["-F", "file=@" + input, "-F", #"settings={"video":{"width":320},"container":"mov"}"#])
