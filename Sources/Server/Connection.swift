@@ -102,9 +102,13 @@ final class Connection {
                 case .unsupported: break
                 }
             }
-            let buffer = state.isRespondingOrWaiting || readsHead
-                ? UnsafeMutableRawBufferPointer(rebasing: loop.readBuffer[0..<min(loop.readBuffer.count, limit - inbound.count)])
-                : loop.readBuffer
+            // A body's read takes its rest and 64 KiB at most of what follows it: what follows a body read whole
+            // (256 KiB: a JSON body, a form, a chunk's framing) stayed buffered behind the next request, an event
+            // stream's hours included.
+            let size = state.isRespondingOrWaiting || readsHead ? limit - inbound.count
+                : state.phase == .readingBody ? Int(min(parser.bodyRun ?? 0, Int64(loop.readBuffer.count))) + Self.pipelinedBytes
+                : loop.readBuffer.count
+            let buffer = UnsafeMutableRawBufferPointer(rebasing: loop.readBuffer[0..<min(loop.readBuffer.count, size)])
             guard let count = receive(into: buffer) else { return }
             if state.isRespondingOrWaiting {
                 // Bytes after a request while its response is pending: keep them for later (pipelining).

@@ -399,6 +399,27 @@ import TestSupport
             #expect(taken(by: together, of: sentTogether) <= 16 * 1024 + 64 * 1024,
                     "the server read \(taken(by: together, of: sentTogether)) of \(sentTogether) bytes sent with the head")
         }
+        // Sent behind a body (the read that took the body took up to 256 KiB of what followed it): a small POST's
+        // head alone, then its body, an event stream's head and 1 MiB, in one go.
+        for _ in 0..<5 {
+            let behind = try RawClient(port: server.port)
+            streams.append(behind)
+            let post = "POST /v1/session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n"
+            behind.send(post)
+            usleep(100_000)
+            let all = Array("{}GET /v1/jobs/\(id)/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8) + [UInt8](repeating: 0x61, count: 1 << 20)
+            var sentBehind = 0
+            while sentBehind < all.count {
+                let count = all.withUnsafeBytes { Glibc.send(behind.fd, $0.baseAddress! + sentBehind, all.count - sentBehind, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                if count <= 0 { break }
+                sentBehind += count
+            }
+            #expect(behind.read(until: "event: state", timeout: 5).contains("HTTP/1.1 200"))
+            usleep(300_000)
+            let total = sentBehind + post.utf8.count
+            #expect(taken(by: behind, of: total) <= post.utf8.count + 16 * 1024 + 64 * 1024,
+                    "the server read \(taken(by: behind, of: total)) of \(total) bytes sent behind a body")
+        }
         #expect(try server.json("/healthz").status == 200)
         silent.close() // the fetch's connection is reset: the server stops without waiting out the stall
         // Reading starts again once answers go out: 2000 requests sent at once (more than the 64 KiB kept) are all
