@@ -2,21 +2,22 @@ import Foundation
 import Glibc
 import Locks
 
-/// What a child writes on its standard error, read on a thread of its own and handed on line by line. A child's
-/// standard error was the server's own, its log: a child taken over by a hostile file could write lines that read as
-/// the server's (a forged `{"level":"error",...}`), or flood it. Handed on as text, its owner logs each line as a
-/// field of a line of its own.
+/// What a child writes on its standard error, read by `ChildErrorReader` (one thread for every child) and handed on
+/// line by line. A child's standard error was the server's own, its log: a child taken over by a hostile file could
+/// write lines that read as the server's (a forged `{"level":"error",...}`), or flood it. Handed on as text, its
+/// owner logs each line as a field of a line of its own.
 ///
 /// Bounded: a line is cut at `maxLineBytes`; past `maxBytes` from one child the rest is read and dropped (one line
-/// says so). Control characters are shown escaped (`\x1b`), so a text log cannot be redrawn by them. The reader ends
-/// at end of file, or `drainSeconds` after the owner says the child has ended (a process that left the child's group
-/// could hold the pipe open for ever).
+/// says so). Control characters (C0, DEL, C1, and the bidirectional overrides and isolates) are shown escaped
+/// (`\x1b`, `\u{202e}`), so a terminal reading a text log cannot be redrawn by them. The reading ends at end of file,
+/// or `drainSeconds` after the owner says the child has ended (a process that left the child's group could hold the
+/// pipe open for ever).
 final class ChildErrorOutput: Sendable {
     /// Longest line handed on, bytes; the rest of a longer line is dropped.
     static let maxLineBytes = 4096
     /// Bytes handed on from one child; past them the rest is dropped.
     static let maxBytes = 256 * 1024
-    /// Seconds the reader goes on after the child ended.
+    /// Seconds the reading goes on after the child ended.
     static let drainSeconds = 1.0
 
     /// The child's task, given with each line (set by its owner when the child takes a job).
@@ -24,38 +25,21 @@ final class ChildErrorOutput: Sendable {
     /// When the owner said the child ended (system uptime, seconds).
     private let ended = LockedValue<Double?>(nil)
 
-    /// Starts the reader of `descriptor` (the pipe's read end, closed by the reader when it ends).
+    /// Hands `descriptor` (the pipe's read end, closed once read to its end) to the reader, its lines to `lines`.
     init(descriptor: Int32, lines: @escaping @Sendable (_ line: String, _ task: String) -> Void) {
-        NamedThread.start("child-stderr") { [task, ended] in
-            var reader = Lines()
-            var chunk = [UInt8](repeating: 0, count: 16384)
-            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            func overdue(_ factor: Double) -> Bool {
-                guard let end = ended.withLock({ $0 }) else { return false }
-                return ProcessInfo.processInfo.systemUptime - end >= Self.drainSeconds * factor
-            }
-            while true {
-                let ready = poll(&poller, 1, 200)
-                if ready < 0 && errno == EINTR { continue }
-                if ready < 0 { break }
-                if ready == 0 {
-                    if overdue(1) { break }
-                    continue
-                }
-                let count = read(descriptor, &chunk, chunk.count)
-                if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
-                guard count > 0 else { break }
-                for line in reader.add(chunk[0..<count]) { lines(line, task.withLock { $0 }) }
-                if overdue(2) { break } // a writer that never stops
-            }
-            if let last = reader.finish() { lines(last, task.withLock { $0 }) }
-            close(descriptor)
-        }
+        ChildErrorReader.shared.add(ChildErrorReader.Source(descriptor: descriptor, output: self, lines: lines))
     }
 
-    /// Tells the reader the child has ended: it stops `drainSeconds` later if the pipe has not ended by then.
+    /// Tells the reader the child has ended: the reading stops `drainSeconds` later if the pipe has not ended by then.
     func childEnded() {
         ended.withLock { $0 = $0 ?? ProcessInfo.processInfo.systemUptime }
+        ChildErrorReader.shared.wake()
+    }
+
+    /// Whether `factor` times `drainSeconds` have passed since the child ended, at `now` (system uptime).
+    func isOverdue(at now: Double, factor: Double) -> Bool {
+        guard let end = ended.withLock({ $0 }) else { return false }
+        return now - end >= Self.drainSeconds * factor
     }
 
     /// Splitting bytes into bounded, printable lines.
@@ -113,9 +97,12 @@ final class ChildErrorOutput: Sendable {
             }
             var text = ""
             for scalar in String(decoding: line, as: UTF8.self).unicodeScalars {
-                if scalar.value < 0x20 && scalar != "\t" || scalar.value == 0x7F {
-                    let hex = String(scalar.value, radix: 16)
+                let value = scalar.value
+                if value < 0x20 && scalar != "\t" || (0x7F...0x9F).contains(value) {
+                    let hex = String(value, radix: 16)
                     text += "\\x" + (hex.count < 2 ? "0" : "") + hex
+                } else if (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value) {
+                    text += "\\u{" + String(value, radix: 16) + "}"
                 } else {
                     text.unicodeScalars.append(scalar)
                 }

@@ -54,6 +54,7 @@ import TestSupport
         err = sys.stderr.buffer
         err.write(b'{"level":"error","message":"forged"}\\n')
         err.write(b"\\x1b[2Jred\\r\\n")
+        err.write("\\u009b2Jc1 \\u202eright-to-left\\n".encode())
         err.write(b"a" * 5000 + b"\\n")
         err.write(b"next\\n")
         for i in range(400):
@@ -76,9 +77,10 @@ import TestSupport
         try #require(read.count > 5)
         #expect(read[0] == #"job 7:{"level":"error","message":"forged"}"#, "a line, as text")
         #expect(read[1] == #"job 7:\x1b[2Jred"#, "the escape shown, the carriage return gone: \(read[1])")
-        #expect(read[2] == "job 7:" + String(repeating: "a", count: 4096) + " (cut)", "cut at 4096 bytes: \(read[2].count)")
-        #expect(read[3] == "job 7:next", "the cut line's rest is dropped, the next line whole")
-        let middle = read[4..<(read.count - 1)]
+        #expect(read[2] == #"job 7:\x9b2Jc1 \u{202e}right-to-left"#, "C1 and bidirectional controls shown: \(read[2])")
+        #expect(read[3] == "job 7:" + String(repeating: "a", count: 4096) + " (cut)", "cut at 4096 bytes: \(read[3].count)")
+        #expect(read[4] == "job 7:next", "the cut line's rest is dropped, the next line whole")
+        let middle = read[5..<(read.count - 1)]
         #expect(middle.allSatisfy { $0 == "job 7:" + String(repeating: "b", count: 999) })
         #expect(middle.count < 262, "at most 256 KiB handed on: \(middle.count) lines")
         #expect(middle.count > 250, "all but the last few kB: \(middle.count) lines")
@@ -96,18 +98,20 @@ import TestSupport
     /// parent's reader for ever: it stops a moment after the child was reaped.
     @Test func theStandardErrorReaderStopsAfterTheChildEvenIfAnotherProcessHoldsThePipe() throws {
         let lines = LockedValue<[String]>([])
-        let script = "setsid sh -c 'echo started; echo early >&2; sleep 2; echo late >&2; sleep 30' & exec sleep 30"
+        let script = "setsid sh -c 'echo started $$; echo early >&2; sleep 5; echo late >&2; exec sleep 30' & exec sleep 30"
         let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", script]) { line, _ in
             lines.withLock { $0.append(line) }
             lines.notifyAll()
         }
-        defer { _ = Glibc.system("pkill -f 'echo late' >/dev/null 2>&1") }
-        #expect(child.readLine() == "started", "said once out of the child's group")
+        let said = child.readLine() ?? ""
+        let escaped = pid_t(said.split(separator: " ").last ?? "") ?? 0
+        defer { if escaped > 0 { kill(-escaped, SIGKILL) } } // its own session and group, led by it
+        #expect(said.hasPrefix("started ") && escaped > 0, "said once out of the child's group: \(said)")
         child.signal(SIGKILL)
         #expect(child.wait() == .signaled(SIGKILL))
         #expect(lines.wait(timeout: 10) { $0 == ["early"] })
-        Thread.sleep(forTimeInterval: 4)
-        #expect(lines.withLock { $0 } == ["early"], "the reader stopped about 1 s after the child ended, before the line at 2 s")
+        Thread.sleep(forTimeInterval: 6)
+        #expect(lines.withLock { $0 } == ["early"], "the reader stopped about 1 s after the child ended, before the line at 5 s")
     }
 
     /// A process may name itself with any bytes (`prctl(PR_SET_NAME)`); its parent and state are still read, so
