@@ -438,6 +438,8 @@ import TestSupport
         let webhook = report["retriedWebhook"] as? [String: Any] ?? [:]
         #expect(webhook["url"] as? String == "https://hooks.invalid/transcoderd"
                 && webhook["events"] as? [String] == ["job.running", "job.canceled"], "\(report["retriedWebhook"] ?? "none")")
+        #expect(report["retriedSecretWebhook"] is NSNull && (report["secretRetryNote"] as? String ?? "").contains("without the job's webhook"),
+                "a hook whose secret the server hides: retried without it, and said so: \(report)")
         #expect(report["goneAfterDelete"] as? Bool == true && report["errorAfterDeletingAGoneJob"] as? String == ""
                 && report["goneDeleteLogged"] as? Int == 1, "the page's own DELETE was answered 404 and taken as done: \(report)")
     }

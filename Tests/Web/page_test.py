@@ -360,6 +360,22 @@ def scenario_keyboard(browser, base, path, report, token):
     browser.eval(f"{hooked_item}.querySelector('[data-action=retry]').click()")
     retried_hooked = new_job_item(browser, known)
     report["retriedWebhook"] = browser.eval(f"fetch('/v1/jobs/{retried_hooked}').then(r => r.json()).then(j => j.webhook)", await_promise=True)
+    # One whose URL holds a secret the server does not show (a Slack-style hook): retried without it, and said so.
+    secret_hook = {"url": "https://hooks.invalid/services/T000/B000/aB3dE5fG7hJ9kL1mN2pQ4rS6", "events": ["job.running"]}
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("POST", "/v1/jobs", body=json.dumps({"input": upload, "webhook": secret_hook}), headers={"Content-Type": "application/json"})
+    secret = json.loads(connection.getresponse().read())["id"]
+    connection.request("POST", f"/v1/jobs/{secret}/cancel")
+    connection.getresponse().read()
+    connection.close()
+    secret_item = f"document.querySelector('#jobs li[data-job=\"{secret}\"]')"
+    browser.wait(f"{secret_item}?.dataset.state === 'canceled' || null", timeout=20)
+    browser.eval("document.querySelector('#start-error').textContent = ''")
+    known = known_jobs(browser)
+    browser.eval(f"{secret_item}.querySelector('[data-action=retry]').click()")
+    retried_secret = new_job_item(browser, known)
+    report["retriedSecretWebhook"] = browser.eval(f"fetch('/v1/jobs/{retried_secret}').then(r => r.json()).then(j => j.webhook ?? null)", await_promise=True)
+    report["secretRetryNote"] = browser.eval("document.querySelector('#start-error').textContent")
 
     # Deleted elsewhere a moment before its Delete is pressed here: done, not an error, and the item goes.
     browser.eval("document.querySelector('#start-error').textContent = ''")

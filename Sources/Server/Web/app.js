@@ -29,13 +29,14 @@ const jobs = new JobList({
       }
       input = { url: job.input.url };
     }
-    // Its own webhook too (unless it answered 410 Gone): the retry is heard where the job was.
-    const webhook = job.webhook && !job.webhook.disabled ? { url: job.webhook.url, events: job.webhook.events } : undefined;
-    if (webhook?.url.includes("REDACTED")) {
-      throw new APIError(0, "not_retryable", "The job's webhook URL holds credentials the server does not show: start the job again through the API.");
-    }
+    // Its own webhook too (unless it answered 410 Gone): the retry is heard where the job was. A URL whose secret
+    // the server does not show (a Slack or Discord hook) cannot be sent again: the retry goes without it, and says so.
+    let webhook = job.webhook && !job.webhook.disabled ? { url: job.webhook.url, events: job.webhook.events } : undefined;
+    const hidden = webhook?.url.includes("REDACTED");
+    if (hidden) webhook = undefined;
     const created = await request("POST", "/v1/jobs", { json: { input, settings: job.settings, priority: job.priority, webhook } });
     jobs.add(created);
+    if (hidden) $("start-error").textContent = "Retried without the job's webhook: its URL holds a secret the server does not show.";
   },
   onError: (error) => handleError(error, $("start-error")),
 });

@@ -161,8 +161,14 @@ export class TusUpload {
         if (this.aborted || !passing.has(error.status) || failures >= retryDelays.length) throw error;
         await this.pause(delayAfter(error, failures), error);
         failures += 1;
-        const offset = await this.serverOffset(this.url).catch(() => null);
-        if (offset !== null) this.offset = offset;
+        // All there and being completed (a final PATCH given up while the server stores a large upload, which can
+        // take minutes): asked again until it is done, without counting it as a failure.
+        let offset = await this.serverOffset(this.url).catch((reason) => reason);
+        while (offset?.status === 423) {
+          await this.pause(5, offset);
+          offset = await this.serverOffset(this.url).catch((reason) => reason);
+        }
+        if (typeof offset === "number") this.offset = offset;
       }
       this.report();
     }
