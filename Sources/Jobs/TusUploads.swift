@@ -290,14 +290,9 @@ public struct TusUploads: Sendable {
         for name in names {
             let id = String(name.prefix { $0 != "." })
             guard Self.isValidID(id), seen.insert(id).inserted else { continue }
-            let found: TusUpload?
-            do throws(MediaError) {
-                found = try readUpload(id)
-            } catch where error.code == "storage_error" {
-                continue // not readable now: looked at again at the next sweep
-            } catch {
-                found = nil // damaged: as files without a description
-            }
+            // Not readable (now, or for good: damaged) is judged as files without a description are, by the newest of
+            // them: a description unreadable for good (restored under another owner) kept its files for ever.
+            let found = try? readUpload(id)
             if let upload = found {
                 guard isExpired(upload, at: time) else { continue }
             } else {

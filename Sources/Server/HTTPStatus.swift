@@ -18,6 +18,7 @@ public struct HTTPStatus: Sendable, Equatable {
     public static let methodNotAllowed = HTTPStatus(code: 405, reason: "Method Not Allowed")
     public static let requestTimeout = HTTPStatus(code: 408, reason: "Request Timeout")
     public static let conflict = HTTPStatus(code: 409, reason: "Conflict")
+    public static let gone = HTTPStatus(code: 410, reason: "Gone")
     public static let lengthRequired = HTTPStatus(code: 411, reason: "Length Required")
     public static let preconditionFailed = HTTPStatus(code: 412, reason: "Precondition Failed")
     public static let contentTooLarge = HTTPStatus(code: 413, reason: "Content Too Large")

@@ -236,6 +236,7 @@ public final class TusEndpoint: Sendable {
             var locked = headers
             if error.errnoCode == EBUSY { locked.set("Retry-After", "1") }
             return HTTPError(.locked, "upload_locked", error.reason, headers: locked)
+        case EIDRM: return HTTPError(.gone, "upload_damaged", error.reason, headers: headers) // `TusSink`
         case ESTALE: // the description there but not readable now (`TusSink`)
             var later = headers
             later.set("Retry-After", "5")
@@ -401,19 +402,24 @@ public final class TusEndpoint: Sendable {
         return Response(.noContent)
     }
 
+    /// The upload's description, nil when there is none. One there but not readable now is 503 with Retry-After: a
+    /// 404 has a client start the whole upload again, and a completion took it for "already done" and answered the
+    /// final PATCH as complete. One damaged for good is 410, as tus says of an upload that existed: the client
+    /// starts over, and the files go with the sweep.
+    private func description(_ id: String) throws(HTTPError) -> TusUpload? {
+        do throws(MediaError) {
+            return try uploads.readUpload(id)
+        } catch where error.code == "storage_error" {
+            throw refusal(.serviceUnavailable, error.code, error.message + " Ask again.", headers: [("Retry-After", "5")])
+        } catch {
+            throw refusal(.gone, error.code, error.message)
+        }
+    }
+
     /// The upload the request names, unless it is gone or has expired (then its files go now).
     private func current(_ request: Request) throws(HTTPError) -> TusUpload {
         let id = request.parameters["id"] ?? ""
-        let found: TusUpload?
-        do throws(MediaError) {
-            found = try uploads.readUpload(id)
-        } catch where error.code == "storage_error" {
-            // There, but not readable now: a 404 would have the client start the whole upload again.
-            throw refusal(.serviceUnavailable, error.code, error.message + " Ask again.", headers: [("Retry-After", "5")])
-        } catch {
-            throw refusal(.internalServerError, error.code, error.message)
-        }
-        guard let upload = found else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
+        guard let upload = try description(id) else { throw refusal(.notFound, "upload_not_found", "No upload has the id \(id.prefix(64)).") }
         uploads.recoverCompletion(of: upload)
         uploads.recoverChunk(of: upload)
         // Expired, unless a PATCH or a completion holds it now (then it is not deleted, and the request goes on:
@@ -450,9 +456,9 @@ public final class TusEndpoint: Sendable {
         // lock and answers with the upload as the first leaves it). Held until the end: a request that finds the bytes
         // renamed aside and the lock free knows the completion died with its process; a DELETE meanwhile is refused,
         // as during a PATCH.
-        guard let lock = uploads.lockCompletion(upload.id, waiting: waiting) else { return uploads.upload(upload.id) == nil }
+        guard let lock = uploads.lockCompletion(upload.id, waiting: waiting) else { return try description(upload.id) == nil }
         defer { close(lock) }
-        guard var current = uploads.upload(upload.id) else { return true }
+        guard var current = try description(upload.id) else { return true }
         defer { upload = current }
         guard current.completedAt == nil, let length = current.length else { return true }
         let metadata = TusUpload.parseMetadata(current.metadata) ?? [:]

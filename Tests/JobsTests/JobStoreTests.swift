@@ -748,7 +748,15 @@ import TestSupport
             waiter.notifyAll()
         }
         waiting.wait()
-        usleep(200_000) // the waiter is in flock
+        // Until the waiter is blocked in flock on the description as it is now (the kernel lists a blocked lock with
+        // "->" and the file's inode): the new description is saved only then.
+        var status = stat()
+        try #require(stat(uploads.infoPath(id), &status) == 0)
+        let inode = ":\(status.st_ino) "
+        #expect(eventually(10) {
+            let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+            return locks.split(separator: "\n").contains { $0.contains("->") && $0.contains("FLOCK") && $0.contains(inode) }
+        }, "the waiter is blocked on the description's lock")
         upload.probeTimeouts = 1
         try uploads.save(upload) // a new file under the name, as the probe timeout's save
         close(first)
