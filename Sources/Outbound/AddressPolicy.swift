@@ -39,18 +39,19 @@ public struct AddressPolicy: Sendable, Equatable {
         refusal(of: address, local: LocalAddresses.shared.current)
     }
 
-    /// `refusal(of:)` with `local` as this machine's addresses.
-    func refusal(of address: IPAddress, local: [IPAddress]) -> String? {
+    /// `refusal(of:)` with `local` as this machine's addresses; nil when they could not be read, and then any address
+    /// but a loopback one may be this machine's.
+    func refusal(of address: IPAddress, local: [IPAddress]?) -> String? {
         if let inner = address.embeddedIPv4 ?? Self.tunnelled(address) { return refusal(of: inner, local: local) }
         let metadata = Self.metadata.contains(where: { $0.contains(address) })
         // This machine's own address (not a loopback one) in an allowed block: a private network allowed
         // (`10.0.0.0/8`) opened the server's own 10.0.0.5 too, and with it services bound to 0.0.0.0 there, which
         // Linux reaches through `lo`, past a firewall's rules for the network's interface.
-        let own = local.contains(address) && !Self.isLoopback(address)
+        let own = (local?.contains(address) ?? true) && !Self.isLoopback(address)
         if allowed.contains(where: { $0.contains(address) && (!(metadata || own) || $0.prefix == address.bytes.count * 8) }) { return nil }
         if own && allowed.contains(where: { $0.contains(address) }) { return "local interface" }
         for (block, kind) in Self.reserved where block.contains(address) { return kind }
-        return local.contains(address) ? "local interface" : nil
+        return own ? "local interface" : nil
     }
 
     /// Whether `address` is one of this machine's loopback addresses (127.0.0.0/8, `::1`, or one mapped into IPv6).

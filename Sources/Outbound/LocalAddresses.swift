@@ -9,14 +9,14 @@ final class LocalAddresses: Sendable {
     static let shared = LocalAddresses()
     private let cache = LockedValue<(read: ContinuousClock.Instant, addresses: [IPAddress])?>(nil)
 
-    /// A list that could not be read is not kept: the last one read stands (none before the first), and the next
-    /// call reads again. An empty list was kept for 10 s (out of descriptors, say), and with it URLs to this
-    /// machine's own public address were let through.
-    var current: [IPAddress] {
+    /// A list that could not be read is not kept: the last one read stands, and the next call reads again; nil when
+    /// none was ever read (then every address may be this machine's). An empty list was kept for 10 s (out of
+    /// descriptors, say), and with it URLs to this machine's own public address were let through.
+    var current: [IPAddress]? {
         let now = ContinuousClock.now
         let cached = cache.withLock { $0 }
         if let cached, now - cached.read < .seconds(10) { return cached.addresses }
-        guard let addresses = Self.read() else { return cached?.addresses ?? [] }
+        guard let addresses = Self.read() else { return cached?.addresses }
         cache.withLock { $0 = (now, addresses) }
         return addresses
     }

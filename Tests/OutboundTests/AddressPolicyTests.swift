@@ -45,6 +45,12 @@ import Testing
         let loopback = try #require(IPAddress("127.0.0.1"))
         #expect(try AddressPolicy.parse("127.0.0.0/8").get().refusal(of: loopback, local: [loopback]) == nil)
         #expect(AddressPolicy().refusal(of: inside, local: [inside]) == "private", "not allowed at all: its block's kind")
+        // This machine's addresses not known (never read: out of descriptors at the first request): any address may
+        // be its own, and only an entry naming it alone opens it. It was an empty list: every own address let through.
+        #expect(AddressPolicy().refusal(of: other, local: nil) == "local interface")
+        #expect(network.refusal(of: neighbour, local: nil) == "local interface")
+        #expect(try AddressPolicy.parse("8.8.8.8").get().refusal(of: other, local: nil) == nil)
+        #expect(try AddressPolicy.parse("127.0.0.0/8").get().refusal(of: loopback, local: nil) == nil)
         // The machine's addresses as the kernel lists them, each refused by the policy as it runs.
         let listed = try #require(LocalAddresses.read())
         #expect(listed.contains(try #require(IPAddress("127.0.0.1"))), "\(listed)")
