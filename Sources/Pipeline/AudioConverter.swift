@@ -60,10 +60,26 @@ final class AudioConverter {
         } else if nextTimestamp == nil {
             nextTimestamp = 0
         }
-        let input = frame.pointer
-        let raw = UnsafeMutableRawPointer(input.pointee.extended_data)
-        try resample(input: raw?.assumingMemoryBound(to: UnsafePointer<UInt8>?.self), samples: input.pointee.nb_samples)
-        try drain(final: false, emit: emit)
+        // A second of input at a time: one frame may hold minutes (an AVI's single chunk of 8-bit audio, a file at
+        // a few hertz), and converted whole it took an output buffer and a FIFO as long, gigabytes, and failed the
+        // job as out of memory.
+        let input = frame.pointer.pointee
+        guard let data = input.extended_data else { return }
+        let format = AVSampleFormat(rawValue: input.format)
+        let planar = av_sample_fmt_is_planar(format) != 0
+        let planes = planar ? Int(resamplerInput.channels) : 1
+        let stride = Int(av_get_bytes_per_sample(format)) * (planar ? 1 : Int(resamplerInput.channels))
+        let total = Int(input.nb_samples), slice = max(1, Int(resamplerInput.rate))
+        let pointers = UnsafeMutablePointer<UnsafePointer<UInt8>?>.allocate(capacity: max(planes, 1))
+        defer { pointers.deallocate() }
+        var offset = 0
+        while offset < total {
+            let count = min(slice, total - offset)
+            for plane in 0..<planes { pointers[plane] = data[plane].map { UnsafePointer($0 + offset * stride) } }
+            try resample(input: pointers, samples: Int32(count))
+            try drain(final: false, emit: emit)
+            offset += count
+        }
     }
 
     /// Takes what the resampler still holds, and hands out every sample left (the last frame may be short); call once
@@ -163,7 +179,14 @@ final class AudioConverter {
             guard input.ch_layout.nb_channels > 0 else {
                 throw MediaError(code: "unsupported_audio", message: "The input's audio has no channels.")
             }
-            FFmpeg.defaultChannelLayout(&inputLayout, channels: input.ch_layout.nb_channels)
+            if input.ch_layout.nb_channels <= 8 {
+                FFmpeg.defaultChannelLayout(&inputLayout, channels: input.ch_layout.nb_channels)
+            } else {
+                // Past 7.1, unlabelled channels are a recorder's tracks, not speakers (a newer FFmpeg would call ten
+                // of them 5.1.4 and leave the fourth out as low-frequency effects): mixed by `sideMatrix`.
+                inputLayout.order = AV_CHANNEL_ORDER_UNSPEC
+                inputLayout.nb_channels = input.ch_layout.nb_channels
+            }
         } else {
             var source = input.ch_layout
             try FFmpeg.check(av_channel_layout_copy(&inputLayout, &source), "Reading the audio layout")
@@ -180,15 +203,87 @@ final class AudioConverter {
             // go past full scale and clip in every player. The mix is scaled so that no output can.
             try FFmpeg.setOption(UnsafeMutableRawPointer(resampler), "rematrix_maxval", "1.0")
         }
-        try FFmpeg.check(swr_init(resampler), "Starting the audio resampler", code: "unsupported_audio")
+        let started = swr_init(resampler)
+        if started < 0, ambisonic == nil {
+            // swresample mixes only layouts it knows how to: not more unlabelled channels than a default layout has
+            // (a field recorder's ten tracks, a WAV without a channel mask), nor speakers on one side only (BL+BR, a
+            // front pair without its right). The job failed, its video with it. Such a layout is mixed here by the
+            // side each channel is on (unlabelled ones alternating left and right), told as N plain channels.
+            var layout = inputLayout
+            let matrix = Self.sideMatrix(&layout, outputs: encoding.channels)
+            let channels = inputLayout.nb_channels
+            swr_free(&resampler)
+            av_channel_layout_uninit(&inputLayout)
+            inputLayout.order = AV_CHANNEL_ORDER_UNSPEC
+            inputLayout.nb_channels = channels
+            try FFmpeg.check(swr_alloc_set_opts2(&resampler, &outputLayout, AV_SAMPLE_FMT_FLTP, Int32(encoding.sampleRate),
+                                                 &inputLayout, AVSampleFormat(rawValue: input.format), input.sample_rate, 0, nil),
+                             "Configuring the audio resampler", code: "unsupported_audio")
+            try FFmpeg.check(swr_set_matrix(resampler, matrix, channels), "Setting the audio mix", code: "unsupported_audio")
+            try FFmpeg.check(swr_init(resampler), "Starting the audio resampler", code: "unsupported_audio")
+        } else {
+            try FFmpeg.check(started, "Starting the audio resampler", code: "unsupported_audio")
+        }
         resamplerInput = key
+    }
+
+    /// The mix for a layout swresample will not mix (see `configure`): each channel to the side it is on, a centre
+    /// (or one on no side) to both at 0.707, the low-frequency ones left out (as a downmix leaves them); unlabelled
+    /// channels alternate left and right. Each side scaled so it cannot clip.
+    static func sideMatrix(_ layout: inout AVChannelLayout, outputs: Int) -> [Double] {
+        let inputs = Int(layout.nb_channels)
+        var left = [Double](repeating: 0, count: inputs), right = left
+        let lefts = Set([AV_CHAN_FRONT_LEFT, AV_CHAN_BACK_LEFT, AV_CHAN_FRONT_LEFT_OF_CENTER, AV_CHAN_SIDE_LEFT,
+                                  AV_CHAN_TOP_FRONT_LEFT, AV_CHAN_TOP_BACK_LEFT, AV_CHAN_STEREO_LEFT, AV_CHAN_WIDE_LEFT,
+                                  AV_CHAN_SURROUND_DIRECT_LEFT, AV_CHAN_TOP_SIDE_LEFT, AV_CHAN_BOTTOM_FRONT_LEFT].map(\.rawValue))
+        let rights = Set([AV_CHAN_FRONT_RIGHT, AV_CHAN_BACK_RIGHT, AV_CHAN_FRONT_RIGHT_OF_CENTER, AV_CHAN_SIDE_RIGHT,
+                                   AV_CHAN_TOP_FRONT_RIGHT, AV_CHAN_TOP_BACK_RIGHT, AV_CHAN_STEREO_RIGHT, AV_CHAN_WIDE_RIGHT,
+                                   AV_CHAN_SURROUND_DIRECT_RIGHT, AV_CHAN_TOP_SIDE_RIGHT, AV_CHAN_BOTTOM_FRONT_RIGHT].map(\.rawValue))
+        let lows = Set([AV_CHAN_LOW_FREQUENCY.rawValue, AV_CHAN_LOW_FREQUENCY_2.rawValue])
+        for index in 0..<inputs {
+            guard layout.order != AV_CHANNEL_ORDER_UNSPEC else {
+                if index % 2 == 0 { left[index] = 1 } else { right[index] = 1 }
+                continue
+            }
+            let channel = av_channel_layout_channel_from_index(&layout, UInt32(index)).rawValue
+            if lefts.contains(channel) {
+                left[index] = 1
+            } else if rights.contains(channel) {
+                right[index] = 1
+            } else if !lows.contains(channel) {
+                (left[index], right[index]) = (0.707, 0.707)
+            }
+        }
+        return mix(left: left, right: right, outputs: outputs)
+    }
+
+    /// A matrix (one row per output channel, a weight per input channel) from a left and a right mix, each scaled so
+    /// its weights cannot add up past full scale (a custom matrix has none of the resampler's own guard against
+    /// clipping, `rematrix_maxval`). A mono output takes both sides' average; outputs past the first two (a 5.1's
+    /// centre and surrounds) stay silent.
+    private static func mix(left: [Double], right: [Double], outputs: Int) -> [Double] {
+        func capped(_ weights: [Double]) -> [Double] {
+            let total = weights.reduce(0) { $0 + abs($1) }
+            return total > 1 ? weights.map { $0 / total } : weights
+        }
+        let (left, right) = (capped(left), capped(right))
+        let inputs = left.count
+        var matrix = [Double](repeating: 0, count: inputs * outputs)
+        for index in 0..<inputs {
+            if outputs == 1 {
+                matrix[index] = (left[index] + right[index]) / 2
+            } else {
+                matrix[index] = left[index]
+                matrix[inputs + index] = right[index]
+            }
+        }
+        return matrix
     }
 
     /// The mix (one row per output channel, a weight per input channel) that decodes an ambisonic layout (ACN order,
     /// SN3D, as YouTube's spatial audio and Opus's family 2 carry it) to speakers: two cardioids facing left and
     /// right, `(W ± Y) / 2`, a source straight ahead at half level in each. Head-locked channels after the sound
-    /// field (stereo beside it) are added to their own side, the side scaled down so it cannot clip. A mono output
-    /// takes both sides' average; outputs past the first two (a 5.1's centre and surrounds) stay silent.
+    /// field (stereo beside it) are added to their own side, the side scaled down so it cannot clip (`mix`).
     static func ambisonicMatrix(_ layout: inout AVChannelLayout, outputs: Int) -> [Double] {
         let inputs = Int(layout.nb_channels)
         var left = [Double](repeating: 0, count: inputs), right = left
@@ -204,23 +299,9 @@ final class AudioConverter {
             default: break // Z and X (up, ahead), higher orders: no part of a left-right picture
             }
         }
-        // A custom matrix has none of the resampler's own guard against clipping (`rematrix_maxval`): each side is
-        // scaled so that its weights cannot add up past full scale (head-locked stereo beside the sound field).
-        func capped(_ weights: [Double]) -> [Double] {
-            let total = weights.reduce(0) { $0 + abs($1) }
-            return total > 1 ? weights.map { $0 / total } : weights
-        }
-        (left, right) = (capped(left), capped(right))
-        var matrix = [Double](repeating: 0, count: inputs * outputs)
-        for index in 0..<inputs {
-            if outputs == 1 {
-                matrix[index] = (left[index] + right[index]) / 2
-            } else {
-                matrix[index] = left[index]
-                matrix[inputs + index] = right[index]
-            }
-        }
-        return matrix
+        // Each side scaled so that its weights cannot add up past full scale (head-locked stereo beside the sound
+        // field).
+        return mix(left: left, right: right, outputs: outputs)
     }
 
     /// Converts `samples` input samples (nil: flush the resampler) into the FIFO, less any output still to drop.

@@ -4,6 +4,22 @@ import TestSupport
 
 /// The `transcoderd` binary, run as a user would.
 @Suite struct TranscodeCommandTests {
+    /// Audio whose one frame holds many minutes (an AVI's single chunk of 8-bit audio: 1000 s at 8 kHz in one
+    /// 8 MB packet) is converted a second at a time, within 512 MiB: converted whole, it took an output buffer and a
+    /// FIFO as long and failed as out of memory even under the jobs' default 2 GiB.
+    @Test func audioInOneFrameOfManyMinutesIsConvertedInLittleMemory() throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent("chunk.avi").path, output = folder.appendingPathComponent("out.m4a").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "sine=r=8000:d=1000", "-af", "asetnsamples=n=8000000:p=0", "-c:a", "pcm_u8", source])
+        let packets = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "packet=size", "-of", "csv=p=0", source])
+        #expect(packets.trimmingCharacters(in: .whitespacesAndNewlines) == "8000000", "one packet: \(packets)")
+        let run = try Shell.run("/bin/sh", ["-c", "ulimit -d 524288; exec \"$0\" transcode \"$1\" \"$2\" --progress none", Binary.path, source, output])
+        #expect(run.status == 0, "\(run.stderr)")
+        let duration = Double(try Shell.check("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", output])
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(abs(duration - 1000) < 0.5, "\(duration) s")
+    }
+
     @Test func helpExplainsTheCommands() throws {
         let help = try Shell.run(Binary.path, ["--help"])
         #expect(help.status == 0 && help.stdout.contains("transcoderd transcode INPUT OUTPUT"))

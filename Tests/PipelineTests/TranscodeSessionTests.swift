@@ -77,6 +77,45 @@ import TestSupport
         #expect(left > -30 && abs(left - right - 9.5) < 1.5, "left \(left) dB, right \(right) dB")
     }
 
+    /// Layouts swresample will not mix are mixed by side: ten unlabelled channels (a field recorder's tracks, PCM in
+    /// Matroska), channel 3 (odd: right) carrying the sound, and a WAV whose mask names the back pair only. The job
+    /// failed ("Starting the audio resampler failed: Invalid argument"), its video with it.
+    @Test func layoutsTheResamplerWillNotMixAreMixedBySide() throws {
+        let folder = try Media.scratch()
+        func level(_ file: String, _ channel: String) throws -> Double {
+            let report = try Shell.run("ffmpeg", ["-nostdin", "-i", file, "-af", "pan=mono|c0=\(channel),volumedetect", "-f", "null", "-"]).stderr
+            let line = report.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
+            return Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") ?? -200
+        }
+        let ten = folder.appendingPathComponent("ten.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=2", "-f", "lavfi",
+                          "-i", "aevalsrc=0|0|0|0.5*sin(2*PI*500*t)|0|0|0|0|0|0:s=48000:d=2",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le", ten])
+        let run = try transcode(ten)
+        #expect(run.probe.video != nil && run.probe.audio?.channels == 2)
+        let left = try level(run.output, "c0"), right = try level(run.output, "c1")
+        #expect(right > -40 && right - left > 20, "channel 3 on the right: left \(left) dB, right \(right) dB")
+        // A WAV whose channel mask is the back pair alone (0x30), written here: FFmpeg's own tools refuse to make one.
+        let back = folder.appendingPathComponent("back.wav").path
+        var wav = Data()
+        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { wav.append(contentsOf: $0) } }
+        let frames = 96_000
+        wav.append(contentsOf: Array("RIFF".utf8)); put(UInt32(4 + 48 + 8 + frames * 4)); wav.append(contentsOf: Array("WAVE".utf8))
+        wav.append(contentsOf: Array("fmt ".utf8)); put(UInt32(40)); put(UInt16(0xFFFE)); put(UInt16(2)); put(UInt32(48_000))
+        put(UInt32(192_000)); put(UInt16(4)); put(UInt16(16)); put(UInt16(22)); put(UInt16(16)); put(UInt32(0x30))
+        wav.append(contentsOf: [0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71])
+        wav.append(contentsOf: Array("data".utf8)); put(UInt32(frames * 4))
+        for index in 0..<frames {
+            let sample = Int16(8000 * sin(2 * Double.pi * 500 * Double(index) / 48_000))
+            put(sample); put(sample)
+        }
+        try wav.write(to: URL(fileURLWithPath: back))
+        let layout = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=channel_layout", "-of", "csv=p=0", back])
+        #expect(layout.contains("BL+BR"), "\(layout)")
+        let pair = try transcode(back, name: "back.m4a")
+        #expect(try level(pair.output, "c0") > -40 && (try level(pair.output, "c1")) > -40)
+    }
+
     /// A default audio track in a codec FFmpeg does not know (AC-4, MPEG-H; here Opus renamed) is passed over for
     /// the next one it can decode: the job failed with `unsupported_codec` for "the input's none track".
     @Test func anUndecodableDefaultTrackGivesWayToADecodableOne() throws {
