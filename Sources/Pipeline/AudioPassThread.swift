@@ -11,6 +11,7 @@ final class AudioPassThread: @unchecked Sendable {
     private let limits: MediaLimits
     /// Seconds of input per second of output (a tempo filter changes the pace): the read limit is on the input.
     private let pace: Double
+    /// The pass's own token, its reader's too (`token(following:)`): `stop` cancels it.
     private let cancellation: CancellationToken
     /// Called on the pass's thread once its output is finished (the whole sound written).
     private let finished: () throws(MediaError) -> Void
@@ -27,6 +28,14 @@ final class AudioPassThread: @unchecked Sendable {
         self.pace = pace
         self.cancellation = cancellation
         self.finished = finished
+    }
+
+    /// A token for the pass and its reader: canceled with the session's, and by `stop` alone. A stop only set a flag
+    /// the pass looked at after each audio sample: once the sound had ended (or in a long gap) its reader went on
+    /// through the video's bytes to the end of the file before it looked, so a video pass's failure waited for a
+    /// whole read of the input (on slow storage long enough for the watchdog to call the job stalled).
+    static func token(following session: CancellationToken) -> CancellationToken {
+        CancellationToken(external: { session.isCanceled })
     }
 
     func start() {
@@ -53,6 +62,7 @@ final class AudioPassThread: @unchecked Sendable {
                 try plan.handle(sample)
                 try limits.checkRead(seconds: output.writtenSeconds * pace)
             }
+            if cancellation.isCanceled || stopped.withLock({ $0 }) { throw MediaError.canceled }
             try plan.finish()
         } catch {
             plan.abandon()
@@ -82,6 +92,7 @@ final class AudioPassThread: @unchecked Sendable {
     func stop() {
         guard started else { return }
         stopped.withLock { $0 = true }
+        cancellation.cancel() // a read under way stops at once (FFmpeg's interrupt callback asks the token)
         _ = outcome.wait { $0 != nil }
     }
 }

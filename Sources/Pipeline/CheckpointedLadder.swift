@@ -30,6 +30,8 @@ final class CheckpointedLadder {
         let reader: MediaReader
         let writer: LadderWriter
         let plan: TranscodePlan
+        /// The audio pass's own token (`AudioPassThread.token(following:)`); the video pass's is the session's.
+        var cancellation: CancellationToken?
     }
 
     /// - Parameter firstReader: the session's reader of the input, nothing read from it yet (the video pass reads
@@ -114,14 +116,15 @@ final class CheckpointedLadder {
         do throws(MediaError) {
             if !videoComplete { video = try makeVideo(reader: firstReader, seek: true) }
             if !audioComplete, case .encode = settings.audio {
-                let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
+                let passCancellation = AudioPassThread.token(following: cancellation)
+                let reader = try MediaReader(path: session.inputPath, cancellation: passCancellation)
                 if reader.mainAudioTrack != nil {
                     let writer = LadderWriter(root: root, segmentDuration: segmentDuration)
                     writer.writesPlaylists = false
                     writer.journal = journal
                     let plan = try TranscodePlan(reader: reader, output: writer, settings: settings, limits: session.limits,
                                                  directory: nil, pass: .audio)
-                    audio = Pass(reader: reader, writer: writer, plan: plan)
+                    audio = Pass(reader: reader, writer: writer, plan: plan, cancellation: passCancellation)
                 }
             }
             // One offset for every track of every attempt: decided once, from every encoder's start delay.
@@ -144,7 +147,7 @@ final class CheckpointedLadder {
                 // The sound is recorded whole as soon as its pass ends: recorded after the video's, an attempt
                 // interrupted in between (most are: the sound's pass is the quicker) encoded it all again.
                 audioThread = AudioPassThread(reader: audio.reader, output: audio.writer, plan: audio.plan, limits: session.limits,
-                                              pace: settings.filters?.tempo ?? 1, cancellation: cancellation) { () throws(MediaError) in
+                                              pace: settings.filters?.tempo ?? 1, cancellation: audio.cancellation ?? cancellation) { () throws(MediaError) in
                     try checkpoint.update { $0.ladder["audio"]?.complete = true }
                 }
             }

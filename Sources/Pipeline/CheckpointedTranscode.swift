@@ -82,14 +82,15 @@ final class CheckpointedTranscode {
                 expectedDuration = video!.plan.expectedDuration
             }
             if checkpoint.manifest.audioFile == nil, case .encode = settings.audio {
-                let reader = try MediaReader(path: session.inputPath, cancellation: cancellation)
+                let passCancellation = AudioPassThread.token(following: cancellation)
+                let reader = try MediaReader(path: session.inputPath, cancellation: passCancellation)
                 if reader.mainAudioTrack != nil {
                     let output = CheckpointOutput(checkpoint: checkpoint, globalHeader: settings.container.wantsGlobalHeader)
                     let plan = try TranscodePlan(reader: reader, output: output, settings: settings, limits: session.limits,
                                                  directory: nil, pass: .audio)
                     if video == nil { expectedDuration = plan.expectedDuration }
                     audio = AudioPassThread(reader: reader, output: output, plan: plan, limits: session.limits,
-                                           pace: settings.filters?.tempo ?? 1, cancellation: cancellation)
+                                           pace: settings.filters?.tempo ?? 1, cancellation: passCancellation)
                 }
             }
         } catch {

@@ -227,6 +227,9 @@ public final class MediaReader {
             }
             packet.unref()
             guard container.read(into: packet) else {
+                // A read the token interrupted is no end of the input: taken for one, a canceled pass went on to
+                // finish its output as if the file had ended there.
+                if cancellation?.isCanceled == true { throw MediaError.canceled }
                 reachedEnd = true
                 flushOrder = decoders.keys.sorted(by: >).compactMap { decoders[$0] }
                 continue

@@ -5,6 +5,20 @@ import TestSupport
 
 /// Opening inputs: tracks, and what happens with broken, cut-short and hostile files.
 @Suite struct MediaReaderTests {
+    /// A read its token interrupts is a cancel, not the end of the input: taken for the end, a canceled pass went on to
+    /// finish its output there (a checkpoint's video recorded complete at the interruption), or, where the file says
+    /// how long it is, failed the job as cut short instead of canceling it.
+    @Test func aReadTheTokenInterruptsIsACancelNotTheEnd() throws {
+        let token = CancellationToken()
+        let reader = try MediaReader(path: try Media.path(.standard), cancellation: token)
+        for track in reader.tracks { reader.addPassthroughOutput(track: track.index) }
+        #expect(try reader.nextSample() != nil)
+        token.cancel()
+        #expect(throws: MediaError.canceled) {
+            while try reader.nextSample() != nil {}
+        }
+    }
+
     @Test func tracksDescribeTheSource() throws {
         let tracks = try TranscodeSession.probe(path: try Media.path(.standard))
         let video = try #require(tracks.first { $0.mediaType == .video })
