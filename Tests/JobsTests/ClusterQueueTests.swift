@@ -88,23 +88,17 @@ struct HeldRunner: JobRunner {
             heard.notifyAll()
         }
         defer { listener.stop() }
-        #expect(heard.wait(timeout: 10) { $0.contains(.listening) })
+        try #require(heard.wait(timeout: 10) { $0.contains(.listening) })
         let runner = CrashingWithFilesRunner()
         let queue = try node(fixture, workers: 1, runner: runner)
+        var stopped = false
+        defer { if !stopped { queue.stop(grace: 5) } }
         try #require(runner.failing.wait(timeout: .now() + 30) == .success)
-        // Into the removal of its 6000 files, which comes after the end began (the attempt's own cancel is too late).
-        let folder = try #require(runner.folder.withLock { $0 })
-        var removing = false
-        let deadline = Date().addingTimeInterval(10)
-        while !removing && Date() < deadline && FileManager.default.fileExists(atPath: folder) {
-            let count = (try? FileManager.default.contentsOfDirectory(atPath: folder).count) ?? 0
-            removing = count > 0 && count < 6000
-            if !removing { usleep(500) }
-        }
-        try #require(removing, "the removal was not caught under way")
+        try #require(runner.removalUnderWay(), "the removal was not caught under way")
         let answered = try queue.cancel(id: job.id)
         #expect(answered.state == .canceled, "the cancel answered \(answered.state)")
         queue.stop(grace: 5)
+        stopped = true
         #expect(heard.wait(timeout: 10) { $0.filter { $0 == .changed(job.id) }.count >= 2 }, "running, then canceled: \(heard.withLock { $0 })")
         usleep(300_000)
         #expect(!heard.withLock { $0 }.contains(.queued(job.id)), "the job was announced queued: \(heard.withLock { $0 })")

@@ -102,6 +102,19 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         failing.signal()
         throw MediaError(code: "worker_crashed", message: "The job's process stopped (test).")
     }
+
+    /// Waits (10 s at most) until the attempt's folder is being removed, which comes after its end began (the
+    /// attempt's own cancel is too late by then); whether that was caught.
+    func removalUnderWay() -> Bool {
+        guard let folder = folder.withLock({ $0 }) else { return false }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline && FileManager.default.fileExists(atPath: folder) {
+            let count = (try? FileManager.default.contentsOfDirectory(atPath: folder).count) ?? 0
+            if count > 0 && count < 6000 { return true }
+            usleep(500)
+        }
+        return false
+    }
 }
 
 @Suite(.serialized) struct JobQueueTests {
@@ -426,16 +439,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         let queue = queue(fixture, runner: runner)
         try queue.start()
         try #require(runner.failing.wait(timeout: .now() + 30) == .success)
-        // Into the removal of its 6000 files, which comes after the end began (the attempt's own cancel is too late).
-        let folder = try #require(runner.folder.withLock { $0 })
-        var removing = false
-        let deadline = Date().addingTimeInterval(10)
-        while !removing && Date() < deadline && FileManager.default.fileExists(atPath: folder) {
-            let count = (try? FileManager.default.contentsOfDirectory(atPath: folder).count) ?? 0
-            removing = count > 0 && count < 6000
-            if !removing { usleep(500) }
-        }
-        try #require(removing, "the removal was not caught under way")
+        try #require(runner.removalUnderWay(), "the removal was not caught under way")
         let answered = try queue.cancel(id: job.id)
         #expect(answered.state == .canceled, "the cancel answered \(answered.state)")
         usleep(500_000) // a retry would have started by now

@@ -738,7 +738,8 @@ import TestSupport
                                                 withIntermediateDirectories: true)
         var upload = TusUpload(id: id, length: 10, metadata: "", createdAt: Date().timeIntervalSince1970)
         try uploads.create(upload)
-        let first = try #require(uploads.lockCompletion(id))
+        var first = try #require(uploads.lockCompletion(id))
+        defer { if first >= 0 { close(first) } } // a check failing early must not leave the waiter blocked for good
         let waiter = LockedValue<Int32?>(nil)
         let waiting = DispatchSemaphore(value: 0)
         NamedThread.start("lock-waiter") {
@@ -749,17 +750,19 @@ import TestSupport
         }
         waiting.wait()
         // Until the waiter is blocked in flock on the description as it is now (the kernel lists a blocked lock with
-        // "->" and the file's inode): the new description is saved only then.
+        // "->" and the file's device and inode): the new description is saved only then.
         var status = stat()
         try #require(stat(uploads.infoPath(id), &status) == 0)
-        let inode = ":\(status.st_ino) "
-        #expect(eventually(10) {
+        let major = UInt32((status.st_dev >> 8) & 0xfff), minor = UInt32((status.st_dev & 0xff) | ((status.st_dev >> 12) & 0xfff00))
+        let file = String(format: "%02x:%02x:%lu ", major, minor, UInt(status.st_ino))
+        try #require(eventually(10) {
             let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
-            return locks.split(separator: "\n").contains { $0.contains("->") && $0.contains("FLOCK") && $0.contains(inode) }
-        }, "the waiter is blocked on the description's lock")
+            return locks.split(separator: "\n").contains { $0.contains("->") && $0.contains("FLOCK") && $0.contains(file) }
+        }, "the waiter is blocked on the description's lock (\(file))")
         upload.probeTimeouts = 1
         try uploads.save(upload) // a new file under the name, as the probe timeout's save
         close(first)
+        first = -1
         #expect(waiter.wait(timeout: 10) { $0 != nil }, "the waiter got the lock")
         defer { if let held = waiter.withLock({ $0 }) ?? nil { close(held) } }
         let another = uploads.lockCompletion(id)

@@ -425,6 +425,12 @@ import TestSupport
         let line = headers.components(separatedBy: "\r\n").first { $0.hasPrefix("Content-Disposition:") } ?? ""
         #expect(line.contains("filename*=UTF-8''caf%C3%A9%20%E6%97%A5%E6%9C%AC."), "\(line)")
         #expect(line.unicodeScalars.allSatisfy { $0.isASCII }, "\(line)")
+        // RFC 8187's attr-char is kept as it is (it was percent-encoded: `&`, `+`, `!` are not alphanumerics).
+        let other = try server.json("/v1/jobs", ["-F", "file=@\(try Media.path(.audioOnly));filename=a&b+c!.m4a", "-F", "settings={}"])
+        let otherID = try #require(other.object["id"] as? String, "\(other.object)")
+        _ = try waitForState(otherID, ["succeeded", "failed"])
+        let otherHeaders = try Shell.run("curl", ["-s", "-I", try server.base + "/v1/jobs/\(otherID)/output"]).stdout
+        #expect(otherHeaders.contains("filename*=UTF-8''a&b+c!."), "\(otherHeaders)")
     }
 
     @Test func oneShotMultipartJobAndDownloadWithRanges() throws {

@@ -98,7 +98,8 @@ import TestSupport
     /// parent's reader for ever: it stops a moment after the child was reaped.
     @Test func theStandardErrorReaderStopsAfterTheChildEvenIfAnotherProcessHoldsThePipe() throws {
         let lines = LockedValue<[String]>([])
-        let script = "setsid sh -c 'echo started $$; echo early >&2; sleep 5; echo late >&2; exec sleep 30' & exec sleep 30"
+        let marker = try Media.scratch().appendingPathComponent("late-written").path
+        let script = "setsid sh -c 'echo started $$; echo early >&2; sleep 4; touch \(marker); echo late >&2; exec sleep 30' & exec sleep 30"
         let child = try ChildProcess(executable: "/bin/sh", arguments: ["-c", script]) { line, _ in
             lines.withLock { $0.append(line) }
             lines.notifyAll()
@@ -110,8 +111,11 @@ import TestSupport
         child.signal(SIGKILL)
         #expect(child.wait() == .signaled(SIGKILL))
         #expect(lines.wait(timeout: 10) { $0 == ["early"] })
-        Thread.sleep(forTimeInterval: 6)
-        #expect(lines.withLock { $0 } == ["early"], "the reader stopped about 1 s after the child ended, before the line at 5 s")
+        // "late" is written 4 s after the child started (the marker comes just before it; with the reader gone the
+        // write fails): by then the reader had stopped.
+        #expect(eventually(15) { FileManager.default.fileExists(atPath: marker) }, "the escaped process wrote its line")
+        usleep(500_000)
+        #expect(lines.withLock { $0 } == ["early"], "the reader stopped about 1 s after the child ended, before the line at 4 s")
     }
 
     /// A process may name itself with any bytes (`prctl(PR_SET_NAME)`); its parent and state are still read, so

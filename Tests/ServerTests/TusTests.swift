@@ -857,6 +857,38 @@ import TestSupport
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(ids[0]).bin").path), "its bytes stay")
     }
 
+    /// A HEAD of an upload whose bytes are all there while its last PATCH is held by a client gone quiet (its body's
+    /// end never came) tells the holder another waits: it lets go in seconds and the upload completes, where the HEAD
+    /// answered 423 for the body's minute.
+    @Test func aHeadOfAWholeUploadAQuietPatchHoldsCompletesItInSeconds() throws {
+        let server = try TestServer()
+        // Whole 256 KiB blocks: the writer keeps a partial block until the body goes on or ends. (Not media: it
+        // completes as refused, which is complete all the same.)
+        let media = Data(repeating: 7, count: 512 * 1024)
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(media.count)"]).location)
+        let client = try RawClient(port: server.port)
+        defer { withExtendedLifetime(client) {} } // its connection stays open, quiet
+        // Every byte, chunked, without the last chunk's end: the PATCH holds the upload, waiting.
+        client.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\n"
+                    + "Upload-Offset: 0\r\nTransfer-Encoding: chunked\r\n\r\n" + String(media.count, radix: 16) + "\r\n")
+        client.send(media)
+        client.send("\r\n")
+        var seen: (status: Int, headers: [String: String]) = (0, [:])
+        #expect(try eventually(5) {
+            seen = try head(server, path)
+            return seen.status == 423 || Int(seen.headers["upload-offset"] ?? "") == media.count
+        }, "every byte arrived: \(seen) of \(media.count)")
+        let started = Date()
+        var status = 0
+        #expect(try eventually(20) {
+            status = try head(server, path).status
+            if status != 200 { usleep(250_000) }
+            return status == 200
+        }, "\(status)")
+        #expect(Date().timeIntervalSince(started) < 10, "let go in seconds, not the body's minute: \(Date().timeIntervalSince(started)) s")
+        #expect(Int(try head(server, path).headers["upload-offset"] ?? "") == media.count)
+    }
+
     /// An upload a request names after its expiry answers 404, and its files go then, whatever the sweep does. Here
     /// the expiry is an hour (swept once a minute), and the upload's creation and last bytes are made two hours old
     /// just before the request: the 404 is the request's own. (The test before this one let the sweep, every 0.9 s,

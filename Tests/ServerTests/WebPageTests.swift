@@ -440,6 +440,8 @@ import TestSupport
                 && webhook["events"] as? [String] == ["job.running", "job.canceled"], "\(report["retriedWebhook"] ?? "none")")
         #expect(report["retriedSecretWebhook"] is NSNull && (report["secretRetryNote"] as? String ?? "").contains("without the job's webhook"),
                 "a hook whose secret the server hides: retried without it, and said so: \(report)")
+        #expect(report["canceledGoneJobRemoved"] as? Bool == true && report["errorAfterCancelingAGoneJob"] as? String == ""
+                && report["goneCancelLogged"] as? Int == 1, "a Cancel of a job deleted elsewhere removes it: \(report)")
         #expect(report["goneAfterDelete"] as? Bool == true && report["errorAfterDeletingAGoneJob"] as? String == ""
                 && report["goneDeleteLogged"] as? Int == 1, "the page's own DELETE was answered 404 and taken as done: \(report)")
     }

@@ -238,9 +238,10 @@ def scenario_token(browser, base, path, report, token):
     # The form submitted natively (a password manager's form.submit() skips the page's handler): nothing of the
     # field goes into the URL. Named, the field went as ?token=... in the address, the history and the server's log.
     browser.eval("document.querySelector('#token').value = 'native-submit-' + " + json.dumps(token))
-    browser.eval("document.querySelector('#login-form').submit()")
+    browser.eval("window.beforeSubmit = true; document.querySelector('#login-form').submit()")
     browser.pump(0.5)
-    browser.wait("document.readyState === 'complete' && !document.querySelector('#login').hidden")
+    # Read in the new document (the old one's address would not show what the submit did).
+    browser.wait("!window.beforeSubmit && document.readyState === 'complete' && !document.querySelector('#login').hidden")
     report["urlAfterNativeSubmit"] = browser.eval("location.href")
     browser.eval("document.querySelector('#token').value = ''")
     browser.type_text(token)
@@ -347,35 +348,48 @@ def scenario_keyboard(browser, base, path, report, token):
 
     # A job with a webhook of its own, made through the API and canceled: retried from the page, the new job has it.
     upload = report["canceledJob"]["input"]["id"]
-    hook = {"url": "https://hooks.invalid/transcoderd", "events": ["job.running", "job.canceled"]}
-    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
-    connection.request("POST", "/v1/jobs", body=json.dumps({"input": upload, "webhook": hook}), headers={"Content-Type": "application/json"})
-    hooked = json.loads(connection.getresponse().read())["id"]
-    connection.request("POST", f"/v1/jobs/{hooked}/cancel")
-    connection.getresponse().read()
-    connection.close()
-    hooked_item = f"document.querySelector('#jobs li[data-job=\"{hooked}\"]')"
-    browser.wait(f"{hooked_item}?.dataset.state === 'canceled' || null", timeout=20)
-    known = known_jobs(browser)
-    browser.eval(f"{hooked_item}.querySelector('[data-action=retry]').click()")
-    retried_hooked = new_job_item(browser, known)
+
+    def retried_with(hook):
+        """A job made through the API with `hook` and canceled, retried from the page: its item's query and the
+        new job's id."""
+        connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+        connection.request("POST", "/v1/jobs", body=json.dumps({"input": upload, "webhook": hook}), headers={"Content-Type": "application/json"})
+        made = json.loads(connection.getresponse().read())["id"]
+        connection.request("POST", f"/v1/jobs/{made}/cancel")
+        connection.getresponse().read()
+        connection.close()
+        item = f"document.querySelector('#jobs li[data-job=\"{made}\"]')"
+        browser.wait(f"{item}?.dataset.state === 'canceled' || null", timeout=20)
+        browser.eval("document.querySelector('#start-error').textContent = ''")
+        known = known_jobs(browser)
+        browser.eval(f"{item}.querySelector('[data-action=retry]').click()")
+        return made, item, new_job_item(browser, known)
+    hooked, hooked_item, retried_hooked = retried_with({"url": "https://hooks.invalid/transcoderd", "events": ["job.running", "job.canceled"]})
     report["retriedWebhook"] = browser.eval(f"fetch('/v1/jobs/{retried_hooked}').then(r => r.json()).then(j => j.webhook)", await_promise=True)
     # One whose URL holds a secret the server does not show (a Slack-style hook): retried without it, and said so.
-    secret_hook = {"url": "https://hooks.invalid/services/T000/B000/aB3dE5fG7hJ9kL1mN2pQ4rS6", "events": ["job.running"]}
-    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
-    connection.request("POST", "/v1/jobs", body=json.dumps({"input": upload, "webhook": secret_hook}), headers={"Content-Type": "application/json"})
-    secret = json.loads(connection.getresponse().read())["id"]
-    connection.request("POST", f"/v1/jobs/{secret}/cancel")
-    connection.getresponse().read()
-    connection.close()
-    secret_item = f"document.querySelector('#jobs li[data-job=\"{secret}\"]')"
-    browser.wait(f"{secret_item}?.dataset.state === 'canceled' || null", timeout=20)
-    browser.eval("document.querySelector('#start-error').textContent = ''")
-    known = known_jobs(browser)
-    browser.eval(f"{secret_item}.querySelector('[data-action=retry]').click()")
-    retried_secret = new_job_item(browser, known)
+    _, _, retried_secret = retried_with({"url": "https://hooks.invalid/services/T000/B000/aB3dE5fG7hJ9kL1mN2pQ4rS6", "events": ["job.running"]})
     report["retriedSecretWebhook"] = browser.eval(f"fetch('/v1/jobs/{retried_secret}').then(r => r.json()).then(j => j.webhook ?? null)", await_promise=True)
     report["secretRetryNote"] = browser.eval("document.querySelector('#start-error').textContent")
+
+    # Canceled here after another client deleted it: it goes, without an error (it stayed, with a 404 shown).
+    gone_item = f"document.querySelector('#jobs li[data-job=\"{retried_secret}\"]')"
+    browser.eval("document.querySelector('#start-error').textContent = ''")
+    browser.eval(f"""(async () => {{
+        const job = '/v1/jobs/{retried_secret}';
+        await fetch(job + '/cancel', {{method: 'POST'}});
+        for (let i = 0; i < 200; i++) {{
+            const state = (await (await fetch(job)).json()).state;
+            if (['canceled', 'failed', 'succeeded'].includes(state)) break;
+            await new Promise((resolve) => setTimeout(resolve, 100));
+        }}
+        await fetch(job, {{method: 'DELETE'}});
+        {gone_item}.querySelector('[data-action=cancel]').click();
+    }})()""", await_promise=True)
+    report["canceledGoneJobRemoved"] = browser.wait(f"{gone_item} ? null : true", timeout=20)
+    report["errorAfterCancelingAGoneJob"] = browser.eval("document.querySelector('#start-error').textContent")
+    gone = [e for e in browser.console_errors if "404" in e and f"/v1/jobs/{retried_secret}/cancel" in e]
+    report["goneCancelLogged"] = len(gone)
+    browser.console_errors[:] = [e for e in browser.console_errors if e not in gone]
 
     # Deleted elsewhere a moment before its Delete is pressed here: done, not an error, and the item goes.
     browser.eval("document.querySelector('#start-error').textContent = ''")
@@ -663,13 +677,8 @@ def scenario_streams(browser, base, path, report, token):
     call("POST", f"/v1/jobs/{other}/cancel")  # the worker's next job is then the watched one
     stale = json.loads(call("GET", "/v1/jobs?limit=50"))
     held = []
-
-    def on_list(paused):
-        if not held:
-            held.append(paused)
-        else:
-            browser.let_through(paused)
-    browser.intercept("*/v1/jobs?limit=*", on_list)
+    # Every list read is held (a later one let through would bring the fresh state back before it is looked at).
+    browser.intercept("*/v1/jobs?limit=*", held.append)
     deadline = time.time() + 20
     while not held and time.time() < deadline:
         browser.pump(0.1)
@@ -682,6 +691,9 @@ def scenario_streams(browser, base, path, report, token):
     browser.fulfill(held[0], 200, stale)
     browser.pump(1)
     report["staleListState"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{watched}\"]')?.dataset.state || null")
+    for paused in held[1:]:
+        browser.let_through(paused)
+    browser.intercept("*/v1/jobs?limit=*", browser.let_through)
 
 
 def scenario_recovery(browser, base, path, report, token):
