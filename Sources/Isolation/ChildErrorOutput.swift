@@ -62,7 +62,7 @@ final class ChildErrorOutput: Sendable {
                 } else {
                     let part = rest[rest.startIndex..<newline], room = Self.room(pending)
                     pending += part.prefix(room)
-                    found += emit(pending, cut: part.count > room)
+                    found.append(emit(pending, cut: part.count > room))
                     pending = []
                 }
                 rest = rest[(newline + 1)...]
@@ -71,7 +71,7 @@ final class ChildErrorOutput: Sendable {
             guard !skipping else { return found }
             pending += rest.prefix(Self.room(pending) + 1)
             if pending.count > ChildErrorOutput.maxLineBytes {
-                found += emit(Array(pending.prefix(ChildErrorOutput.maxLineBytes)), cut: true)
+                found.append(emit(Array(pending.prefix(ChildErrorOutput.maxLineBytes)), cut: true))
                 pending = []
                 skipping = true
             }
@@ -82,18 +82,18 @@ final class ChildErrorOutput: Sendable {
         mutating func finish() -> String? {
             guard !dropping, !skipping, !pending.isEmpty else { return nil }
             defer { pending = [] }
-            return emit(pending, cut: false).first
+            return emit(pending, cut: false)
         }
 
         private static func room(_ pending: [UInt8]) -> Int { max(0, ChildErrorOutput.maxLineBytes - pending.count) }
 
-        private mutating func emit(_ bytes: [UInt8], cut: Bool) -> [String] {
+        private mutating func emit(_ bytes: [UInt8], cut: Bool) -> String {
             var line = bytes
             if line.last == UInt8(ascii: "\r") { line.removeLast() }
             total += line.count
             if total > ChildErrorOutput.maxBytes {
                 dropping = true
-                return ["(more than \(ChildErrorOutput.maxBytes) bytes: the rest is dropped)"]
+                return "(more than \(ChildErrorOutput.maxBytes) bytes: the rest is dropped)"
             }
             var text = ""
             for scalar in String(decoding: line, as: UTF8.self).unicodeScalars {
@@ -107,7 +107,7 @@ final class ChildErrorOutput: Sendable {
                     text.unicodeScalars.append(scalar)
                 }
             }
-            return [cut ? text + " (cut)" : text]
+            return cut ? text + " (cut)" : text
         }
     }
 }

@@ -191,19 +191,23 @@ final class AudioConverter {
             var source = input.ch_layout
             try FFmpeg.check(av_channel_layout_copy(&inputLayout, &source), "Reading the audio layout")
         }
-        let result = swr_alloc_set_opts2(
-            &resampler, &outputLayout, AV_SAMPLE_FMT_FLTP, Int32(encoding.sampleRate),
-            &inputLayout, AVSampleFormat(rawValue: input.format), input.sample_rate, 0, nil)
-        try FFmpeg.check(result, "Configuring the audio resampler", code: "unsupported_audio")
-        if let ambisonic {
-            try FFmpeg.check(swr_set_matrix(resampler, ambisonic, inputLayout.nb_channels), "Setting the ambisonic decode",
-                             code: "unsupported_audio")
-        } else if inputLayout.nb_channels > outputLayout.nb_channels {
-            // Mixing down adds channels together (5.1 to stereo: L + 0.707 C + 0.707 Ls): loud surround sound would
-            // go past full scale and clip in every player. The mix is scaled so that no output can.
-            try FFmpeg.setOption(UnsafeMutableRawPointer(resampler), "rematrix_maxval", "1.0")
+        /// A resampler from `inputLayout`, mixing by `matrix` (`doing` names it in an error) or by swresample's own
+        /// rules; what `swr_init` said.
+        func start(mixing matrix: [Double]?, doing: String) throws(MediaError) -> Int32 {
+            let result = swr_alloc_set_opts2(
+                &resampler, &outputLayout, AV_SAMPLE_FMT_FLTP, Int32(encoding.sampleRate),
+                &inputLayout, AVSampleFormat(rawValue: input.format), input.sample_rate, 0, nil)
+            try FFmpeg.check(result, "Configuring the audio resampler", code: "unsupported_audio")
+            if let matrix {
+                try FFmpeg.check(swr_set_matrix(resampler, matrix, inputLayout.nb_channels), doing, code: "unsupported_audio")
+            } else if inputLayout.nb_channels > outputLayout.nb_channels {
+                // Mixing down adds channels together (5.1 to stereo: L + 0.707 C + 0.707 Ls): loud surround sound
+                // would go past full scale and clip in every player. The mix is scaled so that no output can.
+                try FFmpeg.setOption(UnsafeMutableRawPointer(resampler), "rematrix_maxval", "1.0")
+            }
+            return swr_init(resampler)
         }
-        let started = swr_init(resampler)
+        var started = try start(mixing: ambisonic, doing: "Setting the ambisonic decode")
         if started < 0, ambisonic == nil {
             // swresample mixes only layouts it knows how to: not more unlabelled channels than a default layout has
             // (a field recorder's ten tracks, a WAV without a channel mask), nor speakers on one side only (BL+BR, a
@@ -216,14 +220,9 @@ final class AudioConverter {
             av_channel_layout_uninit(&inputLayout)
             inputLayout.order = AV_CHANNEL_ORDER_UNSPEC
             inputLayout.nb_channels = channels
-            try FFmpeg.check(swr_alloc_set_opts2(&resampler, &outputLayout, AV_SAMPLE_FMT_FLTP, Int32(encoding.sampleRate),
-                                                 &inputLayout, AVSampleFormat(rawValue: input.format), input.sample_rate, 0, nil),
-                             "Configuring the audio resampler", code: "unsupported_audio")
-            try FFmpeg.check(swr_set_matrix(resampler, matrix, channels), "Setting the audio mix", code: "unsupported_audio")
-            try FFmpeg.check(swr_init(resampler), "Starting the audio resampler", code: "unsupported_audio")
-        } else {
-            try FFmpeg.check(started, "Starting the audio resampler", code: "unsupported_audio")
+            started = try start(mixing: matrix, doing: "Setting the audio mix")
         }
+        try FFmpeg.check(started, "Starting the audio resampler", code: "unsupported_audio")
         resamplerInput = key
     }
 
