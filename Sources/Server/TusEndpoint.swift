@@ -225,6 +225,14 @@ public final class TusEndpoint: Sendable {
         HTTPError(status, code, message, headers: HTTPHeaders([("Tus-Resumable", Self.version)] + headers))
     }
 
+    /// A description that is there but could not be read (`TusUploads.readUpload`) as the errno value `answer` turns
+    /// into its refusal: ESTALE, not readable now (503 with Retry-After: a 404 has a client start the whole upload
+    /// again, and a completion took it for "already done"); EIDRM, damaged for good (410, as tus says of an upload
+    /// that existed: the client starts over, and the files go with the sweep).
+    static func unreadable(_ error: MediaError) -> IOError {
+        IOError(errnoCode: error.code == "storage_error" ? ESTALE : EIDRM, reason: error.message)
+    }
+
     /// The answer for a refusal found as the file was opened or written (errno values `TusSink` chose).
     static func answer(_ error: IOError) -> HTTPError {
         let headers = HTTPHeaders([("Tus-Resumable", version)])
@@ -236,8 +244,8 @@ public final class TusEndpoint: Sendable {
             var locked = headers
             if error.errnoCode == EBUSY { locked.set("Retry-After", "1") }
             return HTTPError(.locked, "upload_locked", error.reason, headers: locked)
-        case EIDRM: return HTTPError(.gone, "upload_damaged", error.reason, headers: headers) // `TusSink`
-        case ESTALE: // the description there but not readable now (`TusSink`)
+        case EIDRM: return HTTPError(.gone, "upload_damaged", error.reason, headers: headers) // `unreadable`
+        case ESTALE: // `unreadable`
             var later = headers
             later.set("Retry-After", "5")
             return HTTPError(.serviceUnavailable, "storage_error", error.reason + " Ask again.", headers: later)
@@ -402,17 +410,12 @@ public final class TusEndpoint: Sendable {
         return Response(.noContent)
     }
 
-    /// The upload's description, nil when there is none. One there but not readable now is 503 with Retry-After: a
-    /// 404 has a client start the whole upload again, and a completion took it for "already done" and answered the
-    /// final PATCH as complete. One damaged for good is 410, as tus says of an upload that existed: the client
-    /// starts over, and the files go with the sweep.
+    /// The upload's description, nil when there is none; one that cannot be read is refused (`unreadable`).
     private func description(_ id: String) throws(HTTPError) -> TusUpload? {
         do throws(MediaError) {
             return try uploads.readUpload(id)
-        } catch where error.code == "storage_error" {
-            throw refusal(.serviceUnavailable, error.code, error.message + " Ask again.", headers: [("Retry-After", "5")])
         } catch {
-            throw refusal(.gone, error.code, error.message)
+            throw Self.answer(Self.unreadable(error))
         }
     }
 

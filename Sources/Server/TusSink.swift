@@ -92,9 +92,7 @@ final class TusSink: BodySink {
             do throws(MediaError) {
                 read = try uploads.readUpload(id)
             } catch {
-                // There but not readable now (ESTALE: 503, ask again), or damaged for good (EIDRM: 410): not a 404,
-                // which has a client start the whole upload again while its bytes may still be had.
-                throw IOError(errnoCode: error.code == "storage_error" ? ESTALE : EIDRM, reason: error.message)
+                throw TusEndpoint.unreadable(error) // not a 404, which has a client start the whole upload again
             }
             guard let found = read, !uploads.isExpired(found, at: Date().timeIntervalSince1970) else {
                 throw IOError(errnoCode: ENOENT, reason: "No upload has the id \(id).")
