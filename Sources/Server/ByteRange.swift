@@ -13,8 +13,12 @@ enum ByteRange {
         guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return .full }
         let first = spec[..<dash], last = spec[spec.index(after: dash)...]
         if first.isEmpty {
-            guard let suffix = number(last), suffix > 0 else { return last.isEmpty ? .full : .unsatisfiable }
-            return size == 0 ? .unsatisfiable : .partial(start: max(0, size - suffix), end: size - 1)
+            // "bytes=-abc" is bad syntax like "bytes=abc-": ignored. A zero suffix overlaps nothing (416); any other
+            // suffix of an empty file is satisfiable, but no 206 can say so (there is no last byte): the file is
+            // sent whole, empty, as RFC 9110 lets a server ignore a range.
+            guard let suffix = number(last) else { return .full }
+            guard suffix > 0 else { return .unsatisfiable }
+            return size == 0 ? .full : .partial(start: max(0, size - suffix), end: size - 1)
         }
         guard let start = number(first) else { return .full }
         guard start < size else { return .unsatisfiable }

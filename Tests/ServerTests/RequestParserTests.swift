@@ -148,6 +148,13 @@ import Testing
         #expect(describe(ByteRange.parse("bytes=1000-", size: 1000)) == "416")
         #expect(describe(ByteRange.parse("bytes=0-1,5-6", size: 1000)) == "full")
         #expect(describe(ByteRange.parse(nil, size: 1000)) == "full")
+        // Bad syntax on either side of the dash is ignored alike; a zero suffix overlaps nothing; a suffix of an
+        // empty file is the (empty) file, since no Content-Range can name a part of nothing.
+        #expect(describe(ByteRange.parse("bytes=abc-", size: 1000)) == "full")
+        #expect(describe(ByteRange.parse("bytes=-abc", size: 1000)) == "full")
+        #expect(describe(ByteRange.parse("bytes=-0", size: 1000)) == "416")
+        #expect(describe(ByteRange.parse("bytes=-5", size: 0)) == "full")
+        #expect(describe(ByteRange.parse("bytes=0-", size: 0)) == "416")
     }
 
     /// A request line, a chunk-size line and a trailer sent a byte at a time are searched once over, not once per
