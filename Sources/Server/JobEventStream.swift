@@ -39,10 +39,11 @@ final class JobEventStream: EventSource {
         key = queue.events.subscribe(jobID) { event in Self.deliver(event, to: state, render: render) }
     }
 
-    /// The job as read after subscribing, and its live progress. A state event that came in meanwhile is newer than
-    /// or as new as this read, so the snapshot is then dropped: the stream never goes back to an older state.
+    /// The job as read after subscribing, and its live progress. It goes by the same rule as every state: dropped
+    /// when a state event that came in meanwhile is as new or newer (the stream never goes back), sent when what came
+    /// first is older (a retry's late `queued` published after another worker's claim, which this read has seen).
     func deliverSnapshot(_ job: Job, live: TranscodeProgress?) {
-        let delivered = Self.deliver(.state(job), to: state, render: render, onlyFirst: true)
+        let delivered = Self.deliver(.state(job), to: state, render: render)
         if delivered, let live { Self.deliver(.progress(live), to: state, render: render) }
     }
 
@@ -63,12 +64,10 @@ final class JobEventStream: EventSource {
         events.unsubscribe(jobID, key)
     }
 
-    /// Decides whether `event` goes out (with `onlyFirst`, a state only if no state went out before) and returns
-    /// whether it did. The JSON is made before the lock is taken (rendering a job reads the store; the loop takes
+    /// Decides whether `event` goes out and returns whether it did. The JSON is made before the lock is taken (rendering a job reads the store; the loop takes
     /// this lock too), and everything is sent under the lock, so the loop receives events in the order decided.
     @discardableResult
-    private static func deliver(_ event: JobEvent, to state: LockedValue<State>, render: @Sendable (Job) -> Data,
-                                onlyFirst: Bool = false) -> Bool {
+    private static func deliver(_ event: JobEvent, to state: LockedValue<State>, render: @Sendable (Job) -> Data) -> Bool {
         switch event {
         case .progress, .fetching:
             // Progress comes at the pipeline's (or the download's) pace: look whether one is due before encoding it.
@@ -109,7 +108,7 @@ final class JobEventStream: EventSource {
                 let order = Self.order(job)
                 guard !state.ended, order >= state.lastOrder else { return false }
                 state.lastOrder = order
-                guard job.state != state.lastState, !onlyFirst || state.lastState == nil else { return false }
+                guard job.state != state.lastState else { return false }
                 state.lastState = job.state
                 emit(text, into: &state)
                 if job.state.isTerminal {

@@ -91,6 +91,25 @@ import TestSupport
         #expect(received.all == ["running", "progress", "queued", "running", "succeeded", "end"], "\(received.all)")
     }
 
+    /// A snapshot newer than a stale state that reached the stream first goes out: the retry's late `queued` (claim
+    /// 1) came in before the handler handed over its read (`running`, claim 2), and the snapshot, as not the first
+    /// state, was dropped: the stream showed the running job as queued, without its progress, until it ended.
+    @Test func aSnapshotNewerThanAStaleLiveStateGoesOut() throws {
+        var (_, job, queue) = try queuedJob()
+        let stream = eventStream(job.id, queue)
+        job.state = .queued
+        job.leaseToken = 1
+        queue.events.publish(job.id, .state(job))
+        job.state = .running
+        job.leaseToken = 2
+        stream.deliverSnapshot(job, live: nil)
+        let received = Received()
+        let stop = stream.start(send: received.send)
+        defer { stop() }
+        queue.events.publish(job.id, .progress(TranscodeProgress(presentationTime: 1, duration: 10, framesEncoded: 30, elapsed: 1)))
+        #expect(received.all == ["queued", "running", "progress"], "\(received.all)")
+    }
+
     @Test func aFreshSnapshotComesFirstAndAStreamNeverStartedUnsubscribes() throws {
         let (fixture, job, queue) = try queuedJob()
         let received = Received()
