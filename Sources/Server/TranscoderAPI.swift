@@ -144,13 +144,13 @@ public final class TranscoderAPI: Sendable {
             .init("POST", "/v1/jobs/{id}/webhooks/{delivery}/redeliver") { [self] request throws(HTTPError) in try redeliver(request) },
         ]
         routes += tus.routes
-        if cors.isEnabled {
-            // Preflights for players on another origin (sent without credentials; they answer only headers).
-            for path in ["/v1/jobs/{id}/output", "/v1/jobs/{id}/output/{path...}"] {
-                routes.append(.init("OPTIONS", path, inline: true) { [cors] request throws(HTTPError) in
-                    Response(.noContent, headers: HTTPHeaders(cors.preflight(for: request.headers)))
-                })
-            }
+        // Preflights for players on another origin (sent without credentials; they answer only headers). Without
+        // --cors-origin they allow nothing, as for an origin not listed: the route is there either way, as the OpenAPI
+        // document says (a 405 for a documented method read as a refusal of a valid request).
+        for path in ["/v1/jobs/{id}/output", "/v1/jobs/{id}/output/{path...}"] {
+            routes.append(.init("OPTIONS", path, inline: true) { [cors] request throws(HTTPError) in
+                Response(.noContent, headers: HTTPHeaders(cors.preflight(for: request.headers)))
+            })
         }
         return Router(routes)
     }
@@ -710,7 +710,8 @@ public final class TranscoderAPI: Sendable {
             limit = parsed
         }
         do {
-            let page = try store.jobs(state: state, limit: limit, cursor: query["cursor"])
+            // `?cursor=` (a client that sends the `next` it has, none yet) is the first page.
+            let page = try store.jobs(state: state, limit: limit, cursor: query["cursor"].flatMap { $0.isEmpty ? nil : $0 })
             return .json(APIModels.JobPage(jobs: try page.jobs.map { job throws(StoreError) in try resource(job) }, next: page.next))
         } catch where error.code == "invalid_cursor" {
             throw HTTPError(.badRequest, "invalid_cursor", "cursor: \(error.message)")
@@ -846,7 +847,10 @@ public final class TranscoderAPI: Sendable {
             outputIndexes.withLock { $0.set(built, for: id) }
             index = built
         }
-        let name = request.parameters["path"] ?? ""
+        // A "/" sent as %2F (a client generated from the OpenAPI document encodes the parameter whole) is a
+        // separator here: only names the job listed are served, so it cannot reach another file. The router kept it
+        // as %2F and every "%" as %25; undone in that order, each "%" it wrote is read back once.
+        let name = (request.parameters["path"] ?? "").replacingOccurrences(of: "%2F", with: "/").replacingOccurrences(of: "%25", with: "%")
         guard let index, let file = index.files[name], let root = index.job.outputRoot else {
             throw HTTPError(.notFound, "output_file_not_found", "The job's output has no file \(name.debugDescription).")
         }

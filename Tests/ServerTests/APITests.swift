@@ -403,6 +403,9 @@ import TestSupport
         #expect(try server.json("/v1/jobs?limit=1&st%61te=succeeded&state=failed").status == 400, "named as decoded")
         #expect(try server.json("/v1/jobs?limit=0").status == 400)
         #expect(try server.json("/v1/jobs?cursor=garbage").status == 400)
+        // An empty cursor (a client sending the `next` it has, none yet) is the first page.
+        let first = try server.json("/v1/jobs?state=succeeded&limit=1&cursor=")
+        #expect(first.status == 200 && (first.object["jobs"] as? [[String: Any]])?.count == 1, "\(first.object)")
         // Of the right form, but its time is not a number (or is infinite): the two stores would answer differently.
         for bits in ["7ff8000000000000", "7ff0000000000000", "fff0000000000000"] {
             let answer = try server.json("/v1/jobs?cursor=\(bits)-9b2f6c1e-8a59-4f0e-9d0c-3f1f2a7e5b11")
