@@ -61,7 +61,22 @@ struct Configuration: Sendable {
         let flag: String
         let environment: String
         let help: String
+        /// What the option sets, when another option sets it too (`--token` and `--token-file`): a flag for either
+        /// keeps both variables unread, and two given at once are refused.
+        var setting: String?
         let apply: @Sendable (inout Configuration, String) throws(UsageError) -> Void
+
+        init(flag: String, environment: String, help: String, setting: String? = nil,
+             apply: @escaping @Sendable (inout Configuration, String) throws(UsageError) -> Void) {
+            self.flag = flag
+            self.environment = environment
+            self.help = help
+            self.setting = setting
+            self.apply = apply
+        }
+
+        /// The setting's name, or the flag's own.
+        var sets: String { setting ?? flag }
     }
 
     struct UsageError: Error, Sendable { let message: String }
@@ -120,11 +135,16 @@ struct Configuration: Sendable {
             config.port = try integer(value, flag: "--port", range: 0...65535)
         },
         Option(flag: "--token", environment: "TRANSCODER_TOKEN",
-               help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none") {
+               help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none", setting: "token") {
             config, value throws(UsageError) in
             // An empty one is a mistake (compose's `${TOKEN}` with TOKEN unset), not a wish to let everyone in.
             guard !value.isEmpty else {
                 throw UsageError(message: "--token: expected a token, got an empty one (give none at all for no authentication)")
+            }
+            // No client can send what it starts or ends with (a header value loses its spaces at both ends): every
+            // request would be refused, and nothing would say why.
+            guard value.trimmingCharacters(in: .whitespacesAndNewlines) == value else {
+                throw UsageError(message: "--token: starts or ends with a space or line end, which no client can send; remove it")
             }
             config.token = value
         },
@@ -253,22 +273,28 @@ struct Configuration: Sendable {
             config.webhookURL = value.isEmpty ? nil : value
         },
         Option(flag: "--webhook-secret", environment: "TRANSCODER_WEBHOOK_SECRET",
-               help: "whsec_<base64 of 24-64 bytes> that signs webhooks (transcoderd webhook-secret prints a fresh one); default: one kept in the data directory") {
+               help: "whsec_<base64 of 24-64 bytes> that signs webhooks (transcoderd webhook-secret prints a fresh one); default: one kept in the data directory",
+               setting: "webhook secret") {
             config, value throws(UsageError) in
-            guard value.isEmpty || WebhookSecret(value) != nil else {
+            // An empty one is a mistake (compose's `${WEBHOOK_SECRET}` unset), as for --token: taken for "none", the
+            // server signed with the data directory's own secret, which no receiver had, and every delivery failed.
+            guard !value.isEmpty else {
+                throw UsageError(message: "--webhook-secret: expected a secret, got an empty one (give none at all to use the one kept in the data directory)")
+            }
+            guard let secret = WebhookSecret(value) else {
                 throw UsageError(message: "--webhook-secret: expected whsec_ and the base64 of 24 to 64 bytes (transcoderd webhook-secret prints one)")
             }
-            config.webhookSecret = WebhookSecret(value)
+            config.webhookSecret = secret
         },
         // The secrets from files (a container's mounted secrets): a flag's value is in /proc/PID/cmdline, which
         // every user of the machine can read.
         Option(flag: "--token-file", environment: "TRANSCODER_TOKEN_FILE",
-               help: "read the --token from this file (a trailing newline is dropped); keeps it off the command line") {
+               help: "read the --token from this file (a trailing newline is dropped); keeps it off the command line", setting: "token") {
             config, value throws(UsageError) in
             config.token = try secret(fromFile: value, flag: "--token-file")
         },
         Option(flag: "--webhook-secret-file", environment: "TRANSCODER_WEBHOOK_SECRET_FILE",
-               help: "read the --webhook-secret from this file (a trailing newline is dropped)") {
+               help: "read the --webhook-secret from this file (a trailing newline is dropped)", setting: "webhook secret") {
             config, value throws(UsageError) in
             let text = try secret(fromFile: value, flag: "--webhook-secret-file")
             guard let secret = WebhookSecret(text) else {
@@ -360,8 +386,20 @@ struct Configuration: Sendable {
             index += 1
         }
         var config = Configuration()
-        let flags = Set(given.map(\.flag))
-        for option in options where !flags.contains(option.flag) {
+        // A flag keeps every variable of its setting unread (`--token-file` with TRANSCODER_TOKEN="" from an env
+        // file failed on the variable); two ways to give one setting at once are refused, not one taken silently.
+        let flaggedOptions = given.compactMap { flag in options.first { $0.flag == flag.flag } }
+        let flagged = Set(flaggedOptions.map(\.sets))
+        for setting in flagged {
+            let flags = Set(flaggedOptions.filter { $0.sets == setting }.map(\.flag)).sorted()
+            if flags.count > 1 { throw UsageError(message: "\(flags.joined(separator: " and ")): give one of them, not both") }
+        }
+        let unread = options.filter { !flagged.contains($0.sets) }
+        for setting in Set(unread.compactMap(\.setting)) {
+            let set = unread.filter { $0.setting == setting && environment[$0.environment] != nil }.map(\.environment)
+            if set.count > 1 { throw UsageError(message: "\(set.sorted().joined(separator: " and ")): give one of them, not both") }
+        }
+        for option in unread {
             guard let value = environment[option.environment] else { continue }
             // Kubernetes sets `TRANSCODER_PORT=tcp://10.96.0.7:8080` in every pod of a namespace with a Service named
             // transcoder (a service link, not a setting): taken for the port, it stopped every node, `work` ones

@@ -21,6 +21,11 @@ enum WorkCommand {
               exit once no job is queued or running (on a shared store: on any node)
         """
 
+    /// Why options `serve` takes make no worker node: no worker (`serve --workers 0` is an API-only node).
+    static func refusal(_ config: Configuration) -> String? {
+        config.workers == 0 ? "--workers: 0 runs no job on a worker node; give 1 to 64 (an API-only node is serve --workers 0)" : nil
+    }
+
     /// Seconds `--exit-when-idle` goes on asking a store that cannot count the queued jobs.
     static let storeFailureLimit = 60.0
 
@@ -35,6 +40,10 @@ enum WorkCommand {
                                              extraFlags: ["--exit-when-idle": { $0.exitWhenIdle = true }])
         } catch {
             Console.error(error.message)
+            return 2
+        }
+        if let refusal = refusal(config) {
+            Console.error(refusal)
             return 2
         }
         do {

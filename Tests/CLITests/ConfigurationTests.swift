@@ -60,6 +60,54 @@ import TestSupport
         #expect(try Configuration.parse([], environment: ["TRANSCODER_TOKEN": "s3cret"]).token == "s3cret")
     }
 
+    /// A token no client can send (a space or line end at either end: a header value loses them) is refused, not
+    /// kept to refuse every request with nothing saying why; an empty webhook secret (compose's `${SECRET}` unset)
+    /// is refused as an empty token is: taken for "none", deliveries were signed with the data directory's own
+    /// secret, which no receiver had.
+    @Test func secretsNoOneCouldMatchAreRefused() throws {
+        for token in [" s3cret", "s3cret ", "s3cret\n", "\ts3cret"] {
+            let error = #expect(throws: Configuration.UsageError.self, "\(token.debugDescription)") {
+                try Configuration.parse([], environment: ["TRANSCODER_TOKEN": token])
+            }
+            #expect(error?.message.hasPrefix("TRANSCODER_TOKEN: starts or ends with a space") == true, "\(String(describing: error))")
+        }
+        #expect(try Configuration.parse(["--token", "s3 cret"], environment: [:]).token == "s3 cret")
+        for arguments in [["--webhook-secret", ""], ["--webhook-secret="]] {
+            let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse(arguments, environment: [:]) }
+            #expect(error?.message.hasPrefix("--webhook-secret: expected a secret, got an empty one") == true, "\(String(describing: error))")
+        }
+        let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse([], environment: ["TRANSCODER_WEBHOOK_SECRET": ""]) }
+        #expect(error?.message.hasPrefix("TRANSCODER_WEBHOOK_SECRET: expected a secret") == true, "\(String(describing: error))")
+    }
+
+    /// `--token` and `--token-file` set one thing: a flag for either keeps both variables unread (`--token-file`
+    /// with TRANSCODER_TOKEN="" from an env file failed on the variable; `--token` failed on a TRANSCODER_TOKEN_FILE
+    /// naming no file), and two ways at once are refused (with both variables set, the file won silently).
+    @Test func aFlagKeepsEveryVariableOfItsSettingUnread() throws {
+        let folder = try Media.scratch()
+        let token = folder.appendingPathComponent("token")
+        try Data("from-file\n".utf8).write(to: token)
+        #expect(try Configuration.parse(["--token-file", token.path], environment: ["TRANSCODER_TOKEN": ""]).token == "from-file")
+        #expect(try Configuration.parse(["--token", "flag"], environment: ["TRANSCODER_TOKEN_FILE": folder.appendingPathComponent("none").path]).token == "flag")
+        let both = #expect(throws: Configuration.UsageError.self) {
+            try Configuration.parse([], environment: ["TRANSCODER_TOKEN": "variable", "TRANSCODER_TOKEN_FILE": token.path])
+        }
+        #expect(both?.message == "TRANSCODER_TOKEN and TRANSCODER_TOKEN_FILE: give one of them, not both", "\(String(describing: both))")
+        let flags = #expect(throws: Configuration.UsageError.self) {
+            try Configuration.parse(["--token-file", token.path, "--token", "flag"], environment: [:])
+        }
+        #expect(flags?.message == "--token and --token-file: give one of them, not both", "\(String(describing: flags))")
+        let whsec = "whsec_" + Data((0..<32).map { UInt8($0) }).base64EncodedString()
+        #expect(try Configuration.parse(["--webhook-secret", whsec], environment: ["TRANSCODER_WEBHOOK_SECRET_FILE": "/nonexistent"]).webhookSecret?.text == whsec)
+    }
+
+    /// A worker node with no worker runs nothing, for ever (with --exit-when-idle it waited on the other nodes).
+    @Test func aWorkerNodeWithoutWorkersIsRefused() throws {
+        #expect(WorkCommand.refusal(try Configuration.parse(["--workers", "0", "--store", "postgres://nobody@127.0.0.1:1/none"], environment: [:]))
+                == "--workers: 0 runs no job on a worker node; give 1 to 64 (an API-only node is serve --workers 0)")
+        #expect(WorkCommand.refusal(try Configuration.parse(["--store", "postgres://nobody@127.0.0.1:1/none"], environment: [:])) == nil)
+    }
+
     /// Hours are 0.001 (3.6 s) to a hundred years: `--tus-expire-hours 1e16` (meant as "never") was taken, and the
     /// server trapped making the first upload's `Upload-Expires` date; `1e-9` had the sweep run without pause.
     @Test func hoursOutOfReachAreRefused() throws {
