@@ -1,0 +1,96 @@
+import CFFmpeg
+import Foundation
+@testable import Pipeline
+import Testing
+import TestSupport
+
+/// Closed captions carried in the video (CEA-608/708 in ATSC A/53 user data, as broadcast recordings and many
+/// camera files have them) come out with every picture, whatever the output's size: they survived only when a
+/// picture went to the encoder untouched, so a ladder's rungs had them or not by their size.
+@Suite struct CaptionTests {
+    /// A 320×240 H.264 transport stream of 50 pictures at 25 fps, each with a caption pair in its A/53 user data.
+    /// The ffmpeg CLI cannot make one (no caption encoder): written here through the library, as a broadcast
+    /// encoder writes them.
+    private func captionedSource() throws -> String {
+        let path = try Media.scratch().appendingPathComponent("captioned.ts").path
+        let codec = try #require(avcodec_find_encoder_by_name("libx264"))
+        var encoder = avcodec_alloc_context3(codec)
+        defer { avcodec_free_context(&encoder) }
+        let context = try #require(encoder)
+        context.pointee.width = 320
+        context.pointee.height = 240
+        context.pointee.pix_fmt = AV_PIX_FMT_YUV420P
+        context.pointee.time_base = AVRational(num: 1, den: 25)
+        context.pointee.framerate = AVRational(num: 25, den: 1)
+        av_opt_set(context.pointee.priv_data, "preset", "ultrafast", 0)
+        var format: UnsafeMutablePointer<AVFormatContext>?
+        #expect(avformat_alloc_output_context2(&format, nil, "mpegts", path) >= 0)
+        let output = try #require(format)
+        defer { avformat_free_context(output) }
+        let stream = try #require(avformat_new_stream(output, nil))
+        #expect(avcodec_open2(context, codec, nil) == 0)
+        #expect(avcodec_parameters_from_context(stream.pointee.codecpar, context) >= 0)
+        stream.pointee.time_base = context.pointee.time_base
+        #expect(avio_open(&output.pointee.pb, path, AVIO_FLAG_WRITE) >= 0)
+        #expect(avformat_write_header(output, nil) >= 0)
+        var packet = av_packet_alloc()
+        defer { av_packet_free(&packet) }
+        for index in 0...50 {
+            var frame: UnsafeMutablePointer<AVFrame>?
+            if index < 50 {
+                frame = av_frame_alloc()
+                let picture = try #require(frame)
+                picture.pointee.width = 320
+                picture.pointee.height = 240
+                picture.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+                #expect(av_frame_get_buffer(picture, 0) == 0)
+                for plane in 0..<3 {
+                    let value: Int32 = plane == 0 ? Int32(index * 5 % 256) : 128
+                    memset(tc_frame_data(picture, Int32(plane)), value, Int(tc_frame_linesize(picture, Int32(plane))) * (plane == 0 ? 240 : 120))
+                }
+                picture.pointee.pts = Int64(index)
+                let captions = try #require(av_frame_new_side_data(picture, AV_FRAME_DATA_A53_CC, 6))
+                // Two CEA-608 field-1 byte pairs (a control code, then "AB"), each after its cc_valid/type byte.
+                let pairs: [UInt8] = [0xFC, 0x94, 0x20, 0xFC, 0xC1, 0xC2]
+                pairs.withUnsafeBytes { captions.pointee.data.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: 6) }
+            }
+            #expect(avcodec_send_frame(context, frame) >= 0)
+            av_frame_free(&frame)
+            while avcodec_receive_packet(context, packet) == 0 {
+                av_packet_rescale_ts(packet, context.pointee.time_base, stream.pointee.time_base)
+                packet?.pointee.stream_index = 0
+                #expect(av_interleaved_write_frame(output, packet) >= 0)
+            }
+        }
+        #expect(av_write_trailer(output) >= 0)
+        avio_closep(&output.pointee.pb)
+        return path
+    }
+
+    /// How many video pictures of `path` carry captions, as ffprobe decodes them.
+    private func captionedPictures(_ path: String) throws -> Int {
+        let listed = try Shell.run("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "frame_side_data=side_data_type",
+                                               "-of", "csv=p=0", path]).stdout
+        return listed.split(separator: "\n").filter { $0.contains("Closed Captions") }.count
+    }
+
+    @Test func captionsGoWithEveryPictureWhateverTheOutputSize() throws {
+        let source = try captionedSource()
+        #expect(try captionedPictures(source) == 50)
+        let folder = try Media.scratch()
+        for (name, settings) in [("same", "{}"), ("smaller", #"{"video": {"width": 160}}"#), ("cropped", #"{"filters": {"video": {"crop": {"x": 0, "y": 0, "width": 240, "height": 240}}}}"#)] {
+            let output = folder.appendingPathComponent("\(name).mp4").path
+            _ = try TranscodeSession(inputPath: source, outputPath: output, settings: try TranscodeSettings.parse(Data(settings.utf8))).run()
+            #expect(try captionedPictures(output) == 50, "\(name)")
+        }
+        // Every rung of a ladder, the one at the source's size and the smaller one alike.
+        let ladder = folder.appendingPathComponent("ladder").path
+        let settings = #"{"container": "hls", "renditions": [{"video": {"height": 240}}, {"video": {"height": 120}}]}"#
+        _ = try TranscodeSession(inputPath: source, outputDirectory: ladder, settings: try TranscodeSettings.parse(Data(settings.utf8))).run()
+        for rung in ["240p", "120p"] {
+            let playlist = ladder + "/\(rung)/index.m3u8"
+            #expect(FileManager.default.fileExists(atPath: playlist), "\(rung)")
+            #expect(try captionedPictures(playlist) == 50, "\(rung)")
+        }
+    }
+}
