@@ -233,9 +233,11 @@ struct ColorTags {
     /// These tags for the Y'CbCr pictures made of a source in `parameters`: an RGB source's range tag (`pc`, as RGB
     /// levels always are: PNG (a palette's too), FFV1 `bgr0`, UtVideo `gbrp`, screen recordings) says nothing of the
     /// Y'CbCr it becomes, which is limited range, as ffmpeg makes it; copied, the output was full range, its blacks
-    /// crushed and whites clipped by players that ignore the flag.
+    /// crushed and whites clipped by players that ignore the flag. So for a grey-only source (a grey or 1-bit PNG):
+    /// its levels are converted into the limited range, as a colour image's are.
     func madeYCbCr(from parameters: AVCodecParameters) -> ColorTags {
-        guard parameters.color_space == AVCOL_SPC_RGB || VideoSource.isRGB(parameters.format) else { return self }
+        guard parameters.color_space == AVCOL_SPC_RGB || VideoSource.isRGB(parameters.format)
+              || VideoSource.isGray(parameters.format) else { return self }
         var tags = self
         tags.range = AVCOL_RANGE_MPEG
         return tags

@@ -111,6 +111,14 @@ final class VideoSource {
         return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL) != 0
     }
 
+    /// Whether `format` holds grey levels alone (`gray`, `gray16`, 1-bit `monob`, with alpha or not): an image's
+    /// levels, as RGB's are, not a Y'CbCr picture's luma.
+    static func isGray(_ format: Int32) -> Bool {
+        guard let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
+        let alpha = descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_ALPHA) != 0 ? 1 : 0
+        return Int(descriptor.pointee.nb_components) - alpha == 1
+    }
+
     /// The conversion of RGB pictures into the Y'CbCr the encode side takes the source's for (`colors`).
     private static func toYUV(_ colors: ColorTags) -> String {
         let matrix = switch colors.matrix {

@@ -83,6 +83,21 @@ import TestSupport
         #expect(blue[2] > 235 && blue[0] < 20 && blue[1] < 20, "blue patch \(blue)")
     }
 
+    /// A grey image source (a grey or 1-bit PNG) is tagged full range, as image levels are: the output was full range
+    /// too, its blacks crushed by players that ignore the flag. Its levels become the limited range, as ffmpeg makes
+    /// them, black still black and white still white.
+    @Test(arguments: ["gray", "monob"]) func aGreySourceBecomesLimitedRange(format: String) throws {
+        let input = try Media.scratch().appendingPathComponent("\(format).mov").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=black:s=320x240:d=1", "-f", "lavfi", "-i", "color=white:s=320x240:d=1",
+                          "-filter_complex", "[0][1]hstack,format=\(format)", "-c:v", "png", input])
+        #expect(try Probe.read(input).video?.color_range == "pc")
+        let result = try transcode(input, "{}")
+        #expect(result.probe.video?.color_range == "tv", "\(result.probe.video?.color_range ?? "none")")
+        let black = try Probe.meanColor(result.path, x: 40, y: 40, width: 200, height: 160)
+        let white = try Probe.meanColor(result.path, x: 360, y: 40, width: 200, height: 160)
+        #expect(black.allSatisfy { $0 < 10 } && white.allSatisfy { $0 > 245 }, "black \(black), white \(white)")
+    }
+
     @Test func colorSettingsOverrideTheTagsAndTheMatrix() throws {
         let result = try transcode(try source(tagged: true),
                                    #"{"video": {"color": {"primaries": "bt709", "transfer": "bt709", "matrix": "bt709", "range": "pc"}}}"#)
