@@ -13,6 +13,9 @@ final class VideoConverter {
     private let rotated = Frame()
     /// A picture of another shape, scaled to its place in the box before it is copied there.
     private let fitted = Frame()
+    /// A 1-bit picture as 8-bit grey, which can be cropped anywhere, and the scaler that makes it.
+    private let greyed = Frame()
+    private var greyScaler: OpaquePointer?
     /// The layout of the last picture's shape (size and sample aspect), kept while the shape lasts.
     private var layoutShape: (width: Int32, height: Int32, aspect: AVRational) = (0, 0, AVRational(num: 0, den: 1))
     private var layout = PictureLayout()
@@ -30,8 +33,11 @@ final class VideoConverter {
     /// owned by the converter (valid until the next call). Timestamps are left to the caller. `frame` must be the
     /// caller's own reference: its cropping fields are set (its pixels are never written).
     func convert(_ frame: Frame) throws(MediaError) -> Frame {
+        let layout = layout(of: frame.pointer.pointee)
+        // A 1-bit picture (`monob`, `monow`) is cropped as 8-bit grey: FFmpeg crops bits on the right and at the
+        // bottom only, and a fill crop's left and top were left in (the picture squeezed, off centre).
+        let frame = layout.crop != nil && Self.isBitstream(frame.pointer.pointee.format) ? try grey(frame) : frame
         let source = frame.pointer
-        let layout = layout(of: source.pointee)
         if let crop = layout.crop {
             let width = Int(source.pointee.width), height = Int(source.pointee.height)
             source.pointee.crop_left += (min(crop.x, width))
@@ -70,6 +76,30 @@ final class VideoConverter {
             var unused: UnsafeMutablePointer<AVBufferRef>? = reference
             av_buffer_unref(&unused)
         }
+    }
+
+    private static func isBitstream(_ format: Int32) -> Bool {
+        guard let descriptor = av_pix_fmt_desc_get(AVPixelFormat(rawValue: format)) else { return false }
+        return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_BITSTREAM) != 0
+    }
+
+    /// `frame` as 8-bit grey, same size, in the converter's own frame (valid until the next call).
+    private func grey(_ frame: Frame) throws(MediaError) -> Frame {
+        let source = frame.pointer.pointee
+        greyScaler = sws_getCachedContext(greyScaler, source.width, source.height, AVPixelFormat(rawValue: source.format),
+                                          source.width, source.height, AV_PIX_FMT_GRAY8, SWS_POINT, nil, nil, nil)
+        guard greyScaler != nil else {
+            throw MediaError(code: "unsupported_pixel_format", message: "A 1-bit picture cannot be made grey (\(source.width)x\(source.height)).")
+        }
+        greyed.unref()
+        greyed.pointer.pointee.width = source.width
+        greyed.pointer.pointee.height = source.height
+        greyed.pointer.pointee.format = AV_PIX_FMT_GRAY8.rawValue
+        try FFmpeg.check(av_frame_get_buffer(greyed.pointer, 0), "Allocating a picture", code: "out_of_memory")
+        try FFmpeg.check(sws_scale_frame(greyScaler, greyed.pointer, frame.pointer), "Making a 1-bit picture grey")
+        greyed.pointer.pointee.sample_aspect_ratio = source.sample_aspect_ratio
+        greyed.pointer.pointee.color_range = source.color_range
+        return greyed
     }
 
     /// The layout of `picture`'s shape, made again only when its size or sample aspect changes.
@@ -198,5 +228,8 @@ final class VideoConverter {
         // adds the source's side data to what the frame holds, and this frame lives the whole stream.
     }
 
-    deinit { sws_freeContext(scaler) }
+    deinit {
+        sws_freeContext(scaler)
+        sws_freeContext(greyScaler)
+    }
 }

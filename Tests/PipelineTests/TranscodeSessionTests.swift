@@ -255,6 +255,21 @@ import TestSupport
         #expect(stretch?.width == 200 && stretch?.height == 400)
     }
 
+    /// A 1-bit picture (a black-and-white PNG) filled into a square loses its left and right bands, as any other
+    /// does: FFmpeg crops such pictures on the right only, and the left band was squeezed into the output.
+    @Test func aOneBitPictureIsCroppedOnBothSides() throws {
+        let input = try Media.scratch().appendingPathComponent("mono.mov").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=white:s=40x240:d=1", "-f", "lavfi", "-i", "color=black:s=240x240:d=1",
+                          "-f", "lavfi", "-i", "color=white:s=40x240:d=1", "-filter_complex", "[0][1][2]hstack=3,format=monob",
+                          "-c:v", "png", input])
+        let run = try transcode(input, #"{"video": {"width": 240, "height": 240, "scalingMode": "fill"}}"#)
+        #expect(run.probe.video?.width == 240 && run.probe.video?.height == 240)
+        for x in [0, 220] {
+            let edge = try Probe.meanColor(run.output, x: x, y: 20, width: 20, height: 200)
+            #expect(edge.allSatisfy { $0 < 20 }, "black at \(x), the white bands cut off: \(edge)")
+        }
+    }
+
     @Test(arguments: [Media.Clip.rotated90, .rotated270])
     func rotatedSourcesComeOutUprightAsFFmpegShowsThem(clip: Media.Clip) throws {
         let input = try Media.path(clip)
