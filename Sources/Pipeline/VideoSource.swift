@@ -29,6 +29,8 @@ final class VideoSource {
     private let toneMappingFilters: String?
     /// What the pipeline takes the source's colours for (its tags, else what its size suggests).
     private let colors: ColorTags?
+    /// The sample aspect of pictures that state none (the codec's, else square).
+    private let codecSampleAspect: AVRational
     /// Where each picture goes, with the time base of its `pts`.
     private let emit: (Frame, AVRational) throws(MediaError) -> Void
 
@@ -55,6 +57,8 @@ final class VideoSource {
         } else {
             watermark = nil
         }
+        let aspect = stream.pointee.codecpar.pointee.sample_aspect_ratio
+        codecSampleAspect = FFmpeg.isValid(aspect) ? aspect : AVRational(num: 1, den: 1)
         let order = stream.pointee.codecpar.pointee.field_order
         sourceInterlaced = [AV_FIELD_TT, AV_FIELD_BB, AV_FIELD_TB, AV_FIELD_BT].contains(order)
     }
@@ -86,6 +90,10 @@ final class VideoSource {
             if value.pointee.color_primaries == AVCOL_PRI_UNSPECIFIED { value.pointee.color_primaries = colors.primaries }
             if value.pointee.color_trc == AVCOL_TRC_UNSPECIFIED { value.pointee.color_trc = colors.transfer }
         }
+        // A picture that states no sample aspect has the stream's, said before the filters: a filter that scales it
+        // (the tone mapping's fixed-size prescale) scales a stated aspect with it, but leaves none as none, and a 4:3
+        // part of an HDR broadcast came out stretched to 16:9 instead of pillarboxed.
+        if !FFmpeg.isValid(value.pointee.sample_aspect_ratio) { value.pointee.sample_aspect_ratio = codecSampleAspect }
         let picture = value.pointee
         if let built = filterInput, built != (picture.width, picture.height, picture.format) {
             // The picture changed size or format mid-stream (a broadcast switching programmes): a graph is built for

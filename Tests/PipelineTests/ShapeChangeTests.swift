@@ -68,6 +68,34 @@ import TestSupport
         #expect(band[2] > 200 && band[0] < 50, "the blue band at the top: \(band)")
     }
 
+    /// An HDR broadcast whose pictures state no sample aspect and turn 4:3 is pillarboxed too, tone-mapped: the
+    /// tone mapping's fixed-size prescale stretched the 4:3 part to 16:9, and a picture with no aspect said nothing
+    /// of it, so it came out stretched.
+    @Test func anHDRBroadcastThatTurns4By3WithoutAspectIsPillarboxed() throws {
+        let folder = try Media.scratch()
+        var joined = Data()
+        for (name, color, width, offset) in [("wide", "white", 1280, "0"), ("narrow", "red", 960, "1")] {
+            let part = folder.appendingPathComponent("\(name).ts").path
+            try Media.ffmpeg(["-f", "lavfi", "-i", "color=\(color):s=\(width)x720:r=30:d=1", "-vf", "setsar=0", "-c:v", "libx265",
+                              "-preset", "ultrafast", "-x265-params", "log-level=none", "-pix_fmt", "yuv420p10le", "-color_primaries", "bt2020",
+                              "-color_trc", "smpte2084", "-colorspace", "bt2020nc", "-an", "-output_ts_offset", offset, part])
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: part)))
+        }
+        let input = folder.appendingPathComponent("joined.ts")
+        try joined.write(to: input)
+        #expect(try Probe.read(input.path).video?.sample_aspect_ratio == nil, "the pictures state no aspect")
+        let output = folder.appendingPathComponent("out.mp4").path
+        let settings = try TranscodeSettings.parse(Data(#"{"video": {"width": 640}}"#.utf8))
+        _ = try TranscodeSession(inputPath: input.path, outputPath: output, settings: settings).run()
+        let video = try #require(try Probe.read(output).video)
+        #expect(video.width == 640 && video.height == 360 && video.color_transfer == "bt709", "\(video)")
+        let bars = [try Probe.meanColor(output, at: 1.5, x: 0, y: 0, width: 76, height: 360),
+                    try Probe.meanColor(output, at: 1.5, x: 564, y: 0, width: 76, height: 360)]
+        #expect(bars.allSatisfy { $0.allSatisfy { $0 < 20 } }, "black bars at the sides: \(bars)")
+        let middle = try Probe.meanColor(output, at: 1.5, x: 100, y: 60, width: 440, height: 240)
+        #expect(middle[0] > 150 && middle[1] < 50 && middle[2] < 50, "red in the middle: \(middle)")
+    }
+
     /// A crop keeps the same share of a picture that changes size: its rectangle, in pixels of the stream's first
     /// size (560×300 at 40, 30 of 640×360), was wider than the 480×360 part, and the job failed ("Configuring the
     /// filters failed"). The 4:3 part's share is 420×300 at 30, 30: ten lines of each blue band, pillarboxed at
