@@ -63,6 +63,9 @@ final class Connection {
 
     var isBusy: Bool { state.isBusy(headInProgress: parser.inProgress) }
 
+    /// Kept alive with no byte of a next request read.
+    var isBetweenRequests: Bool { state.phase == .idle && !parser.inProgress && inbound.isEmpty }
+
     // MARK: Events
 
     func handle(events: UInt32) {
@@ -443,6 +446,13 @@ final class Connection {
         }
         let holder = SinkHolder(sink)
         pool.submit {
+            // A request whose connection closed while it waited for a thread (the client gave up, or a stop's drain
+            // ended) is not run: no one would learn what it did, and a client trying again made a second job.
+            guard !request.client.isClosed else {
+                Self.removeLeftovers(of: request.body)
+                holder.release()
+                return
+            }
             var response: Response
             do throws(HTTPError) {
                 response = try route.handler(request)
@@ -502,7 +512,9 @@ final class Connection {
         var response = response
         responseStatus = response.status.code
         responseBytes = 0
-        let keepAlive = admission == .withinCap && (head?.keepAlive ?? false)
+        // While the server stops, a connection ends with its response: the client goes elsewhere with its next
+        // request, rather than starting one the stop would cut.
+        let keepAlive = admission == .withinCap && (head?.keepAlive ?? false) && loop.isAccepting
             && response.headers["Connection"]?.caseInsensitiveEquals("close") != true
         closeAfterWrite = !keepAlive || !parser.isDone
         if closeAfterWrite {
@@ -739,7 +751,7 @@ final class Connection {
         sink = nil
         streamCancel = nil
         releaseFile()
-        waitingClient?.leave()
+        waitingClient?.close()
         waitingClient = nil
         state.close()
         loop.remove(self)

@@ -165,7 +165,8 @@ final class ServerLoop {
         eventLoop.unregister(connection.fd)
     }
 
-    /// Stops accepting: listening sockets are closed so new connections are refused.
+    /// Stops accepting: listening sockets are closed so new connections are refused, and so are the connections
+    /// with no request under way (kept alive between requests); the others end with their response.
     func stopAccepting() {
         accepting = false
         for (_, fd) in listeners {
@@ -173,7 +174,11 @@ final class ServerLoop {
             Posix.close(fd)
         }
         listeners.removeAll()
+        for connection in Array(connections.values) where connection.isBetweenRequests { connection.close() }
     }
+
+    /// Whether the server still takes connections (not stopping).
+    var isAccepting: Bool { accepting }
 
     /// Connections with a request in flight (reading its body, waiting for its handler, or writing its response).
     var busyConnections: Int { connections.values.filter(\.isBusy).count }
