@@ -1,4 +1,5 @@
 import Foundation
+import Locks
 import Pipeline
 @testable import Jobs
 import Testing
@@ -189,6 +190,38 @@ import TestSupport
             longest = max(longest, Date().timeIntervalSince(started))
         }
         #expect(longest < 1.5, "the longest quick statement waited \(longest) s")
+    }
+
+    /// With every connection busy, a statement takes the first one let go, not the one its turn named: two quick
+    /// statements asked while one connection ran a 4 s statement and the other a 0.5 s one, and the one whose turn
+    /// named the long one waited for it (a lease renewal waiting out a 60 s statement while another slot was free).
+    @Test func withEveryConnectionBusyAStatementTakesTheFirstLetGo() throws {
+        let server = try PostgresServer.shared()
+        let uri = try server.makeDatabase()
+        let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 2)
+        _ = try store.rows("SELECT 1", [])
+        for seconds in ["4", "0.5"] {
+            Thread { _ = try? store.rows("SELECT pg_sleep(\(seconds)) AS held_by_the_pool_test", []) }.start()
+        }
+        #expect(eventually(5) {
+            let active = try? Shell.check("psql", ["-X", "-A", "-t", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c",
+                                                   "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%held_by_the_pool_test%' AND state = 'active' AND pid <> pg_backend_pid()"])
+            return active?.trimmingCharacters(in: .whitespacesAndNewlines) == "2"
+        })
+        let waits = LockedValue<[Double]>([])
+        let done = DispatchGroup()
+        for _ in 0..<2 {
+            done.enter()
+            Thread {
+                let started = Date()
+                _ = try? store.rows("SELECT 1", [])
+                waits.withLock { $0.append(Date().timeIntervalSince(started)) }
+                done.leave()
+            }.start()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let longest = waits.withLock { $0.max() ?? 99 }
+        #expect(longest < 2.5, "the longest quick statement waited \(longest) s")
     }
 
     /// A server that no longer takes writes (a failover's old primary back as a standby; here the database made

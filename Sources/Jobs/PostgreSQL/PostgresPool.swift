@@ -60,8 +60,24 @@ final class PostgresPool: Sendable {
             }
         }
         // None free can serve: one free but waiting out its backoff fails at once, as before (waiting behind a busy
-        // one could mean a 60 s query); with none free, wait for the first.
-        return try slots[waiting ?? first].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
+        // one could mean a 60 s query).
+        if let waiting {
+            return try slots[waiting].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
+        }
+        // None free: the first to be let go is taken, looked for every millisecond or so (up to 10 ms apart). Waiting
+        // on one chosen in turn, a lease renewal could wait out that slot's 60 s statement while another slot was let
+        // go a moment later, and the lease ran out under a healthy job.
+        var pause: UInt32 = 200
+        while true {
+            for offset in 0..<slots.count {
+                let position = (first + offset) % slots.count
+                if let value = try slots[position].withLockIfAvailable({ (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }) {
+                    return value
+                }
+            }
+            usleep(pause)
+            pause = min(pause * 2, 10_000)
+        }
     }
 
     private func use<T>(_ slot: inout Slot, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
