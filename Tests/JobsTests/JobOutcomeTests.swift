@@ -256,6 +256,19 @@ import TestSupport
         #expect(fixture.outputFiles.isEmpty)
     }
 
+    /// A number out of an integer's reach in an integer column (a hand edit: SQLite keeps `9e999` as a real,
+    /// infinity) reads as no number: it trapped the server on every read of the row, after every restart.
+    @Test func aNumberOutOfReachInARowDoesNotStopTheServer() throws {
+        let fixture = try StoreFixture()
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        try sql(fixture, "UPDATE jobs SET priority = 9e999, attempts = -1e300 WHERE id = '\(job.id)'")
+        let stored = try #require(try fixture.store.job(id: job.id))
+        #expect(stored.priority == 0 && stored.attempts == 1, "\(stored.priority) \(stored.attempts)")
+        #expect(try fixture.store.jobs(state: nil, limit: 10, cursor: nil).jobs.count == 1)
+        #expect(SQLValue.real(2.9).int == 2 && SQLValue.real(-2.9).int == -2 && SQLValue.real(.nan).int == nil)
+    }
+
     @Test func recoveryPublishesTheStatesItChanges() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))

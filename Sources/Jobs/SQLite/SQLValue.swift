@@ -11,7 +11,9 @@ public enum SQLValue: Sendable, Equatable {
     public var int: Int? {
         switch self {
         case .integer(let value): Int(value)
-        case .real(let value): Int(value)
+        // A real out of Int's reach (a value edited by hand, as `9e999` is kept: infinity) is no integer: it
+        // trapped, on every read of the row, after every restart.
+        case .real(let value): Int(exactly: value.rounded(.towardZero))
         default: nil
         }
     }
