@@ -192,6 +192,26 @@ import TestSupport
         #expect(longest < 1.5, "the longest quick statement waited \(longest) s")
     }
 
+    /// A job whose insert committed but whose answer was lost with the link (a network or a failover cutting in
+    /// between) is the job made, found by its id: the store answered `store_unavailable`, the API "try again", and a
+    /// client that did made a second job beside the first, both run.
+    @Test func aJobWhoseAnswerWasLostWithTheLinkIsFoundNotMadeTwice() throws {
+        let server = try PostgresServer.shared()
+        let uri = try server.makeDatabase()
+        let root = try Media.scratch()
+        let direct = try PostgresJobStore(uri: uri, root: root.path, connections: 1)
+        let upload = UUID().uuidString.lowercased()
+        try direct.insert(Upload(id: upload, filename: "a.m4a", contentType: nil, size: 1, sha256: String(repeating: "0", count: 64),
+                                 path: root.appendingPathComponent("a.m4a").path, tracks: try TranscodeSession.probe(path: try Media.path(.audioOnly)),
+                                 createdAt: Date().timeIntervalSince1970))
+        let proxy = try PostgresCutProxy(server: server, trigger: "INSERT INTO jobs")
+        let store = try PostgresJobStore(uri: proxy.proxied(uri, server: server), root: root.path, connections: 2)
+        let job = try store.createJob(input: upload, settings: TranscodeSettings())
+        #expect(proxy.hasCut, "the answer to the insert was lost")
+        let stored = try direct.jobs(state: nil, limit: 10, cursor: nil).jobs
+        #expect(stored.map(\.id) == [job.id] && job.state == .queued, "\(stored.map(\.id)) against \(job.id)")
+    }
+
     /// With every connection busy, a statement takes the first one let go, not the one its turn named: two quick
     /// statements asked while one connection ran a 4 s statement and the other a 0.5 s one, and the one whose turn
     /// named the long one waited for it (a lease renewal waiting out a 60 s statement while another slot was free).

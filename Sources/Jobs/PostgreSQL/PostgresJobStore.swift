@@ -106,20 +106,41 @@ public final class PostgresJobStore: JobStore, RowRunning {
             throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).")
         }
         let watermark = settings.filters?.video?.watermark?.upload
+        let id = id ?? UUID().uuidString.lowercased()
         do throws(StoreError) {
             let row = try query("""
                 INSERT INTO jobs (id, state, settings, input_upload, watermark_upload, attempts, priority, created_at, updated_at,
                     \(hooks.map(\.0).joined(separator: ", ")))
                 VALUES (?, 'queued', ?, ?, ?, 1, ?, \(Self.now), \(Self.now), ?, ?, ?) RETURNING *
-                """, [.text(id ?? UUID().uuidString.lowercased()), .text(JobRows.json(settings)), .text(input),
+                """, [.text(id), .text(JobRows.json(settings)), .text(input),
                       watermark.map(SQLValue.text) ?? .null, .integer(Int64(priority))] + hooks.map(\.1)).first
             guard let row else { throw StoreError(code: "postgres_error", message: "PostgreSQL returned no row for the new job.") }
             return rows.job(row)
+        } catch where error.code == "store_unavailable" {
+            // The link went with the statement sent: it may have committed, its answer lost. Told "try again", a
+            // client made a second job beside the first, which ran all the same (twice the work, twice the
+            // webhooks). Looked for by its id (on another connection), it is this job; not there, none was made.
+            if let made = Self.madeDespite(error, lookingUp: { () throws(StoreError) in try job(id: id) }) { return made }
+            throw error
         } catch where error.isStillReferenced && watermark != nil {
             throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").", sqlState: error.sqlState)
         } catch where error.isStillReferenced {
             throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).", sqlState: error.sqlState)
         }
+    }
+
+    /// Pauses between the looks for a row whose insert lost its answer: a statement the server was still running
+    /// when the link went commits then (its end is what notices the link).
+    static let lostAnswerLooks = [0.1, 0.4, 1.0]
+
+    /// The row an insert that failed with `error` (the link lost) made after all, when `lookingUp` finds it; nil
+    /// when it is not there or cannot be looked for.
+    static func madeDespite<T>(_ error: StoreError, lookingUp: () throws(StoreError) -> T?) -> T? {
+        for pause in lostAnswerLooks {
+            usleep(UInt32(pause * 1_000_000))
+            if let found = try? lookingUp() { return found }
+        }
+        return nil
     }
 
     public func job(id: String) throws(StoreError) -> Job? {
