@@ -63,8 +63,15 @@ final class Connection {
 
     var isBusy: Bool { state.isBusy(headInProgress: parser.inProgress) }
 
-    /// Kept alive with no byte of a next request read.
-    var isBetweenRequests: Bool { state.phase == .idle && !parser.inProgress && inbound.isEmpty }
+    /// At a stop: closed if it is kept alive between requests, having answered one, with no byte of a next one come
+    /// (read first: one already in the socket is answered, with `Connection: close`). A connection that has not
+    /// sent its first request yet is left to send it: closed unread, its request was reset.
+    func closeIfBetweenRequests() {
+        guard state.phase == .idle, state.servedRequest else { return }
+        readAvailable()
+        guard state.phase == .idle, !parser.inProgress, inbound.isEmpty else { return }
+        close()
+    }
 
     // MARK: Events
 
@@ -667,7 +674,10 @@ final class Connection {
 
     private func writeComplete() {
         logRequest()
-        switch state.responseWritten(closeAfter: closeAfterWrite, requestRead: parser.isDone, at: .now) {
+        // Bytes of a next request already read (pipelined behind one answered `Connection: close`): more may follow
+        // them in the socket, which a close would answer with a reset; the connection lingers instead.
+        let requestRead = parser.isDone && inbound.isEmpty
+        switch state.responseWritten(closeAfter: closeAfterWrite, requestRead: requestRead, at: .now) {
         case .close:
             close()
         case .linger:

@@ -166,7 +166,7 @@ final class ServerLoop {
     }
 
     /// Stops accepting: listening sockets are closed so new connections are refused, and so are the connections
-    /// with no request under way (kept alive between requests); the others end with their response.
+    /// kept alive between requests; the others end with their response.
     func stopAccepting() {
         accepting = false
         for (_, fd) in listeners {
@@ -174,7 +174,7 @@ final class ServerLoop {
             Posix.close(fd)
         }
         listeners.removeAll()
-        for connection in Array(connections.values) where connection.isBetweenRequests { connection.close() }
+        for connection in Array(connections.values) { connection.closeIfBetweenRequests() }
     }
 
     /// Whether the server still takes connections (not stopping).
