@@ -213,19 +213,24 @@ import TestSupport
     }
 
     /// With every connection busy, a statement takes the first one let go, not the one its turn named: two quick
-    /// statements asked while one connection ran a 4 s statement and the other a 0.5 s one, and the one whose turn
-    /// named the long one waited for it (a lease renewal waiting out a 60 s statement while another slot was free).
+    /// statements asked while one connection ran an 8 s statement and the other one held until the test lets it go,
+    /// and the one whose turn named the long one waited for it (a lease renewal waiting out a 60 s statement while
+    /// another slot was free).
     @Test func withEveryConnectionBusyAStatementTakesTheFirstLetGo() throws {
         let server = try PostgresServer.shared()
         let uri = try server.makeDatabase()
         let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path, connections: 2)
         _ = try store.rows("SELECT 1", [])
-        for seconds in ["4", "0.5"] {
-            Thread { _ = try? store.rows("SELECT pg_sleep(\(seconds)) AS held_by_the_pool_test", []) }.start()
+        // The short one waits on a lock this connection (apart from the pool) holds until the quick ones are asked.
+        let holder = try PostgresConnection(uri: uri)
+        try holder.query("SELECT pg_advisory_lock(4242)")
+        for statement in ["SELECT pg_sleep(8)", "SELECT pg_advisory_xact_lock(4242)"] {
+            Thread { _ = try? store.rows(statement + " AS held_by_the_pool_test", []) }.start()
         }
-        #expect(eventually(5) {
+        #expect(eventually(10) {
             let active = try? Shell.check("psql", ["-X", "-A", "-t", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c",
-                                                   "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%held_by_the_pool_test%' AND state = 'active' AND pid <> pg_backend_pid()"])
+                                                   "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%held_by_the_pool_test%' "
+                                                   + "AND state = 'active' AND pid <> pg_backend_pid()"])
             return active?.trimmingCharacters(in: .whitespacesAndNewlines) == "2"
         })
         let waits = LockedValue<[Double]>([])
@@ -239,9 +244,11 @@ import TestSupport
                 done.leave()
             }.start()
         }
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        usleep(300_000) // both asked, every connection busy
+        try holder.query("SELECT pg_advisory_unlock(4242)")
+        #expect(done.wait(timeout: .now() + 15) == .success)
         let longest = waits.withLock { $0.max() ?? 99 }
-        #expect(longest < 2.5, "the longest quick statement waited \(longest) s")
+        #expect(longest < 4, "the longest quick statement waited \(longest) s (the long one takes 8)")
     }
 
     /// A server that no longer takes writes (a failover's old primary back as a standby; here the database made

@@ -120,7 +120,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
             // The link went with the statement sent: it may have committed, its answer lost. Told "try again", a
             // client made a second job beside the first, which ran all the same (twice the work, twice the
             // webhooks). Looked for by its id (on another connection), it is this job; not there, none was made.
-            if let made = Self.madeDespite(error, lookingUp: { () throws(StoreError) in try job(id: id) }) { return made }
+            if let made = Self.madeDespite(lookingUp: { () throws(StoreError) in try job(id: id) }) { return made }
             throw error
         } catch where error.isStillReferenced && watermark != nil {
             throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").", sqlState: error.sqlState)
@@ -129,16 +129,20 @@ public final class PostgresJobStore: JobStore, RowRunning {
         }
     }
 
-    /// Pauses between the looks for a row whose insert lost its answer: a statement the server was still running
+    /// Pauses before the looks for a row whose insert lost its answer: a statement the server was still running
     /// when the link went commits then (its end is what notices the link).
     static let lostAnswerLooks = [0.1, 0.4, 1.0]
 
-    /// The row an insert that failed with `error` (the link lost) made after all, when `lookingUp` finds it; nil
-    /// when it is not there or cannot be looked for.
-    static func madeDespite<T>(_ error: StoreError, lookingUp: () throws(StoreError) -> T?) -> T? {
+    /// The row an insert whose link was lost made after all, when `lookingUp` finds it; nil when it is not there,
+    /// or when a look fails (the store is away: looking again would hold the request as long again, each time).
+    static func madeDespite<T>(lookingUp: () throws(StoreError) -> T?) -> T? {
         for pause in lostAnswerLooks {
             usleep(UInt32(pause * 1_000_000))
-            if let found = try? lookingUp() { return found }
+            do {
+                if let found = try lookingUp() { return found }
+            } catch {
+                return nil
+            }
         }
         return nil
     }

@@ -71,9 +71,10 @@ final class PostgresPool: Sendable {
         while true {
             for offset in 0..<slots.count {
                 let position = (first + offset) % slots.count
-                if let value = try slots[position].withLockIfAvailable({ (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }) {
-                    return value
+                let taken = try slots[position].withLockIfAvailable { (slot: inout Slot) throws(StoreError) -> T in
+                    try use(&slot, body)
                 }
+                if let taken { return taken }
             }
             usleep(pause)
             pause = min(pause * 2, 10_000)
