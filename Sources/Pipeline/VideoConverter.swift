@@ -86,10 +86,12 @@ final class VideoConverter {
     /// `frame` as 8-bit grey, same size, in the converter's own frame (valid until the next call).
     private func grey(_ frame: Frame) throws(MediaError) -> Frame {
         let source = frame.pointer.pointee
-        greyScaler = sws_getCachedContext(greyScaler, source.width, source.height, AVPixelFormat(rawValue: source.format),
-                                          source.width, source.height, AV_PIX_FMT_GRAY8, SWS_POINT, nil, nil, nil)
+        greyScaler = sws_getCachedContext(greyScaler, source.width, source.height,
+                                          AVPixelFormat(rawValue: source.format), source.width, source.height,
+                                          AV_PIX_FMT_GRAY8, SWS_POINT, nil, nil, nil)
         guard greyScaler != nil else {
-            throw MediaError(code: "unsupported_pixel_format", message: "A 1-bit picture cannot be made grey (\(source.width)x\(source.height)).")
+            throw MediaError(code: "unsupported_pixel_format",
+                             message: "A 1-bit picture cannot be made grey (\(source.width)x\(source.height)).")
         }
         greyed.unref()
         greyed.pointer.pointee.width = source.width

@@ -74,6 +74,25 @@ import TestSupport
         return listed.split(separator: "\n").filter { $0.contains("Closed Captions") }.count
     }
 
+    /// The caption bytes of `path`'s video, as FFmpeg's caption reader takes them out of the pictures.
+    private func captionBytes(_ path: String) throws -> Int {
+        let sizes = try Shell.check("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(path)[out0+subcc]", "-select_streams", "s",
+                                                "-show_entries", "packet=size", "-of", "csv=p=0"])
+        return sizes.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
+    }
+
+    /// At a lower frame rate the captions of the pictures left out go with the next picture kept, as FFmpeg's
+    /// `ccrepack` puts them: they went with their pictures, and half a halved rate's caption bytes were lost.
+    @Test func captionsOfPicturesLeftOutGoWithTheNextOne() throws {
+        let source = try captionedSource()
+        #expect(try captionBytes(source) == 300, "50 pictures of two triplets")
+        let output = try Media.scratch().appendingPathComponent("half.mp4").path
+        let settings = try TranscodeSettings.parse(Data(#"{"video": {"frameRate": 12.5}}"#.utf8))
+        _ = try TranscodeSession(inputPath: source, outputPath: output, settings: settings).run()
+        #expect(try captionedPictures(output) >= 25, "every picture of the halved rate")
+        #expect(try captionBytes(output) == 300, "every triplet, four to a picture")
+    }
+
     @Test func captionsGoWithEveryPictureWhateverTheOutputSize() throws {
         let source = try captionedSource()
         #expect(try captionedPictures(source) == 50)
