@@ -711,7 +711,8 @@ public final class TranscoderAPI: Sendable {
         }
         do {
             // `?cursor=` (a client that sends the `next` it has, none yet) is the first page.
-            let page = try store.jobs(state: state, limit: limit, cursor: query["cursor"].flatMap { $0.isEmpty ? nil : $0 })
+            let cursor = query["cursor"].flatMap { $0.isEmpty ? nil : $0 }
+            let page = try store.jobs(state: state, limit: limit, cursor: cursor)
             return .json(APIModels.JobPage(jobs: try page.jobs.map { job throws(StoreError) in try resource(job) }, next: page.next))
         } catch where error.code == "invalid_cursor" {
             throw HTTPError(.badRequest, "invalid_cursor", "cursor: \(error.message)")
@@ -847,12 +848,23 @@ public final class TranscoderAPI: Sendable {
             outputIndexes.withLock { $0.set(built, for: id) }
             index = built
         }
-        // A "/" sent as %2F (a client generated from the OpenAPI document encodes the parameter whole) is a
-        // separator here: only names the job listed are served, so it cannot reach another file. The router kept it
-        // as %2F and every "%" as %25; undone in that order, each "%" it wrote is read back once.
-        let name = (request.parameters["path"] ?? "").replacingOccurrences(of: "%2F", with: "/").replacingOccurrences(of: "%25", with: "%")
+        // A "/" sent as %2F (a client generated from the OpenAPI document encodes the parameter whole) names the same
+        // listed file, found at its own URL: served here, a playlist's relative names resolved beside the folder, not
+        // in it. Only names the job listed are looked up, so it cannot reach another file. The router kept a "/" as
+        // %2F and every "%" as %25; undone in that order, each "%" it wrote is read back once.
+        let given = request.parameters["path"] ?? ""
+        let name = given.replacingOccurrences(of: "%2F", with: "/")
+            .replacingOccurrences(of: "%25", with: "%")
         guard let index, let file = index.files[name], let root = index.job.outputRoot else {
             throw HTTPError(.notFound, "output_file_not_found", "The job's output has no file \(name.debugDescription).")
+        }
+        if name != given {
+            let segment = CharacterSet.urlPathAllowed.subtracting(["/"])
+            let path = file.path.split(separator: "/", omittingEmptySubsequences: false)
+                .map { $0.addingPercentEncoding(withAllowedCharacters: segment) ?? String($0) }
+            var headers = HTTPHeaders()
+            headers.set("Location", "/v1/jobs/\(index.job.id)/output/" + path.joined(separator: "/"))
+            return Response(.temporaryRedirect, headers: headers)
         }
         return try serve(path: root + "/" + file.path, of: index.job, request, mimeType: file.mimeType, disposition: nil)
     }
