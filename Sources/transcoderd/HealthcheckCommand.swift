@@ -21,10 +21,15 @@ enum HealthcheckCommand {
             return 0
         }
         let environment = ProcessInfo.processInfo.environment
-        func option(_ flag: String) -> String? {
-            guard let index = arguments.firstIndex(of: flag), index + 1 < arguments.count else { return nil }
-            return arguments[index + 1]
+        let given: [String: String]
+        switch options(arguments) {
+        case .success(let parsed): given = parsed
+        case .failure(let error):
+            // 1, not 2: a container runtime reserves 2, and reads any failure of its check as "unhealthy".
+            Console.error(error.message)
+            return 1
         }
+        func option(_ flag: String) -> String? { given[flag] }
         let server = option("--port") == nil || option("--host") == nil ? runningServer(environment: environment) : nil
         // A service link in the variable is no port (as `serve` reads it).
         let variable = environment["TRANSCODER_PORT"].flatMap { Configuration.isServiceLink($0) ? nil : $0 }
@@ -66,6 +71,31 @@ enum HealthcheckCommand {
         }
         Console.error("cannot connect to \(host) port \(port)")
         return 1
+    }
+
+    /// `--host` and `--port`, each as `--port 9000` or `--port=9000` as `serve` takes them; anything else is refused
+    /// (a mistyped `--prot 9000` was passed over, and the check asked another port than meant).
+    static func options(_ arguments: [String]) -> Result<[String: String], Configuration.UsageError> {
+        var found: [String: String] = [:]
+        var index = 0
+        while index < arguments.count {
+            var flag = arguments[index], value: String?
+            if let equals = flag.firstIndex(of: "="), flag.hasPrefix("--") {
+                value = String(flag[flag.index(after: equals)...])
+                flag = String(flag[..<equals])
+            }
+            guard flag == "--host" || flag == "--port" else {
+                return .failure(.init(message: "unknown option \(flag) (healthcheck takes --host and --port)"))
+            }
+            if value == nil {
+                index += 1
+                guard index < arguments.count else { return .failure(.init(message: "\(flag) needs a value")) }
+                value = arguments[index]
+            }
+            found[flag] = value
+            index += 1
+        }
+        return .success(found)
     }
 
     /// Where the server runs: PID 1 when it is this program's `serve` (a container), else the one such process that

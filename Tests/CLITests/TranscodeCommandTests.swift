@@ -77,6 +77,12 @@ import TestSupport
         #expect(try check([], environment: ["TRANSCODER_HOST": "::", "TRANSCODER_PORT": String(v6.port)]) == 0)
         #expect(try check(["--host", "[::1]", "--port", String(v6.port)]) == 0)
         #expect(try check(["--port", "http"]) == 1)
+        // As `serve` takes them; anything else is refused (a mistyped flag was passed over, another port asked).
+        #expect(try check(["--port=\(v4.port)"]) == 0)
+        #expect(try check(["--host=127.0.0.1", "--port", String(v4.port)]) == 0)
+        let mistyped = try Shell.run(Binary.path, ["healthcheck", "--prot", String(v4.port)])
+        #expect(mistyped.status == 1 && mistyped.stderr.contains("unknown option --prot"), "\(mistyped.stderr)")
+        #expect(try check(["--port"]) == 1)
         // A Kubernetes service link in the variable is no port, here as for `serve` (the check failed for ever).
         let linked = try Shell.run(Binary.path, ["healthcheck", "--host", "127.0.0.1"],
                                    environment: ProcessInfo.processInfo.environment.merging(["TRANSCODER_PORT": "tcp://10.96.0.7:9999"]) { $1 })
