@@ -191,6 +191,17 @@ public struct DataDirectory: Sendable {
         }
     }
 
+    /// The folder and the SQLite database when every local user may read them (a folder made before new ones were
+    /// 0750, a database before 0600: they keep their modes), for a warning at start: the database holds input and
+    /// webhook URLs with their signatures, which the API itself hides.
+    public func readableByOthers() -> [(path: String, mode: mode_t)] {
+        [root.path, databasePath].compactMap { path in
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & S_IROTH != 0 else { return nil }
+            return (path, info.st_mode & 0o7777)
+        }
+    }
+
     /// The identity of the job store whose files the directory holds (`claim`).
     public var storeIdentityPath: String { root.appendingPathComponent("store-id").path }
 

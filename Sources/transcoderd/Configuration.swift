@@ -135,7 +135,8 @@ struct Configuration: Sendable {
             config.port = try integer(value, flag: "--port", range: 0...65535)
         },
         Option(flag: "--token", environment: "TRANSCODER_TOKEN",
-               help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none", setting: "token") {
+               help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none",
+               setting: "token") {
             config, value throws(UsageError) in
             // An empty one is a mistake (compose's `${TOKEN}` with TOKEN unset), not a wish to let everyone in.
             guard !value.isEmpty else {
@@ -144,7 +145,8 @@ struct Configuration: Sendable {
             // No client can send what it starts or ends with (a header value loses its spaces at both ends): every
             // request would be refused, and nothing would say why.
             guard value.trimmingCharacters(in: .whitespacesAndNewlines) == value else {
-                throw UsageError(message: "--token: starts or ends with a space or line end, which no client can send; remove it")
+                throw UsageError(message: "--token: starts or ends with a space or line end, which no client can send; "
+                                 + "remove it")
             }
             config.token = value
         },
@@ -273,13 +275,15 @@ struct Configuration: Sendable {
             config.webhookURL = value.isEmpty ? nil : value
         },
         Option(flag: "--webhook-secret", environment: "TRANSCODER_WEBHOOK_SECRET",
-               help: "whsec_<base64 of 24-64 bytes> that signs webhooks (transcoderd webhook-secret prints a fresh one); default: one kept in the data directory",
+               help: "whsec_<base64 of 24-64 bytes> that signs webhooks (transcoderd webhook-secret prints a fresh one); "
+                   + "default: one kept in the data directory",
                setting: "webhook secret") {
             config, value throws(UsageError) in
             // An empty one is a mistake (compose's `${WEBHOOK_SECRET}` unset), as for --token: taken for "none", the
             // server signed with the data directory's own secret, which no receiver had, and every delivery failed.
             guard !value.isEmpty else {
-                throw UsageError(message: "--webhook-secret: expected a secret, got an empty one (give none at all to use the one kept in the data directory)")
+                throw UsageError(message: "--webhook-secret: expected a secret, got an empty one "
+                                 + "(give none at all to use the one kept in the data directory)")
             }
             guard let secret = WebhookSecret(value) else {
                 throw UsageError(message: "--webhook-secret: expected whsec_ and the base64 of 24 to 64 bytes (transcoderd webhook-secret prints one)")
@@ -289,12 +293,14 @@ struct Configuration: Sendable {
         // The secrets from files (a container's mounted secrets): a flag's value is in /proc/PID/cmdline, which
         // every user of the machine can read.
         Option(flag: "--token-file", environment: "TRANSCODER_TOKEN_FILE",
-               help: "read the --token from this file (a trailing newline is dropped); keeps it off the command line", setting: "token") {
+               help: "read the --token from this file (a trailing newline is dropped); keeps it off the command line",
+               setting: "token") {
             config, value throws(UsageError) in
             config.token = try secret(fromFile: value, flag: "--token-file")
         },
         Option(flag: "--webhook-secret-file", environment: "TRANSCODER_WEBHOOK_SECRET_FILE",
-               help: "read the --webhook-secret from this file (a trailing newline is dropped)", setting: "webhook secret") {
+               help: "read the --webhook-secret from this file (a trailing newline is dropped)",
+               setting: "webhook secret") {
             config, value throws(UsageError) in
             let text = try secret(fromFile: value, flag: "--webhook-secret-file")
             guard let secret = WebhookSecret(text) else {
@@ -392,12 +398,16 @@ struct Configuration: Sendable {
         let flagged = Set(flaggedOptions.map(\.sets))
         for setting in flagged {
             let flags = Set(flaggedOptions.filter { $0.sets == setting }.map(\.flag)).sorted()
-            if flags.count > 1 { throw UsageError(message: "\(flags.joined(separator: " and ")): give one of them, not both") }
+            if flags.count > 1 {
+                throw UsageError(message: "\(flags.joined(separator: " and ")): give one of them, not both")
+            }
         }
         let unread = options.filter { !flagged.contains($0.sets) }
         for setting in Set(unread.compactMap(\.setting)) {
             let set = unread.filter { $0.setting == setting && environment[$0.environment] != nil }.map(\.environment)
-            if set.count > 1 { throw UsageError(message: "\(set.sorted().joined(separator: " and ")): give one of them, not both") }
+            if set.count > 1 {
+                throw UsageError(message: "\(set.sorted().joined(separator: " and ")): give one of them, not both")
+            }
         }
         for option in unread {
             guard let value = environment[option.environment] else { continue }
@@ -459,6 +469,11 @@ struct Configuration: Sendable {
     func openQueue(runner: any JobRunner, logger: Logger) throws(StoreError) -> (JobQueue, DirectoryLock?) {
         let directory = DataDirectory(path: data)
         try directory.prepare()
+        for (path, mode) in directory.readableByOthers() {
+            logger.warning("every local user may read this part of the data directory "
+                           + "(it holds input and webhook URLs with their signatures): chmod o-rwx it",
+                           ["path": .string(path), "mode": .string(String(mode, radix: 8))])
+        }
         let lock: DirectoryLock?
         let jobStore: any JobStore
         if let uri = store {

@@ -23,7 +23,8 @@ enum WorkCommand {
 
     /// Why options `serve` takes make no worker node: no worker (`serve --workers 0` is an API-only node).
     static func refusal(_ config: Configuration) -> String? {
-        config.workers == 0 ? "--workers: 0 runs no job on a worker node; give 1 to 64 (an API-only node is serve --workers 0)" : nil
+        guard config.workers == 0 else { return nil }
+        return "--workers: 0 runs no job on a worker node; give 1 to 64 (an API-only node is serve --workers 0)"
     }
 
     /// Seconds `--exit-when-idle` goes on asking a store that cannot count the queued jobs.

@@ -169,6 +169,15 @@ import TestSupport
         #expect(mode(root) == 0o750, "\(String(mode(root), radix: 8))")
         let database = DataDirectory(path: root).databasePath
         #expect(mode(database) == 0o600, "\(String(mode(database), radix: 8))")
+        #expect(!run.stderr.contains("every local user may read"), "\(run.stderr)")
+        // One made before (0755 and 0644 under the usual umask) keeps its modes, and a start says so, naming each.
+        chmod(root, 0o755)
+        chmod(database, 0o644)
+        let old = try Shell.run(Binary.path, ["work", "--data", root, "--exit-when-idle"])
+        #expect(old.status == 0, "\(old.stderr)")
+        let warnings = old.stderr.split(separator: "\n").filter { $0.contains("every local user may read") }
+        #expect(warnings.count == 2 && warnings.contains { $0.contains(#""mode":"755""#) } && warnings.contains { $0.contains(#""mode":"644""#) },
+                "\(old.stderr)")
     }
 
     /// A start that fails on the webhook secret fails before its workers claim a job: each such start (a restart
