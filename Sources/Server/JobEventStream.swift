@@ -64,10 +64,12 @@ final class JobEventStream: EventSource {
         events.unsubscribe(jobID, key)
     }
 
-    /// Decides whether `event` goes out and returns whether it did. The JSON is made before the lock is taken (rendering a job reads the store; the loop takes
-    /// this lock too), and everything is sent under the lock, so the loop receives events in the order decided.
+    /// Decides whether `event` goes out and returns whether it did. The JSON is made before the lock is taken
+    /// (rendering a job reads the store; the loop takes this lock too), and everything is sent under the lock, so the
+    /// loop receives events in the order decided.
     @discardableResult
-    private static func deliver(_ event: JobEvent, to state: LockedValue<State>, render: @Sendable (Job) -> Data) -> Bool {
+    private static func deliver(_ event: JobEvent, to state: LockedValue<State>,
+                                render: @Sendable (Job) -> Data) -> Bool {
         switch event {
         case .progress, .fetching:
             // Progress comes at the pipeline's (or the download's) pace: look whether one is due before encoding it.
