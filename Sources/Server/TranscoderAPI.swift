@@ -144,13 +144,15 @@ public final class TranscoderAPI: Sendable {
             .init("POST", "/v1/jobs/{id}/webhooks/{delivery}/redeliver") { [self] request throws(HTTPError) in try redeliver(request) },
         ]
         routes += tus.routes
-        // Preflights for players on another origin (sent without credentials; they answer only headers). Without
-        // --cors-origin they allow nothing, as for an origin not listed: the route is there either way, as the OpenAPI
-        // document says (a 405 for a documented method read as a refusal of a valid request).
-        for path in ["/v1/jobs/{id}/output", "/v1/jobs/{id}/output/{path...}"] {
-            routes.append(.init("OPTIONS", path, inline: true) { [cors] request throws(HTTPError) in
-                Response(.noContent, headers: HTTPHeaders(cors.preflight(for: request.headers)))
-            })
+        if cors.isEnabled {
+            // Preflights for players on another origin (sent without credentials; they answer only headers, alike
+            // for any id: they tell nothing of the job). Only with --cors-origin, as the OpenAPI document says of the
+            // output routes: answered always, a preflight of a deleted job's output read as the job still there.
+            for path in ["/v1/jobs/{id}/output", "/v1/jobs/{id}/output/{path...}"] {
+                routes.append(.init("OPTIONS", path, inline: true) { [cors] request throws(HTTPError) in
+                    Response(.noContent, headers: HTTPHeaders(cors.preflight(for: request.headers)))
+                })
+            }
         }
         return Router(routes)
     }

@@ -151,13 +151,12 @@ import TestSupport
                                             server.base + "/v1/jobs/\(id)/output/output.mp4"])
         #expect(whole.stdout == "200 \(output["size"] as? Int ?? -1)" && byPath.stdout == whole.stdout, "\(whole.stdout) \(byPath.stdout)")
         #expect(output["poster"] == nil && output["dash"] == nil)
-        // Without --cors-origin, no CORS headers, and a preflight that allows nothing.
+        // Without --cors-origin, no CORS headers and no preflight route.
         let plain = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "Origin: http://player.test",
                                            server.base + "/v1/jobs/\(id)/output"])
         #expect(!plain.stdout.contains("Access-Control"), "\(plain.stdout)")
-        let options = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "OPTIONS", "-H", "Origin: http://player.test",
-                                             "-H", "Access-Control-Request-Method: GET", server.base + "/v1/jobs/\(id)/output"])
-        #expect(options.stdout.hasPrefix("HTTP/1.1 204") && !options.stdout.contains("Access-Control"), "\(options.stdout)")
+        let options = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "OPTIONS", server.base + "/v1/jobs/\(id)/output"])
+        #expect(options.stdout == "405")
     }
 
     /// Origins are compared as browsers send them: host in lower case, no default port. An operator who writes
