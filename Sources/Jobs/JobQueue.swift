@@ -98,6 +98,11 @@ public final class JobQueue: Sendable {
         var stalledAt: SuspendingClock.Instant?
         /// Its lease is no longer renewed: the attempt is stuck (see `heartbeat`).
         var leaseGivenUp = false
+
+        /// Whether the job is another attempt's, or will be: its lease was lost, or is no longer renewed. What the
+        /// store says of the job is then relayed to this node's streams, as for a job running elsewhere: a stuck
+        /// attempt's entry, which never ends, kept them from the other node's progress and end for good.
+        var isOvertaken: Bool { reason == .leaseLost || leaseGivenUp }
     }
 
     /// What a cancel did to a job registered here.
@@ -235,7 +240,7 @@ public final class JobQueue: Sendable {
 
     /// Tells this node's subscribers of a job that runs on another node what changed: its state, or its progress.
     private func relay(_ id: String) {
-        guard events.hasSubscribers(id), state.withLock({ $0.running[id] == nil }) else {
+        guard events.hasSubscribers(id), state.withLock({ $0.running[id].map(\.isOvertaken) ?? true }) else {
             if !events.hasSubscribers(id) { remoteStates.withLock { _ = $0.removeValue(forKey: id) } }
             return
         }
@@ -271,11 +276,16 @@ public final class JobQueue: Sendable {
     /// Tells an idle worker that a job was queued.
     public func jobQueued() { wake.signal() }
 
-    /// The newest progress of a running job, fresher than the store's once-a-second copy.
-    public func liveProgress(of id: String) -> TranscodeProgress? { state.withLock { $0.running[id]?.progress } }
+    /// The newest progress of a running job, fresher than the store's once-a-second copy (not of an attempt here
+    /// whose lease is lost or given up: the job runs elsewhere, or will).
+    public func liveProgress(of id: String) -> TranscodeProgress? {
+        state.withLock { $0.running[id].flatMap { $0.isOvertaken ? nil : $0.progress } }
+    }
 
     /// How far the download of a job's input given by URL is, while a worker here fetches it.
-    public func liveFetch(of id: String) -> FetchProgress? { state.withLock { $0.running[id]?.fetch } }
+    public func liveFetch(of id: String) -> FetchProgress? {
+        state.withLock { $0.running[id].flatMap { $0.isOvertaken ? nil : $0.fetch } }
+    }
 
     /// Counters since start.
     public var statistics: Statistics { stats.withLock { $0 } }
@@ -1061,6 +1071,7 @@ public final class JobQueue: Sendable {
                         if cancelRequested { _ = signalCancel(lease.jobID) }
                     case .lost:
                         stop(lease, .leaseLost, because: "its lease (token \(lease.token)) is another worker's now")
+                        relay(lease.jobID)
                     }
                 } catch {
                     logger.warning("renewing a job's lease failed", ["job_id": .string(lease.jobID), "error": .string(error.description)])

@@ -262,7 +262,17 @@ struct HeldRunner: JobRunner {
     @Test func aStuckAttemptsLeaseRunsOutAndAnotherNodeTakesTheJob() throws {
         let fixture = try StoreFixture(.postgres)
         let upload = try fixture.upload(try Media.path(.audioOnly))
-        let stuck = HeldRunner(succeeds: false)
+        /// Reports a second of progress, then is held where no cancel reaches it.
+        struct Stuck: JobRunner {
+            let release = DispatchSemaphore(value: 0)
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                progress(TranscodeProgress(presentationTime: 1, duration: 10, framesEncoded: 30, elapsed: 1))
+                release.wait()
+                throw MediaError.canceled
+            }
+        }
+        let stuck = Stuck()
         let first = try node(fixture, workers: 1, runner: stuck) {
             $0.stallTimeout = 1
             $0.leaseSeconds = 2
@@ -274,12 +284,22 @@ struct HeldRunner: JobRunner {
         }
         let job = try first.store.createJob(input: upload.id, settings: TranscodeSettings())
         #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .running })
+        #expect(eventually(5) { first.liveProgress(of: job.id) != nil }, "the attempt's own progress, while it holds the job")
+        // A stream on the stuck attempt's node hears how the job went elsewhere, though the attempt never ends: its
+        // entry kept the other node's changes from being relayed here, for good.
+        let seen = LockedValue<[String]>([])
+        let key = first.events.subscribe(job.id) { event in
+            if case .state(let job) = event { seen.withLock { $0.append(job.state.rawValue) } }
+        }
+        defer { first.events.unsubscribe(job.id, key) }
         let second = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.2)) { $0.pollInterval = 0.2 }
         defer { second.stop(grace: 5) }
         // Stall 1 s, then a stall timeout and a lease (3 s) before renewals stop, a lease (2 s) to run out, then
         // the other node's lease sweep (a poll) and the job.
         #expect(try eventually(20) { try fixture.store.job(id: job.id)?.state == .succeeded }, "another node ran it")
         #expect(try fixture.store.job(id: job.id)?.leaseToken == 2)
+        #expect(eventually(10) { seen.withLock { $0.last } == "succeeded" }, "\(seen.withLock { $0 })")
+        #expect(first.liveProgress(of: job.id) == nil, "no progress of the stuck attempt stands for the job")
     }
 
     /// A node that stopped in the middle of its lease sweep (paused, cut off: its session and the sweep's lock live
