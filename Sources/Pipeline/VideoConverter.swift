@@ -34,9 +34,10 @@ final class VideoConverter {
     /// caller's own reference: its cropping fields are set (its pixels are never written).
     func convert(_ frame: Frame) throws(MediaError) -> Frame {
         let layout = layout(of: frame.pointer.pointee)
-        // A 1-bit picture (`monob`, `monow`) is cropped as 8-bit grey: FFmpeg crops bits on the right and at the
-        // bottom only, and a fill crop's left and top were left in (the picture squeezed, off centre).
-        let frame = layout.crop != nil && Self.isBitstream(frame.pointer.pointee.format) ? try grey(frame) : frame
+        // A 1-bit picture (`monob`, `monow`) is made 8-bit grey first: FFmpeg crops bits on the right and at the
+        // bottom only (a fill crop's left and top were left in, the picture squeezed, off centre), and swscale takes
+        // it to Y'CbCr without the range conversion asked (black stayed 0 in a limited-range output).
+        let frame = Self.isBitstream(frame.pointer.pointee.format) ? try grey(frame) : frame
         let source = frame.pointer
         if let crop = layout.crop {
             let width = Int(source.pointee.width), height = Int(source.pointee.height)

@@ -126,6 +126,20 @@ public struct Probe: Decodable, Sendable {
         return value == "inf" ? 100 : Double(value) ?? .nan
     }
 
+    /// Mean of the luma samples as stored (no range conversion) over a region of the first frame: 16 is black in
+    /// limited range, 0 in full.
+    public static func meanLuma(_ path: String, x: Int, y: Int, width: Int, height: Int) throws -> Double {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let raw = directory.appendingPathComponent("frame.y").path
+        try Shell.check("ffmpeg", ["-v", "error", "-i", path, "-frames:v", "1", "-vf", "crop=\(width):\(height):\(x):\(y),extractplanes=y",
+                                   "-f", "rawvideo", raw])
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw)))
+        guard bytes.count == width * height else { throw ShellError(message: "\(path): \(bytes.count) luma samples for \(width)×\(height)") }
+        return Double(bytes.reduce(0) { $0 + Int($1) }) / Double(bytes.count)
+    }
+
     /// Mean value of each RGB channel over a region of the frame at `time` seconds (0...255); nil `time`: the
     /// first frame (seeking in a JPEG can find none).
     public static func meanColor(_ path: String, at time: Double? = 0.5, x: Int, y: Int, width: Int, height: Int) throws -> [Double] {
