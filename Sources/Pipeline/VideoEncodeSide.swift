@@ -17,10 +17,11 @@ final class VideoEncodeSide: FrameConsumer {
     /// pictures that land on one output time (a lower frame rate), the nearest to it is kept (ffmpeg's `fps` keeps
     /// the last, which at a halved rate is the same one). `offset` is its distance from that time, in microseconds.
     private var held: (frame: Frame, timestamp: Int64, offset: Int64)?
-    /// Closed captions (A/53 cc_data triplets) of pictures dropped on the way (a lower frame rate keeps one of
-    /// several): they go out with the next picture encoded, as FFmpeg's `ccrepack` does; dropped with their
-    /// pictures, the captions of a halved rate came out garbled, half their bytes gone.
-    private var droppedCaptions: [UInt8] = []
+    /// Closed captions (A/53 cc_data triplets) of the pictures come since the last one encoded, in the order they
+    /// came, not yet carried: the next picture encoded carries them, those of the pictures a lower frame rate leaves
+    /// out with its own, as FFmpeg's `ccrepack` puts them. Dropped with their pictures, a halved rate lost every
+    /// other picture's captions, and they came out garbled.
+    private var pendingCaptions: [UInt8] = []
     /// Triplets one picture's A/53 data can carry (`cc_count` has 5 bits).
     static let captionTripletsLimit = 31
     private var keyFrames: KeyFrameGrid?
@@ -77,48 +78,41 @@ final class VideoEncodeSide: FrameConsumer {
         if let current = held {
             if timestamp < current.timestamp { return keepCaptions(of: frame) }
             if timestamp == current.timestamp {
-                if offset <= current.offset {
-                    keepCaptions(of: current.frame)
-                    held = (frame, timestamp, offset)
-                } else {
-                    keepCaptions(of: frame)
-                }
+                keepCaptions(of: frame)
+                if offset <= current.offset { held = (frame, timestamp, offset) }
                 return
             }
             try encode(current.frame, at: current.timestamp)
         }
+        keepCaptions(of: frame)
         held = (frame, timestamp, offset)
     }
 
-    /// Keeps the captions of `frame`, a picture not encoded: its valid triplets (padding is dropped).
+    /// Keeps the captions of `frame` for the next picture encoded: its valid triplets (padding is dropped), the
+    /// newest that one picture can carry (more than a much lower rate's pictures can take are dropped, oldest first,
+    /// rather than put off ever later).
     private func keepCaptions(of frame: Frame) {
         guard let captions = av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_A53_CC) else { return }
         let bytes = UnsafeBufferPointer(start: captions.pointee.data, count: Int(captions.pointee.size))
         for start in stride(from: 0, to: bytes.count - 2, by: 3) where bytes[start] & 0x04 != 0 {
-            droppedCaptions += bytes[start..<start + 3]
+            pendingCaptions += bytes[start..<start + 3]
         }
+        let limit = Self.captionTripletsLimit * 3
+        if pendingCaptions.count > limit { pendingCaptions.removeFirst(pendingCaptions.count - limit) }
     }
 
-    /// Puts the captions of dropped pictures before `frame`'s own, as many as one picture carries (the oldest
-    /// first; the rest wait for the next picture).
-    private func addDroppedCaptions(to frame: Frame) {
-        guard !droppedCaptions.isEmpty else { return }
-        var bytes = droppedCaptions
-        if let own = av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_A53_CC) {
-            bytes += UnsafeBufferPointer(start: own.pointee.data, count: Int(own.pointee.size) / 3 * 3)
-            av_frame_remove_side_data(frame.pointer, AV_FRAME_DATA_A53_CC)
-        }
-        let carried = min(bytes.count / 3, Self.captionTripletsLimit) * 3
-        droppedCaptions = Array(bytes[carried...])
-        guard carried > 0, let side = av_frame_new_side_data(frame.pointer, AV_FRAME_DATA_A53_CC, carried) else {
-            return
-        }
-        bytes.withUnsafeBufferPointer { side.pointee.data.update(from: $0.baseAddress!, count: carried) }
+    /// Gives `frame` (about to be encoded) the captions kept, in place of its own (which are among them).
+    private func carryCaptions(to frame: Frame) {
+        av_frame_remove_side_data(frame.pointer, AV_FRAME_DATA_A53_CC)
+        guard !pendingCaptions.isEmpty,
+              let side = av_frame_new_side_data(frame.pointer, AV_FRAME_DATA_A53_CC, pendingCaptions.count) else { return }
+        pendingCaptions.withUnsafeBufferPointer { side.pointee.data.update(from: $0.baseAddress!, count: $0.count) }
+        pendingCaptions.removeAll(keepingCapacity: true)
     }
 
     private func encode(_ frame: Frame, at timestamp: Int64) throws(MediaError) {
         let converted = try converter.convert(frame)
-        addDroppedCaptions(to: converted)
+        carryCaptions(to: converted)
         converted.pointer.pointee.pts = timestamp
         converted.pointer.pointee.pict_type = AV_PICTURE_TYPE_NONE
         if keyFrames?.isKeyFrame(at: FFmpeg.seconds(timestamp, input.encoder.timeBase)) == true {

@@ -49,10 +49,11 @@ import TestSupport
                     memset(tc_frame_data(picture, Int32(plane)), value, Int(tc_frame_linesize(picture, Int32(plane))) * (plane == 0 ? 240 : 120))
                 }
                 picture.pointee.pts = Int64(index)
-                let captions = try #require(av_frame_new_side_data(picture, AV_FRAME_DATA_A53_CC, 6))
-                // Two CEA-608 field-1 byte pairs (a control code, then "AB"), each after its cc_valid/type byte.
-                let pairs: [UInt8] = [0xFC, 0x94, 0x20, 0xFC, 0xC1, 0xC2]
-                pairs.withUnsafeBytes { captions.pointee.data.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: 6) }
+                // Three triplets, each a cc_valid/type byte and a byte pair: a field-1 and a field-2 pair of this
+                // picture's own (its index in them), then padding (not valid).
+                let triplets: [UInt8] = [0xFC, UInt8(index), 0x80, 0xFD, 0x40, UInt8(index), 0xFA, 0x00, 0x00]
+                let captions = try #require(av_frame_new_side_data(picture, AV_FRAME_DATA_A53_CC, triplets.count))
+                triplets.withUnsafeBufferPointer { captions.pointee.data.update(from: $0.baseAddress!, count: triplets.count) }
             }
             #expect(avcodec_send_frame(context, frame) >= 0)
             av_frame_free(&frame)
@@ -74,23 +75,41 @@ import TestSupport
         return listed.split(separator: "\n").filter { $0.contains("Closed Captions") }.count
     }
 
-    /// The caption bytes of `path`'s video, as FFmpeg's caption reader takes them out of the pictures.
-    private func captionBytes(_ path: String) throws -> Int {
+    /// The caption triplets of `path`'s video in order, as FFmpeg's caption reader takes them out of the pictures,
+    /// padding left out; and the most one picture carried.
+    private func captionTriplets(_ path: String) throws -> (valid: [[UInt8]], most: Int) {
+        let stream = try Media.scratch().appendingPathComponent("captions.bin").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "movie=\(path)[out0+subcc]", "-map", "0:1", "-c", "copy", "-f", "data", stream])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: stream)))
+        let triplets = stride(from: 0, to: bytes.count - 2, by: 3).map { Array(bytes[$0..<$0 + 3]) }
         let sizes = try Shell.check("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(path)[out0+subcc]", "-select_streams", "s",
                                                 "-show_entries", "packet=size", "-of", "csv=p=0"])
-        return sizes.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
+        let most = sizes.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.max() ?? 0
+        return (triplets.filter { $0[0] & 0x04 != 0 }, most / 3)
     }
 
-    /// At a lower frame rate the captions of the pictures left out go with the next picture kept, as FFmpeg's
-    /// `ccrepack` puts them: they went with their pictures, and half a halved rate's caption bytes were lost.
+    /// At a lower frame rate the captions of the pictures left out go with the next picture kept, before its own,
+    /// as FFmpeg's `ccrepack` puts them: they went with their pictures, and a halved rate lost every other
+    /// picture's captions (garbled). At a much lower rate a picture carries at most 31 triplets (`cc_count` has 5
+    /// bits), the newest, in order.
     @Test func captionsOfPicturesLeftOutGoWithTheNextOne() throws {
         let source = try captionedSource()
-        #expect(try captionBytes(source) == 300, "50 pictures of two triplets")
-        let output = try Media.scratch().appendingPathComponent("half.mp4").path
-        let settings = try TranscodeSettings.parse(Data(#"{"video": {"frameRate": 12.5}}"#.utf8))
-        _ = try TranscodeSession(inputPath: source, outputPath: output, settings: settings).run()
-        #expect(try captionedPictures(output) >= 25, "every picture of the halved rate")
-        #expect(try captionBytes(output) == 300, "every triplet, four to a picture")
+        let sent = try captionTriplets(source).valid
+        #expect(sent.count == 100, "50 pictures of two valid triplets")
+        let folder = try Media.scratch()
+        let half = folder.appendingPathComponent("half.mp4").path
+        _ = try TranscodeSession(inputPath: source, outputPath: half,
+                                 settings: try TranscodeSettings.parse(Data(#"{"video": {"frameRate": 12.5}}"#.utf8))).run()
+        #expect(try captionedPictures(half) >= 25, "every picture of the halved rate")
+        #expect(try captionTriplets(half).valid == sent, "every valid triplet, in order")
+        let slow = folder.appendingPathComponent("slow.mp4").path
+        _ = try TranscodeSession(inputPath: source, outputPath: slow,
+                                 settings: try TranscodeSettings.parse(Data(#"{"video": {"frameRate": 1}}"#.utf8))).run()
+        let (kept, most) = try captionTriplets(slow)
+        #expect(most <= 31 && kept.count > 31, "at most 31 to a picture: \(most), \(kept.count) in all")
+        var next = sent.makeIterator()
+        #expect(kept.allSatisfy { triplet in while let candidate = next.next() { if candidate == triplet { return true } }; return false },
+                "in the order sent")
     }
 
     @Test func captionsGoWithEveryPictureWhateverTheOutputSize() throws {
