@@ -103,6 +103,9 @@ import TestSupport
 
     /// A worker node with no worker runs nothing, for ever (with --exit-when-idle it waited on the other nodes).
     @Test func aWorkerNodeWithoutWorkersIsRefused() throws {
+        let run = try Shell.run(Binary.path, ["work", "--workers", "0", "--store", "postgres://nobody@127.0.0.1:1/none", "--exit-when-idle",
+                                              "--data", try Media.scratch().appendingPathComponent("data").path])
+        #expect(run.status == 2 && run.stderr.contains("--workers: 0 runs no job on a worker node"), "\(run.status): \(run.stderr)")
         #expect(WorkCommand.refusal(try Configuration.parse(["--workers", "0", "--store", "postgres://nobody@127.0.0.1:1/none"], environment: [:]))
                 == "--workers: 0 runs no job on a worker node; give 1 to 64 (an API-only node is serve --workers 0)")
         #expect(WorkCommand.refusal(try Configuration.parse(["--store", "postgres://nobody@127.0.0.1:1/none"], environment: [:])) == nil)

@@ -9,7 +9,9 @@ public final class PostgresCutProxy: @unchecked Sendable {
     private let process = Process()
 
     public init(server: PostgresServer, trigger: String) throws {
-        directory = try Media.scratch()
+        // Short: a Unix socket's path is at most 107 bytes, and a CI's TMPDIR can be long.
+        directory = URL(fileURLWithPath: "/tmp/transcoderd-cut-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = ["Tests/Postgres/cut_proxy.py", directory.path, server.directory, trigger]
         let log = directory.appendingPathComponent("proxy.log").path
@@ -30,5 +32,8 @@ public final class PostgresCutProxy: @unchecked Sendable {
     /// Whether it has cut the connection.
     public var hasCut: Bool { FileManager.default.fileExists(atPath: directory.appendingPathComponent("cut").path) }
 
-    deinit { process.terminate() }
+    deinit {
+        process.terminate()
+        try? FileManager.default.removeItem(at: directory)
+    }
 }
