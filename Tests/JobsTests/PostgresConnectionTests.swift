@@ -7,6 +7,15 @@ import TestSupport
 
 /// The libpq owner type against a real PostgreSQL server started for the test.
 @Suite(.serialized) struct PostgresConnectionTests {
+    /// An upload's row (a row is all a job needs here: no file is read), its id.
+    private static func uploadRow(in store: PostgresJobStore, root: URL) throws -> String {
+        let id = UUID().uuidString.lowercased()
+        try store.insert(Upload(id: id, filename: "a.m4a", contentType: nil, size: 1, sha256: String(repeating: "0", count: 64),
+                                path: root.appendingPathComponent("a.m4a").path,
+                                tracks: try TranscodeSession.probe(path: try Media.path(.audioOnly)), createdAt: Date().timeIntervalSince1970))
+        return id
+    }
+
     @Test func valuesGoInAsParametersAndComeBackTyped() throws {
         let server = try PostgresServer()
         let connection = try PostgresConnection(uri: server.uri)
@@ -73,11 +82,7 @@ import TestSupport
         #expect(throws: StoreError.self, "the role may not call them") { try denied.query("SELECT gen_random_uuid()") }
         let root = try Media.scratch()
         let store = try PostgresJobStore(uri: uri, root: root.path, connections: 1)
-        let id = UUID().uuidString.lowercased()
-        // A row is all the claim needs (no file is read).
-        try store.insert(Upload(id: id, filename: "a.m4a", contentType: nil, size: 1, sha256: String(repeating: "0", count: 64),
-                                path: root.appendingPathComponent("a.m4a").path, tracks: try TranscodeSession.probe(path: try Media.path(.audioOnly)),
-                                createdAt: Date().timeIntervalSince1970))
+        let id = try Self.uploadRow(in: store, root: root)
         let job = try store.createJob(input: id, settings: TranscodeSettings(), priority: 100,
                                       webhooks: JobWebhooks(target: WebhookTarget(url: "http://hooks.example/job", events: [.running]),
                                                             serverURL: "http://hooks.example/all"))
@@ -200,10 +205,7 @@ import TestSupport
         let uri = try server.makeDatabase()
         let root = try Media.scratch()
         let direct = try PostgresJobStore(uri: uri, root: root.path, connections: 1)
-        let upload = UUID().uuidString.lowercased()
-        try direct.insert(Upload(id: upload, filename: "a.m4a", contentType: nil, size: 1, sha256: String(repeating: "0", count: 64),
-                                 path: root.appendingPathComponent("a.m4a").path, tracks: try TranscodeSession.probe(path: try Media.path(.audioOnly)),
-                                 createdAt: Date().timeIntervalSince1970))
+        let upload = try Self.uploadRow(in: direct, root: root)
         let proxy = try PostgresCutProxy(server: server, trigger: "INSERT INTO jobs")
         let store = try PostgresJobStore(uri: proxy.proxied(uri, server: server), root: root.path, connections: 2)
         let job = try store.createJob(input: upload, settings: TranscodeSettings())
