@@ -8,7 +8,8 @@ final class VideoConverter {
     private let sourceColors: ColorTags
     private var scaler: OpaquePointer?
     /// What the scaler was made for: the input's size and format, and the size it scales to.
-    private var scalerShape: (width: Int32, height: Int32, format: Int32, toWidth: Int, toHeight: Int) = (0, 0, -1, 0, 0)
+    private var scalerShape: (width: Int32, height: Int32, format: Int32, toWidth: Int, toHeight: Int, fullRange: Bool)
+        = (0, 0, -1, 0, 0, false)
     private let scaled = Frame()
     private let rotated = Frame()
     /// A picture of another shape, scaled to its place in the box before it is copied there.
@@ -37,7 +38,8 @@ final class VideoConverter {
         // A 1-bit picture (`monob`, `monow`) is made 8-bit grey first: FFmpeg crops bits on the right and at the
         // bottom only (a fill crop's left and top were left in, the picture squeezed, off centre), and swscale takes
         // it to Y'CbCr without the range conversion asked (black stayed 0 in a limited-range output).
-        let frame = Self.isBitstream(frame.pointer.pointee.format) ? try grey(frame) : frame
+        let fromBits = Self.isBitstream(frame.pointer.pointee.format)
+        let frame = fromBits ? try grey(frame) : frame
         let source = frame.pointer
         if let crop = layout.crop {
             let width = Int(source.pointee.width), height = Int(source.pointee.height)
@@ -55,7 +57,8 @@ final class VideoConverter {
         if fits {
             upright = frame
         } else {
-            try scale(frame, into: layout.destination)
+            // Made grey from bits, its levels are full range (0 and 255) whatever the stream's tags say.
+            try scale(frame, into: layout.destination, fullRange: fromBits || sourceColors.range == AVCOL_RANGE_JPEG)
             Self.carryCaptions(from: frame, to: scaled)
             upright = scaled
         }
@@ -118,13 +121,13 @@ final class VideoConverter {
     }
 
     /// Scales `frame` into `scaled`: into the whole box, or into `destination` with black around it.
-    private func scale(_ frame: Frame, into destination: PictureLayout.Rect?) throws(MediaError) {
+    private func scale(_ frame: Frame, into destination: PictureLayout.Rect?, fullRange: Bool) throws(MediaError) {
         let source = frame.pointer.pointee
         let target = destination ?? PictureLayout.Rect(x: 0, y: 0, width: encoding.scaledWidth, height: encoding.scaledHeight)
-        if scaler == nil || scalerShape != (source.width, source.height, source.format, target.width, target.height) {
+        if scaler == nil || scalerShape != (source.width, source.height, source.format, target.width, target.height, fullRange) {
             sws_freeContext(scaler)
             scaler = nil
-            let sourceFullRange: Int32 = sourceColors.range == AVCOL_RANGE_JPEG ? 1 : 0
+            let sourceFullRange: Int32 = fullRange ? 1 : 0
             let outputFullRange: Int32 = encoding.colors.range == AVCOL_RANGE_JPEG ? 1 : 0
             // The ranges are options of the scaler as it is set up: set afterwards (`sws_setColorspaceDetails`
             // alone), FFmpeg 5.1 converted the range of 8-bit YUV scaled to another size only. At the same size the
@@ -147,7 +150,7 @@ final class VideoConverter {
                 throw MediaError(code: "unsupported_pixel_format",
                                  message: "The input's pixel format cannot be converted to 4:2:0 (\(source.width)x\(source.height)).")
             }
-            scalerShape = (source.width, source.height, source.format, target.width, target.height)
+            scalerShape = (source.width, source.height, source.format, target.width, target.height, fullRange)
             sws_setColorspaceDetails(
                 scaler, sws_getCoefficients(Int32(sourceColors.matrix.rawValue)), sourceFullRange,
                 sws_getCoefficients(Int32(encoding.colors.matrix.rawValue)), outputFullRange, 0, 1 << 16, 1 << 16)

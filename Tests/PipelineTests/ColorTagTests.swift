@@ -85,12 +85,15 @@ import TestSupport
 
     /// A grey image source (a grey or 1-bit PNG) is tagged full range, as image levels are: the output was full range
     /// too, its blacks crushed by players that ignore the flag. Its levels become the limited range, as ffmpeg makes
-    /// them, black still black and white still white.
-    @Test(arguments: ["gray", "monob"]) func aGreySourceBecomesLimitedRange(format: String) throws {
-        let input = try Media.scratch().appendingPathComponent("\(format).mov").path
+    /// them, black still black and white still white; so for a 1-bit TIFF in Matroska, whose range no tag says (its
+    /// bits are black and white: read as limited levels, they were copied as they were, 0 and 255).
+    @Test(arguments: [("gray", "png", "mov"), ("monob", "png", "mov"), ("monob", "tiff", "mkv")])
+    func aGreySourceBecomesLimitedRange(format: String, codec: String, container: String) throws {
+        let input = try Media.scratch().appendingPathComponent("\(format).\(container)").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "color=black:s=320x240:d=1", "-f", "lavfi", "-i", "color=white:s=320x240:d=1",
-                          "-filter_complex", "[0][1]hstack,format=\(format)", "-c:v", "png", input])
-        #expect(try Probe.read(input).video?.color_range == "pc")
+                          "-filter_complex", "[0][1]hstack,format=\(format)" + (codec == "png" ? "" : ",setparams=range=unknown"),
+                          "-c:v", codec, input])
+        #expect(try Probe.read(input).video?.color_range == (codec == "png" ? "pc" : nil))
         let result = try transcode(input, "{}")
         #expect(result.probe.video?.color_range == "tv", "\(result.probe.video?.color_range ?? "none")")
         // The levels themselves, as stored: relabelled only, black would stay 0 and white 255.
