@@ -21,7 +21,7 @@ final class VideoEncodeSide: FrameConsumer {
     /// came, not yet carried: the next picture encoded carries them, those of the pictures a lower frame rate leaves
     /// out with its own, as FFmpeg's `ccrepack` puts them. Dropped with their pictures, a halved rate lost every
     /// other picture's captions, and they came out garbled.
-    private var pendingCaptions: [UInt8] = []
+    private var pendingCaptions: [(UInt8, UInt8, UInt8)] = []
     /// Triplets one picture's A/53 data can carry (`cc_count` has 5 bits).
     static let captionTripletsLimit = 31
     private var keyFrames: KeyFrameGrid?
@@ -88,25 +88,36 @@ final class VideoEncodeSide: FrameConsumer {
         held = (frame, timestamp, offset)
     }
 
-    /// Keeps the captions of `frame` for the next picture encoded: its valid triplets (padding is dropped), the
-    /// newest that one picture can carry (more than a much lower rate's pictures can take are dropped, oldest first,
-    /// rather than put off ever later).
+    /// Keeps the captions of `frame` for the next picture encoded: its valid triplets (padding is dropped), as many
+    /// as one picture can carry (more than a much lower rate's pictures can take are dropped, CEA-708's oldest first,
+    /// then CEA-608's, rather than put off ever later).
     private func keepCaptions(of frame: Frame) {
         guard let captions = av_frame_get_side_data(frame.pointer, AV_FRAME_DATA_A53_CC) else { return }
         let bytes = UnsafeBufferPointer(start: captions.pointee.data, count: Int(captions.pointee.size))
         for start in stride(from: 0, to: bytes.count - 2, by: 3) where bytes[start] & 0x04 != 0 {
-            pendingCaptions += bytes[start..<start + 3]
+            pendingCaptions.append((bytes[start], bytes[start + 1], bytes[start + 2]))
         }
-        let limit = Self.captionTripletsLimit * 3
-        if pendingCaptions.count > limit { pendingCaptions.removeFirst(pendingCaptions.count - limit) }
+        while pendingCaptions.count > Self.captionTripletsLimit {
+            pendingCaptions.remove(at: pendingCaptions.firstIndex { !Self.isCEA608($0.0) } ?? 0)
+        }
     }
 
-    /// Gives `frame` (about to be encoded) the captions kept, in place of its own (which are among them).
+    /// Whether a triplet (by its first byte, cc_type in the low two bits) is a CEA-608 field's pair, not CEA-708.
+    private static func isCEA608(_ marker: UInt8) -> Bool { marker & 0x03 < 2 }
+
+    /// Gives `frame` (about to be encoded) the captions kept, in place of its own (which are among them): CEA-608's
+    /// pairs first, then CEA-708's, each in the order they came (CTA-708's order within a picture, as FFmpeg's
+    /// caption queue writes them).
     private func carryCaptions(to frame: Frame) {
         av_frame_remove_side_data(frame.pointer, AV_FRAME_DATA_A53_CC)
         guard !pendingCaptions.isEmpty,
-              let side = av_frame_new_side_data(frame.pointer, AV_FRAME_DATA_A53_CC, pendingCaptions.count) else { return }
-        pendingCaptions.withUnsafeBufferPointer { side.pointee.data.update(from: $0.baseAddress!, count: $0.count) }
+              let side = av_frame_new_side_data(frame.pointer, AV_FRAME_DATA_A53_CC, pendingCaptions.count * 3) else { return }
+        let ordered = pendingCaptions.filter { Self.isCEA608($0.0) } + pendingCaptions.filter { !Self.isCEA608($0.0) }
+        for (index, triplet) in ordered.enumerated() {
+            side.pointee.data[index * 3] = triplet.0
+            side.pointee.data[index * 3 + 1] = triplet.1
+            side.pointee.data[index * 3 + 2] = triplet.2
+        }
         pendingCaptions.removeAll(keepingCapacity: true)
     }
 

@@ -49,9 +49,9 @@ import TestSupport
                     memset(tc_frame_data(picture, Int32(plane)), value, Int(tc_frame_linesize(picture, Int32(plane))) * (plane == 0 ? 240 : 120))
                 }
                 picture.pointee.pts = Int64(index)
-                // Three triplets, each a cc_valid/type byte and a byte pair: a field-1 and a field-2 pair of this
-                // picture's own (its index in them), then padding (not valid).
-                let triplets: [UInt8] = [0xFC, UInt8(index), 0x80, 0xFD, 0x40, UInt8(index), 0xFA, 0x00, 0x00]
+                // Four triplets, each a cc_valid/type byte and a byte pair: a CEA-608 field-1 and field-2 pair and a
+                // CEA-708 one of this picture's own (its index in them), then padding (not valid).
+                let triplets: [UInt8] = [0xFC, UInt8(index), 0x80, 0xFD, 0x40, UInt8(index), 0xFF, 0x20, UInt8(index), 0xFA, 0x00, 0x00]
                 let captions = try #require(av_frame_new_side_data(picture, AV_FRAME_DATA_A53_CC, triplets.count))
                 triplets.withUnsafeBufferPointer { captions.pointee.data.update(from: $0.baseAddress!, count: triplets.count) }
             }
@@ -75,41 +75,60 @@ import TestSupport
         return listed.split(separator: "\n").filter { $0.contains("Closed Captions") }.count
     }
 
-    /// The caption triplets of `path`'s video in order, as FFmpeg's caption reader takes them out of the pictures,
-    /// padding left out; and the most one picture carried.
-    private func captionTriplets(_ path: String) throws -> (valid: [[UInt8]], most: Int) {
+    /// The valid caption triplets of each of `path`'s pictures that has any, in order, as FFmpeg's caption reader
+    /// takes them out of the pictures (padding left out).
+    private func captionTriplets(_ path: String) throws -> [[[UInt8]]] {
         let stream = try Media.scratch().appendingPathComponent("captions.bin").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "movie=\(path)[out0+subcc]", "-map", "0:1", "-c", "copy", "-f", "data", stream])
         let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: stream)))
-        let triplets = stride(from: 0, to: bytes.count - 2, by: 3).map { Array(bytes[$0..<$0 + 3]) }
         let sizes = try Shell.check("ffprobe", ["-v", "error", "-f", "lavfi", "-i", "movie=\(path)[out0+subcc]", "-select_streams", "s",
                                                 "-show_entries", "packet=size", "-of", "csv=p=0"])
-        let most = sizes.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.max() ?? 0
-        return (triplets.filter { $0[0] & 0x04 != 0 }, most / 3)
+        var pictures: [[[UInt8]]] = [], offset = 0
+        for size in sizes.split(separator: "\n").compactMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) {
+            let picture = stride(from: offset, to: offset + size - 2, by: 3).map { Array(bytes[$0..<$0 + 3]) }
+            pictures.append(picture.filter { $0[0] & 0x04 != 0 })
+            offset += size
+        }
+        #expect(offset == bytes.count, "the packets hold the stream")
+        return pictures
     }
 
-    /// At a lower frame rate the captions of the pictures left out go with the next picture kept, before its own,
-    /// as FFmpeg's `ccrepack` puts them: they went with their pictures, and a halved rate lost every other
-    /// picture's captions (garbled). At a much lower rate a picture carries at most 31 triplets (`cc_count` has 5
-    /// bits), the newest, in order.
+    /// Whether `kept` appears in `sent` in the same order (some left out).
+    private func inOrder(_ kept: [[UInt8]], of sent: [[UInt8]]) -> Bool {
+        var next = sent.makeIterator()
+        return kept.allSatisfy { triplet in
+            while let candidate = next.next() { if candidate == triplet { return true } }
+            return false
+        }
+    }
+
+    /// At a lower frame rate the captions of the pictures left out go with the next picture kept, as FFmpeg's
+    /// `ccrepack` puts them: CEA-608's pairs first, then CEA-708's, each in the order sent. They went with their
+    /// pictures, and a halved rate lost every other picture's captions (garbled). At a much lower rate a picture
+    /// carries at most 31 triplets (`cc_count` has 5 bits): CEA-708's give way first.
     @Test func captionsOfPicturesLeftOutGoWithTheNextOne() throws {
         let source = try captionedSource()
-        let sent = try captionTriplets(source).valid
-        #expect(sent.count == 100, "50 pictures of two valid triplets")
+        let sent = try captionTriplets(source).flatMap { $0 }
+        let is608 = { (triplet: [UInt8]) in triplet[0] & 0x03 < 2 }
+        #expect(sent.count == 150, "50 pictures of three valid triplets")
         let folder = try Media.scratch()
         let half = folder.appendingPathComponent("half.mp4").path
         _ = try TranscodeSession(inputPath: source, outputPath: half,
                                  settings: try TranscodeSettings.parse(Data(#"{"video": {"frameRate": 12.5}}"#.utf8))).run()
-        #expect(try captionedPictures(half) >= 25, "every picture of the halved rate")
-        #expect(try captionTriplets(half).valid == sent, "every valid triplet, in order")
+        let halved = try captionTriplets(half)
+        #expect(halved.count >= 25, "every picture of the halved rate")
+        let all = halved.flatMap { $0 }
+        #expect(all.filter(is608) == sent.filter(is608) && all.filter { !is608($0) } == sent.filter { !is608($0) },
+                "every valid triplet, each kind in the order sent")
+        #expect(halved.allSatisfy { picture in picture.drop { is608($0) }.allSatisfy { !is608($0) } }, "CEA-608's first in each picture")
         let slow = folder.appendingPathComponent("slow.mp4").path
         _ = try TranscodeSession(inputPath: source, outputPath: slow,
                                  settings: try TranscodeSettings.parse(Data(#"{"video": {"frameRate": 1}}"#.utf8))).run()
-        let (kept, most) = try captionTriplets(slow)
-        #expect(most <= 31 && kept.count > 31, "at most 31 to a picture: \(most), \(kept.count) in all")
-        var next = sent.makeIterator()
-        #expect(kept.allSatisfy { triplet in while let candidate = next.next() { if candidate == triplet { return true } }; return false },
-                "in the order sent")
+        let pictures = try captionTriplets(slow)
+        let kept = pictures.flatMap { $0 }
+        #expect(pictures.allSatisfy { $0.count <= 31 } && kept.count > 31, "at most 31 to a picture: \(pictures.map(\.count))")
+        #expect(inOrder(kept.filter(is608), of: sent.filter(is608)) && inOrder(kept.filter { !is608($0) }, of: sent.filter { !is608($0) }),
+                "each kind in the order sent")
     }
 
     @Test func captionsGoWithEveryPictureWhateverTheOutputSize() throws {
