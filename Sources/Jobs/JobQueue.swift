@@ -792,7 +792,7 @@ public final class JobQueue: Sendable {
                     resumeLogged = true
                     logger.info("job resumed from its checkpoint", ["job_id": .string(job.id), "seconds": .double(seconds)])
                 }
-                let own: Void? = ownEntry(job.id, token: lease.token) { running in
+                let own: Bool? = ownEntry(job.id, token: lease.token) { running -> Bool in
                     if progress.presentationTime > running.lastTime {
                         running.lastTime = progress.presentationTime
                         running.lastAdvance = now
@@ -806,9 +806,11 @@ public final class JobQueue: Sendable {
                         running.lastAdvance = now
                     }
                     running.progress = progress
+                    return !running.isOvertaken
                 }
-                guard own != nil else { return } // a later attempt here has the job
-                events.publish(job.id, .progress(progress))
+                guard let own else { return } // a later attempt here has the job
+                // One whose lease is lost or given up winds down unheard: its streams follow the job's new attempt.
+                if own { events.publish(job.id, .progress(progress)) }
                 // While a checkpoint is checked the time is 0, and not saved (the claim zeroed the store's; the
                 // first time past the checkpoint is saved as the attempt goes on).
                 if progress.verifying == nil && lastSaved.map({ now - $0 >= .seconds(configuration.progressSaveInterval) }) ?? true {
@@ -854,7 +856,7 @@ public final class JobQueue: Sendable {
                     running.lastAdvance = .now
                     guard running.fetch != progress else { return false }
                     running.fetch = progress
-                    return true
+                    return !running.isOvertaken
                 } ?? false
                 if advanced { events.publish(job.id, .fetching(progress)) }
                 return !token.isCanceled
