@@ -371,6 +371,42 @@ struct HeldRunner: JobRunner {
         #expect(failures.isEmpty, "\(failures)")
     }
 
+    /// A job deleted while its webhook was being sent leaves no delivery behind: the delete kept the delivery (pending
+    /// as it began), and the sender, finishing before the delete committed, still saw the job and kept it too, for
+    /// good (no job row left for retention to find, counted in /metrics for ever). The delete is held here by a
+    /// trigger on a lock the test holds, so the sender finishes in between.
+    @Test func aJobDeletedWhileItsWebhookIsSentLeavesNoDelivery() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = fixture.store
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 0,
+                                      webhooks: JobWebhooks(serverURL: "http://hooks.example/all"))
+        _ = try #require(try store.claimNext(worker: "w", leaseSeconds: 20))
+        let sending = try #require(try store.claimDeliveries(limit: 1, claimSeconds: 60).first)
+        let uri = try #require(fixture.uri)
+        let holder = try PostgresConnection(uri: uri)
+        try holder.execute("""
+            CREATE FUNCTION held_delete() RETURNS trigger AS $$
+            BEGIN PERFORM pg_advisory_lock(7331); PERFORM pg_advisory_unlock(7331); RETURN OLD; END $$ LANGUAGE plpgsql;
+            CREATE TRIGGER held_delete BEFORE DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION held_delete();
+            SELECT pg_advisory_lock(7331);
+            """)
+        let deleted = DispatchSemaphore(value: 0)
+        Thread {
+            try? store.deleteJob(id: job.id)
+            deleted.signal()
+        }.start()
+        #expect(eventually(10) {
+            (try? holder.query("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").first?["n"]) == .integer(1)
+        }, "the delete waits inside its statement")
+        try store.finishDelivery(sending, .delivered(status: 200), payload: Data("{}".utf8))
+        _ = try holder.query("SELECT pg_advisory_unlock(7331)")
+        #expect(deleted.wait(timeout: .now() + 10) == .success)
+        #expect(try store.job(id: job.id) == nil)
+        let left = try store.deliveries(jobID: job.id)
+        #expect(left.isEmpty, "\(left.map(\.state))")
+    }
+
     /// Webhook retries go by the store's clock: with the database's 10 minutes ahead of this node's, a retry in 5 s
     /// is not due at once, and an idle sender is told to wait about 5 s. It was written as this node's time + 5 s,
     /// ten minutes in the database's past: every early retry of the schedule went at once (and a node ahead of the

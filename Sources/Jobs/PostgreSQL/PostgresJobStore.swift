@@ -206,6 +206,10 @@ public final class PostgresJobStore: JobStore, RowRunning {
         // Pending deliveries stay until sent (their rows carry the job); the rest go with the job.
         try query("WITH gone AS (DELETE FROM webhook_deliveries WHERE job_id = ? AND state <> 'pending') DELETE FROM jobs WHERE id = ?",
                   [.text(id), .text(id)])
+        // Again, once the job is gone: a delivery sent meanwhile (pending in the statement's snapshot) whose sender
+        // looked for the job before the delete committed stayed for good, no job row left for retention to find.
+        // A sender that looks after this sees no job and removes its own.
+        try query("DELETE FROM webhook_deliveries WHERE job_id = ? AND state <> 'pending'", [.text(id)])
     }
 
     public func finishedJobs(before time: Double, limit: Int) throws(StoreError) -> [JobOutput] {
