@@ -442,6 +442,11 @@ public final class TusEndpoint: Sendable {
         headers.set("Upload-Offset", String(offset))
         if let length = upload.length, offset == length, upload.completedAt == nil {
             try complete(&upload)
+            // Deleted between this PATCH's last byte and its completion (a DELETE comes in once no PATCH holds the
+            // upload): no job was made and the bytes are gone, which a 204 at the full offset hid from the client.
+            if upload.completedAt == nil, try description(upload.id) == nil {
+                throw refusal(.notFound, "upload_not_found", "The upload \(upload.id) was deleted as this PATCH ended; no job was made.")
+            }
             if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
         } else if upload.completedAt == nil {
             headers.set("Upload-Expires", HTTPDate.format(uploads.expiresAt(upload)))
