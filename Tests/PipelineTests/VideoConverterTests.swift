@@ -4,6 +4,16 @@ import Testing
 
 /// The converter's own frames carry what the encoder needs and nothing of the pictures before.
 @Suite struct VideoConverterTests {
+    /// An 8×4 4:2:0 picture with its buffers.
+    private static func picture() throws -> Frame {
+        let picture = Frame()
+        picture.pointer.pointee.width = 8
+        picture.pointer.pointee.height = 4
+        picture.pointer.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        try #require(av_frame_get_buffer(picture.pointer, 0) == 0)
+        return picture
+    }
+
     /// A picture that already fits is turned upright into the converter's frame: it was given every source
     /// picture's side data on top of what it held (`av_frame_copy_props` adds, never clears), so a portrait HDR
     /// phone video's light levels (and a Dolby Vision RPU, 5 KB) piled up a copy a frame, every reference of the
@@ -16,11 +26,7 @@ import Testing
         let converter = VideoConverter(encoding: encoding, sourceColors: .bt709)
         var sideData: [Int32] = []
         for index in 0..<50 {
-            let picture = Frame()
-            picture.pointer.pointee.width = 8
-            picture.pointer.pointee.height = 4
-            picture.pointer.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-            #expect(av_frame_get_buffer(picture.pointer, 0) == 0)
+            let picture = try Self.picture()
             #expect(av_frame_make_writable(picture.pointer) == 0)
             let light = try #require(av_content_light_metadata_create_side_data(picture.pointer))
             light.pointee.MaxCLL = UInt32(100 + index)
@@ -42,11 +48,7 @@ import Testing
             let converter = VideoConverter(encoding: encoding, sourceColors: .bt709)
             var seen: [[UInt8]] = []
             for index in 0..<4 {
-                let picture = Frame()
-                picture.pointer.pointee.width = 8
-                picture.pointer.pointee.height = 4
-                picture.pointer.pointee.format = AV_PIX_FMT_YUV420P.rawValue
-                #expect(av_frame_get_buffer(picture.pointer, 0) == 0)
+                let picture = try Self.picture()
                 if index < 3 {
                     let captions = try #require(av_frame_new_side_data(picture.pointer, AV_FRAME_DATA_A53_CC, 3))
                     captions.pointee.data.update(repeating: UInt8(index + 1), count: 3)
