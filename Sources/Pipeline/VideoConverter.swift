@@ -59,27 +59,11 @@ final class VideoConverter {
         } else {
             // Made grey from bits, its levels are full range (0 and 255) whatever the stream's tags say.
             try scale(frame, into: layout.destination, fullRange: fromBits || sourceColors.range == AVCOL_RANGE_JPEG)
-            Self.carryCaptions(from: frame, to: scaled)
             upright = scaled
         }
         guard encoding.rotation != 0 || encoding.mirrored else { return upright }
         try rotate(upright)
-        Self.carryCaptions(from: frame, to: rotated)
         return rotated
-    }
-
-    /// Closed captions (CEA-608/708 in ATSC A/53 side data) go with their picture into a frame the converter made,
-    /// as through FFmpeg's filters, and x264 writes them into the stream (its `a53cc` is on): they were kept only
-    /// when a picture went to the encoder as it came (same size and format), so a ladder's rungs had them or not by
-    /// size. The frame lives the whole stream: a caption of a picture before is taken off first.
-    static func carryCaptions(from source: Frame, to target: Frame) {
-        av_frame_remove_side_data(target.pointer, AV_FRAME_DATA_A53_CC)
-        guard let captions = av_frame_get_side_data(source.pointer, AV_FRAME_DATA_A53_CC),
-              let reference = av_buffer_ref(captions.pointee.buf) else { return }
-        if av_frame_new_side_data_from_buf(target.pointer, AV_FRAME_DATA_A53_CC, reference) == nil {
-            var unused: UnsafeMutablePointer<AVBufferRef>? = reference
-            av_buffer_unref(&unused)
-        }
     }
 
     private static func isBitstream(_ format: Int32) -> Bool {

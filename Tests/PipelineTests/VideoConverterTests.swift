@@ -36,30 +36,4 @@ import Testing
         }
         #expect(sideData.allSatisfy { $0 <= 1 }, "side data entries of the turned picture: \(sideData.suffix(5))")
     }
-
-    /// A picture's captions (A/53) go with it into the frame the converter made, turned or scaled, and only its own:
-    /// a picture without any after one with them gets none.
-    @Test func aConvertedPictureCarriesItsOwnCaptions() throws {
-        for rotation in [90, 0] {
-            let encoding = VideoEncoding(width: rotation == 90 ? 4 : 16, height: 8, scaledWidth: rotation == 90 ? 8 : 16, scaledHeight: rotation == 90 ? 4 : 8,
-                                         cropX: 0, cropY: 0, cropWidth: 0, cropHeight: 0, rotation: rotation, sourceWidth: 8, sourceHeight: 4,
-                                         sourceAspect: 2, averageBitRate: 1, maxKeyFrameInterval: 60, profile: "high", level: 40, preset: "ultrafast",
-                                         frameRate: AVRational(num: 30, den: 1), timeBase: AVRational(num: 1, den: 30), colors: .bt709)
-            let converter = VideoConverter(encoding: encoding, sourceColors: .bt709)
-            var seen: [[UInt8]] = []
-            for index in 0..<4 {
-                let picture = try Self.picture()
-                if index < 3 {
-                    let captions = try #require(av_frame_new_side_data(picture.pointer, AV_FRAME_DATA_A53_CC, 3))
-                    captions.pointee.data.update(repeating: UInt8(index + 1), count: 3)
-                }
-                let converted = try converter.convert(picture)
-                #expect(converted !== picture, "converted into the converter's own frame")
-                let carried = av_frame_get_side_data(converted.pointer, AV_FRAME_DATA_A53_CC)
-                seen.append(carried.map { Array(UnsafeBufferPointer(start: $0.pointee.data, count: Int($0.pointee.size))) } ?? [])
-                #expect(converted.pointer.pointee.nb_side_data <= 1)
-            }
-            #expect(seen == [[1, 1, 1], [2, 2, 2], [3, 3, 3], []], "rotation \(rotation): \(seen)")
-        }
-    }
 }
