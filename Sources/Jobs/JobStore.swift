@@ -39,7 +39,7 @@ public protocol JobStore: AnyObject, Sendable {
     // MARK: Jobs for the API
 
     /// Queues a new job on an existing upload (`upload_not_found`, `watermark_not_found` otherwise), with the id
-    /// given (a new one for nil); its state changes go to `webhooks`.
+    /// given (a new one for nil; `job_exists` when a job has it); its state changes go to `webhooks`.
     func createJob(id: String?, input: String, settings: TranscodeSettings, priority: Int, webhooks: JobWebhooks) throws(StoreError) -> Job
     func job(id: String) throws(StoreError) -> Job?
     /// When the job last changed (seconds since 1970), or nil if there is no such job: a cheap check for caches.

@@ -312,6 +312,8 @@ public final class TranscoderAPI: Sendable {
                                       webhooks: JobWebhooks(serverURL: serverWebhookURL))
         } catch where error.code == "watermark_not_found" {
             throw HTTPError(.unprocessableContent, "invalid_settings", "settings.filters.video.watermark.upload: \(error.message)")
+        } catch where error.code == "job_exists" {
+            return id // another completion of this upload (another node's, or one recovering it) made it meanwhile
         } catch {
             throw storeFailure(error)
         }

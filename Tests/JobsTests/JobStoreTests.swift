@@ -316,6 +316,22 @@ import TestSupport
         #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1).map(\.id) == [input.id])
     }
 
+    /// A job made under an id another job has is refused as such (a second completion of one tus upload finds
+    /// the first's job by it), not named a missing watermark or a store failure.
+    @Test(arguments: backends) func aSecondJobUnderOneIdIsRefusedAsAJobThatExists(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let input = try fixture.upload(try Media.path(.audioOnly))
+        let mark = try fixture.upload(try Media.path(.audioOnly))
+        let marked = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "\#(mark.id)"}}}}"#.utf8))
+        for settings in [TranscodeSettings(), marked] {
+            let id = UUID().uuidString.lowercased()
+            let first = try fixture.store.createJob(id: id, input: input.id, settings: settings, priority: 0, webhooks: JobWebhooks())
+            #expect { try fixture.store.createJob(id: id, input: input.id, settings: settings, priority: 0, webhooks: JobWebhooks()) }
+                throws: { ($0 as? StoreError)?.code == "job_exists" }
+            #expect(try fixture.store.job(id: id)?.createdAt == first.createdAt)
+        }
+    }
+
     @Test(arguments: backends) func finishedJobsAreListedOldestFirst(_ backend: StoreBackend) throws {
         let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))

@@ -126,6 +126,8 @@ public final class PostgresJobStore: JobStore, RowRunning {
             throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").", sqlState: error.sqlState)
         } catch where error.isStillReferenced {
             throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).", sqlState: error.sqlState)
+        } catch where error.isDuplicate {
+            throw StoreError(code: "job_exists", message: "A job has the id \(id) already.", sqlState: error.sqlState)
         }
     }
 

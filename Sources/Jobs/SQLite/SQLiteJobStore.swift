@@ -150,9 +150,11 @@ public final class SQLiteJobStore: JobStore, RowRunning {
                     """,
                     [.text(job.id), .text(JobRows.json(settings)), .text(input), watermark.map(SQLValue.text) ?? .null,
                      .integer(Int64(priority)), .real(now), .real(now)] + hooks.map(\.1))
-            } catch where error.isConstraint && watermark != nil {
+            } catch where error.isStillReferenced && watermark != nil {
                 throw StoreError(code: "watermark_not_found", message: "No upload has the id \(watermark ?? "").",
                                  resultCode: error.resultCode)
+            } catch where error.isDuplicate {
+                throw StoreError(code: "job_exists", message: "A job has the id \(job.id) already.", resultCode: error.resultCode)
             }
         }
         return job

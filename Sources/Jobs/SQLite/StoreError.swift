@@ -34,4 +34,10 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     public var isStillReferenced: Bool {
         resultCode == SQLITE_CONSTRAINT | (3 << 8) || sqlState == "23503" // SQLITE_CONSTRAINT_FOREIGNKEY, foreign_key_violation
     }
+
+    /// Whether the database refused a row because another has its key (SQLite: its primary key; PostgreSQL: any
+    /// unique key).
+    public var isDuplicate: Bool {
+        resultCode == SQLITE_CONSTRAINT | (6 << 8) || sqlState == "23505" // SQLITE_CONSTRAINT_PRIMARYKEY, unique_violation
+    }
 }
