@@ -805,6 +805,52 @@ def scenario_recovery(browser, base, path, report, token):
     report["waitingSingleReads"] = len([r for r in singles()[before:] if waiting in r["url"]])
 
 
+def scenario_watched(browser, base, path, report, token, other):
+    """Two jobs made elsewhere, one running and one waiting, both streamed; pushed past the list's end by 50 newer
+    jobs that end at once; then the waiting one deleted through `other`, another node of the cluster (the page's
+    node sees it gone, with no last state)."""
+    browser.navigate(base + "/")
+    browser.wait("!document.querySelector('#app').hidden")
+    browser.wait("document.querySelectorAll('#jobs li').length >= 2", timeout=20)
+    states = browser.eval("Object.fromEntries([...document.querySelectorAll('#jobs li')].map(li => [li.dataset.job, li.dataset.state]))")
+    waiting = next(ident for ident, state in states.items() if state == "queued")
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+
+    def call(method, url, body=None):
+        connection.request(method, url, body=body, headers={"Content-Type": "application/json"} if body else {})
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    upload = json.loads(call("GET", f"/v1/jobs/{waiting}")[1])["input"]["id"]
+    newest = None
+    for _ in range(50):
+        newest = json.loads(call("POST", "/v1/jobs", json.dumps({"input": upload}))[1])["id"]
+        call("POST", f"/v1/jobs/{newest}/cancel")
+    # The page has read a list naming the newest (the two past its end), and streams the waiting job: it opened
+    # its stream last, after any of the newer jobs' (one of them, waiting for a moment, may have taken its place).
+    browser.wait(f"document.querySelector('#jobs li[data-job=\"{newest}\"]')?.dataset.state === 'canceled' || null", timeout=30)
+    running = next(ident for ident in states if ident != waiting)
+    streams = lambda: len(browser.requests("GET", f"/v1/jobs/{waiting}/events"))
+    deadline = time.time() + 30
+    while True:
+        opened = [r["url"].split("/v1/jobs/")[1].split("/")[0] for r in browser.requests("GET", "/events")]
+        if [ident for ident in opened if ident != running][-1:] == [waiting]:
+            break
+        if time.time() > deadline:
+            raise TimeoutError(f"the page did not stream the waiting job again: {opened}")
+        browser.pump(0.2)
+    browser.pump(1)
+    report["waitingListed"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{waiting}\"]')?.dataset.state || null")
+    connection.close()
+    connection = http.client.HTTPConnection(other.split("//")[1], timeout=10)
+    report["deleteStatus"] = call("DELETE", f"/v1/jobs/{waiting}")[0]
+    connection.close()
+    report["waitingGone"] = browser.wait(f"document.querySelector('#jobs li[data-job=\"{waiting}\"]') ? null : true", timeout=20)
+    # Once gone, its stream is not opened again.
+    opened = streams()
+    browser.pump(11)
+    report["streamsAfterGone"] = streams() - opened
+
+
 class StallingRelay:
     """A TCP relay in front of the server that, once, stops forwarding a PATCH after `after` bytes of it and holds
     both its connections open without a word (a flow a NAT dropped, a proxy that stopped reading); all else passes."""
@@ -907,6 +953,8 @@ def main():
     scenario, base, artifacts, path = sys.argv[1:5]
     token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else ""
     settings = sys.argv[sys.argv.index("--settings") + 1] if "--settings" in sys.argv else None
+    if "--other" in sys.argv:  # another node's address, for the scenario's own requests
+        settings = sys.argv[sys.argv.index("--other") + 1]
     report = {"scenario": scenario}
     browser = Browser(tempfile.mkdtemp(prefix="chromium-"), artifacts)
     try:

@@ -243,10 +243,14 @@ export class JobList {
     stream.onerror = () => {
       // The server ends the stream after a terminal state; otherwise the browser would reconnect on its own, but
       // the job may have ended meanwhile (or the session expired): the job is read at the next refresh, which
-      // streams it again if it is still active.
+      // streams it again if it is still active. One the list does not name (past its end) is read alone now: the
+      // next refresh streamed it again before reading the unwatched, so one deleted elsewhere (its stream ends,
+      // 404 again) was never read alone and stayed, a stream opened and refused every few seconds.
       stream.close();
       this.streams.delete(id);
-      if (!ended(this.jobs.get(id)?.state)) this.onStreamError();
+      if (ended(this.jobs.get(id)?.state)) return;
+      this.onStreamError();
+      if (this.jobs.has(id) && !this.listed.has(id)) this.readAlone(id);
     };
   }
 
@@ -256,16 +260,19 @@ export class JobList {
     // Hidden, none is streamed: the list's own reading is enough until the page is shown.
     const unwatched = document.hidden ? [] : [...this.jobs.values()].filter((job) =>
       (job.state === "queued" || job.state === "running") && !this.streams.has(job.id) && !this.listed.has(job.id));
-    for (const job of unwatched) {
-      try {
-        this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(job.id)}`, { timeout: readTimeout }));
-      } catch (error) {
-        // Deleted elsewhere: past the list's first page nothing else would take it off (it stayed "queued" with
-        // buttons that answer 404, read again every few seconds). Anything else: next time.
-        if (error.status === 404) this.remove(job.id);
-      }
-    }
+    for (const job of unwatched) await this.readAlone(job.id);
     this.watchActive();
+  }
+
+  // Reads a job on its own.
+  async readAlone(id) {
+    try {
+      this.upsert(await request("GET", `/v1/jobs/${encodeURIComponent(id)}`, { timeout: readTimeout }));
+    } catch (error) {
+      // Deleted elsewhere: past the list's first page nothing else would take it off (it stayed "queued" with
+      // buttons that answer 404, read again every few seconds). Anything else: next time.
+      if (error.status === 404) this.remove(id);
+    }
   }
 
   async act(event, id) {
