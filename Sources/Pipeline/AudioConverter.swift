@@ -164,6 +164,7 @@ final class AudioConverter {
     private func configure(for input: AVFrame) throws(MediaError) {
         let key = (input.format, input.sample_rate, input.ch_layout.nb_channels)
         if resampler != nil && resamplerInput == key { return }
+        try MediaLimits.check(sampleRate: Int(input.sample_rate))
         if resampler != nil { try resample(input: nil, samples: 0) }
         swr_free(&resampler)
         av_channel_layout_uninit(&inputLayout)

@@ -8,6 +8,11 @@ public struct MediaLimits: Sendable, Equatable, Codable {
     /// Largest accepted decoded picture, in bytes (width × height × bytes per pixel of the source format).
     public var maxFrameBytes: Int
 
+    /// Highest accepted audio sample rate, in hertz: twice the highest any recorder or format in use makes (DXD's
+    /// 352.8 kHz, 384 kHz PCM). A header can claim a billion (an 8 KB WAV did): the resampler's set-up then took
+    /// half a minute and gigabytes in one call no cancel could stop, and failed the job as having no audio.
+    public static let maxSampleRate = 768_000
+
     /// 6 hours, 8192 pixels, 512 MiB.
     public init(maxDuration: Double = 6 * 3600, maxDimension: Int = 8192, maxFrameBytes: Int = 512 * 1024 * 1024) {
         self.maxDuration = maxDuration
@@ -28,7 +33,16 @@ public struct MediaLimits: Sendable, Equatable, Codable {
                                  message: "A decoded \(width)×\(height) picture would take \(Int(bytes / 1_048_576)) MiB; the limit is \(maxFrameBytes / 1_048_576) MiB.")
             }
         }
+        if track.mediaType == .audio, let rate = track.sampleRate { try Self.check(sampleRate: rate) }
         if let duration = track.duration { try checkDeclared(duration: duration) }
+    }
+
+    /// Throws `input_too_large` when audio is sampled faster than `maxSampleRate` (a stream can change its rate
+    /// part-way: checked again as it is decoded).
+    static func check(sampleRate rate: Int) throws(MediaError) {
+        guard rate > maxSampleRate else { return }
+        throw MediaError(code: "input_too_large",
+                         message: "The input's audio is sampled at \(rate) Hz; the highest accepted rate is \(maxSampleRate) Hz.")
     }
 
     /// Throws `input_too_long` when a declared duration (of a track or the file), in seconds, is over the limit.

@@ -97,6 +97,17 @@ import TestSupport
             Case(name: "5.1 audio", file: "surround.mka", make: lavfi(nil, "sine", aac + ["-af", "pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0"]),
                  outcome: .succeeds(["a"])),
             Case(name: "mono 8 kHz", file: "mono8k.wav", make: lavfi(nil, "sine=r=8000", ["-ac", "1"]), outcome: .succeeds(["a"])),
+            // An 8 KB WAV whose header claims a billion samples a second: its resampler took half a minute and more
+            // than a gigabyte to set up, in one call no cancel stops, and the job failed as having no audio.
+            Case(name: "a billion hertz", file: "ghz.wav", make: { path in
+                func le(_ value: UInt32) -> Data { withUnsafeBytes(of: value.littleEndian) { Data($0) } }
+                func le(_ value: UInt16) -> Data { withUnsafeBytes(of: value.littleEndian) { Data($0) } }
+                let rate: UInt32 = 1_000_000_000, samples = Data((0..<8000).map { UInt8(truncatingIfNeeded: $0 * 37) })
+                var data = Data("RIFF".utf8) + le(UInt32(36 + samples.count)) + Data("WAVEfmt ".utf8) + le(UInt32(16))
+                data += le(UInt16(1)) + le(UInt16(1)) + le(rate) + le(rate * 2) + le(UInt16(2)) + le(UInt16(16))
+                data += Data("data".utf8) + le(UInt32(samples.count)) + samples
+                try data.write(to: URL(fileURLWithPath: path))
+            }, outcome: .fails("input_too_large")),
             Case(name: "HEVC", file: "hevc.mp4", make: lavfi("testsrc2=s=320x240", nil, ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error"]),
                  outcome: .succeeds(["v"])),
             Case(name: "HDR10 (PQ, BT.2020, 10-bit HEVC), tone-mapped", file: "hdr10.mp4",
