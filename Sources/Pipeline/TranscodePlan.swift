@@ -425,6 +425,9 @@ private final class AudioPath {
     private var filters: FilterGraph?
     /// Sample rate, format and channel count the current graph was built for.
     private var filterInput: (rate: Int32, format: Int32, channels: Int32)?
+    /// The sample rate the stream was opened with, and the last frame's stamp (source time base) and length.
+    private let declaredRate: Int32
+    private var previous: (source: Int64, samples: Int32)?
     /// Where the graph's output starts on the output timeline (1/sampleRate units); set by the first frame.
     private var filterStart: Int64?
     /// Whether the graph's first output has been placed at `filterStart`.
@@ -433,6 +436,7 @@ private final class AudioPath {
     init(track: Track, timeBase: AVRational, encoding: AudioEncoding, filters: FilterSettings?, limits: MediaLimits,
          output: any TranscodeOutput) throws(MediaError) {
         self.track = track.index
+        declaredRate = Int32(clamping: track.sampleRate ?? 0)
         sourceTimeBase = timeBase
         timeline = output.timeline
         filterSettings = filters
@@ -442,7 +446,8 @@ private final class AudioPath {
     }
     func append(_ frame: Frame) throws(MediaError) {
         let value = frame.pointer.pointee
-        let source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
+        var source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
+        if isGuessedAtAnotherRate(source, value) { source = FFmpeg.noPTS }
         let timestamp = source == FFmpeg.noPTS ? nil : timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
         if let timestamp {
             // A clock that leaps far ahead would otherwise be filled with hours of silence.
@@ -475,6 +480,18 @@ private final class AudioPath {
             ? FFmpeg.noPTS : timeline.convert(source, from: sourceTimeBase, to: AVRational(num: 1, den: value.sample_rate))
         try filters?.push(frame)
         try filters?.drain(place)
+    }
+
+    /// Whether `source`, the stamp of a frame at another rate than the stream declared, is one the demuxer made
+    /// up: frames that carry no time of their own (all of raw AAC's, all but a transport stream packet's first) are
+    /// stamped one after another by the rate the stream was opened with, so after a change of rate (recordings
+    /// joined, a broadcast switching from 48 to 22.05 kHz) frames of 46 ms came 21 ms apart, taken for overlaps and
+    /// cut every few frames, silence filled in behind. Such a frame follows on from the one before instead.
+    private func isGuessedAtAnotherRate(_ source: Int64, _ value: AVFrame) -> Bool {
+        defer { previous = source == FFmpeg.noPTS ? nil : (source, value.nb_samples) }
+        guard declaredRate > 0, value.sample_rate != declaredRate, source != FFmpeg.noPTS, let previous else { return false }
+        let made = previous.source + av_rescale_q(Int64(previous.samples), AVRational(num: 1, den: declaredRate), sourceTimeBase)
+        return abs(source - made) <= 1
     }
 
     func finish() throws(MediaError) {
