@@ -546,9 +546,12 @@ public final class JobQueue: Sendable {
             // holding it (the heartbeat renews the lease), or every attempt is spent in a few milliseconds.
             // Doubling, at most 8 s; the wait is not a stall; a cancel or a shutdown ends it (a shutdown sends the
             // job back without spending an attempt).
-            // A URL that failed waits longer (5 s, 10 s, … at most a minute): a server restarting or shedding load.
+            // A URL that failed waits longer (5 s, 10 s, … at most a minute): a server restarting or shedding load;
+            // or as long as its `Retry-After` asks, if longer, up to five minutes (the three attempts were spent in
+            // 15 s on a server that said to come back in 30).
             let (base, longest) = error.passing ? (configuration.fetchBackoff, 60.0) : (configuration.unavailableBackoff, 8.0)
-            let seconds = min(longest, base * Double(1 << min(10, max(0, claimed.attempts - 1))))
+            let seconds = max(min(longest, base * Double(1 << min(10, max(0, claimed.attempts - 1)))),
+                              min(error.retryAfter ?? 0, Self.longestRetryAfter))
             Self.pause(seconds, endingWhen: { token.isCanceled || self.stopping }) {
                 _ = ownEntry(id, token: lease.token) { $0.lastAdvance = .now }
             }
@@ -866,7 +869,7 @@ public final class JobQueue: Sendable {
             // a moment, as a webhook's does: the job is tried again, up to its attempts.
             let passing = ["connection_failed", "stalled"].contains(error.code)
                 || error.code == "http_status" && error.status.map { [408, 425, 429].contains($0) || (500...599).contains($0) } == true
-            throw MediaError(code: error.code, message: error.message, passing: passing)
+            throw MediaError(code: error.code, message: error.message, passing: passing, retryAfter: error.retryAfter)
         }
         // The probe (bounded by --probe-timeout, which may be longer than --stall-timeout) and the flush to disk
         // (gigabytes, on slow storage) have no bytes to count: the job is alive meanwhile, beaten once a second.
@@ -1113,13 +1116,15 @@ public final class JobQueue: Sendable {
         }
     }
 
+    /// Jobs retention reads at a time.
+    static let retentionBatch = 500
+    /// The longest a job waits, holding its worker, for an input URL's server that asked (`Retry-After`), seconds.
+    static let longestRetryAfter = 300.0
+
     /// Deletes finished jobs that ended before `time` (seconds since 1970), with their outputs, and uploads no job
     /// uses any more that are older than `time`. Queued and running jobs are never touched. A row goes first and its
     /// file only once the row is gone: an upload a new job took meanwhile stays (the store refuses its deletion), and
     /// one item that fails is logged and passed over.
-    /// Jobs retention reads at a time.
-    static let retentionBatch = 500
-
     public func sweep(olderThan time: Double) throws(StoreError) {
         try sweep(olderThan: time, batch: Self.retentionBatch)
     }

@@ -6,10 +6,13 @@ public struct OutboundError: Error, Sendable, Equatable {
     public let message: String
     /// The final answer's status, when there was one.
     public let status: Int?
+    /// Seconds the server asked to be left alone for (`Retry-After` on a 429 or 503), when it said.
+    public let retryAfter: Double?
 
-    public init(code: String, message: String, status: Int? = nil) {
+    public init(code: String, message: String, status: Int? = nil, retryAfter: Double? = nil) {
         self.code = code
         self.message = message
         self.status = status
+        self.retryAfter = retryAfter
     }
 }

@@ -65,7 +65,10 @@ public struct URLFetcher: Sendable {
                 return nil
             }, progress: progress)
             guard (200..<300).contains(response.status) else {
-                throw OutboundError(code: "http_status", message: "The server answered \(response.status) for the URL.", status: response.status)
+                let wait = [429, 503].contains(response.status)
+                    ? HTTPDate.retryAfter(response.header("retry-after"), now: Date().timeIntervalSince1970) : nil
+                throw OutboundError(code: "http_status", message: "The server answered \(response.status) for the URL.",
+                                    status: response.status, retryAfter: wait)
             }
             closed = true
             guard close(descriptor) == 0 else {

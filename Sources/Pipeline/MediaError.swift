@@ -12,12 +12,15 @@ public struct MediaError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Whether the same work may well succeed a little later (a server that answered 503 for the input's URL): the
     /// job then goes back to the queue, up to its attempts, rather than fail.
     public let passing: Bool
+    /// For a passing failure, seconds the other end asked to be left alone for (a `Retry-After`), when it said.
+    public let retryAfter: Double?
 
-    public init(code: String, message: String, averror: Int32? = nil, passing: Bool = false) {
+    public init(code: String, message: String, averror: Int32? = nil, passing: Bool = false, retryAfter: Double? = nil) {
         self.code = code
         self.message = message
         self.averror = averror
         self.passing = passing
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code): \(message)" }

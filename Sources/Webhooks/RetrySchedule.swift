@@ -17,13 +17,5 @@ public struct RetrySchedule: Sendable, Equatable {
     }
 
     /// Seconds a `Retry-After` value asks for (a number of seconds, or an HTTP date after `now`), at most 24 h.
-    public static func retryAfter(_ value: String?, now: Double) -> Double? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-        // delay-seconds is digits only (RFC 9110 §10.2.3): not `1e3`, `0x10`, `inf` or `5.5`.
-        if value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let seconds = Double(value) {
-            return min(seconds, 86_400)
-        }
-        guard let date = HTTPDate.parse(value, now: now) else { return nil }
-        return min(max(0, date - now), 86_400)
-    }
+    public static func retryAfter(_ value: String?, now: Double) -> Double? { HTTPDate.retryAfter(value, now: now) }
 }

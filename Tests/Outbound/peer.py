@@ -12,6 +12,7 @@ GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /late-media/NAME  the same, answered 8 s after the request
 GET /flaky-media/NAME  503 to the first request for NAME, then the file
+GET /busy-media/NAME  503 with Retry-After: 16 for 16 s after the first request for NAME, then the file
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
 GET /silent         a 1 MB body's head, then nothing
@@ -114,6 +115,15 @@ class Handler(BaseHTTPRequestHandler):
                 count = seen[("flaky-media", name)]
             if count == 1:
                 self.answer(503, b"busy")
+            else:
+                with open(os.path.join(media, name), "rb") as source:
+                    self.answer(200, source.read(), (("Content-Type", "video/mp4"),))
+        elif url.path.startswith("/busy-media/"):
+            name = os.path.basename(url.path)
+            with lock:
+                first = seen.setdefault(("busy-media", name), time.time())
+            if time.time() - first < 16:
+                self.answer(503, b"busy", (("Retry-After", "16"),))
             else:
                 with open(os.path.join(media, name), "rb") as source:
                     self.answer(200, source.read(), (("Content-Type", "video/mp4"),))

@@ -278,6 +278,14 @@ import TestSupport
         let tries = peer.requests().filter { $0["path"] as? String == "/flaky-media/later.mp4" }.compactMap { $0["received"] as? Double }
         #expect(tries.count == 2 && tries[1] - tries[0] >= 4.5, "asked again after the wait: \(tries)")
         #expect(try open.json("/v1/jobs/\(later)").object["attempts"] as? Int == 2)
+        // One that asks to be left alone longer (503 with Retry-After: 16, for 16 s) is asked again when it said: the
+        // three attempts were spent 5 and 10 s apart, and the job failed.
+        try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: peer.media.appendingPathComponent("busy.mp4").path)
+        let busy = try #require(try create(open, #"{"url": "\#(peer.base)/busy-media/busy.mp4"}"#).object["id"] as? String)
+        #expect(try eventually(90) { ["succeeded", "failed"].contains(try open.json("/v1/jobs/\(busy)").object["state"] as? String ?? "") })
+        let asks = peer.requests().filter { $0["path"] as? String == "/busy-media/busy.mp4" }.compactMap { $0["received"] as? Double }
+        #expect(try open.json("/v1/jobs/\(busy)").object["state"] as? String == "succeeded" && asks.count == 2
+                && asks[1] - asks[0] >= 15.5, "asked again when the server said: \(asks), \((try? open.json("/v1/jobs/\(busy)").object) ?? [:])")
         // Canceled while the download hangs: it stops at once.
         let hanging = try #require(try create(open, #"{"url": "\#(peer.base)/stall"}"#).object["id"] as? String)
         #expect(try eventually(30) { (try open.json("/v1/jobs/\(hanging)").object["progress"] as? [String: Any])?["phase"] as? String == "fetching" })
