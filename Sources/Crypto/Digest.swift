@@ -22,6 +22,18 @@ public final class Digest {
         precondition(context != nil && EVP_DigestInit_ex(context, type, nil) == 1, "\(algorithm) is unavailable")
     }
 
+    private init(_ algorithm: Algorithm, context: OpaquePointer?) {
+        self.algorithm = algorithm
+        self.context = context
+    }
+
+    /// Another digest in the state this one is in now, going on by itself from here.
+    public func copy() -> Digest {
+        let other = EVP_MD_CTX_new()
+        precondition(other != nil && EVP_MD_CTX_copy_ex(other, context) == 1, "copying a \(algorithm) digest failed")
+        return Digest(algorithm, context: other)
+    }
+
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }
         EVP_DigestUpdate(context, bytes.baseAddress, bytes.count)

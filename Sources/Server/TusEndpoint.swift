@@ -387,7 +387,6 @@ public final class TusEndpoint: Sendable {
         }
         _ = try body.complete(answering: Self.answer)
         if body.chunkDiscarded {
-            digests.remove(request.parameters["id"] ?? "")
             throw refusal(.checksumMismatch, "checksum_mismatch", "Upload-Checksum: the chunk does not match; nothing of it was kept.")
         }
         var upload = try current(request)

@@ -83,6 +83,8 @@ final class UploadWriter: @unchecked Sendable {
     private let finishesHash: Bool
     /// Made on the file thread when fresh: the first one in the process loads OpenSSL's configuration file.
     private var hasher: Digest?
+    /// Appending: the hash as it was before this writer's bytes, handed back if they are taken back.
+    private var hasherAtStart: Digest?
     private var needsHasher: Bool
     private var checksum: Digest?
     /// The checksum the bytes must have (a tus chunk's `Upload-Checksum`); otherwise they are taken back.
@@ -214,6 +216,7 @@ final class UploadWriter: @unchecked Sendable {
                     let error = IOError(errnoCode: errno, reason: "taking a chunk back")
                     shared.withLock { $0.failure = $0.failure ?? error }
                     settles = false // still to be taken back, by whoever holds the file next
+                    hasherAtStart = nil
                 }
             } else {
                 takeBack = false
@@ -222,11 +225,18 @@ final class UploadWriter: @unchecked Sendable {
             let opened = descriptor >= 0
             let end: Int64? = if case .append = opening, opened { takeBack ? startSize : startSize + written } else { nil }
             // Before the file (and its lock) is let go: the next PATCH, which takes the hash once it holds the lock's
-            // turn, finds it.
-            if let handBack, !finishesHash, let hasher, let end, !takeBack, failure == nil {
-                handBack(hasher, end)
-                self.hasher = nil
+            // turn, finds it. Bytes taken back (a checksum that did not match, a chunk past the length, one cut
+            // short that had a checksum) leave the hash as it was before them: dropped, the final PATCH read the
+            // whole file again to hash it (20 GiB inside one request).
+            if let handBack, !finishesHash, let end {
+                if !takeBack, failure == nil, let hasher {
+                    handBack(hasher, end)
+                    self.hasher = nil
+                } else if takeBack, let hasherAtStart {
+                    handBack(hasherAtStart, end)
+                }
             }
+            hasherAtStart = nil
             closeFile()
             let digest = finishesHash ? (hasher ?? Digest()).finish() : ""
             shared.withLock { shared in
@@ -334,6 +344,7 @@ final class UploadWriter: @unchecked Sendable {
                 (descriptor, limit) = try open(path)
                 startSize = Int64(lseek(descriptor, 0, SEEK_END))
                 if let resumedHash { hasher = resumedHash() }
+                hasherAtStart = handBack == nil ? nil : hasher?.copy()
             } catch {
                 descriptor = -1
                 shared.withLock { $0.failure = $0.failure ?? error }

@@ -221,7 +221,8 @@ import TestSupport
     /// The running hash survives a PATCH cut short: it went back for the next PATCH only after a whole one, so
     /// after the first dropped connection the final PATCH read the whole file again to hash it (minutes for a large
     /// upload, before its answer). Seen from the server's own reads (`rchar` of /proc/PID/io) during the final
-    /// PATCH: the last 8 MiB from the socket, not the 48 MiB file again.
+    /// PATCH: the last 8 MiB from the socket, not the 48 MiB file again. Chunks taken back (a checksum that does not
+    /// match, past the length) leave it as it was too: they dropped it.
     @Test func aPatchCutShortKeepsTheRunningHash() throws {
         let server = try TestServer()
         // A clip with a 48 MiB `free` box after it (MP4 readers step over it): media, and large.
@@ -245,9 +246,16 @@ import TestSupport
             offset = Int(try head(server, path).headers["upload-offset"] ?? "") ?? 0
             return offset == 40 << 20
         }, "the cut-short PATCH's bytes stay: \(offset)")
-        // A PATCH at a stale offset is refused and leaves the hash where it was.
+        // A PATCH at a stale offset is refused and leaves the hash where it was; so do a chunk whose checksum does
+        // not match and one past the upload's length, both taken back (the hash went with them).
         #expect(try patch(server, path, offset: 1, body: "x").status == 409)
+        let wrong = ["-H", "Upload-Checksum: sha1 " + Data(repeating: 7, count: 20).base64EncodedString()]
+        #expect(try patch(server, path, offset: offset, body: "not these bytes", wrong).status == 460)
         let rest = try Media.scratch().appendingPathComponent("rest.bin")
+        try (bytes.suffix(from: offset) + Data("one too many".utf8)).write(to: rest)
+        let over = try server.curl(path, ["-X", "PATCH", "-T", rest.path, "-H", "Upload-Offset: \(offset)"] + Self.version + Self.chunk)
+        #expect(over.status == 413, "\(over)")
+        #expect(Int(try head(server, path).headers["upload-offset"] ?? "") == offset)
         try bytes.suffix(from: offset).write(to: rest)
         func reads() throws -> Int {
             let io = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/io", encoding: .utf8)
