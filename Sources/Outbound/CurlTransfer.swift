@@ -91,6 +91,9 @@ public final class CurlTransfer {
         defer { curl_slist_free_all(headerList) }
         for (name, value) in request.headers { headerList = curl_slist_append(headerList, "\(name): \(value)") }
         headerList = curl_slist_append(headerList, "Expect:")
+        var resolveList: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(resolveList) }
+        for entry in request.resolving { resolveList = curl_slist_append(resolveList, entry) }
 
         var code = state.errorText.withUnsafeMutableBufferPointer { errorText -> CURLcode in
             set(CURLOPT_ERRORBUFFER, pointer: errorText.baseAddress)
@@ -105,6 +108,7 @@ public final class CurlTransfer {
             set(CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000))
             set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(request.timeout, 10) * 1000))
             set(CURLOPT_HTTPHEADER, pointer: headerList)
+            if resolveList != nil { set(CURLOPT_RESOLVE, pointer: resolveList) }
             if let maxBytes = request.maxBytes { tc_curl_set_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxBytes)) }
             if request.method == "POST" {
                 set(CURLOPT_POST, 1)

@@ -21,6 +21,10 @@ public struct OutboundRequest: Sendable {
     /// Whether the answer's body is read: without, the exchange ends once the final answer's status and headers are
     /// in (a webhook receiver that answers 200 and then takes its time over the body has still answered 200).
     public var readsBody = true
+    /// Addresses given for names instead of asking the resolver (libcurl's `CURLOPT_RESOLVE`, `host:port:address,…`),
+    /// for tests: a name with several addresses on a machine whose hosts file has none. Each is still checked by the
+    /// address policy where it is connected to.
+    var resolving: [String] = []
 
     public init(url: String, method: String = "GET", headers: [(String, String)] = [], body: Data? = nil,
                 maxRedirects: Int = 0, timeout: Double = 15, stallTimeout: Double? = nil, minimumRate: Int64? = nil, maxBytes: Int64? = nil) {

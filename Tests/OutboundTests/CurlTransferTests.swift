@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Outbound
+@testable import Outbound
 import Testing
 import TestSupport
 
@@ -10,12 +10,17 @@ import TestSupport
     /// the allowed one is down, as a connection failure, which a webhook sender retries: it was reported as a
     /// refusal, which the sender gives up on at once.
     @Test func aDownAddressBesideARefusedOneIsAConnectionFailure() throws {
-        let url = "http://localhost:\(OutboundPeer.freePort())/"
-        #expect { try CurlTransfer().perform(OutboundRequest(url: url), policy: AddressPolicy()) } throws: {
+        // Both of `localhost`'s addresses, whatever the hosts file says (this machine's names it 127.0.0.1 alone,
+        // and the refused one was then never tried), ::1 first.
+        let port = OutboundPeer.freePort()
+        let url = "http://localhost:\(port)/"
+        var request = OutboundRequest(url: url)
+        request.resolving = ["localhost:\(port):[::1],127.0.0.1"]
+        #expect { try CurlTransfer().perform(request, policy: AddressPolicy()) } throws: {
             ($0 as? OutboundError)?.code == "url_not_allowed"
         }
         let loopbackV4 = AddressPolicy(allowed: [try #require(CIDRBlock("127.0.0.0/8"))])
-        #expect { try CurlTransfer().perform(OutboundRequest(url: url), policy: loopbackV4) } throws: {
+        #expect { try CurlTransfer().perform(request, policy: loopbackV4) } throws: {
             ($0 as? OutboundError)?.code == "connection_failed"
         }
     }
