@@ -17,8 +17,17 @@ struct WebhookRows<Store: RowRunning> {
     /// `FOR UPDATE SKIP LOCKED` where nodes claim at once, else empty.
     let skipLocked: String
 
-    /// Claims up to `limit` due deliveries for `claimSeconds`, each the earliest pending one of its job and URL (so
-    /// a job's events arrive in order); a claim adds an attempt, and the attempt count is the claim's token.
+    /// Whether the pending delivery `row` (an alias) holds back the later ones of its job and URL: unless its URL
+    /// refused it outright (a 4xx other than 408, 425 and 429: a receiver that takes terminal events only and
+    /// answers 400 to `job.running`), which its retries will not change. Held back behind it, a job's later events
+    /// waited out its whole schedule, 41.6 hours.
+    static func holdsBack(_ row: String) -> String {
+        "NOT (COALESCE(\(row).last_status, 0) BETWEEN 400 AND 499 AND \(row).last_status NOT IN (408, 425, 429))"
+    }
+
+    /// Claims up to `limit` due deliveries for `claimSeconds`, each the earliest pending one of its job and URL that
+    /// is held back by none before it (so a job's events arrive in order, but past one its URL refused); a claim
+    /// adds an attempt, and the attempt count is the claim's token.
     func claim(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
         let now = now()
         return try store.rows("""
@@ -27,7 +36,8 @@ struct WebhookRows<Store: RowRunning> {
                 SELECT d.seq FROM webhook_deliveries d
                 WHERE d.state = 'pending' AND d.next_attempt_at <= \(now) AND (d.claimed_until IS NULL OR d.claimed_until < \(now))
                     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
-                                    WHERE e.job_id = d.job_id AND e.url = d.url AND e.state = 'pending' AND e.seq < d.seq)
+                                    WHERE e.job_id = d.job_id AND e.url = d.url AND e.state = 'pending' AND e.seq < d.seq
+                                        AND \(Self.holdsBack("e")))
                 ORDER BY d.next_attempt_at, d.seq LIMIT ? \(skipLocked))
             RETURNING *
             """, [.real(claimSeconds), .integer(Int64(limit))]).map(delivery)
@@ -70,6 +80,16 @@ struct WebhookRows<Store: RowRunning> {
                 WHERE job_id = ? AND url = ? AND scope = 'job' AND state = 'pending'
                 """, [.text(delivery.jobID), .text(delivery.url)])
         }
+        if case .delivered = outcome, !done.isEmpty {
+            // An earlier event its URL refused outright, and which held nothing back, is stale once a later one got
+            // through: sent after it (a receiver fixed in the meantime), it took the job back (a `job.running` after
+            // its `job.succeeded`) for a receiver that follows the state.
+            _ = try store.rows("""
+                UPDATE webhook_deliveries SET state = 'failed', last_error = 'A later event of the job reached the URL first.'
+                WHERE job_id = ? AND url = ? AND state = 'pending' AND seq < ? AND NOT (\(Self.holdsBack("webhook_deliveries")))
+                    AND (claimed_until IS NULL OR claimed_until < \(now))
+                """, [.text(delivery.jobID), .text(delivery.url), .integer(delivery.sequence)])
+        }
         // A deleted job's deliveries stay until they are sent, then go: this one, and those a 410 just turned off
         // (nothing would take them again, and no job row is left for retention to find).
         _ = try store.rows("""
@@ -111,7 +131,8 @@ struct WebhookRows<Store: RowRunning> {
             FROM webhook_deliveries d
             WHERE d.state = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e
-                                WHERE e.job_id = d.job_id AND e.url = d.url AND e.state = 'pending' AND e.seq < d.seq)
+                                WHERE e.job_id = d.job_id AND e.url = d.url AND e.state = 'pending' AND e.seq < d.seq
+                                    AND \(Self.holdsBack("e")))
             """, []).first?["due"].double
     }
 

@@ -25,6 +25,28 @@ import TestSupport
 
     private func state(_ server: TestServer, _ id: String) throws -> String? { try server.json("/v1/jobs/\(id)").object["state"] as? String }
 
+    /// An event its URL refuses outright (400 to `job.running` from a receiver that takes how jobs end only) holds
+    /// back none of the job's later ones: `job.succeeded` waited behind its retries, 41.6 hours at full scale (25
+    /// minutes here). Once a later one is delivered, the refused one is not sent again (late, it would take the
+    /// job back for a receiver that follows the state).
+    @Test func anEventItsURLRefusesHoldsBackNoneAfterIt() throws {
+        let peer = try OutboundPeer(secret: Self.secret)
+        let server = try start(peer)
+        let input = try upload(server)
+        let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/picky", "events": ["job.running", "job.succeeded"]}}"#)
+        #expect(try eventually(60) { try state(server, id) == "succeeded" })
+        #expect(eventually(20) { peer.deliveries(job: id).contains { $0["type"] as? String == "job.succeeded" && $0["answered"] as? Int == 200 } },
+                "\(peer.deliveries(job: id))")
+        var list: [[String: Any]] = []
+        let stale = try eventually(10) {
+            list = try server.json("/v1/jobs/\(id)/webhooks").object["deliveries"] as? [[String: Any]] ?? []
+            let running = list.first { $0["event"] as? String == "job.running" }
+            return running?["state"] as? String == "failed" && running?["lastStatus"] as? Int == 400
+                && (running?["lastError"] as? String)?.contains("later event") == true
+        }
+        #expect(stale, "\(list)")
+    }
+
     @Test func succeededFailedAndCanceledJobsEachAnnounceExactlyTheirEventsInOrder() throws {
         let peer = try OutboundPeer(secret: Self.secret)
         let server = try start(peer, ["--webhook-url", peer.base + "/hooks/ok?scope=server"])
