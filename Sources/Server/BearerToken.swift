@@ -36,12 +36,15 @@ public struct BearerToken: Sendable {
     /// Whether requests need the token.
     public var isEnabled: Bool { token != nil }
 
-    /// The `Set-Cookie` value of a new session, from `now`; nil without a token.
+    /// The `Set-Cookie` value of a new session, from `now`; nil without a token. A browser session's cookie (no
+    /// `Max-Age`), its signed expiry still `sessionLifetime` away: the page keeps the token for its tab only, and a
+    /// cookie kept 12 hours outlived it, authorising every read in that browser after the tab and the browser were
+    /// closed (a shared computer) while the page, without the token, showed its sign-in form.
     /// `secure`: the page came over HTTPS (through a proxy that says so): the cookie is then never sent in clear.
     func sessionCookie(now: Date = Date(), secure: Bool = false) -> String? {
         guard let sessionKey else { return nil }
         let expiry = Int(now.timeIntervalSince1970) + Self.sessionLifetime
-        return "\(cookieName)=\(expiry).\(Self.signature(expiry: expiry, key: sessionKey)); Path=/; Max-Age=\(Self.sessionLifetime); HttpOnly; SameSite=Strict"
+        return "\(cookieName)=\(expiry).\(Self.signature(expiry: expiry, key: sessionKey)); Path=/; HttpOnly; SameSite=Strict"
             + (secure ? "; Secure" : "")
     }
 

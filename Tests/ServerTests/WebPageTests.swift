@@ -72,6 +72,8 @@ import TestSupport
         let signIn = try headers(server, "/v1/session", ["-X", "POST", "-H", "Authorization: Bearer \(token)"])
         let cookie = try #require(signIn.fields["set-cookie"], "\(signIn.fields)")
         #expect(signIn.status == 204 && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/"))
+        // Gone with the browser, as the page's token goes with its tab; its signature still runs out in 12 hours.
+        #expect(!cookie.contains("Max-Age") && !cookie.contains("Expires"), "\(cookie)")
         #expect(!cookie.contains(token), "the cookie is a signature, not the token")
         let pair = String(cookie.split(separator: ";")[0])
 
