@@ -573,6 +573,47 @@ import TestSupport
         #expect(Media.files(in: folder).isEmpty)
     }
 
+    /// A DELETE between the final PATCH's last byte and its completion (it comes in once no PATCH holds the upload,
+    /// before the completion takes the description's lock) leaves the PATCH answering 404: it answered 204 at the
+    /// full offset, naming no job, and the client took its upload for done. The window is held open here: the test
+    /// holds the description's lock, sees the completion wait for it (/proc/locks), and deletes as a DELETE does.
+    @Test func aFinalPatchWhoseUploadIsDeletedBeforeItCompletesAnswers404() throws {
+        let server = try TestServer()
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 1000"]).location)
+        let id = String(path.split(separator: "/").last ?? "")
+        #expect(try patch(server, path, offset: 0, body: String(repeating: "a", count: 900)).status == 204)
+        let folder = server.data.appendingPathComponent("tus")
+        let info = folder.appendingPathComponent("\(id).json").path
+        let lock = open(info, O_RDONLY | O_CLOEXEC)
+        try #require(lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0)
+        var held = true
+        defer { if held { close(lock) } }
+        var status = stat()
+        try #require(fstat(lock, &status) == 0)
+        let chunk = try Media.scratch().appendingPathComponent("last.bin")
+        try Data(repeating: 0x61, count: 100).write(to: chunk)
+        let final = Process()
+        final.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        final.arguments = ["-s", "--max-time", "60", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PATCH", "-T", chunk.path, "-H", "Upload-Offset: 900"]
+            + Self.version + Self.chunk + [server.base + path]
+        let answer = Pipe()
+        final.standardOutput = answer
+        try final.run()
+        // Its bytes are in and its completion waits for the lock: a waiter (`->`) on the description's inode.
+        let waiting = try eventually(20) {
+            let locks = try String(contentsOfFile: "/proc/locks", encoding: .utf8)
+            return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.contains(":\(status.st_ino) ") }
+        }
+        try #require(waiting, "the final PATCH's completion waits for the description's lock")
+        #expect(unlink(info) == 0 && unlink(folder.appendingPathComponent("\(id).bin").path) == 0)
+        close(lock)
+        held = false
+        final.waitUntilExit()
+        let code = String(decoding: answer.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(code == "404", "the final PATCH answered \(code)")
+        #expect(try server.json("/v1/uploads/\(id)").status == 404)
+    }
+
     /// Creates an upload of `source` with `settings` (if any) in its metadata and sends all but its last `withheld`
     /// bytes (all of them for 0: it completes).
     private func started(_ server: TestServer, _ source: String, settings: String?, withheld: Int = 0) throws -> (path: String, id: String, bytes: Data) {
@@ -713,7 +754,7 @@ import TestSupport
             if whileCompleting {
                 let completing = folder.appendingPathComponent("\(id).completing").path
                 let deadline = Date().addingTimeInterval(10)
-                while !FileManager.default.fileExists(atPath: completing) && Date() < deadline { usleep(200) }
+                while !FileManager.default.fileExists(atPath: completing) && Date() < deadline { usleep(2000) }
             }
             let deleted = try server.curl(path, ["-X", "DELETE"] + Self.version).status
             try #require(finished.wait(timeout: .now() + 30) == .success)
