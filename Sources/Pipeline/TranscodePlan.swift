@@ -428,6 +428,8 @@ private final class AudioPath {
     /// The sample rate the stream was opened with, and the last frame's stamp (source time base) and length.
     private let declaredRate: Int32
     private var previous: (source: Int64, samples: Int32)?
+    /// Whether the latest frame's stamp was taken for made up, and it followed on instead.
+    private var followingOn = false
     /// Where the graph's output starts on the output timeline (1/sampleRate units); set by the first frame.
     private var filterStart: Int64?
     /// Whether the graph's first output has been placed at `filterStart`.
@@ -448,6 +450,8 @@ private final class AudioPath {
         let value = frame.pointer.pointee
         var source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
         if isGuessedAtAnotherRate(source, value) { source = FFmpeg.noPTS }
+        // Before a filter graph is built at it (the converter checks it too, for frames without filters).
+        try MediaLimits.check(sampleRate: Int(value.sample_rate))
         let timestamp = source == FFmpeg.noPTS ? nil : timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
         if let timestamp {
             // A clock that leaps far ahead would otherwise be filled with hours of silence.
@@ -487,11 +491,18 @@ private final class AudioPath {
     /// stamped one after another by the rate the stream was opened with, so after a change of rate (recordings
     /// joined, a broadcast switching from 48 to 22.05 kHz) frames of 46 ms came 21 ms apart, taken for overlaps and
     /// cut every few frames, silence filled in behind. Such a frame follows on from the one before instead.
+    /// Once stamps are taken for made up, so are those that go on from them at the opening rate again (raw AAC
+    /// back at 48 kHz after a part at 22.05 kHz lags by all the second part's error, and its start was dropped):
+    /// until a stamp of the frame's own breaks the chain.
     private func isGuessedAtAnotherRate(_ source: Int64, _ value: AVFrame) -> Bool {
         defer { previous = source == FFmpeg.noPTS ? nil : (source, value.nb_samples) }
-        guard declaredRate > 0, value.sample_rate != declaredRate, source != FFmpeg.noPTS, let previous else { return false }
+        guard declaredRate > 0, source != FFmpeg.noPTS, let previous else {
+            followingOn = false
+            return false
+        }
         let made = previous.source + av_rescale_q(Int64(previous.samples), AVRational(num: 1, den: declaredRate), sourceTimeBase)
-        return abs(source - made) <= 1
+        followingOn = abs(source - made) <= 1 && (followingOn || value.sample_rate != declaredRate)
+        return followingOn
     }
 
     func finish() throws(MediaError) {
