@@ -127,6 +127,8 @@ public final class PostgresJobStore: JobStore, RowRunning {
         } catch where error.isStillReferenced {
             throw StoreError(code: "upload_not_found", message: "No upload has the id \(input).", sqlState: error.sqlState)
         } catch where error.isDuplicate {
+            // Another unique key (a webhook delivery's id, made by the trigger) is not this job's.
+            guard (try? job(id: id)) != nil else { throw error }
             throw StoreError(code: "job_exists", message: "A job has the id \(id) already.", sqlState: error.sqlState)
         }
     }
