@@ -547,8 +547,8 @@ public final class JobQueue: Sendable {
             // Doubling, at most 8 s; the wait is not a stall; a cancel or a shutdown ends it (a shutdown sends the
             // job back without spending an attempt).
             // A URL that failed waits longer (5 s, 10 s, … at most a minute): a server restarting or shedding load;
-            // or as long as its `Retry-After` asks, if longer, up to five minutes (the three attempts were spent in
-            // 15 s on a server that said to come back in 30).
+            // or as long as its `Retry-After` asks, if longer, up to a minute (the three attempts were spent in 15 s
+            // on a server that said to come back in 30; longer, the worker would sit idle for others' jobs).
             let (base, longest) = error.passing ? (configuration.fetchBackoff, 60.0) : (configuration.unavailableBackoff, 8.0)
             let seconds = max(min(longest, base * Double(1 << min(10, max(0, claimed.attempts - 1)))),
                               min(error.retryAfter ?? 0, Self.longestRetryAfter))
@@ -1119,7 +1119,7 @@ public final class JobQueue: Sendable {
     /// Jobs retention reads at a time.
     static let retentionBatch = 500
     /// The longest a job waits, holding its worker, for an input URL's server that asked (`Retry-After`), seconds.
-    static let longestRetryAfter = 300.0
+    static let longestRetryAfter = 60.0
 
     /// Deletes finished jobs that ended before `time` (seconds since 1970), with their outputs, and uploads no job
     /// uses any more that are older than `time`. Queued and running jobs are never touched. A row goes first and its
