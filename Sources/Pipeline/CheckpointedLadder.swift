@@ -192,9 +192,11 @@ final class CheckpointedLadder {
             try stills?.link(checkpoint.manifest.stills, into: directory, duration: LadderTrack.Measured.end(of: measured), step: step)
             try directory.commit(step: step)
             let (files, tracks) = TranscodeSession.ladderTracks(directory: session.outputDirectory!, settings: settings, measured: measured)
-            // The first rendition's frames, from its length and frame rate (the segments do not count them).
+            // The first rendition's frames, as its segments counted them; from its length and frame rate for a
+            // checkpoint written before they were counted (a variable frame rate's are then off: 1196 for 1107).
             let first = checkpoint.manifest.ladder.values.filter(\.isVideo).min { $0.order < $1.order }
             let framesEncoded = first.map { record in
+                if record.segments.allSatisfy({ $0.packets != nil }) { return record.segments.reduce(0) { $0 + ($1.packets ?? 0) } }
                 let seconds = Double(record.segments.reduce(0) { $0 + $1.duration }) / Double(record.timescale)
                 let rate = Double(record.frameRate?[0] ?? 0) / Double(max(1, record.frameRate?[1] ?? 1))
                 return Int((seconds * rate).rounded())

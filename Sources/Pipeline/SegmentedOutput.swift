@@ -27,6 +27,8 @@ final class SegmentedOutput: PacketSink {
         var duration: Int64
         var bytes: Int
         var keyFrames: [KeyFrame]
+        /// Its samples (absent in checkpoints written before they were counted).
+        var packets: Int? = nil
     }
 
     /// Folder of the track in the output directory (`720p`, `audio`).
@@ -64,6 +66,8 @@ final class SegmentedOutput: PacketSink {
     private var fragmentsBefore = 0
     /// The latest presentation time of the segment being written, in the encoder's time base.
     private var currentLast: Int64 = .min
+    /// Packets of the segment being written.
+    private var currentPackets = 0
     private var lastDecodingTime: Int64?
     /// A frame's length in stream units, for packets that do not say (x264's): 0 for audio.
     private var frameDuration: Int64 = 0
@@ -183,6 +187,7 @@ final class SegmentedOutput: PacketSink {
             }
         }
         currentLast = max(currentLast, original)
+        currentPackets += 1
         let length = packet.pointer.pointee.duration > 0 ? packet.pointer.pointee.duration : frameDuration
         end = max(end, pts + length)
         try FFmpeg.check(av_packet_ref(held.pointer, packet.pointer), "Keeping a \(folder) packet")
@@ -242,8 +247,9 @@ final class SegmentedOutput: PacketSink {
             }
         }
         segments.append(Segment(number: segment.number, path: path, start: segment.start, duration: end - segment.start,
-                                bytes: bytes, keyFrames: keyFrames))
+                                bytes: bytes, keyFrames: keyFrames, packets: currentPackets))
         current = nil
+        currentPackets = 0
         if let journal {
             try FileDurability.syncFile(atPath: root + "/" + path)
             if let failure = journal(segments[segments.count - 1], currentLast) { throw failure }

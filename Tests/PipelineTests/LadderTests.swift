@@ -545,4 +545,25 @@ import TestSupport
         #expect(Renditions.automatic(sourceLines: 480).map(\.lines) == [432, 360, 234])
         #expect(Renditions.automatic(sourceLines: 120).map(\.lines) == [120], "a tiny source keeps its own size")
     }
+
+    /// A checkpointed ladder (every job's is) counts the frames it encoded: they were reckoned from its length and
+    /// frame rate, 1196 for a variable-rate source's 1107.
+    @Test func aCheckpointedLadderCountsTheFramesOfAVariableRateSource() throws {
+        let scratch = try Media.scratch()
+        let input = scratch.appendingPathComponent("vfr.mkv").path
+        // 240 pictures at 30 fps, every 13th left out: 221.
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=30:d=8", "-vf", "select='mod(n\\,13)'", "-fps_mode", "vfr",
+                          "-c:v", "libx264", "-preset", "ultrafast", input])
+        let folder = scratch.appendingPathComponent("out").path
+        let session = TranscodeSession(inputPath: input, outputDirectory: folder, settings: try TranscodeSettings.parse(Data(
+            #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 180, "preset": "ultrafast"}}]}"#.utf8)))
+        session.checkpointDirectory = scratch.appendingPathComponent("checkpoint").path
+        let result = try session.run()
+        let joined = try Ladder.joined(folder, track: "180p")
+        defer { try? FileManager.default.removeItem(atPath: joined) }
+        let packets = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets", "-show_entries",
+                                                  "stream=nb_read_packets", "-of", "csv=p=0", joined])
+        #expect(Int(packets.trimmingCharacters(in: .whitespacesAndNewlines)) == 221 && result.framesEncoded == 221,
+                "\(result.framesEncoded) frames said, \(packets) in the rendition")
+    }
 }
