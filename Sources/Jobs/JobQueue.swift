@@ -896,6 +896,8 @@ public final class JobQueue: Sendable {
         upload.sha256 = fetched.sha256
         upload.tracks = tracks
         upload.contentType = fetched.contentType
+        // Named as the answer names it (Content-Disposition), as `POST /v1/uploads` with a URL does, not after the URL.
+        if let name = fetched.filename { upload.filename = name }
         if case .failure(let error) = retrying(job.id, what: "recording the fetched input", unless: token,
                                                { () throws(StoreError) in try store.completeFetch(upload) }) {
             // Another attempt recorded the same URL's bytes first (or this one did, its answer lost): they are the

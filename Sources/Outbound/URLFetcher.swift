@@ -94,11 +94,9 @@ public struct URLFetcher: Sendable {
     /// URLs takes it for a secret (`…/dl/Xy7kQ9pL2mN4rT8vW1zA`, a JWT, `bot123:secret…`): the upload's name is shown to
     /// API clients and in webhooks, where the URL itself is shown redacted.
     public static func filename(disposition: String?, url: String) -> String? {
-        if let disposition, let range = disposition.range(of: "filename=") {
-            let value = disposition[range.upperBound...].prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
-            let unquoted = value.hasPrefix("\"") && value.hasSuffix("\"") && value.count >= 2 ? String(value.dropFirst().dropLast()) : value
-            if !unquoted.isEmpty { return unquoted }
-        }
+        // Parsed as a header's parameters: `filename` in any case, a quoted value that holds `;` or escapes (cut at
+        // its first `;`, `"clip; final.mp4"` was named `"clip`).
+        if let disposition, let value = HeaderParameter.value("filename", in: disposition), !value.isEmpty { return value }
         guard let path = URLComponents(string: url)?.path, let last = path.split(separator: "/").last,
               !RedactedURL.isSecret(last) else { return nil }
         return last.removingPercentEncoding ?? String(last)

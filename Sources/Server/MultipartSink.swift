@@ -1,4 +1,5 @@
 import Foundation
+import Outbound
 
 /// Parses a `multipart/form-data` body as it streams: the part named `file` goes to disk through a `FileSink`,
 /// the few other parts the route takes (such as `settings`) are kept in memory, within `Limits` and the server's
@@ -61,37 +62,8 @@ final class MultipartSink: BodySink {
         self.makeFileSink = makeFileSink
     }
 
-    /// A parameter of a header value such as `multipart/form-data; boundary="x"` or
-    /// `form-data; name="file"; filename="a;b \"c\".mov"`: a quoted value may hold `;` and backslash escapes.
-    static func parameter(_ name: String, in value: String) -> String? {
-        var characters = value.drop { $0 != ";" }
-        while characters.first == ";" {
-            characters = characters.dropFirst()
-            let key = characters.prefix { $0 != "=" && $0 != ";" }
-            characters = characters.dropFirst(key.count)
-            guard characters.first == "=" else { continue }
-            characters = characters.dropFirst().drop { $0 == " " || $0 == "\t" }
-            var text = ""
-            if characters.first == "\"" {
-                characters = characters.dropFirst()
-                while let character = characters.first, character != "\"" {
-                    characters = characters.dropFirst()
-                    if character == "\\", let escaped = characters.first {
-                        text.append(escaped)
-                        characters = characters.dropFirst()
-                    } else {
-                        text.append(character)
-                    }
-                }
-                characters = characters.dropFirst().drop { $0 != ";" } // the closing quote, and anything up to the next
-            } else {
-                text = String(characters.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces)
-                characters = characters.drop { $0 != ";" }
-            }
-            if key.trimmingCharacters(in: .whitespaces).caseInsensitiveEquals(name) { return text }
-        }
-        return nil
-    }
+    /// A parameter of a header value (`HeaderParameter.value`).
+    static func parameter(_ name: String, in value: String) -> String? { HeaderParameter.value(name, in: value) }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
         pending.append(contentsOf: bytes)

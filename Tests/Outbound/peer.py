@@ -12,7 +12,7 @@ POST /hooks/picky   400 to job.running (it takes how jobs end only), 200 to the 
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /late-media/NAME  the same, answered 8 s after the request
-GET /flaky-media/NAME  503 to the first request for NAME, then the file
+GET /flaky-media/NAME  503 to the first request for NAME, then the file (named AS by Content-Disposition with ?as=AS)
 GET /busy-media/NAME  503 with Retry-After: 16 for 16 s after the first request for NAME, then the file
 GET /redirect?to=U  302 to U                    GET /stall     a 1 MB body that stops after 1000 bytes
 GET /big            3 MB of zeros, with Content-Length       GET /big-chunked   the same, chunked
@@ -119,8 +119,10 @@ class Handler(BaseHTTPRequestHandler):
             if count == 1:
                 self.answer(503, b"busy")
             else:
+                named = parse_qs(url.query).get("as")
+                extra = (("Content-Disposition", f'attachment; FileName="{named[0]}"'),) if named else ()
                 with open(os.path.join(media, name), "rb") as source:
-                    self.answer(200, source.read(), (("Content-Type", "video/mp4"),))
+                    self.answer(200, source.read(), (("Content-Type", "video/mp4"),) + extra)
         elif url.path.startswith("/busy-media/"):
             name = os.path.basename(url.path)
             with lock:

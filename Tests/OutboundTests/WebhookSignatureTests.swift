@@ -104,6 +104,10 @@ import Webhooks
                 "names with colons are kept")
         // An input's name comes from its URL's last segment, and is shown as it is: never a token.
         #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA") == nil)
+        // A Content-Disposition is read as a header's parameters: any case, quotes that hold `;` and escapes.
+        #expect(URLFetcher.filename(disposition: #"attachment; FileName="clip; final \"cut\".mp4""#, url: "https://h.example/x")
+                == #"clip; final "cut".mp4"#)
+        #expect(URLFetcher.filename(disposition: "attachment; filename=plain.mp4", url: "https://h.example/x") == "plain.mp4")
         #expect(URLFetcher.filename(disposition: nil, url: "https://files.example/dl/Xy7kQ9pL2mN4rT8vW1zA/clip%20one.mp4") == "clip one.mp4")
         // Nor any other segment the redaction hides: a JWT, a bot's token (they were the input's name, shown whole).
         #expect(URLFetcher.filename(disposition: nil, url: "https://h.example/dl/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.SflKxwRJSMeKKF2QT4fw") == nil)

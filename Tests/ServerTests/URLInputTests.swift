@@ -272,10 +272,15 @@ import TestSupport
         // A 503 (a bucket shedding load, a server restarting) is asked again after a wait, as the job's next attempt:
         // it failed the job for good.
         try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: peer.media.appendingPathComponent("later.mp4").path)
-        let later = try #require(try create(open, #"{"url": "\#(peer.base)/flaky-media/later.mp4"}"#).object["id"] as? String)
+        // Its answer names the file (Content-Disposition, a quoted name with `;`): the input is named so, not after
+        // the URL.
+        let later = try #require(try create(open, #"{"url": "\#(peer.base)/flaky-media/later.mp4?as=final%3B%20cut.mp4"}"#).object["id"] as? String)
         #expect(try eventually(60) { try open.json("/v1/jobs/\(later)").object["state"] as? String == "succeeded" },
                 "\((try? open.json("/v1/jobs/\(later)").object) ?? [:])")
-        let tries = peer.requests().filter { $0["path"] as? String == "/flaky-media/later.mp4" }.compactMap { $0["received"] as? Double }
+        let inputName = (try open.json("/v1/jobs/\(later)").object["input"] as? [String: Any])?["filename"] as? String
+        #expect(inputName == "final; cut.mp4", "\(inputName ?? "none")")
+        let tries = peer.requests().filter { ($0["path"] as? String)?.hasPrefix("/flaky-media/later.mp4") == true }
+            .compactMap { $0["received"] as? Double }
         #expect(tries.count == 2 && tries[1] - tries[0] >= 4.5, "asked again after the wait: \(tries)")
         #expect(try open.json("/v1/jobs/\(later)").object["attempts"] as? Int == 2)
         // One that asks to be left alone longer (503 with Retry-After: 16, for 16 s) is asked again when it said: the
