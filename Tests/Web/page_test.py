@@ -20,6 +20,7 @@ import json
 import os
 import select
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -805,15 +806,17 @@ def scenario_recovery(browser, base, path, report, token):
     report["waitingSingleReads"] = len([r for r in singles()[before:] if waiting in r["url"]])
 
 
-def scenario_watched(browser, base, path, report, token, other):
+def scenario_watched(browser, base, path, report, token, database):
     """Two jobs made elsewhere, one running and one waiting, both streamed; pushed past the list's end by 50 newer
-    jobs that end at once; then the waiting one deleted through `other`, another node of the cluster (the page's
-    node sees it gone, with no last state)."""
+    jobs that end at once; then the waiting one deleted elsewhere with no last state (by another node of the
+    cluster: here in one transaction through psql, `database` being "SOCKET_DIR NAME", so the page's node finds the
+    row gone when it hears of the change)."""
     browser.navigate(base + "/")
     browser.wait("!document.querySelector('#app').hidden")
     browser.wait("document.querySelectorAll('#jobs li').length >= 2", timeout=20)
     states = browser.eval("Object.fromEntries([...document.querySelectorAll('#jobs li')].map(li => [li.dataset.job, li.dataset.state]))")
     waiting = next(ident for ident, state in states.items() if state == "queued")
+    running = next(ident for ident in states if ident != waiting)
     connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
 
     def call(method, url, body=None):
@@ -828,7 +831,6 @@ def scenario_watched(browser, base, path, report, token, other):
     # The page has read a list naming the newest (the two past its end), and streams the waiting job: it opened
     # its stream last, after any of the newer jobs' (one of them, waiting for a moment, may have taken its place).
     browser.wait(f"document.querySelector('#jobs li[data-job=\"{newest}\"]')?.dataset.state === 'canceled' || null", timeout=30)
-    running = next(ident for ident in states if ident != waiting)
     streams = lambda: len(browser.requests("GET", f"/v1/jobs/{waiting}/events"))
     deadline = time.time() + 30
     while True:
@@ -840,11 +842,22 @@ def scenario_watched(browser, base, path, report, token, other):
         browser.pump(0.2)
     browser.pump(1)
     report["waitingListed"] = browser.eval(f"document.querySelector('#jobs li[data-job=\"{waiting}\"]')?.dataset.state || null")
+    report["runningStill"] = json.loads(call("GET", f"/v1/jobs/{running}")[1])["state"]
     connection.close()
-    connection = http.client.HTTPConnection(other.split("//")[1], timeout=10)
-    report["deleteStatus"] = call("DELETE", f"/v1/jobs/{waiting}")[0]
-    connection.close()
+    # Every state the waiting job's item shows from here on.
+    browser.eval(f"""(() => {{ window.seenStates = []; const item = document.querySelector('#jobs li[data-job="{waiting}"]');
+        new MutationObserver(() => window.seenStates.push(item.dataset.state)).observe(item, {{attributes: true}}); }})()""")
+    singles = lambda: [r for r in browser.requests("GET", f"/v1/jobs/{waiting}") if "/events" not in r["url"]]
+    before = len(singles())
+    socket_dir, name = database.split(" ")
+    ident = waiting.replace("'", "")
+    deleted = subprocess.run(["psql", "-X", "-q", "-h", socket_dir, "-U", "postgres", "-d", name, "-c",
+                              f"BEGIN; DELETE FROM webhook_deliveries WHERE job_id = '{ident}'; DELETE FROM jobs WHERE id = '{ident}'; "
+                              f"SELECT pg_notify('transcoderd_changed', '{ident}'); COMMIT;"], capture_output=True, text=True)
+    report["deleted"] = deleted.returncode == 0 and not deleted.stderr.strip()
     report["waitingGone"] = browser.wait(f"document.querySelector('#jobs li[data-job=\"{waiting}\"]') ? null : true", timeout=20)
+    report["seenStates"] = browser.eval("window.seenStates")
+    report["waitingSingleReads"] = len(singles()) - before
     # Once gone, its stream is not opened again.
     opened = streams()
     browser.pump(11)
@@ -953,8 +966,8 @@ def main():
     scenario, base, artifacts, path = sys.argv[1:5]
     token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else ""
     settings = sys.argv[sys.argv.index("--settings") + 1] if "--settings" in sys.argv else None
-    if "--other" in sys.argv:  # another node's address, for the scenario's own requests
-        settings = sys.argv[sys.argv.index("--other") + 1]
+    if "--database" in sys.argv:  # the cluster's PostgreSQL database, "SOCKET_DIR NAME"
+        settings = sys.argv[sys.argv.index("--database") + 1]
     report = {"scenario": scenario}
     browser = Browser(tempfile.mkdtemp(prefix="chromium-"), artifacts)
     try:
