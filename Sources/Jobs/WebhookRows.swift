@@ -80,6 +80,16 @@ struct WebhookRows<Store: RowRunning> {
                 WHERE job_id = ? AND url = ? AND scope = 'job' AND state = 'pending'
                 """, [.text(delivery.jobID), .text(delivery.url)])
         }
+        if case .retry = outcome, !done.isEmpty {
+            // Refused again while a later event got through (it was in flight as that one was delivered, and the
+            // update below passed it over): as stale.
+            _ = try store.rows("""
+                UPDATE webhook_deliveries SET state = 'failed', last_error = 'A later event of the job reached the URL first.'
+                WHERE seq = ? AND state = 'pending' AND NOT (\(Self.holdsBack("webhook_deliveries")))
+                    AND EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.job_id = webhook_deliveries.job_id
+                                AND l.url = webhook_deliveries.url AND l.seq > webhook_deliveries.seq AND l.state = 'delivered')
+                """, [.integer(delivery.sequence)])
+        }
         if case .delivered = outcome, !done.isEmpty {
             // An earlier event its URL refused outright, and which held nothing back, is stale once a later one got
             // through: sent after it (a receiver fixed in the meantime), it took the job back (a `job.running` after

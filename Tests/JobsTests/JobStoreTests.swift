@@ -413,6 +413,34 @@ import TestSupport
         #expect(delivered?.state == .delivered && delivered?.payload == nil, "no body made, none kept")
     }
 
+    /// An event its URL refused outright (400) holds back none of the job's later ones; once one of them is
+    /// delivered, the refused one ends as stale, also when its retry was in flight meanwhile (refused again then).
+    @Test(arguments: backends) func anEventItsURLRefusedHoldsNothingBackAndGoesStale(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let store = fixture.store
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let own = "http://hooks.example/job"
+        let job = try store.createJob(input: upload.id, settings: TranscodeSettings(), priority: 100,
+                                      webhooks: JobWebhooks(target: WebhookTarget(url: own, events: [.running, .succeeded])))
+        let lease = try #require(try store.claimNext(worker: "w", leaseSeconds: 20)?.currentLease)
+        _ = try store.markSucceeded(lease, outputPath: fixture.directory.outputs.path + "/x/output.mp4", size: 1, tracks: [], files: nil,
+                                    duration: 1, framesEncoded: 1, seconds: 1)
+        let claimed = try store.claimDeliveries(limit: 10, claimSeconds: 60)
+        let running = try #require(claimed.first)
+        #expect(claimed.count == 1 && running.event == "job.running")
+        try store.finishDelivery(running, .retry(after: -1, status: 400, error: "The URL answered 400."), payload: Data("{}".utf8))
+        // Refused: the later event is handed out with the refused one's retry (which is in flight from here on).
+        let both = try store.claimDeliveries(limit: 10, claimSeconds: 60)
+        #expect(Set(both.map(\.event)) == ["job.running", "job.succeeded"], "\(both.map(\.event))")
+        let retry = try #require(both.first { $0.event == "job.running" }), succeeded = try #require(both.first { $0.event == "job.succeeded" })
+        try store.finishDelivery(succeeded, .delivered(status: 200), payload: Data("{}".utf8))
+        #expect(try store.deliveries(jobID: job.id).first { $0.id == retry.id }?.state == .pending, "in flight: left to its attempt")
+        try store.finishDelivery(retry, .retry(after: -1, status: 400, error: "The URL answered 400."), payload: Data("{}".utf8))
+        let stale = try store.deliveries(jobID: job.id).first { $0.id == retry.id }
+        #expect(stale?.state == .failed && stale?.lastError?.contains("later event") == true, "\(String(describing: stale))")
+        #expect(try store.claimDeliveries(limit: 10, claimSeconds: 60).isEmpty)
+    }
+
     /// The outbox: every state change a webhook wants writes its delivery with it; claims hand out, per job and URL,
     /// only the earliest pending one; an attempt whose claim was taken over records nothing.
     @Test(arguments: backends) func stateChangesWriteTheirWebhookDeliveriesAndClaimsKeepTheirOrder(_ backend: StoreBackend) throws {

@@ -56,6 +56,7 @@ import Testing
         // refused only by its block, which every address a test machine has (private, loopback) already is.
         let listed = try #require(LocalAddresses.read())
         #expect(listed.contains(try #require(IPAddress("127.0.0.1"))), "\(listed)")
+        #expect(listed.contains { !AddressPolicy.isLoopback($0) }, "no address but loopback ones to check: \(listed)")
         let everywhere = try AddressPolicy.parse("0.0.0.0/0,::/0").get()
         for address in listed where !AddressPolicy.isLoopback(address) {
             #expect(everywhere.refusal(of: address) == "local interface", "\(address)")
