@@ -1,18 +1,19 @@
 """Drives transcoderd's page in headless Chromium for one scenario and prints a JSON report of what happened (the
 Swift test asserts on it). Screenshots of each step go into the artifacts folder.
 
-    page_test.py SCENARIO BASE_URL ARTIFACTS FILE [--token T] [--settings JSON]
+    page_test.py SCENARIO BASE_URL ARTIFACTS FILE [--token T] [--settings JSON] [--database "SOCKET_DIR NAME"]
 
 Scenarios: basic (upload through the file input, transcode, play, storyboard, downloads; the file's name is
-markup), resume (reload mid-upload on a throttled connection, choose the file again; with --later-hours N, N hours
-later by the page's clock), token (sign in first),
+markup), resume (reload mid-upload on a throttled connection, choose the file again, then again once complete; with
+--later-hours N, N hours later by the page's clock), token (sign in first),
 keyboard (upload, start, cancel, retry and delete with Tab and Enter only), settings (presets, refused settings
 shown by their field, a ladder played as HLS), audio (a song with the default settings, then a video), proxy (a
 proxy's 502 and 504 on the way), eta (the ETA shown against the real time left), refusals (an empty
 file, a file that is not media, a PATCH held by another request, a drop beside the box, an upload deleted with its
 job), streams (how many event streams a page holds, a list answer older than a stream's news), session (a lost session
 cookie renewed), recovery (a refused first list and presets, a job deleted elsewhere past the first page, a refused
-upload chosen again), stall (an upload whose connection stops moving without an error).
+upload chosen again), stall (an upload whose connection stops moving without an error), watched (a streamed job
+past the list's end deleted with no last state; --database names the cluster's PostgreSQL database).
 """
 
 import http.client
@@ -221,6 +222,16 @@ def scenario_resume(browser, base, path, report, token):
     report["detail"] = browser.eval("document.querySelector('#upload-detail').textContent")
     report["rememberedAfter"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
     browser.screenshot("3-resumed")
+    # Complete, no job made on it yet: reloaded and chosen again, nothing is sent again; a job made on it, the page
+    # forgets it.
+    browser.reload()
+    browser.wait("!document.querySelector('#app').hidden")
+    report["noticeAfterComplete"] = browser.eval("document.querySelector('#upload-detail').textContent")
+    sent = (len(browser.requests("POST", "/v1/tus")), len(browser.requests("PATCH")))
+    report["uploadIDAgain"] = upload_file(browser, path)
+    report["sentAgain"] = [len(browser.requests("POST", "/v1/tus")) - sent[0], len(browser.requests("PATCH")) - sent[1]]
+    start_job(browser)
+    report["rememberedAfterJob"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
 
 
 def scenario_token(browser, base, path, report, token):
@@ -614,6 +625,10 @@ def scenario_refusals(browser, base, path, report, token):
     report["rememberedAfterStored"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
     report["heldUploadURL"] = upload_url
     report["heldCreations"] = len(browser.requests("POST", "/v1/tus")) - creations
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("GET", f"/v1/uploads/{report['heldUploadID']}")
+    report["heldSha256"] = json.loads(connection.getresponse().read()).get("sha256")
+    connection.close()
     browser.screenshot("2-held-then-uploaded")
 
     # The same file dropped at the page's corner, outside the box: the page stays and takes it.

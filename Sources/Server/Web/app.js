@@ -194,13 +194,16 @@ async function upload(file) {
     // they hold) is the upload's own answer, a refusal's reason included.
     $("upload-detail").textContent = "checking the file…";
     let stored;
+    // Complete before this choice (remembered from before a reload): not found is final, not a completion under way.
+    const known = current.resumedFrom === file.size;
     try {
-      stored = await storedUpload(id, () => state.upload !== current);
+      stored = await storedUpload(id, () => state.upload !== current, known);
     } catch (error) {
-      if (error.status === 422) current.forget(); // the bytes are refused for good: nothing to continue
+      // The bytes are refused for good, or gone (deleted with a job): nothing to continue.
+      if (error.status === 422 || (known && error.status === 404)) current.forget();
       throw error;
     }
-    current.forget();
+    current.keepCompleted();
     if (state.upload !== current) return;
     state.uploadID = stored.id;
     // Pictures are taken from the video: a file with none (a song, its cover aside) would be refused with them.
@@ -223,13 +226,14 @@ async function upload(file) {
 }
 
 // The stored upload a completed tus upload became. Asked again for a while when the answer may change (the
-// connection, the server busy, the upload still being completed elsewhere): a refusal of the bytes (422) is final.
-async function storedUpload(id, abandoned) {
+// connection, the server busy, the upload still being completed elsewhere): a refusal of the bytes (422) is final,
+// and so is not found for an upload complete before (`known`).
+async function storedUpload(id, abandoned, known = false) {
   for (let tries = 0; ; tries += 1) {
     try {
       return await request("GET", `/v1/uploads/${encodeURIComponent(id)}`);
     } catch (error) {
-      if (abandoned() || tries >= 10 || ![0, 404, 423, 502, 503, 504].includes(error.status)) throw error;
+      if (abandoned() || tries >= 10 || ![0, 404, 423, 502, 503, 504].includes(error.status) || (known && error.status === 404)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 1000 * Math.min(2 ** tries, 5)));
     }
   }
@@ -297,6 +301,7 @@ $("start").addEventListener("click", async () => {
   $("start").disabled = true;
   try {
     const job = await request("POST", "/v1/jobs", { json: { input: state.uploadID, settings } });
+    if (state.upload?.url?.endsWith(`/${state.uploadID}`)) state.upload.forget(); // made into a job: done with
     clearFieldErrors();
     jobs.add(job);
     $("live").textContent = `Job started for ${state.fileName}`;

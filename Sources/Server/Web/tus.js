@@ -33,10 +33,15 @@ function remembered() {
     value && (Number.isFinite(value.expires) ? now < value.expires : now - value.at < rememberFor)));
 }
 
-// `expires`: the server's Upload-Expires in milliseconds, when it said one.
-function remember(fingerprint, url, expires = null) {
+// `expires`: the server's Upload-Expires in milliseconds, when it said one. `completed`: the server has every byte
+// (the entry stays until a job is made on it, for a day: chosen again after a reload, nothing is sent again).
+function remember(fingerprint, url, expires = null, completed = false) {
   const all = remembered();
-  if (url) all[fingerprint] = { url, at: Date.now(), ...(Number.isFinite(expires) ? { expires } : {}) }; else delete all[fingerprint];
+  if (url) {
+    all[fingerprint] = { url, at: Date.now(), ...(Number.isFinite(expires) ? { expires } : {}), ...(completed ? { completed } : {}) };
+  } else {
+    delete all[fingerprint];
+  }
   localStorage.setItem(storageKey, JSON.stringify(all));
 }
 
@@ -52,7 +57,8 @@ export function fingerprint(file) {
 
 // The files whose uploads did not finish, as remembered.
 export function unfinishedUploads() {
-  return Object.entries(remembered()).map(([key, value]) => ({ name: key.split("\u0000")[0], url: value.url }));
+  return Object.entries(remembered()).filter(([, value]) => !value.completed)
+    .map(([key, value]) => ({ name: key.split("\u0000")[0], url: value.url }));
 }
 
 function base64(text) {
@@ -175,9 +181,15 @@ export class TusUpload {
     return this.url.split("/").pop();
   }
 
-  // The server has the upload (its id named a stored upload): it need not be continued after a reload.
+  // A job was made on the upload, or the server refused or lost it: it need not be continued after a reload.
   forget() {
     remember(fingerprint(this.file), null);
+  }
+
+  // The server has the upload (its id named a stored upload): chosen again before a job is made on it (after a
+  // reload), the file is not sent again. It was forgotten here, and a reload before "Transcode" sent it all again.
+  keepCompleted() {
+    remember(fingerprint(this.file), this.url, null, true);
   }
 
   // `attempt()` again after a refusal that passes, as the PATCHes are.
