@@ -896,8 +896,9 @@ public final class JobQueue: Sendable {
         upload.sha256 = fetched.sha256
         upload.tracks = tracks
         upload.contentType = fetched.contentType
-        // Named as the answer names it (Content-Disposition), as `POST /v1/uploads` with a URL does, not after the URL.
-        if let name = fetched.filename { upload.filename = name }
+        // Named as the answer names it (Content-Disposition), as `POST /v1/uploads` with a URL does, not after the
+        // URL, and cleaned as every upload's name is (another server's text: no path, no control characters).
+        if let name = fetched.filename { upload.filename = Upload.cleanFilename(name) }
         if case .failure(let error) = retrying(job.id, what: "recording the fetched input", unless: token,
                                                { () throws(StoreError) in try store.completeFetch(upload) }) {
             // Another attempt recorded the same URL's bytes first (or this one did, its answer lost): they are the

@@ -36,3 +36,22 @@ public struct Upload: Sendable, Codable, Equatable {
         self.createdAt = createdAt
     }
 }
+
+extension Upload {
+    /// A display name: the last path component, without control characters, at most 255 bytes: a longer one is
+    /// shortened by whole characters before its extension (cut at byte 255, a name in Japanese or Cyrillic lost a
+    /// character's half, and with it the whole name: "upload").
+    public static func cleanFilename(_ name: String?) -> String {
+        let last = (name ?? "").split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        let cleaned = String(last.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
+        let trimmed = cleaned.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed != ".", trimmed != ".." else { return "upload" }
+        guard trimmed.utf8.count > 255 else { return trimmed }
+        let dot = trimmed.lastIndex(of: ".").map { trimmed[$0...] } ?? ""
+        let suffix = dot.utf8.count <= 16 ? dot : ""
+        var stem = trimmed.dropLast(suffix.count)
+        while stem.utf8.count + suffix.utf8.count > 255 { stem = stem.dropLast() }
+        // A character of more than 255 bytes (a letter and hundreds of combining marks) leaves no stem.
+        return stem.isEmpty ? "upload" + suffix : String(stem + suffix)
+    }
+}

@@ -362,7 +362,7 @@ public final class TranscoderAPI: Sendable {
             if given { if moved { rename(path, file.path) } } else { unlink(path) }
             throw HTTPError(.internalServerError, error.code, error.message)
         }
-        let upload = Upload(id: id, filename: Self.cleanFilename(file.filename), contentType: file.contentType, size: Int(file.size),
+        let upload = Upload(id: id, filename: Upload.cleanFilename(file.filename), contentType: file.contentType, size: Int(file.size),
                             sha256: file.sha256, path: path, tracks: tracks, createdAt: Date().timeIntervalSince1970)
         do {
             try store.insert(upload)
@@ -411,23 +411,6 @@ public final class TranscoderAPI: Sendable {
         } catch {
             logger.error("removing the upload of a refused request failed", ["upload_id": .string(upload.id), "error": .string(error.description)])
         }
-    }
-
-    /// A display name: the last path component, without control characters, at most 255 bytes: a longer one is
-    /// shortened by whole characters before its extension (cut at byte 255, a name in Japanese or Cyrillic lost a
-    /// character's half, and with it the whole name: "upload").
-    static func cleanFilename(_ name: String?) -> String {
-        let last = (name ?? "").split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-        let cleaned = String(last.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
-        let trimmed = cleaned.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty, trimmed != ".", trimmed != ".." else { return "upload" }
-        guard trimmed.utf8.count > 255 else { return trimmed }
-        let dot = trimmed.lastIndex(of: ".").map { trimmed[$0...] } ?? ""
-        let suffix = dot.utf8.count <= 16 ? dot : ""
-        var stem = trimmed.dropLast(suffix.count)
-        while stem.utf8.count + suffix.utf8.count > 255 { stem = stem.dropLast() }
-        // A character of more than 255 bytes (a letter and hundreds of combining marks) leaves no stem.
-        return stem.isEmpty ? "upload" + suffix : String(stem + suffix)
     }
 
     // MARK: Jobs
@@ -560,7 +543,7 @@ public final class TranscoderAPI: Sendable {
             throw HTTPError(.badRequest, "invalid_request", "input.url: expected an http or https URL of at most 2048 bytes.")
         }
         try checkAddress(url, key: "input.url")
-        let upload = Upload(id: UUID().uuidString.lowercased(), filename: Self.cleanFilename(URLFetcher.filename(disposition: nil, url: url)),
+        let upload = Upload(id: UUID().uuidString.lowercased(), filename: Upload.cleanFilename(URLFetcher.filename(disposition: nil, url: url)),
                             contentType: nil, size: 0, sha256: "", path: "", tracks: [], createdAt: Date().timeIntervalSince1970,
                             sourceURL: url)
         try fromStore { () throws(StoreError) in try store.insert(upload) }

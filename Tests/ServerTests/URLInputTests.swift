@@ -272,9 +272,9 @@ import TestSupport
         // A 503 (a bucket shedding load, a server restarting) is asked again after a wait, as the job's next attempt:
         // it failed the job for good.
         try FileManager.default.copyItem(atPath: try Media.path(.standard), toPath: peer.media.appendingPathComponent("later.mp4").path)
-        // Its answer names the file (Content-Disposition, a quoted name with `;`): the input is named so, not after
-        // the URL.
-        let later = try #require(try create(open, #"{"url": "\#(peer.base)/flaky-media/later.mp4?as=final%3B%20cut.mp4"}"#).object["id"] as? String)
+        // Its answer names the file (Content-Disposition, a quoted name with `;`, a folder and a control character):
+        // the input is named so, not after the URL, cleaned as any upload's name.
+        let later = try #require(try create(open, #"{"url": "\#(peer.base)/flaky-media/later.mp4?as=dir%2Ffinal%3B%20cut%01.mp4"}"#).object["id"] as? String)
         #expect(try eventually(60) { try open.json("/v1/jobs/\(later)").object["state"] as? String == "succeeded" },
                 "\((try? open.json("/v1/jobs/\(later)").object) ?? [:])")
         let inputName = (try open.json("/v1/jobs/\(later)").object["input"] as? [String: Any])?["filename"] as? String
