@@ -221,6 +221,10 @@ def scenario_resume(browser, base, path, report, token):
     report["creations"] = len([r for r in browser.requests("POST", "/v1/tus")])
     report["detail"] = browser.eval("document.querySelector('#upload-detail').textContent")
     report["rememberedAfter"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("GET", f"/v1/uploads/{report['uploadID']}")
+    report["stored"] = json.loads(connection.getresponse().read())
+    connection.close()
     browser.screenshot("3-resumed")
     # Complete, no job made on it yet: reloaded and chosen again, nothing is sent again; a job made on it, the page
     # forgets it.
@@ -230,6 +234,15 @@ def scenario_resume(browser, base, path, report, token):
     sent = (len(browser.requests("POST", "/v1/tus")), len(browser.requests("PATCH")))
     report["uploadIDAgain"] = upload_file(browser, path)
     report["sentAgain"] = [len(browser.requests("POST", "/v1/tus")) - sent[0], len(browser.requests("PATCH")) - sent[1]]
+    # Its stored upload deleted meanwhile (by another client, or retention): chosen again, the file is sent anew.
+    connection = http.client.HTTPConnection(base.split("//")[1], timeout=10)
+    connection.request("DELETE", f"/v1/uploads/{report['uploadIDAgain']}")
+    report["deleteStatus"] = connection.getresponse().status
+    connection.close()
+    browser.eval("delete document.querySelector('#upload').dataset.uploaded")
+    sent = len(browser.requests("POST", "/v1/tus"))
+    report["uploadIDAfterDelete"] = upload_file(browser, path)
+    report["createdAfterDelete"] = len(browser.requests("POST", "/v1/tus")) - sent
     start_job(browser)
     report["rememberedAfterJob"] = browser.eval("localStorage.getItem('transcoderd.uploads')")
 

@@ -188,20 +188,37 @@ async function upload(file) {
   });
   state.upload = current;
   try {
-    const id = await current.start();
-    if (state.upload !== current) return;
-    // The last PATCH is answered before the server has looked at the bytes: whether they are media (and what
-    // they hold) is the upload's own answer, a refusal's reason included.
-    $("upload-detail").textContent = "checking the file…";
-    let stored;
-    // Complete before this choice (remembered from before a reload): not found is final, not a completion under way.
-    const known = current.resumedFrom === file.size;
-    try {
-      stored = await storedUpload(id, () => state.upload !== current, known);
-    } catch (error) {
-      // The bytes are refused for good, or gone (deleted with a job): nothing to continue.
-      if (error.status === 422 || (known && error.status === 404)) current.forget();
-      throw error;
+    let stored = null;
+    // Finished before (a reload before a job was made on it): the stored upload is asked for by its id, whatever
+    // the tus upload's own expiry; gone (retention, deleted with a job), the file is sent anew.
+    const finished = current.completedID();
+    if (finished) {
+      $("upload-detail").textContent = "checking the file…";
+      try {
+        stored = await storedUpload(finished, () => state.upload !== current, true);
+        progress.value = 1;
+      } catch (error) {
+        if (state.upload !== current) return;
+        if (error.status !== 404) throw error;
+        current.forget();
+        current.url = null;
+      }
+    }
+    if (!stored) {
+      const id = await current.start();
+      if (state.upload !== current) return;
+      // The last PATCH is answered before the server has looked at the bytes: whether they are media (and what
+      // they hold) is the upload's own answer, a refusal's reason included.
+      $("upload-detail").textContent = "checking the file…";
+      // Complete before this choice (remembered unfinished): not found is final, not a completion under way.
+      const known = current.resumedFrom === file.size;
+      try {
+        stored = await storedUpload(id, () => state.upload !== current, known);
+      } catch (error) {
+        // The bytes are refused for good, or gone (deleted with a job): nothing to continue.
+        if (error.status === 422 || (known && error.status === 404)) current.forget();
+        throw error;
+      }
     }
     current.keepCompleted();
     if (state.upload !== current) return;
@@ -300,8 +317,10 @@ $("start").addEventListener("click", async () => {
   }
   $("start").disabled = true;
   try {
-    const job = await request("POST", "/v1/jobs", { json: { input: state.uploadID, settings } });
-    if (state.upload?.url?.endsWith(`/${state.uploadID}`)) state.upload.forget(); // made into a job: done with
+    // Taken before the request: another file chosen meanwhile replaces both.
+    const madeFrom = state.upload, input = state.uploadID;
+    const job = await request("POST", "/v1/jobs", { json: { input, settings } });
+    if (madeFrom?.url?.endsWith(`/${input}`)) madeFrom.forget(); // made into a job: not to be taken again as it is
     clearFieldErrors();
     jobs.add(job);
     $("live").textContent = `Job started for ${state.fileName}`;

@@ -186,6 +186,15 @@ export class TusUpload {
     remember(fingerprint(this.file), null);
   }
 
+  // The id of the upload this file finished as, when it is remembered finished (no job made on it yet); the
+  // upload then answers to it (`keepCompleted`, `forget`) without `start()`.
+  completedID() {
+    const known = remembered()[fingerprint(this.file)];
+    if (!known?.completed) return null;
+    this.url = known.url;
+    return known.url.split("/").pop();
+  }
+
   // The server has the upload (its id named a stored upload): chosen again before a job is made on it (after a
   // reload), the file is not sent again. It was forgotten here, and a reload before "Transcode" sent it all again.
   keepCompleted() {
