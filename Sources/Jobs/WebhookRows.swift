@@ -17,6 +17,9 @@ struct WebhookRows<Store: RowRunning> {
     /// `FOR UPDATE SKIP LOCKED` where nodes claim at once, else empty.
     let skipLocked: String
 
+    /// How a refused delivery ends once a later event of its job got through to the URL.
+    static var stale: String { "state = 'failed', last_error = 'A later event of the job reached the URL first.'" }
+
     /// Whether the pending delivery `row` (an alias) holds back the later ones of its job and URL: unless its URL
     /// refused it outright (a 4xx other than 408, 425 and 429: a receiver that takes terminal events only and
     /// answers 400 to `job.running`), which its retries will not change. Held back behind it, a job's later events
@@ -84,7 +87,7 @@ struct WebhookRows<Store: RowRunning> {
             // Refused again while a later event got through (it was in flight as that one was delivered, and the
             // update below passed it over): as stale.
             _ = try store.rows("""
-                UPDATE webhook_deliveries SET state = 'failed', last_error = 'A later event of the job reached the URL first.'
+                UPDATE webhook_deliveries SET \(Self.stale)
                 WHERE seq = ? AND state = 'pending' AND NOT (\(Self.holdsBack("webhook_deliveries")))
                     AND EXISTS (SELECT 1 FROM webhook_deliveries l WHERE l.job_id = webhook_deliveries.job_id
                                 AND l.url = webhook_deliveries.url AND l.seq > webhook_deliveries.seq AND l.state = 'delivered')
@@ -95,7 +98,7 @@ struct WebhookRows<Store: RowRunning> {
             // through: sent after it (a receiver fixed in the meantime), it took the job back (a `job.running` after
             // its `job.succeeded`) for a receiver that follows the state.
             _ = try store.rows("""
-                UPDATE webhook_deliveries SET state = 'failed', last_error = 'A later event of the job reached the URL first.'
+                UPDATE webhook_deliveries SET \(Self.stale)
                 WHERE job_id = ? AND url = ? AND state = 'pending' AND seq < ? AND NOT (\(Self.holdsBack("webhook_deliveries")))
                     AND (claimed_until IS NULL OR claimed_until < \(now))
                 """, [.text(delivery.jobID), .text(delivery.url), .integer(delivery.sequence)])

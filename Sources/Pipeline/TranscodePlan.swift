@@ -450,8 +450,6 @@ private final class AudioPath {
         let value = frame.pointer.pointee
         var source = value.best_effort_timestamp != FFmpeg.noPTS ? value.best_effort_timestamp : value.pts
         if isGuessedAtAnotherRate(source, value) { source = FFmpeg.noPTS }
-        // Before a filter graph is built at it (the converter checks it too, for frames without filters).
-        try MediaLimits.check(sampleRate: Int(value.sample_rate))
         let timestamp = source == FFmpeg.noPTS ? nil : timeline.convert(source, from: sourceTimeBase, to: input.encoder.timeBase)
         if let timestamp {
             // A clock that leaps far ahead would otherwise be filled with hours of silence.
@@ -467,6 +465,8 @@ private final class AudioPath {
             filters = nil
         }
         if filters == nil {
+            // Before a graph is built at the rate (the converter checks it for frames without filters).
+            try MediaLimits.check(sampleRate: Int(value.sample_rate))
             // The graph's first filter keeps the audio on its timestamps (in 1/sample rate), as the converter would.
             let sync = AudioConverter.Sync.filter(hardLimit: converter.hardLimit)
             filters = try FilterGraph(audio: value, chain: sync + "," + chain)

@@ -49,7 +49,7 @@ final class MultipartSink: BodySink {
     /// besides `file`.
     init(contentType: String, fields: [String], limits: Limits, memory: BodyMemory,
          makeFileSink: @escaping () throws(HTTPError) -> FileSink) throws(HTTPError) {
-        guard let boundary = Self.parameter("boundary", in: contentType), !boundary.isEmpty, boundary.utf8.count <= 70 else {
+        guard let boundary = HeaderParameter.value("boundary", in: contentType), !boundary.isEmpty, boundary.utf8.count <= 70 else {
             throw HTTPError(.badRequest, "invalid_multipart", "multipart/form-data needs a boundary parameter of 1 to 70 characters.",
                             closeConnection: true)
         }
@@ -61,9 +61,6 @@ final class MultipartSink: BodySink {
         reservation = BodyMemory.Reservation(memory)
         self.makeFileSink = makeFileSink
     }
-
-    /// A parameter of a header value (`HeaderParameter.value`).
-    static func parameter(_ name: String, in value: String) -> String? { HeaderParameter.value(name, in: value) }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
         pending.append(contentsOf: bytes)
@@ -155,7 +152,7 @@ final class MultipartSink: BodySink {
             if String(pair[0]).caseInsensitiveEquals("Content-Disposition") { disposition = value }
             if String(pair[0]).caseInsensitiveEquals("Content-Type") { contentType = value }
         }
-        guard let disposition, let name = Self.parameter("name", in: disposition) else {
+        guard let disposition, let name = HeaderParameter.value("name", in: disposition) else {
             throw HTTPError(.badRequest, "invalid_multipart", "Every multipart part needs Content-Disposition: form-data; name=\"...\".",
                             closeConnection: true)
         }
@@ -164,7 +161,7 @@ final class MultipartSink: BodySink {
                 throw HTTPError(.badRequest, "duplicate_part", "The multipart body has more than one part named file.", closeConnection: true)
             }
             let sink = try makeFileSink()
-            sink.filename = Self.parameter("filename", in: disposition)
+            sink.filename = HeaderParameter.value("filename", in: disposition)
             sink.contentType = contentType
             fileSink = sink
         } else {

@@ -190,7 +190,7 @@ public final class TranscoderAPI: Sendable {
         case .file(let body):
             var named = try body.complete()
             named.filename = request.parameters["filename"].flatMap { $0.isEmpty ? nil : $0 }
-                ?? request.headers["Content-Disposition"].flatMap { MultipartSink.parameter("filename", in: $0) }
+                ?? request.headers["Content-Disposition"].flatMap { HeaderParameter.value("filename", in: $0) }
             named.contentType = request.headers["Content-Type"]
             file = named
         case .multipart(let body?, _):

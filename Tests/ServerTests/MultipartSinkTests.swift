@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import Outbound
 @testable import Server
 
 /// The multipart parser's bounds, fed bytes directly (no socket): the part count, each part's size and all parts'
@@ -50,11 +51,11 @@ import TestSupport
     /// the value was cut at the `;` and the download was named after `"a`.
     @Test func quotedParametersKeepTheirSemicolonsAndEscapes() {
         let disposition = #"form-data; name="file"; filename="a;b \"c\".mov""#
-        #expect(MultipartSink.parameter("name", in: disposition) == "file")
-        #expect(MultipartSink.parameter("filename", in: disposition) == #"a;b "c".mov"#)
-        #expect(MultipartSink.parameter("boundary", in: "multipart/form-data; boundary=abc;charset=x") == "abc")
-        #expect(MultipartSink.parameter("boundary", in: #"multipart/form-data; charset="x;y"; boundary="q r""#) == "q r")
-        #expect(MultipartSink.parameter("filename", in: "form-data; name=file") == nil)
+        #expect(HeaderParameter.value("name", in: disposition) == "file")
+        #expect(HeaderParameter.value("filename", in: disposition) == #"a;b "c".mov"#)
+        #expect(HeaderParameter.value("boundary", in: "multipart/form-data; boundary=abc;charset=x") == "abc")
+        #expect(HeaderParameter.value("boundary", in: #"multipart/form-data; charset="x;y"; boundary="q r""#) == "q r")
+        #expect(HeaderParameter.value("filename", in: "form-data; name=file") == nil)
     }
 
     @Test func theSeventeenthPartIsRefusedAsSoonAsItsHeadersArrive() throws {
