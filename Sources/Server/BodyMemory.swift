@@ -3,6 +3,8 @@ import Synchronization
 /// The request-body bytes the server holds in memory at once (JSON bodies, multipart fields), over every connection
 /// and loop, against one limit: each body is capped on its own, and this caps how many may be held together, so
 /// thousands of clients each sending a body at its cap cannot exhaust memory. Past the limit a request gets 503.
+/// Upload writers draw their buffers past the first from an instance of their own (`UploadWriter`): past its limit
+/// they wait for their own buffers rather than refuse.
 final class BodyMemory: Sendable {
     /// Bytes.
     let limit: Int
@@ -13,7 +15,8 @@ final class BodyMemory: Sendable {
     /// Bytes held now.
     var inUse: Int { used.load(ordering: .relaxed) }
 
-    fileprivate func take(_ count: Int) -> Bool {
+    /// Takes `count` bytes if they fit under the limit.
+    func take(_ count: Int) -> Bool {
         var current = used.load(ordering: .relaxed)
         while true {
             guard current + count <= limit else { return false }
@@ -23,7 +26,7 @@ final class BodyMemory: Sendable {
         }
     }
 
-    fileprivate func give(_ count: Int) {
+    func give(_ count: Int) {
         used.subtract(count, ordering: .relaxed)
     }
 

@@ -101,13 +101,13 @@ final class FileSink: BodySink {
     }
 
     /// A sink for a new file in `directory` (created by the first write, on `pool`).
-    init(directory: URL, limit: Int64, pool: BlockingPool) {
+    init(directory: URL, limit: Int64, pool: BlockingPool, memory: BodyMemory? = nil) {
         // A random name from getrandom(2): Foundation's UUID() opens /dev/urandom, file work the loop must not do.
         var generator = SystemRandomNumberGenerator()
         let name = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16) }.joined(separator: "-")
         path = directory.appendingPathComponent(DataDirectory.partialUploadName(name)).path
         self.limit = limit
-        writer = UploadWriter(path: path, pool: pool)
+        writer = UploadWriter(path: path, pool: pool, memory: memory)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {

@@ -392,7 +392,8 @@ final class Connection {
             }
         }
         let makeFile = { () throws(HTTPError) -> FileSink in
-            FileSink(directory: configuration.uploadDirectory, limit: configuration.maxUploadBytes, pool: pools.files)
+            FileSink(directory: configuration.uploadDirectory, limit: configuration.maxUploadBytes, pool: pools.files,
+                     memory: pools.uploadMemory)
         }
         let makeJSON = { DataSink(limit: configuration.maxJSONBytes, memory: pools.bodyMemory) }
         let makeMultipart = { (fields: [String]) throws(HTTPError) -> BodySink in
@@ -411,7 +412,8 @@ final class Connection {
         case .jsonOrMultipart(let fields):
             return inMemory ? makeJSON() : try makeMultipart(fields)
         case .tus(let endpoint):
-            return try endpoint.makeSink(head: head, parameters: parameters, hasBody: hasBody, pool: pools.files)
+            return try endpoint.makeSink(head: head, parameters: parameters, hasBody: hasBody, pool: pools.files,
+                                         memory: pools.uploadMemory)
         }
     }
 

@@ -18,6 +18,9 @@ public struct HTTPServerConfiguration: Sendable {
     var multipartLimits = MultipartSink.Limits()
     /// Request-body bytes held in memory at once over all connections (JSON bodies, multipart parts); past it: 503.
     public var maxBufferedBodyBytes = 64 * 1024 * 1024
+    /// Upload bytes waiting in memory for the disk over all uploads, besides one 256 KiB buffer each; past it an
+    /// upload is read only as fast as its own writes end.
+    public var maxUploadBufferBytes = 64 * 1024 * 1024
     /// Bytes an event stream may have waiting for a client that does not read; past it the stream is closed.
     public var maxStreamBacklogBytes = 1024 * 1024
     /// Time allowed to send a whole header section (slowloris), seconds.

@@ -13,6 +13,8 @@ final class ServerPools: Sendable {
     /// never hold up the probes of uploaded files.
     let fetches: BlockingPool
     let bodyMemory: BodyMemory
+    /// Upload buffers past each upload's first (`UploadWriter`).
+    let uploadMemory: BodyMemory
 
     init(configuration: HTTPServerConfiguration) {
         handlers = BlockingPool(name: "handler", threads: configuration.handlerThreads)
@@ -22,6 +24,7 @@ final class ServerPools: Sendable {
         waits = BlockingPool(name: "wait", threads: 4)
         fetches = BlockingPool(name: "fetch", threads: configuration.fetchThreads)
         bodyMemory = BodyMemory(limit: configuration.maxBufferedBodyBytes)
+        uploadMemory = BodyMemory(limit: configuration.maxUploadBufferBytes)
     }
 
     /// Runs what is queued and ends the threads.

@@ -92,9 +92,10 @@ public final class TusEndpoint: Sendable {
 
     /// The sink for a creation or a PATCH, once the headers are found sound; what can only be checked against the
     /// files (offset, lock, expiry) is checked as the file is opened, on a file thread.
-    func makeSink(head: RequestHead, parameters: [String: String], hasBody: Bool, pool: BlockingPool) throws(HTTPError) -> BodySink {
+    func makeSink(head: RequestHead, parameters: [String: String], hasBody: Bool, pool: BlockingPool,
+                  memory: BodyMemory) throws(HTTPError) -> BodySink {
         do {
-            return try sink(head: head, parameters: parameters, hasBody: hasBody, pool: pool)
+            return try sink(head: head, parameters: parameters, hasBody: hasBody, pool: pool, memory: memory)
         } catch {
             // A refusal before the body reaches a browser on another origin too.
             var failure = error
@@ -103,7 +104,8 @@ public final class TusEndpoint: Sendable {
         }
     }
 
-    private func sink(head: RequestHead, parameters: [String: String], hasBody: Bool, pool: BlockingPool) throws(HTTPError) -> BodySink {
+    private func sink(head: RequestHead, parameters: [String: String], hasBody: Bool, pool: BlockingPool,
+                      memory: BodyMemory) throws(HTTPError) -> BodySink {
         let headers = head.headers
         try checkVersion(headers)
         if hasBody || head.method == "PATCH" {
@@ -125,7 +127,7 @@ public final class TusEndpoint: Sendable {
             mode = .append(id: id, offset: offset, length: length)
         }
         return TusSink(mode: mode, uploads: uploads, digests: digests, holders: holders, maxBytes: maxBytes, checksum: checksum,
-                       pool: pool)
+                       pool: pool, memory: memory)
     }
 
     private var lengthRefusal: HTTPError {

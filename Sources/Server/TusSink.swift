@@ -27,7 +27,7 @@ final class TusSink: BodySink {
     private let holders: TusLockHolders
 
     init(mode: Mode, uploads: TusUploads, digests: TusDigests, holders: TusLockHolders, maxBytes: Int64,
-         checksum: (Digest, Data)?, pool: BlockingPool) {
+         checksum: (Digest, Data)?, pool: BlockingPool, memory: BodyMemory? = nil) {
         let id: String
         let offset: Int64
         switch mode {
@@ -65,7 +65,7 @@ final class TusSink: BodySink {
         // The running hash goes back for the next PATCH whenever the bytes stay, a request cut short included: kept
         // only by a whole one, it was lost at the first dropped connection, and the completion read the whole file
         // again (minutes for a large upload, inside the final PATCH).
-        writer = UploadWriter(path: uploads.dataPath(id), pool: pool, opening: opening, hashing: hashing,
+        writer = UploadWriter(path: uploads.dataPath(id), pool: pool, memory: memory, opening: opening, hashing: hashing,
                               checksum: checksum.map { (digest: $0.0, expected: $0.1) }, settled: settled,
                               handBack: { digest, end in digests.put(id, digest, offset: end) })
         writer.openEarly()

@@ -8,7 +8,10 @@ import Locks
 /// buffers (no copy: see `reserve`), hands full ones over, and when all are in flight it stops reading that
 /// connection until one comes back (`whenSpace`), the back-pressure a blocking write would give.
 ///
-/// Memory stays at `maxBuffers × bufferBytes` per upload, plus at most the bytes of one read handed to `append`.
+/// Memory stays at `maxBuffers × bufferBytes` per upload, plus at most the bytes of one read handed to `append`;
+/// and over all uploads, at one buffer each plus the server's `memory` budget: every buffer past an upload's first is
+/// taken from it, and when it is spent an upload waits for one of its own to come back (a disk that does not keep up
+/// with thousands of uploads held 2 MiB for each of them).
 /// The file is created on a file thread too (an `open` on a network file system can block), so a failure to create
 /// or write it shows up at the next `commit`, or at `complete`.
 ///
@@ -22,16 +25,27 @@ final class UploadWriter: @unchecked Sendable {
     // time: the loop fills it, the file thread owns it until it is back on `free`.
     private final class Buffer: @unchecked Sendable {
         let bytes: UnsafeMutableRawBufferPointer
+        /// The budget its bytes were taken from, given back when it goes; nil for an upload's first buffer (and one
+        /// made past a spent budget for bytes already read).
+        let budget: BodyMemory?
 
-        init(count: Int) { bytes = .allocate(byteCount: count, alignment: 64) }
+        init(count: Int, budget: BodyMemory?) {
+            bytes = .allocate(byteCount: count, alignment: 64)
+            self.budget = budget
+        }
 
-        deinit { bytes.deallocate() }
+        deinit {
+            bytes.deallocate()
+            budget?.give(bytes.count)
+        }
     }
 
     private struct Shared {
         var free: [Buffer] = []
         /// Buffers in existence: free, being filled, or in flight.
         var allocated = 0
+        /// Of those, the ones not taken from the budget; one is kept, the others go when they come back.
+        var unbudgeted = 0
         /// The first error of a file thread; every later write is skipped.
         var failure: IOError?
         /// Called once, when a buffer comes back after `whenSpace` found none.
@@ -77,6 +91,8 @@ final class UploadWriter: @unchecked Sendable {
 
     let path: String
     private let executor: SerialExecutor
+    /// Where buffers past the first come from; nil: up to `maxBuffers` each, unbudgeted.
+    private let memory: BodyMemory?
     private let shared = LockedValue(Shared())
     private var descriptor: Int32 = -1
     private let opening: Opening
@@ -106,10 +122,11 @@ final class UploadWriter: @unchecked Sendable {
 
     /// A writer for the file at `path` (by default a new one, created exclusively by the first write), whose work
     /// runs on `pool`; `checksum` is a digest of the bytes written here alone (a tus chunk's).
-    init(path: String, pool: BlockingPool, opening: Opening = .create, hashing: Hashing = .fresh,
+    init(path: String, pool: BlockingPool, memory: BodyMemory? = nil, opening: Opening = .create, hashing: Hashing = .fresh,
          checksum: (digest: Digest, expected: Data)? = nil, settled: (@Sendable () -> Void)? = nil,
          handBack: (@Sendable (Digest, Int64) -> Void)? = nil) {
         self.path = path
+        self.memory = memory
         self.settled = settled
         self.handBack = handBack
         if case .resuming(let take) = hashing { resumedHash = take } else { resumedHash = nil }
@@ -145,9 +162,16 @@ final class UploadWriter: @unchecked Sendable {
 
     /// Whether a whole buffer is free or may be made now, so one more read (at most `bufferBytes`) fits whatever the
     /// current buffer holds; if not, `resume` is kept and called once (on a file thread) when one comes back.
+    /// With none in flight it is always yes: the next read fills the current buffer (or makes the first), which
+    /// then goes to the file thread, and nothing else would ever call `resume`.
     func whenSpace(_ resume: @escaping @Sendable () -> Void) -> Bool {
-        shared.withLock { shared -> Bool in
-            if shared.allocated < Self.maxBuffers || !shared.free.isEmpty || shared.failure != nil || shared.discarded {
+        let holding = current == nil ? 0 : 1
+        return shared.withLock { shared -> Bool in
+            let inFlight = shared.allocated - shared.free.count - holding
+            if !shared.free.isEmpty || shared.failure != nil || shared.discarded || inFlight == 0 {
+                return true
+            }
+            if shared.allocated < Self.maxBuffers && (memory.map { $0.inUse + Self.bufferBytes <= $0.limit } ?? true) {
                 return true
             }
             shared.waiting = resume
@@ -163,12 +187,16 @@ final class UploadWriter: @unchecked Sendable {
     /// already read does; extra buffers are dropped when they come back); callers that can wait ask `whenSpace` first.
     func reserve() -> UnsafeMutableRawBufferPointer {
         if current == nil {
-            let free = shared.withLock { shared -> Buffer? in
+            let memory = memory
+            current = shared.withLock { shared -> Buffer in
                 if let buffer = shared.free.popLast() { return buffer }
                 shared.allocated += 1
-                return nil
+                if shared.unbudgeted > 0, let memory, memory.take(Self.bufferBytes) {
+                    return Buffer(count: Self.bufferBytes, budget: memory)
+                }
+                shared.unbudgeted += 1
+                return Buffer(count: Self.bufferBytes, budget: nil)
             }
-            current = free ?? Buffer(count: Self.bufferBytes)
             filled = 0
         }
         return UnsafeMutableRawBufferPointer(rebasing: current!.bytes[filled...])
@@ -246,6 +274,7 @@ final class UploadWriter: @unchecked Sendable {
                 shared.endSize = end
                 // No more writes come: the buffers go now, not when the handler is done with the body.
                 shared.allocated -= shared.free.count
+                shared.unbudgeted -= shared.free.count { $0.budget == nil }
                 shared.free.removeAll()
             }
             shared.notifyAll()
@@ -297,8 +326,11 @@ final class UploadWriter: @unchecked Sendable {
         executor.submit { [self] in
             write(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<count]))
             let resume = shared.withLock { shared -> (@Sendable () -> Void)? in
-                if shared.allocated > Self.maxBuffers || shared.digest != nil {
-                    shared.allocated -= 1 // one made past the bound, or the upload is done: let it go
+                if shared.allocated > Self.maxBuffers || shared.digest != nil
+                    || (memory != nil && buffer.budget == nil && shared.unbudgeted > 1) {
+                    // One made past the bound or the budget, or the upload is done: let it go.
+                    shared.allocated -= 1
+                    if buffer.budget == nil { shared.unbudgeted -= 1 }
                 } else {
                     shared.free.append(buffer)
                 }

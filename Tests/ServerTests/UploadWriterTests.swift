@@ -58,6 +58,50 @@ import TestSupport
         pool.shutdown()
     }
 
+    /// Buffers past an upload's first come from the server's budget: with the disk stuck, two uploads hold their
+    /// first buffer each and the budget's two more between them, not eight each (2 MiB a connection, 8 GiB over
+    /// 4096); the one left without the budget's waits for its own buffer and goes on when it comes back.
+    @Test func uploadsShareOneBudgetForTheirBuffersPastTheFirst() throws {
+        let (pool, release) = heldPool()
+        let memory = BodyMemory(limit: 2 * UploadWriter.bufferBytes)
+        let folder = try Media.scratch()
+        let first = UploadWriter(path: folder.appendingPathComponent("first").path, pool: pool, memory: memory)
+        let second = UploadWriter(path: folder.appendingPathComponent("second").path, pool: pool, memory: memory)
+        /// Reads straight into the writer's buffers, as the loop does, while it says there is room.
+        func fill(_ writer: UploadWriter, resume: @escaping @Sendable () -> Void = {}) throws -> Int {
+            var bytes = 0
+            while writer.whenSpace(resume) && bytes < 100 * UploadWriter.bufferBytes {
+                let space = writer.reserve()
+                space.initializeMemory(as: UInt8.self, repeating: UInt8(bytes % 251))
+                try writer.commit(space.count)
+                bytes += space.count
+            }
+            return bytes
+        }
+        let firstBytes = try fill(first)
+        #expect(first.buffersAllocated == 3, "its own buffer and the budget's two: \(first.buffersAllocated)")
+        #expect(memory.inUse == 2 * UploadWriter.bufferBytes)
+        let resumed = DispatchSemaphore(value: 0)
+        let secondBytes = try fill(second) { resumed.signal() }
+        #expect(second.buffersAllocated == 1, "the budget is spent: its own buffer only, \(second.buffersAllocated)")
+        #expect(secondBytes == UploadWriter.bufferBytes)
+        release.signal()
+        #expect(resumed.wait(timeout: .now() + 10) == .success, "the second upload goes on once its buffer is written")
+        let more = try fill(second)
+        #expect(more > 0)
+        first.finish()
+        second.finish()
+        _ = try first.complete()
+        _ = try second.complete()
+        func size(_ name: String) throws -> Int {
+            try FileManager.default.attributesOfItem(atPath: folder.appendingPathComponent(name).path)[.size] as? Int ?? -1
+        }
+        #expect(try size("first") == firstBytes)
+        #expect(try size("second") == secondBytes + more)
+        #expect(memory.inUse == 0, "every budgeted buffer is given back: \(memory.inUse) bytes still held")
+        pool.shutdown()
+    }
+
     @Test func aBusyExecutorLetsAnotherOneRunBetweenItsItems() {
         let pool = BlockingPool(name: "fair", threads: 1)
         let busy = SerialExecutor(pool: pool), other = SerialExecutor(pool: pool)
