@@ -106,6 +106,12 @@ int tc_remove_attribute(const char *path, const char *name) { return removexattr
 
 int tc_try_fsetxattr(int fd, const char *name) { return fsetxattr(fd, name, "x", 1, XATTR_REPLACE); }
 
+int tc_try_clone(unsigned long flags) {
+    return (int)syscall(SYS_clone, flags | CLONE_THREAD, 0, 0, 0, 0);
+}
+
+int tc_try_clone3(void) { return (int)syscall(435, 0, 0); }
+
 int tc_try_openat2(const char *path) {
     struct { unsigned long long flags, mode, resolve; } how = { O_RDONLY | O_CLOEXEC, 0, 0 };
     int descriptor = (int)syscall(437, AT_FDCWD, path, &how, sizeof how);

@@ -42,11 +42,28 @@ public enum Sandbox {
 
     /// Calls refused when a flags argument, masked, has a value: opening to read only and truncate (`O_TRUNC` with
     /// `O_RDONLY`), which Landlock before its ABI 3 (Debian 12's kernel has 2) lets through on a file it may read:
-    /// a child taken over emptied its input or a shared watermark. Nothing opens so on purpose.
+    /// a child taken over emptied its input or a shared watermark. Nothing opens so on purpose. Nor with access mode
+    /// 3 (neither read nor write, which Linux takes for an `ioctl`-only open), for which Landlock asks no right at
+    /// all: with `O_TRUNC` it emptied the file as well. And `clone` (flags first on x86-64 and arm64) with
+    /// `CLONE_PARENT`, which makes the new process a child of the server: after the job it stayed a zombie there
+    /// (the server reaps only its own children), as many as a job made, until no child could start; or with a new
+    /// namespace, as `unshare` is refused.
     static let refusedWithFlags: [(name: String, index: UInt32, mask: UInt64, value: UInt64)] = [
         ("open", 1, UInt64(O_ACCMODE | O_TRUNC), UInt64(O_RDONLY | O_TRUNC)),
         ("openat", 2, UInt64(O_ACCMODE | O_TRUNC), UInt64(O_RDONLY | O_TRUNC)),
+        ("open", 1, UInt64(O_ACCMODE), 3),
+        ("openat", 2, UInt64(O_ACCMODE), 3),
+    ] + cloneFlags.values.map { ("clone", 0, $0, $0) }
+
+    /// The `clone` flags refused (Linux's values, the same on every architecture; Swift does not import them).
+    static let cloneFlags: [String: UInt64] = [
+        "CLONE_PARENT": 0x8000, "CLONE_NEWNS": 0x20000, "CLONE_NEWCGROUP": 0x200_0000, "CLONE_NEWUTS": 0x400_0000,
+        "CLONE_NEWIPC": 0x800_0000, "CLONE_NEWUSER": 0x1000_0000, "CLONE_NEWPID": 0x2000_0000, "CLONE_NEWNET": 0x4000_0000,
     ]
+
+    /// Calls refused as if the kernel did not have them (ENOSYS), so the C library falls back to an older one the
+    /// filter can read: `clone3`, whose flags are in memory it cannot see (glibc starts threads with `clone` then).
+    static let missing = ["clone3"]
 
     /// Calls newer than the libseccomp some systems have (Debian 12's 2.5.4 knows `fchmodat2` but not the others;
     /// Ubuntu 22.04's none), refused by their numbers, the same on every architecture since Linux 5.1, when the name
@@ -113,6 +130,9 @@ public enum Sandbox {
             }
             for call in refusedByNumber {
                 try filter.refuse(call.name, number: call.number)
+            }
+            for name in missing {
+                try filter.refuse(name, error: ENOSYS)
             }
             for rule in refusedWithFlags {
                 try filter.refuse(rule.name, argument: rule.index, masked: rule.mask, equal: rule.value)
@@ -193,6 +213,10 @@ public enum Sandbox {
                     let descriptor = open(file, O_RDONLY | O_TRUNC | O_CLOEXEC)
                     return descriptor >= 0 ? 0 : -1
                 },
+                "open(access mode 3, truncating)": forked {
+                    let descriptor = open(file, O_ACCMODE | O_TRUNC | O_CLOEXEC)
+                    return descriptor >= 0 ? 0 : -1
+                },
                 "setxattrat(in its folder)": forked { tc_try_setxattrat(file, "user.transcoderd-check") }]
     }
 
@@ -255,7 +279,9 @@ public enum Sandbox {
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         return SandboxReport(
-            seccomp: seccompMode == 2, seccompError: seccompError, refusedCalls: seccompMode == 2 ? refused + refusedByNumber.map(\.name)
+            // Any filter sets the mode (a container's own, systemd's): on only when this one was loaded.
+            seccomp: seccompMode == 2 && seccompError == nil, seccompError: seccompError,
+            refusedCalls: seccompMode == 2 && seccompError == nil ? refused + missing + refusedByNumber.map(\.name)
                 + refusedWithFlags.map { "\($0.name)(arg\($0.index) & \($0.mask) = \($0.value))" } + refusedWithArguments.map { "\($0.name)(\($0.conditions.map { "arg\($0.index) \($0.equal ? "=" : "≠") \($0.value)" }.joined(separator: ", ")))" } : [],
             noNewPrivileges: tc_no_new_privileges() == 1,
             parentDeathSignal: deathSignal == 0 ? nil : ChildProcess.Termination.name(of: deathSignal),
@@ -334,6 +360,9 @@ public enum Sandbox {
                 "setpriority(own group)": groupPriority, "setpriority(self)": ownPriority, "sched_setaffinity(parent)": affinity,
                 "ioprio_set(parent)": ioPriority, "ioprio_set(own group)": groupIOPriority,
                 "unshare(nothing)": namespaces, "userfaultfd": faults, "keyctl(session keyring)": keys,
+                "clone(CLONE_PARENT)": outcome(tc_try_clone(UInt(cloneFlags["CLONE_PARENT"]!))),
+                "clone(CLONE_NEWUSER)": outcome(tc_try_clone(UInt(cloneFlags["CLONE_NEWUSER"]!))),
+                "clone3": tc_try_clone3() >= 0 ? "allowed" : errno == ENOSYS ? "ENOSYS" : String(cString: strerror(errno)),
                 "socket(AF_UNIX)": socketOutcome(AF_UNIX), "socketpair(AF_UNIX)": pairOutcome]
     }
 

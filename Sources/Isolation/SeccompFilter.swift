@@ -2,7 +2,7 @@ import CSeccomp
 import Glibc
 
 /// Owns a libseccomp filter context: built from rules, loaded into this process (and its threads made later), then
-/// released. Every call refused by a rule fails with `EPERM`.
+/// released. Every call refused by a rule fails with `EPERM`, unless it says otherwise.
 final class SeccompFilter {
     private var context: scmp_filter_ctx?
 
@@ -14,12 +14,13 @@ final class SeccompFilter {
 
     /// Refuses the system call `name` (by `number` when libseccomp does not know the name), or only when its first
     /// argument is not `allowedFirstArgument`.
-    func refuse(_ name: String, number fallback: Int32? = nil, unlessFirstArgumentIs allowedFirstArgument: UInt64? = nil) throws(ProcessError) {
+    func refuse(_ name: String, number fallback: Int32? = nil, unlessFirstArgumentIs allowedFirstArgument: UInt64? = nil,
+                error: Int32 = EPERM) throws(ProcessError) {
         guard let number = try Self.number(of: name, fallback: fallback) else { return }
         var comparison = scmp_arg_cmp(arg: 0, op: SCMP_CMP_NE, datum_a: allowedFirstArgument ?? 0, datum_b: 0)
         let result = allowedFirstArgument == nil
-            ? seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 0, nil)
-            : seccomp_rule_add_array(context, tc_scmp_act_errno(EPERM), number, 1, &comparison)
+            ? seccomp_rule_add_array(context, tc_scmp_act_errno(error), number, 0, nil)
+            : seccomp_rule_add_array(context, tc_scmp_act_errno(error), number, 1, &comparison)
         guard result == 0 else { throw ProcessError(errnoCode: -result, reason: "adding a seccomp rule for \(name)") }
     }
 

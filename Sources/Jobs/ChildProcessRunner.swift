@@ -188,7 +188,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
             // Finished work stands, even when a cancel came while the child was on its way out.
             if answer.error == nil { return answer }
             if cancellation.isCanceled { throw MediaError.canceled }
-            if let failure = answer.error { throw MediaError(code: failure.code, message: failure.message) }
+            if let failure = answer.error { throw Self.failure(failure) }
         }
         if cancellation.isCanceled { throw MediaError.canceled }
         // It died without answering. Of a line too long, which it would write again: not retried.
@@ -210,5 +210,31 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
                                  + "Raise --job-memory-mib (TRANSCODER_JOB_MEMORY_MIB), or ask for a smaller output.")
         }
         throw MediaError(code: "worker_crashed", message: "The transcode process stopped unexpectedly: \(termination).")
+    }
+
+    /// Bytes of a child's error message kept, at most.
+    static let maxMessageBytes = 4096
+
+    /// The codes only this side gives, for what happens outside the child (the queue runs such a job again).
+    private static let parentCodes: Set = ["worker_unavailable", "store_error", "worker_crashed", "canceled"]
+
+    /// A child's error as the job's: its message cut to `maxMessageBytes`, its code kept only if it is a code a
+    /// child may give (`worker_failed` otherwise). A child taken over by a hostile file wrote 16 MiB into the job's
+    /// row, every listing, event and webhook, or named a failure of this side's (`store_error`: the job ran again).
+    static func failure(_ failure: JobMessage.Failure) -> MediaError {
+        let code = failure.code
+        let isCode = (1...64).contains(code.utf8.count) && code.utf8.first.map { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) } == true
+            && code.utf8.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "_") }
+        var message = failure.message
+        if message.utf8.count > maxMessageBytes {
+            // Cut on a scalar's start, room left for the ellipsis (3 bytes).
+            var end = message.utf8.index(message.startIndex, offsetBy: maxMessageBytes - 3)
+            while end.samePosition(in: message.unicodeScalars) == nil { end = message.utf8.index(before: end) }
+            message = message[..<end] + "…"
+        }
+        guard isCode, !parentCodes.contains(code) else {
+            return MediaError(code: "worker_failed", message: "The job process failed with an error it may not give (\(code.prefix(64).debugDescription)): \(message)")
+        }
+        return MediaError(code: code, message: message)
     }
 }

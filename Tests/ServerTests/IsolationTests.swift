@@ -235,18 +235,24 @@ import TestSupport
                                  "truncate(in its folder)": "EPERM", "removexattr(in its folder)": "EPERM", "setxattrat(in its folder)": "EPERM",
                                  "fchmod(read-only descriptor)": "EPERM", "fchown(read-only descriptor)": "EPERM",
                                  "fsetxattr(read-only descriptor)": "EPERM", "openat2(in its folder)": "EPERM",
-                                 "open(read-only, truncating)": "EPERM"],
+                                 "open(read-only, truncating)": "EPERM", "open(access mode 3, truncating)": "EPERM",
+                                 "clone(CLONE_PARENT)": "EPERM", "clone(CLONE_NEWUSER)": "EPERM", "clone3": "ENOSYS"],
                 "\(report.tried ?? [:])")
         // The filter's refusals, not the machine's: outside the sandbox (this process) the kernel allows them here.
         let unconfined = Sandbox.tryRefusedCalls()
         #expect(unconfined["userfaultfd"] == "allowed" && unconfined["keyctl(session keyring)"] == "allowed", "\(unconfined)")
+        // The kernel's own answer to flags it refuses: the filter never let the calls reach it.
+        for call in ["clone(CLONE_PARENT)", "clone(CLONE_NEWUSER)", "clone3"] {
+            #expect(unconfined[call] == String(cString: strerror(EINVAL)), "\(call): \(unconfined)")
+        }
         // Nor Landlock's: a file's metadata changed by its path in the folder it may write in, confined but unfiltered
         // (the attribute, which the file does not have, fails otherwise).
         let metadata = Sandbox.tryConfinedWrites()
         for call in ["chmod", "chown", "utimensat", "truncate"] {
             #expect(metadata["\(call)(in its folder)"] == "allowed", "\(metadata)")
         }
-        for call in ["fchmod(read-only descriptor)", "fchown(read-only descriptor)", "open(read-only, truncating)", "openat2(in its folder)"] {
+        for call in ["fchmod(read-only descriptor)", "fchown(read-only descriptor)", "open(read-only, truncating)",
+                     "open(access mode 3, truncating)", "openat2(in its folder)"] {
             #expect(metadata[call] == "allowed", "\(call): \(metadata)")
         }
         #expect(metadata["removexattr(in its folder)"] == "failed" && metadata["setxattrat(in its folder)"] == "failed"
@@ -397,6 +403,30 @@ import TestSupport
         let flooding = try stub("flood.sh", "head -c 20000000 /dev/zero\nsleep 30")
         let broken = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: flooding, policy: policy).probe(path: "/dev/null") }
         #expect(broken.code == "worker_failed", "\(broken)")
+    }
+
+    /// A child's error becomes its job's only within bounds: a child taken over by a hostile file wrote a message of
+    /// megabytes (into the job's row, every listing, event and webhook) or named a failure of the server's own
+    /// (`store_error`: the job ran again). Its message is cut, its code kept only if it may give it.
+    @Test func aChildsErrorIsBoundedAndCannotNameTheServersFailures() throws {
+        let folder = try Media.scratch()
+        func answering(_ code: String, _ message: String) throws -> MediaError {
+            let path = folder.appendingPathComponent("\(code.hashValue).sh").path
+            let text = String(decoding: try JSONEncoder().encode(JobMessage(error: .init(code: code, message: message))), as: UTF8.self)
+            try Data("#!/bin/sh\nread request\necho '\(text)'\n".utf8).write(to: URL(fileURLWithPath: path))
+            #expect(chmod(path, 0o755) == 0)
+            return try #require(throws: MediaError.self) { try ChildProcessRunner(executable: path).probe(path: "/dev/null") }
+        }
+        let long = String(repeating: "é", count: 300_000)
+        let forged = try answering("store_error", long)
+        #expect(forged.code == "worker_failed", "\(forged.code)")
+        #expect(forged.message.utf8.count <= 4096 + 200 && forged.message.hasSuffix("é…"), "\(forged.message.utf8.count) bytes")
+        let odd = try answering("Bad Code\u{1B}", "x")
+        #expect(odd.code == "worker_failed" && odd.message.contains("x"), "\(odd)")
+        let own = try answering("unsupported_codec", long)
+        #expect(own.code == "unsupported_codec" && own.message.utf8.count <= 4096, "\(own.code) \(own.message.utf8.count)")
+        let short = try answering("timestamps_invalid", "The video goes back in time.")
+        #expect(short.code == "timestamps_invalid" && short.message == "The video goes back in time.")
     }
 
     /// A child that answers and then does not exit (a library's clean-up at exit, threads still running) is killed

@@ -51,6 +51,14 @@ int tc_remove_attribute(const char *path, const char *name);
 /// when refused. For the sandbox check.
 int tc_try_fsetxattr(int fd, const char *name);
 
+/// The raw clone call with `flags` and CLONE_THREAD without CLONE_SIGHAND, which the kernel refuses (EINVAL) before
+/// it starts anything: -1 with EINVAL when the filter let it through, EPERM when it refused it. For the sandbox check.
+int tc_try_clone(unsigned long flags);
+
+/// clone3 (number 435 everywhere) with no arguments: -1 with EINVAL when the filter let it through, ENOSYS when it
+/// refused it. For the sandbox check.
+int tc_try_clone3(void);
+
 /// openat2 (number 437 everywhere) of `path` to read, closed again: 0 when allowed, -1 with EPERM when refused.
 /// For the sandbox check.
 int tc_try_openat2(const char *path);
