@@ -326,9 +326,13 @@ final class UploadWriter: @unchecked Sendable {
         executor.submit { [self] in
             write(UnsafeRawBufferPointer(rebasing: buffer.bytes[0..<count]))
             let resume = shared.withLock { shared -> (@Sendable () -> Void)? in
+                // A budgeted one stays only for a read waiting for it: kept on the free list, an upload whose
+                // client then slowed held the budget for hours while other uploads made do with one buffer.
                 if shared.allocated > Self.maxBuffers || shared.digest != nil
-                    || (memory != nil && buffer.budget == nil && shared.unbudgeted > 1) {
-                    // One made past the bound or the budget, or the upload is done: let it go.
+                    || (memory != nil && buffer.budget == nil && shared.unbudgeted > 1)
+                    || (buffer.budget != nil && shared.waiting == nil) {
+                    // One made past the bound or the budget, a budgeted one no read waits for, or the upload is
+                    // done: let it go.
                     shared.allocated -= 1
                     if buffer.budget == nil { shared.unbudgeted -= 1 }
                 } else {

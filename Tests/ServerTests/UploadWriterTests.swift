@@ -102,6 +102,33 @@ import TestSupport
         pool.shutdown()
     }
 
+    /// An upload whose client slows after the disk lagged holds none of the budget once its writes are done: kept
+    /// on its free list, the budget stayed with idle uploads for hours and every other upload had one buffer.
+    @Test func anUploadThatGoesQuietGivesItsBudgetedBuffersBack() throws {
+        let (pool, release) = heldPool()
+        let memory = BodyMemory(limit: 4 * UploadWriter.bufferBytes)
+        let writer = UploadWriter(path: try Media.scratch().appendingPathComponent("quiet").path, pool: pool, memory: memory)
+        var bytes = 0
+        while writer.whenSpace({}) && bytes < 100 * UploadWriter.bufferBytes {
+            let space = writer.reserve()
+            space.initializeMemory(as: UInt8.self, repeating: 1)
+            try writer.commit(space.count)
+            bytes += space.count
+        }
+        #expect(memory.inUse == 4 * UploadWriter.bufferBytes)
+        release.signal()
+        // Its writes end; no read comes (the client went quiet), the upload is not finished.
+        let deadline = Date().addingTimeInterval(5)
+        while writer.buffersAllocated > 1 && Date() < deadline { usleep(10_000) }
+        #expect(writer.buffersAllocated == 1, "\(writer.buffersAllocated) buffers")
+        #expect(memory.inUse == 0, "\(memory.inUse) bytes of the budget held by an idle upload")
+        let space = writer.whenSpace({})
+        #expect(space, "its own buffer is there for the next read")
+        writer.finish()
+        _ = try writer.complete()
+        pool.shutdown()
+    }
+
     @Test func aBusyExecutorLetsAnotherOneRunBetweenItsItems() {
         let pool = BlockingPool(name: "fair", threads: 1)
         let busy = SerialExecutor(pool: pool), other = SerialExecutor(pool: pool)
