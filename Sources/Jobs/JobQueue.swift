@@ -332,6 +332,9 @@ public final class JobQueue: Sendable {
             case .queued:
                 do throws(StoreError) {
                     let canceled = try store.cancelQueued(id: id)
+                    // Counted as a worker's end is: only canceled running jobs were, and under a backlog, when most
+                    // cancels find a job queued, the rate read near zero.
+                    stats.withLock { $0.finished[JobState.canceled.rawValue, default: 0] += 1 }
                     removeCheckpoints(of: id) // of an attempt interrupted before
                     events.publish(id, .state(canceled))
                     return canceled

@@ -43,7 +43,7 @@ public struct URLFetcher: Sendable {
         guard descriptor >= 0 else {
             // The file's name, not where the server keeps its data: the message reaches API clients.
             let name = path.split(separator: "/").last.map(String.init) ?? path
-            throw OutboundError(code: "storage_error", message: "Creating the download file \(name) failed: \(String(cString: strerror(errno))).")
+            throw Self.storageError("Creating the download file \(name)", errno: errno)
         }
         var closed = false
         defer { if !closed { close(descriptor) } }
@@ -56,9 +56,7 @@ public struct URLFetcher: Sendable {
                 while offset < bytes.count {
                     let count = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
                     if count < 0 && errno == EINTR { continue }
-                    guard count > 0 else {
-                        return OutboundError(code: "storage_error", message: "Writing the download failed: \(String(cString: strerror(errno))).")
-                    }
+                    guard count > 0 else { return Self.storageError("Writing the download", errno: errno) }
                     offset += count
                 }
                 digest.update(bytes)
@@ -71,9 +69,7 @@ public struct URLFetcher: Sendable {
                                     status: response.status, retryAfter: wait)
             }
             closed = true
-            guard close(descriptor) == 0 else {
-                throw OutboundError(code: "storage_error", message: "Writing the download failed: \(String(cString: strerror(errno))).")
-            }
+            guard close(descriptor) == 0 else { throw Self.storageError("Writing the download", errno: errno) }
             return Fetched(size: response.bytes, sha256: digest.finish(),
                            filename: Self.filename(disposition: response.header("content-disposition"), url: url),
                            contentType: response.header("content-type"))
@@ -81,6 +77,13 @@ public struct URLFetcher: Sendable {
             unlink(path)
             throw error
         }
+    }
+
+    /// A failure of this machine's disk: `no_space` when it is full (or the quota spent), as for an upload sent in a
+    /// request's body (507), `storage_error` otherwise.
+    static func storageError(_ what: String, errno code: Int32) -> OutboundError {
+        let full = code == ENOSPC || code == EDQUOT
+        return OutboundError(code: full ? "no_space" : "storage_error", message: "\(what) failed: \(String(cString: strerror(code))).")
     }
 
     /// An absolute http or https URL with a host, at most 2048 bytes: what may be fetched or posted to.

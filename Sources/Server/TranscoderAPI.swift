@@ -251,7 +251,11 @@ public final class TranscoderAPI: Sendable {
         } catch where error.code == "canceled" {
             logger.info("fetching an upload stopped: the client left", ["url": .string(RedactedURL.text(url))])
             throw HTTPError(.unprocessableContent, error.code, error.message)
+        } catch where error.code == "no_space" {
+            logger.warning("fetching an upload failed: the disk is full", ["url": .string(RedactedURL.text(url))])
+            throw HTTPError(.insufficientStorage, error.code, "The server's disk is full; the download was discarded.")
         } catch where error.code == "storage_error" {
+            logger.error("fetching an upload failed", ["url": .string(RedactedURL.text(url)), "message": .string(error.message)])
             throw HTTPError(.internalServerError, error.code, error.message)
         } catch {
             logger.info("fetching an upload failed", ["url": .string(RedactedURL.text(url)), "code": .string(error.code)])

@@ -135,7 +135,7 @@ struct Configuration: Sendable {
             config.port = try integer(value, flag: "--port", range: 0...65535)
         },
         Option(flag: "--token", environment: "TRANSCODER_TOKEN",
-               help: "require Authorization: Bearer TOKEN on every route but /healthz and /readyz; default none",
+               help: "require Authorization: Bearer TOKEN on every route but /healthz, /readyz, the web page and GET /v1/session; default none",
                setting: "token") {
             config, value throws(UsageError) in
             // An empty one is a mistake (compose's `${TOKEN}` with TOKEN unset), not a wish to let everyone in.

@@ -404,6 +404,8 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         let queue = queue(fixture)
         let canceled = try queue.cancel(id: job.id)
         #expect(canceled.state == .canceled && canceled.finishedAt != nil)
+        // Counted where the metrics read it (transcoderd_jobs_finished_total{result="canceled"}), as a running one is.
+        #expect(queue.statistics.finished["canceled"] == 1, "\(queue.statistics.finished)")
         #expect { try queue.cancel(id: job.id) } throws: { ($0 as? StoreError)?.code == "invalid_transition" }
         #expect { try queue.cancel(id: "missing") } throws: { ($0 as? StoreError)?.code == "not_found" }
     }

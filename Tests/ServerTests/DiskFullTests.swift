@@ -9,7 +9,7 @@ import TestSupport
         let mountPoint = try Media.scratch()
         try Shell.check("mount", ["-t", "tmpfs", "-o", "size=48m", "tmpfs", mountPoint.path])
         defer { _ = try? Shell.run("umount", ["-l", mountPoint.path]) }
-        let server = try TestServer([], data: mountPoint.appendingPathComponent("data"))
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8"], data: mountPoint.appendingPathComponent("data"))
         defer { server.stop() }
         let folder = try Media.scratch()
 
@@ -19,6 +19,15 @@ import TestSupport
         let refused = try server.json("/v1/uploads/", ["-T", big])
         #expect(refused.status == 507, "\(refused.object)")
         #expect((refused.object["error"] as? [String: Any])?["code"] as? String == "no_space")
+        #expect(Media.files(in: server.data.appendingPathComponent("uploads")).isEmpty)
+
+        // 1b. The same fetched from a URL: 507 too (a server fault, 500, before), and nothing left behind.
+        let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        defer { peer.process.terminate() }
+        try Shell.check("truncate", ["-s", "80M", peer.media.appendingPathComponent("big.bin").path])
+        let fetched = try server.json("/v1/uploads", ["-H", "Content-Type: application/json", "-d", #"{"url": "\#(peer.base)/media/big.bin"}"#])
+        #expect(fetched.status == 507, "\(fetched.object)")
+        #expect((fetched.object["error"] as? [String: Any])?["code"] as? String == "no_space", "\(fetched.object)")
         #expect(Media.files(in: server.data.appendingPathComponent("uploads")).isEmpty)
 
         // 2. A job whose output cannot be written fails with no_space.
