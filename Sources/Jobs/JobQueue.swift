@@ -67,7 +67,7 @@ public final class JobQueue: Sendable {
     /// Why a running job's cancellation token fired. `leaseLost`: the store said the job is another worker's now,
     /// nothing more is written about it; `leaseExpired`: the store could not be reached while the lease ran out,
     /// so the job goes back to the queue if the lease is still ours when the store answers again.
-    private enum StopReason { case canceled, stalled, shuttingDown, leaseLost, leaseExpired }
+    private enum StopReason { case canceled, stalled, shuttingDown, leaseLost, leaseExpired, storageLost }
 
     private struct Running {
         let lease: Lease
@@ -127,6 +127,11 @@ public final class JobQueue: Sendable {
         var stopping = false
         /// No job is claimed any more (the node is going away), though running ones go on: `stopTakingJobs`.
         var takesNoJobs = false
+        /// On a shared store: the store's mark in the data directory did not read back (a mount gone stale or
+        /// away), so no job is claimed until it does (`sharedFolderIsHere`).
+        var sharedFolderLost = false
+        /// The store's identity, read at `start`: what its mark in the data directory says.
+        var identity: String?
         /// The stop's grace is over, whatever it was: `endGrace`.
         var graceEnded = false
         var started = false
@@ -174,7 +179,9 @@ public final class JobQueue: Sendable {
     @discardableResult
     public func start() throws(StoreError) -> (requeued: [String], failed: [String]) {
         // Before anything here is swept: a folder of another store's files is refused, not emptied.
-        try directory.claim(by: store.identity(), shared: store.isShared) { () throws(StoreError) in try store.counts().values.reduce(0, +) }
+        let identity = try store.identity()
+        try directory.claim(by: identity, shared: store.isShared) { () throws(StoreError) in try store.counts().values.reduce(0, +) }
+        state.withLock { $0.identity = identity }
         // A store of our own: whatever is running was left by a process that died. A shared one: other nodes' jobs,
         // recovered only when their leases run out (by the sweeper).
         let recovered = store.isShared ? ([], []) : try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
@@ -483,6 +490,10 @@ public final class JobQueue: Sendable {
                 _ = wake.wait(timeout: .now() + configuration.pollInterval)
                 continue
             }
+            if store.isShared, !sharedFolderIsHere() {
+                _ = wake.wait(timeout: .now() + configuration.pollInterval)
+                continue
+            }
             let job: Job?
             state.withLock { $0.claiming += 1 }
             do {
@@ -498,6 +509,26 @@ public final class JobQueue: Sendable {
             }
             process(job) // registers it, and counts this claim done
         }
+    }
+
+    /// On a shared store: whether the data directory still holds the store's mark (read from the disk), logged
+    /// when that changes. Without it the folder here is not the cluster's (a network mount gone stale, unmounted,
+    /// never remounted after a restart of its server) and this node takes no job.
+    private func sharedFolderIsHere() -> Bool {
+        guard let identity = state.withLock({ $0.identity }) else { return true }
+        let text = try? String(contentsOfFile: directory.storeIdentityPath, encoding: .utf8)
+        let here = text?.trimmingCharacters(in: .whitespacesAndNewlines) == identity
+        let changed = state.withLock { state -> Bool in
+            defer { state.sharedFolderLost = !here }
+            return state.sharedFolderLost == here
+        }
+        if changed && !here {
+            logger.error("the shared data directory is not here (its store-id cannot be read): this node takes no job until it is back, "
+                         + "and a job that failed here meanwhile goes back to the queue", ["path": .string(directory.storeIdentityPath)])
+        } else if changed {
+            logger.info("the shared data directory is back: this node takes jobs again", ["path": .string(directory.storeIdentityPath)])
+        }
+        return here
     }
 
     private func process(_ claimed: Job) {
@@ -561,10 +592,16 @@ public final class JobQueue: Sendable {
             if stopping { _ = ownEntry(id, token: lease.token) { $0.reason = $0.reason ?? .shuttingDown } }
         }
         // A later attempt here took the job over: this one's end is not to be written.
-        let reason = ownEntry(id, token: lease.token) { running -> StopReason? in
+        var reason = ownEntry(id, token: lease.token) { running -> StopReason? in
             running.ending = true
             return running.reason
         } ?? .leaseLost
+        // A failure on a node that no longer sees the shared folder is the node's, not the job's: it goes back to
+        // the queue, its attempt not counted, for a node that does. A mount gone stale or away failed every job
+        // of the cluster this node claimed, for good, in milliseconds each (`input_missing`).
+        if case .failure = outcome, reason == nil, store.isShared, !sharedFolderIsHere() {
+            reason = .storageLost
+        }
         if case .failure = outcome {
             // Before the end is recorded: a job sent back to the queue may be claimed again at once, and the files
             // of its next attempt must not be mistaken for this one's. Only this attempt's own folders: another
@@ -935,7 +972,7 @@ public final class JobQueue: Sendable {
         case (.failure, .stalled?):
             return try store.markFailed(lease, code: "stalled",
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
-        case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?):
+        case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?), (.failure, .storageLost?):
             return try store.requeue(lease)
         case (.failure(let error), nil) where error.code == "worker_crashed" || Self.isTransient(error):
             // A crash may not happen again (a one-off signal, a memory spike), nor a child that could not start, nor

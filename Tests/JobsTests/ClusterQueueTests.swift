@@ -74,6 +74,66 @@ struct HeldRunner: JobRunner {
         #expect(waits.allSatisfy { $0 < 0.5 }, "enqueue to start: \(waits)")
     }
 
+    /// A node whose shared folder goes away (a mount gone stale or unmounted: here its path, a link, made to point at
+    /// an empty folder as the job runs) sends the job it failed back to the queue, its attempt not counted, and
+    /// claims nothing until the folder is back; the other nodes run the jobs. Every job this node claimed failed
+    /// for good before (`input_missing`, in milliseconds each).
+    @Test func aNodeThatLosesTheSharedFolderGivesItsJobsBackAndTakesNoneUntilItIsBack() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let scratch = try Media.scratch()
+        let link = scratch.appendingPathComponent("mount").path
+        let empty = scratch.appendingPathComponent("empty").path
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fixture.directory.root.path)
+        @Sendable func point(at target: String) throws {
+            try? FileManager.default.removeItem(atPath: link + ".new")
+            try FileManager.default.createSymbolicLink(atPath: link + ".new", withDestinationPath: target)
+            guard rename(link + ".new", link) == 0 else { throw POSIXError(.EIO) }
+        }
+        /// The mount goes away while the job runs, which then fails as a transcode reading a vanished file does.
+        struct LosesTheFolder: JobRunner {
+            let lose: @Sendable () -> Void
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                lose()
+                throw MediaError(code: "input_unreadable", message: "Reading the input failed: Stale file handle.")
+            }
+        }
+        let root = fixture.directory.root.path
+        var configuration = JobQueue.Configuration()
+        configuration.workers = 1
+        configuration.pollInterval = 0.2
+        let lost = JobQueue(store: try PostgresJobStore(uri: try #require(fixture.uri), root: link), directory: DataDirectory(path: link),
+                            runner: LosesTheFolder { try? point(at: empty) }, configuration: configuration)
+        try lost.start()
+        defer { lost.stop(grace: 5) }
+        let first = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(eventually(10) { (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == empty })
+        #expect(eventually(10) { (try? fixture.store.job(id: first.id))?.state == .queued }, "given back to the queue")
+        #expect(try fixture.store.job(id: first.id)?.attempts == 1, "its attempt not counted")
+        // Claimed again by nobody on the lost node (it would fail them all): another node runs them.
+        var more: [Job] = []
+        for _ in 0..<3 { more.append(try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())) }
+        usleep(1_000_000)
+        #expect(try fixture.store.job(id: first.id)?.state == .queued)
+        for job in more {
+            let now = try #require(try fixture.store.job(id: job.id))
+            #expect(now.state == .queued && now.leaseToken == 0, "never claimed: \(now.state) lease \(now.leaseToken)")
+        }
+        let other = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.05))
+        for job in [first] + more {
+            #expect(eventually(20) { (try? fixture.store.job(id: job.id))?.state == .succeeded }, "\(job.id)")
+        }
+        other.stop(grace: 5)
+        // Back: the node takes jobs again (and its runner, which loses the folder again, gives this one back too).
+        try point(at: root)
+        let last = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(eventually(10) { (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == empty }, "claimed once back")
+        #expect(eventually(10) { (try? fixture.store.job(id: last.id))?.state == .queued })
+        #expect(try fixture.store.job(id: last.id)?.errorCode == nil)
+    }
+
     /// A cancel that comes while a crashed attempt's end is being recorded is stored before that end: the end that
     /// sends the job back to the queue is canceled in the same write, and no node hears the job queued. It was noted
     /// only in the node, so the job was queued for a moment (announced to every node, one of which could claim it and
