@@ -151,6 +151,8 @@ public final class JobQueue: Sendable {
     /// Wakes one idle worker. Only workers wait on it: when the watchdog shared it, a job's signal often woke the
     /// watchdog instead, and the job waited out a worker's `pollInterval` (up to a second) before it started.
     private let wake = DispatchSemaphore(value: 0)
+    /// Signals of `wake` not yet taken, at most one per worker.
+    private let wakes: LockedValue<WakeCount>
     /// Wakes the watchdog early, to stop.
     private let watchdogWake = DispatchSemaphore(value: 0)
     /// Wakes the sweeper early, to stop.
@@ -170,6 +172,7 @@ public final class JobQueue: Sendable {
         self.runner = runner
         self.events = events
         self.configuration = configuration
+        wakes = LockedValue(WakeCount(workers: configuration.workers))
         self.logger = logger
     }
 
@@ -281,7 +284,14 @@ public final class JobQueue: Sendable {
     public var isReady: Bool { state.withLock { $0.started && !$0.stopping } }
 
     /// Tells an idle worker that a job was queued.
-    public func jobQueued() { wake.signal() }
+    public func jobQueued() {
+        if wakes.withLock({ $0.signal() }) { wake.signal() }
+    }
+
+    /// Waits for `jobQueued` (or a stop) at most `pollInterval`.
+    private func waitForWake() {
+        if wake.wait(timeout: .now() + configuration.pollInterval) == .success { wakes.withLock { $0.taken() } }
+    }
 
     /// The newest progress of a running job, fresher than the store's once-a-second copy (not of an attempt here
     /// whose lease is lost or given up: the job runs elsewhere, or will).
@@ -455,7 +465,7 @@ public final class JobQueue: Sendable {
         }
         state.notifyAll()
         if started {
-            for _ in 0..<configuration.workers { wake.signal() }
+            for _ in 0..<configuration.workers { jobQueued() }
             watchdogWake.signal()
             sweeperWake.signal()
             heartbeatWake.signal()
@@ -487,11 +497,11 @@ public final class JobQueue: Sendable {
     private func work(worker: String) {
         while !stopping {
             if state.withLock({ $0.takesNoJobs }) {
-                _ = wake.wait(timeout: .now() + configuration.pollInterval)
+                waitForWake()
                 continue
             }
             if store.isShared, !sharedFolderIsHere() {
-                _ = wake.wait(timeout: .now() + configuration.pollInterval)
+                waitForWake()
                 continue
             }
             let job: Job?
@@ -504,7 +514,7 @@ public final class JobQueue: Sendable {
             }
             guard let job else {
                 state.withLock { $0.claiming -= 1 }
-                _ = wake.wait(timeout: .now() + configuration.pollInterval)
+                waitForWake()
                 continue
             }
             process(job) // registers it, and counts this claim done
