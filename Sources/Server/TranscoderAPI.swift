@@ -999,6 +999,9 @@ public final class TranscoderAPI: Sendable {
         if error.code == "no_space" {
             return HTTPError(.insufficientStorage, "no_space", "The server's disk is full.")
         }
+        if error.code == "invalid_text" {
+            return HTTPError(.badRequest, "invalid_request", error.message)
+        }
         if error.code == "store_unavailable" {
             logger.warning("the job store is out of reach", ["error": .string(error.message)])
             return Self.storeUnavailable

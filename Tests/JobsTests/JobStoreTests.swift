@@ -231,6 +231,19 @@ import TestSupport
         #expect(try fixture.store.uploadFileNames(ids: []).isEmpty)
     }
 
+    /// An id with a NUL after a real one names nothing on either store: PostgreSQL's parameters are C strings, and
+    /// cut at the NUL it found the upload or job named by what came before. Other values with one are refused.
+    @Test(arguments: backends) func anIdWithANulFindsNothing(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(try fixture.store.upload(id: upload.id + "\u{0}x") == nil)
+        #expect(try fixture.store.job(id: job.id + "\u{0}x") == nil)
+        #expect(try fixture.store.job(id: job.id) != nil)
+        #expect { try fixture.store.cancelQueued(id: job.id + "\u{0}x") } throws: { ($0 as? StoreError)?.code == "invalid_text" }
+        #expect(try fixture.store.job(id: job.id)?.state == .queued)
+    }
+
     @Test(arguments: backends) func pagesAreNewestFirstAndFilteredByState(_ backend: StoreBackend) throws {
         let fixture = try StoreFixture(backend)
         let upload = try fixture.upload(try Media.path(.audioOnly))

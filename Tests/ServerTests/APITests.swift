@@ -415,6 +415,9 @@ import TestSupport
         }
         #expect(try server.json("/v1/jobs/\(UUID().uuidString.lowercased())").status == 404)
         #expect(try server.json("/v1/jobs/..%2F..%2Fetc%2Fpasswd").status == 404)
+        // A NUL names nothing: refused as the request's, not cut short by a store (PostgreSQL found the job before it).
+        let nul = try server.json("/v1/jobs/\(m4aID)%00zzz")
+        #expect(nul.status == 400 && (nul.object["error"] as? [String: Any])?["code"] as? String == "malformed_request", "\(nul)")
     }
 
     /// A name outside ASCII goes into the download's `filename*` percent-encoded, the header all ASCII: letters of

@@ -84,8 +84,12 @@ final class PostgresConnection {
     @discardableResult
     func query(_ sql: String, _ arguments: [SQLValue] = []) throws(StoreError) -> [Row] {
         try checkUsable(sql)
-        // Text format for every parameter: libpq wants C strings that live until the call returns.
+        // Text format for every parameter: libpq wants C strings that live until the call returns. A C string ends at
+        // its first NUL, which PostgreSQL's text cannot hold anyway: refused, not cut short (another value).
         let texts: [String?] = arguments.map(Self.text)
+        if texts.contains(where: { $0?.utf8.contains(0) == true }) {
+            throw StoreError.nulInText
+        }
         var pointers: [UnsafeMutablePointer<CChar>?] = texts.map { $0.map { strdup($0) } ?? nil }
         defer { pointers.forEach { free($0) } }
         let result = pointers.withUnsafeMutableBufferPointer { buffer in

@@ -79,7 +79,10 @@ public final class PostgresJobStore: JobStore, RowRunning {
     }
 
     public func upload(id: String) throws(StoreError) -> Upload? {
-        try query("SELECT * FROM uploads WHERE id = ?", [.text(id)]).first.map(rows.upload)
+        // No id holds a NUL: none is found. Passed on, it was cut at the NUL (a C string), and found the upload named
+        // by what came before it; it is refused now (`StoreError.nulInText`).
+        guard !id.utf8.contains(0) else { return nil }
+        return try query("SELECT * FROM uploads WHERE id = ?", [.text(id)]).first.map(rows.upload)
     }
 
     public func uploadFileNames(ids: [String]) throws(StoreError) -> [String: String] {
@@ -152,7 +155,8 @@ public final class PostgresJobStore: JobStore, RowRunning {
     }
 
     public func job(id: String) throws(StoreError) -> Job? {
-        try query("SELECT * FROM jobs WHERE id = ?", [.text(id)]).first.map(rows.job)
+        guard !id.utf8.contains(0) else { return nil } // as `upload(id:)`
+        return try query("SELECT * FROM jobs WHERE id = ?", [.text(id)]).first.map(rows.job)
     }
 
     public func lastUpdate(of id: String) throws(StoreError) -> Double? {

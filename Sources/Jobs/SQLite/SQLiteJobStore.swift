@@ -99,7 +99,9 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     }
 
     public func upload(id: String) throws(StoreError) -> Upload? {
-        try withDatabase { database throws(StoreError) in
+        // No id holds a NUL: none is found (the value would be refused).
+        guard !id.utf8.contains(0) else { return nil }
+        return try withDatabase { database throws(StoreError) in
             try database.query("SELECT * FROM uploads WHERE id = ?", [.text(id)]).first.map(rows.upload)
         }
     }
@@ -161,7 +163,8 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     }
 
     public func job(id: String) throws(StoreError) -> Job? {
-        try withDatabase { database throws(StoreError) in
+        guard !id.utf8.contains(0) else { return nil } // as `upload(id:)`
+        return try withDatabase { database throws(StoreError) in
             try database.query("SELECT * FROM jobs WHERE id = ?", [.text(id)]).first.map(rows.job)
         }
     }

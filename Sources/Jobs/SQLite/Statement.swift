@@ -52,7 +52,10 @@ final class Statement {
             case .null: result = sqlite3_bind_null(handle, index)
             case .integer(let value): result = sqlite3_bind_int64(handle, index, value)
             case .real(let value): result = sqlite3_bind_double(handle, index, value)
-            case .text(let value): result = sqlite3_bind_text(handle, index, value, -1, tc_sqlite_transient())
+            case .text(let value):
+                // Read as a C string (to its first NUL), a value with one was another value: refused, as PostgreSQL's.
+                guard !value.utf8.contains(0) else { throw StoreError.nulInText }
+                result = sqlite3_bind_text(handle, index, value, -1, tc_sqlite_transient())
             case .blob(let value):
                 result = value.withUnsafeBytes { bytes in
                     sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), tc_sqlite_transient())

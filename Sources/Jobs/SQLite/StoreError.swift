@@ -23,6 +23,10 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(code): \(message)" }
 
+    /// A text value with a NUL character: neither store can keep one (both take C strings, cut at the NUL into
+    /// another value), so it is refused (the API answers 400).
+    static let nulInText = StoreError(code: "invalid_text", message: "A value holds a NUL character, which the job store cannot keep.")
+
     /// Whether the database refused the statement with a constraint (SQLite: or a trigger's RAISE(ABORT);
     /// PostgreSQL: SQLSTATE class 23, integrity constraint violation).
     public var isConstraint: Bool {
