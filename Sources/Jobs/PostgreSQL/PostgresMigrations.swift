@@ -220,11 +220,18 @@ enum PostgresMigrations {
     /// the schema as it was), under an advisory lock that nodes starting at once wait for. Without the sessions'
     /// statement timeout (60 s): an index built over a large table, or the wait for another node's migration,
     /// took longer, was cancelled and rolled back, and the node refused to start, each restart the same.
+    /// A schema already up to date takes no DDL at all: a role that may only read and write the tables (a
+    /// migration owner apart, as managed databases have it) can run a node. `CREATE TABLE IF NOT EXISTS` of the
+    /// version table needs the CREATE privilege on the schema even when the table is there (PostgreSQL 15 no longer
+    /// gives it to everyone on `public`): such a node refused to start.
     static func migrate(_ connection: PostgresConnection) throws(StoreError) {
         try connection.transaction { () throws(StoreError) in
             try connection.execute("SET LOCAL statement_timeout = 0")
             try connection.query("SELECT pg_advisory_xact_lock($1)", [.integer(lockKey)])
-            try connection.execute("CREATE TABLE IF NOT EXISTS transcoderd_schema (version INTEGER NOT NULL)")
+            let table = try connection.query("SELECT to_regclass('transcoderd_schema') IS NOT NULL AS present").first?["present"].int
+            if table != 1 {
+                try connection.execute("CREATE TABLE IF NOT EXISTS transcoderd_schema (version INTEGER NOT NULL)")
+            }
             let version = try connection.query("SELECT max(version) AS v FROM transcoderd_schema").first?["v"].int ?? 0
             guard version <= steps.count else {
                 throw StoreError(code: "schema_too_new",
