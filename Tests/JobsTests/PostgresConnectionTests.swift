@@ -41,6 +41,7 @@ import TestSupport
     @Test func migrationsOutlastTheStatementTimeout() throws {
         let fixture = try StoreFixture(.postgres)
         let uri = try #require(fixture.uri)
+        let database = try #require(uri.split(separator: "?").first?.split(separator: "/").last.map(String.init))
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         holder.arguments = ["psql", "-X", "-q", "-h", try PostgresServer.shared().directory, "-U", "postgres", "-d", database, "-c",
@@ -63,11 +64,6 @@ import TestSupport
         #expect(Date().timeIntervalSince(started) > 2, "it waited for the other node")
     }
 
-    /// The schema installs and works where gen_random_uuid() (built in only from PostgreSQL 13) and md5() (refused
-    /// by a server in FIPS mode) cannot be called: a role that may not execute them, on a database it owns, makes
-    /// the store and claims a job with webhooks, whose trigger writes the deliveries. The trigger made its ids with
-    /// gen_random_uuid(), so on 11 and 12 the schema installed and every claim of a job with a webhook failed (no job
-    /// ran on any node), and a new store's identity came from md5().
     /// A node may run as a role that only reads and writes the tables, the schema migrated by its owner (as managed
     /// databases have it): an up-to-date schema takes no DDL. Every start ran `CREATE TABLE IF NOT EXISTS`, which
     /// needs the CREATE privilege on the schema even for a table that is there, and such a node refused to start.
@@ -98,6 +94,11 @@ import TestSupport
         #expect(claimed.id == job.id && claimed.state == .running)
     }
 
+    /// The schema installs and works where gen_random_uuid() (built in only from PostgreSQL 13) and md5() (refused
+    /// by a server in FIPS mode) cannot be called: a role that may not execute them, on a database it owns, makes
+    /// the store and claims a job with webhooks, whose trigger writes the deliveries. The trigger made its ids with
+    /// gen_random_uuid(), so on 11 and 12 the schema installed and every claim of a job with a webhook failed (no job
+    /// ran on any node), and a new store's identity came from md5().
     @Test func theSchemaNeedsNeitherGenRandomUUIDNorMD5() throws {
         let server = try PostgresServer()
         let name = "t_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
