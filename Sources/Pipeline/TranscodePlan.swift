@@ -208,7 +208,9 @@ final class TranscodePlan {
         }
         toneMapping?.prescale = ToneMapping.prescale(source: (Int(parameters.width), Int(parameters.height)), pictures: pictures,
                                                      filters: settings.filters)
-        toneMapping?.padsToEven = crop != nil && (parameters.width % 2 == 1 || parameters.height % 2 == 1)
+        // A side of 1 is padded too: cropped to even it was 0, and the job failed (`filter_failed`).
+        toneMapping?.padsToEven = (crop != nil && (parameters.width % 2 == 1 || parameters.height % 2 == 1))
+            || parameters.width < 2 || parameters.height < 2
         workers = encodeSides.indices.map { EncodeWorker(name: "encode-\(names[$0])") }
         if thumbnailer != nil { workers.append(EncodeWorker(name: "thumbnails")) }
         let queues = workers.map(\.queue)

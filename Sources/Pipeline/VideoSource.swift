@@ -68,14 +68,17 @@ final class VideoSource {
         let value = frame.pointer
         // Timestamps on the frame from here on: the decoder's best guess where it has one.
         if value.pointee.best_effort_timestamp != FFmpeg.noPTS { value.pointee.pts = value.pointee.best_effort_timestamp }
-        if !chainDecided || (!deinterlacing && value.pointee.interlaced_frame != 0) {
+        // bwdif takes no picture under 3 lines or columns: such a one (said to be interlaced, as a container may say
+        // of any) is left as it is. The job failed with `filter_failed` though no filter was asked for.
+        let deinterlaceable = value.pointee.width >= 3 && value.pointee.height >= 3
+        if !chainDecided || (!deinterlacing && value.pointee.interlaced_frame != 0 && deinterlaceable) {
             // An interlaced source is deinterlaced: H.264 is written progressive, and scaling woven fields smears them.
             // A broadcast that turns interlaced later (a progressive advert first) gets the deinterlacer from its
             // first interlaced picture on: the pictures before go through the graph they had, flushed.
             if chainDecided { try finish() }
             filters = nil
             chainDecided = true
-            deinterlacing = sourceInterlaced || value.pointee.interlaced_frame != 0
+            deinterlacing = (sourceInterlaced || value.pointee.interlaced_frame != 0) && deinterlaceable
             filterChain = (filterSettings ?? FilterSettings())
                 .videoChain(deinterlace: deinterlacing, origin: origin, toneMapping: toneMappingFilters, orientation: orientation,
                             sourceSize: sourceSize, kept: kept, toYUV: Self.isRGB(value.pointee.format) ? colors.map(Self.toYUV) : nil)

@@ -428,7 +428,8 @@ final class Connection {
     /// the memory it holds counts against the server's body budget until then.
     private func dispatch(body: Request.Body, sink: BodySink) {
         guard let head, let route else { return }
-        // Reading stays on: pipelined bytes wait in the buffer (up to 1 MiB), and a client that leaves is noticed.
+        // Reading stays on: pipelined bytes wait in the buffer (`pipelinedBytes` at most), and a client that leaves
+        // is noticed.
         self.sink = nil
         state.bodyComplete()
         let request = Request(head: head, parameters: parameters, body: body, id: requestID)

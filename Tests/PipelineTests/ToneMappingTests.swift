@@ -36,6 +36,34 @@ import TestSupport
         #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "red stays saturated red: \(red)")
     }
 
+    /// Pictures too small for the filters the service adds itself (no filter asked for): an HDR one with a side of
+    /// one pixel (cropped to even: nothing) and one said to be interlaced under 3 lines (which bwdif refuses) come out
+    /// as the same pictures in SDR or progressive do. Both failed with `filter_failed`.
+    @Test func picturesTooSmallForTheServicesOwnFiltersStillComeOut() throws {
+        let folder = try Media.scratch()
+        let hdr = folder.appendingPathComponent("hdr.mkv").path
+        try Shell.check("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-vf", "scale=3:1",
+                                   "-pix_fmt", "yuv444p10le", "-color_trc", "smpte2084", "-color_primaries", "bt2020",
+                                   "-colorspace", "bt2020nc", "-c:v", "ffv1", hdr])
+        let interlaced = folder.appendingPathComponent("interlaced.mkv").path
+        try Shell.check("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-vf", "scale=320:2",
+                                   "-field_order", "tt", "-c:v", "ffv1", interlaced])
+        #expect(try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=field_order", "-of", "csv=p=0", interlaced])
+            .contains("tt"), "the container says it is interlaced")
+        // Their twins in SDR and progressive, which always came out.
+        let sdr = folder.appendingPathComponent("sdr.mkv").path
+        try Shell.check("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-vf", "scale=3:1", "-c:v", "ffv1", sdr])
+        let progressive = folder.appendingPathComponent("progressive.mkv").path
+        try Shell.check("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-vf", "scale=320:2", "-c:v", "ffv1", progressive])
+        for (input, twin) in [(hdr, sdr), (interlaced, progressive)] {
+            let settings = #"{"video": {"preset": "ultrafast"}}"#
+            let video = try #require(try transcode(input, settings).probe.video, "\(input)")
+            let expected = try #require(try transcode(twin, settings).probe.video)
+            #expect(video.width == expected.width && video.height == expected.height && video.nb_frames == "10",
+                    "\(input): \(String(describing: video.width))x\(String(describing: video.height)), \(video.nb_frames ?? "?") frames")
+        }
+    }
+
     @Test func theStatedPeakSetsTheRollOff() throws {
         // Nothing above reference white: no roll-off, white is SDR's full white. With 1000 cd/m² above it (the
         // peak assumed when none is stated, so this also shows the stated one is read), white gives way.
