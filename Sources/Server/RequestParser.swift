@@ -276,7 +276,7 @@ struct RequestParser {
         var segments: [String] = []
         for raw in bytes[..<(mark ?? bytes.count)].split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst() {
             guard let decoded = percentDecode(raw, plusIsSpace: false) else {
-                throw HTTPError(.badRequest, "malformed_request", "The path has an invalid percent-encoding (or a NUL).")
+                throw HTTPError(.badRequest, "malformed_request", "The path has an invalid percent-encoding.")
             }
             segments.append(decoded)
         }
@@ -294,15 +294,14 @@ struct RequestParser {
             let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
             guard let name = percentDecode(parts[0], plusIsSpace: true),
                   let value = percentDecode(parts.count > 1 ? parts[1] : [], plusIsSpace: true) else {
-                throw HTTPError(.badRequest, "malformed_request", "The query has an invalid percent-encoding (or a NUL).")
+                throw HTTPError(.badRequest, "malformed_request", "The query has an invalid percent-encoding.")
             }
             pairs.append((name, value))
         }
         return pairs
     }
 
-    /// Decodes `%XX` escapes; nil for a bad escape, bytes that are not UTF-8, or a NUL (`%00`: no name or id of
-    /// this API holds one; PostgreSQL cut a value there, `/v1/jobs/<id>%00x` found job `<id>`).
+    /// Decodes `%XX` escapes; nil for a bad escape or bytes that are not UTF-8.
     static func percentDecode(_ text: ArraySlice<UInt8>, plusIsSpace: Bool) -> String? {
         if !text.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) {
             return String(validating: text, as: UTF8.self)
@@ -313,7 +312,6 @@ struct RequestParser {
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
                 guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
-                guard high | low != 0 else { return nil }
                 bytes.append(high << 4 | low)
             } else if plusIsSpace && byte == UInt8(ascii: "+") {
                 bytes.append(0x20)

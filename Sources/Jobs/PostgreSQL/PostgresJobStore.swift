@@ -160,7 +160,8 @@ public final class PostgresJobStore: JobStore, RowRunning {
     }
 
     public func lastUpdate(of id: String) throws(StoreError) -> Double? {
-        try query("SELECT updated_at FROM jobs WHERE id = ?", [.text(id)]).first?["updated_at"].double
+        guard !id.utf8.contains(0) else { return nil } // as `upload(id:)`
+        return try query("SELECT updated_at FROM jobs WHERE id = ?", [.text(id)]).first?["updated_at"].double
     }
 
     public func jobs(state: JobState?, limit: Int, cursor: String?) throws(StoreError) -> (jobs: [Job], next: String?) {

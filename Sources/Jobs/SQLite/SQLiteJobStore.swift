@@ -170,7 +170,8 @@ public final class SQLiteJobStore: JobStore, RowRunning {
     }
 
     public func lastUpdate(of id: String) throws(StoreError) -> Double? {
-        try withDatabase { database throws(StoreError) in
+        guard !id.utf8.contains(0) else { return nil } // as `upload(id:)`
+        return try withDatabase { database throws(StoreError) in
             try database.query("SELECT updated_at FROM jobs WHERE id = ?", [.text(id)]).first?["updated_at"].double
         }
     }
