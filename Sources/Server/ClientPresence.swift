@@ -5,7 +5,7 @@ import Locks
 public final class ClientPresence: Sendable {
     /// Whether the client may have gone (its end of file: a close, or a half-close after its request), and whether
     /// the connection is closed for good.
-    private let state = LockedValue((left: false, closed: false))
+    private let state = LockedValue((left: false, closed: false, started: false))
 
     public init() {}
 
@@ -13,7 +13,23 @@ public final class ClientPresence: Sendable {
     func leave() { state.withLock { $0.left = true } }
 
     /// The connection is closed (the client went away, or the server dropped it): no answer can reach it.
-    func close() { state.withLock { $0 = (true, true) } }
+    func close() {
+        state.withLock { state in
+            state.left = true
+            state.closed = true
+        }
+    }
+
+    /// The handler is about to run (on its pool): until then the request may still be dropped.
+    func start() -> Bool {
+        state.withLock { state in
+            state.started = true
+            return !state.closed
+        }
+    }
+
+    /// Whether the handler has started.
+    var hasStarted: Bool { state.withLock { $0.started } }
 
     public var hasLeft: Bool { state.withLock { $0.left } }
 

@@ -180,6 +180,16 @@ final class Connection {
                 // same as a half-close from here.
                 waitingClient?.leave()
                 setInterest(reading: false)
+                // A peer that closed (not only stopped sending) answers any byte with a reset, which closes the
+                // connection here: a request still waiting for a thread is then not run (`dispatch`). An interim
+                // answer is such a byte, which HTTP/1.1 clients take any number of (an HTTP/1.0 one is sent none).
+                // Without it a client that gave up (a timeout, Ctrl-C) while its request waited still had it run:
+                // an upload stored, a job made, and made again by the client trying once more.
+                if state.phase == .awaitingResponse, head?.minorVersion == 1, waitingClient?.hasStarted == false,
+                   outbound.isEmpty, file == nil {
+                    queue(Data("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+                    flush()
+                }
             }
             return nil
         case .processed(let count):
@@ -458,7 +468,7 @@ final class Connection {
         pool.submit {
             // A request whose connection closed while it waited for a thread (the client gave up, or a stop's drain
             // ended) is not run: no one would learn what it did, and a client trying again made a second job.
-            guard !request.client.isClosed else {
+            guard request.client.start() else {
                 Self.removeLeftovers(of: request.body)
                 holder.release()
                 return

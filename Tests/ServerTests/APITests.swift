@@ -250,7 +250,8 @@ import TestSupport
         let listing = try RawClient(port: try server.port)
         listing.send("GET /v1/jobs/\(id) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         shutdown(listing.fd, Int32(SHUT_WR))
-        let job = listing.read()
+        // Interim answers may come first (a `100 Continue` that finds out whether the client closed for good).
+        let job = listing.read().replacingOccurrences(of: "HTTP/1.1 100 Continue\r\n\r\n", with: "")
         #expect(job.hasPrefix("HTTP/1.1 200") && job.hasSuffix("}"), "\(job.prefix(300))")
         #expect(listing.hasBeenClosedByPeer)
         // Requests sent before the end of file are all answered, in order, then the connection closes. (The list is
@@ -415,9 +416,11 @@ import TestSupport
         }
         #expect(try server.json("/v1/jobs/\(UUID().uuidString.lowercased())").status == 404)
         #expect(try server.json("/v1/jobs/..%2F..%2Fetc%2Fpasswd").status == 404)
-        // A NUL names nothing: refused as the request's, not cut short by a store (PostgreSQL found the job before it).
+        // An id with a NUL names nothing (the stores cut it there and found the job before it).
         let nul = try server.json("/v1/jobs/\(m4aID)%00zzz")
-        #expect(nul.status == 400 && (nul.object["error"] as? [String: Any])?["code"] as? String == "malformed_request", "\(nul)")
+        #expect(nul.status == 404, "\(nul)")
+        #expect(try server.json("/v1/jobs/\(m4aID)%00zzz", ["-X", "DELETE"]).status == 404)
+        #expect(try server.json("/v1/jobs/\(m4aID)").status == 200)
     }
 
     /// A name outside ASCII goes into the download's `filename*` percent-encoded, the header all ASCII: letters of

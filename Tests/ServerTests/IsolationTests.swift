@@ -10,27 +10,12 @@ import TestSupport
 /// Each job runs in a sandboxed child process: a child that crashes, stalls or runs out of memory fails (or retries)
 /// its own job, and the server answers throughout. Real servers, real children, real signals.
 @Suite struct IsolationTests {
-    /// The server's `run-job` children now.
-    private static func jobChildren(of server: TestServer) -> [pid_t] {
-        guard let pid = server.serverPID else { return [] }
-        let tasks = "/proc/\(pid)/task"
-        var children: [pid_t] = []
-        for task in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
-            let text = (try? String(contentsOfFile: "\(tasks)/\(task)/children", encoding: .utf8)) ?? ""
-            children += text.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-        }
-        return children.filter { child in
-            let command = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(child)/cmdline"))) ?? Data()
-            return String(decoding: command, as: UTF8.self).contains("run-job")
-        }
-    }
-
     /// The child working on a job: the one with a file of the data directory's outputs open (spare children, started
     /// in advance and waiting for a request, have only their pipes).
     private static func workingChild(of server: TestServer) -> pid_t? {
         // A transcode writes its checkpoint (then its output folder); a probe writes neither.
         let written = ["outputs", "checkpoints"].map { server.data.appendingPathComponent($0).path }
-        return jobChildren(of: server).first { child in
+        return server.jobChildren.first { child in
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child)/fd")) ?? []
             return fds.contains { fd in
                 let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child)/fd/\(fd)")) ?? ""

@@ -18,6 +18,40 @@ import TestSupport
         #expect(try server.json("/healthz").status == 200)
     }
 
+    /// A client that gives up (a timeout: its connection closed) while its request waits for a thread does not have
+    /// it run: the job it asked for is not made (a client that tries again would have two). The close read like a
+    /// half-close (`nc -N`), so the request ran; an interim `100 Continue` now draws the reset a closed socket gives.
+    @Test func aRequestWhoseClientClosedWhileItWaitedForAThreadIsNotRun() throws {
+        let server = try TestServer(["--probe-threads", "1"])
+        defer { _ = server.stop() }
+        // The one probe thread held: every child that could probe (the spares) is stopped, and an upload's probe waits.
+        #expect(eventually(10) { !server.jobChildren.isEmpty })
+        let stopped = server.jobChildren
+        for child in stopped { kill(child, SIGSTOP) }
+        defer { for child in stopped { kill(child, SIGCONT) } }
+        let input = try Media.path(.audioOnly)
+        let held = Process()
+        held.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        held.arguments = ["-s", "-o", "/dev/null", "-T", input, server.base + "/v1/uploads/held.m4a"]
+        try held.run()
+        usleep(1_500_000) // the held upload is read and its probe waits on a stopped child
+        // A whole job request, then the client gives up.
+        let gaveUp = try Shell.run("curl", ["-s", "--max-time", "2", "-F", "file=@" + input, "-F", #"settings={"container": "m4a"}"#,
+                                            server.base + "/v1/jobs"])
+        #expect(gaveUp.status == 28, "curl timed out: \(gaveUp.status) \(gaveUp.stdout)")
+        for child in stopped { kill(child, SIGCONT) }
+        held.waitUntilExit()
+        usleep(1_000_000)
+        let jobs = try server.json("/v1/jobs").object["jobs"] as? [[String: Any]] ?? []
+        #expect(jobs.isEmpty, "\(jobs.count) job made for a client that had left")
+        // A client that only stopped sending (half-closed, HTTP/1.1) is still answered, past any interim answer.
+        let halfClosed = try RawClient(port: server.port)
+        halfClosed.send("GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        shutdown(halfClosed.fd, Int32(SHUT_WR))
+        let answer = halfClosed.read()
+        #expect(answer.replacingOccurrences(of: "HTTP/1.1 100 Continue\r\n\r\n", with: "").hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+    }
+
     @Test func uploadsOverTheLimitGet413() throws {
         let server = try TestServer(["--max-upload-bytes", "100000"])
         let (status, body) = try server.curl("/v1/uploads/", ["-T", try Media.path(.standard)])

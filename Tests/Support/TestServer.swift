@@ -94,6 +94,21 @@ public final class TestServer: @unchecked Sendable {
         return children.split(separator: "\n").compactMap { Int32($0) }.first
     }
 
+    /// The server's `run-job` children now (its jobs', its probes', the spares).
+    public var jobChildren: [pid_t] {
+        guard let pid = serverPID else { return [] }
+        let tasks = "/proc/\(pid)/task"
+        var children: [pid_t] = []
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? [] {
+            let text = (try? String(contentsOfFile: "\(tasks)/\(task)/children", encoding: .utf8)) ?? ""
+            children += text.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }
+        return children.filter { child in
+            let command = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(child)/cmdline"))) ?? Data()
+            return String(decoding: command, as: UTF8.self).contains("run-job")
+        }
+    }
+
     /// The names of the server's threads by thread id (`http-0`, `handler-3`, `worker-0`, …).
     public var threadNames: [Int32: String] {
         let tasks = "/proc/\(serverPID ?? 0)/task"
