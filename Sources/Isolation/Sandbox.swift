@@ -53,7 +53,17 @@ public enum Sandbox {
         ("openat", 2, UInt64(O_ACCMODE | O_TRUNC), UInt64(O_RDONLY | O_TRUNC)),
         ("open", 1, UInt64(O_ACCMODE), 3),
         ("openat", 2, UInt64(O_ACCMODE), 3),
-    ] + cloneFlags.values.map { ("clone", 0, $0, $0) }
+    ] + cloneRules
+
+    /// `clone`'s flags are its first argument on x86-64 and arm64 (not on s390x, where the rules would refuse
+    /// threads at random): there only.
+    private static var cloneRules: [(name: String, index: UInt32, mask: UInt64, value: UInt64)] {
+        #if arch(x86_64) || arch(arm64)
+        cloneFlags.values.map { ("clone", 0, $0, $0) }
+        #else
+        []
+        #endif
+    }
 
     /// The `clone` flags refused (Linux's values, the same on every architecture; Swift does not import them).
     static let cloneFlags: [String: UInt64] = [
@@ -63,7 +73,8 @@ public enum Sandbox {
 
     /// Calls refused as if the kernel did not have them (ENOSYS), so the C library falls back to an older one the
     /// filter can read: `clone3`, whose flags are in memory it cannot see (glibc starts threads with `clone` then).
-    static let missing = ["clone3"]
+    /// With their numbers (the same everywhere), for a libseccomp that does not know the name.
+    static let missing: [(name: String, number: Int32)] = [("clone3", 435)]
 
     /// Calls newer than the libseccomp some systems have (Debian 12's 2.5.4 knows `fchmodat2` but not the others;
     /// Ubuntu 22.04's none), refused by their numbers, the same on every architecture since Linux 5.1, when the name
@@ -131,8 +142,8 @@ public enum Sandbox {
             for call in refusedByNumber {
                 try filter.refuse(call.name, number: call.number)
             }
-            for name in missing {
-                try filter.refuse(name, error: ENOSYS)
+            for call in missing {
+                try filter.refuse(call.name, number: call.number, error: ENOSYS)
             }
             for rule in refusedWithFlags {
                 try filter.refuse(rule.name, argument: rule.index, masked: rule.mask, equal: rule.value)
@@ -281,7 +292,7 @@ public enum Sandbox {
         return SandboxReport(
             // Any filter sets the mode (a container's own, systemd's): on only when this one was loaded.
             seccomp: seccompMode == 2 && seccompError == nil, seccompError: seccompError,
-            refusedCalls: seccompMode == 2 && seccompError == nil ? refused + missing + refusedByNumber.map(\.name)
+            refusedCalls: seccompMode == 2 && seccompError == nil ? refused + missing.map(\.name) + refusedByNumber.map(\.name)
                 + refusedWithFlags.map { "\($0.name)(arg\($0.index) & \($0.mask) = \($0.value))" } + refusedWithArguments.map { "\($0.name)(\($0.conditions.map { "arg\($0.index) \($0.equal ? "=" : "≠") \($0.value)" }.joined(separator: ", ")))" } : [],
             noNewPrivileges: tc_no_new_privileges() == 1,
             parentDeathSignal: deathSignal == 0 ? nil : ChildProcess.Termination.name(of: deathSignal),

@@ -225,7 +225,10 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         let code = failure.code
         let isCode = (1...64).contains(code.utf8.count) && code.utf8.first.map { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) } == true
             && code.utf8.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "_") }
-        var message = failure.message
+        // Control characters but line breaks and tabs shown as U+FFFD: a NUL cannot be stored at all.
+        var message = String(String.UnicodeScalarView(failure.message.unicodeScalars.map { scalar in
+            scalar.value < 0x20 && scalar != "\n" && scalar != "\t" || scalar.value == 0x7F ? "\u{FFFD}" : scalar
+        }))
         if message.utf8.count > maxMessageBytes {
             // Cut on a scalar's start, room left for the ellipsis (3 bytes).
             var end = message.utf8.index(message.startIndex, offsetBy: maxMessageBytes - 3)

@@ -67,7 +67,9 @@ public final class JobQueue: Sendable {
     /// Why a running job's cancellation token fired. `leaseLost`: the store said the job is another worker's now,
     /// nothing more is written about it; `leaseExpired`: the store could not be reached while the lease ran out,
     /// so the job goes back to the queue if the lease is still ours when the store answers again.
-    private enum StopReason { case canceled, stalled, shuttingDown, leaseLost, leaseExpired, storageLost }
+    /// `givenBack`: the job goes back to the queue without an attempt counted, for another node (this one cannot
+    /// see the shared folder, or read the job's settings).
+    private enum StopReason { case canceled, stalled, shuttingDown, leaseLost, leaseExpired, givenBack }
 
     private struct Running {
         let lease: Lease
@@ -132,6 +134,9 @@ public final class JobQueue: Sendable {
         var sharedFolderLost = false
         /// The store's identity, read at `start`: what its mark in the data directory says.
         var identity: String?
+        /// On a shared store: jobs whose settings this node cannot read (written by a newer version, in a rolling
+        /// upgrade), given back and not claimed here again; the oldest go past `maxUnreadable`.
+        var unreadable: [String] = []
         /// The stop's grace is over, whatever it was: `endGrace`.
         var graceEnded = false
         var started = false
@@ -282,6 +287,10 @@ public final class JobQueue: Sendable {
 
     /// Whether the queue is up and not stopping (with no workers: an API-only node).
     public var isReady: Bool { state.withLock { $0.started && !$0.stopping } }
+
+    /// Whether this node sees the data directory its store's other nodes share (read from the disk now): always, for
+    /// a store of its own. Not ready without it: uploads sent here would fail, or land where no other node looks.
+    public var seesSharedFolder: Bool { !store.isShared || sharedFolderIsHere() }
 
     /// Tells an idle worker that a job was queued.
     public func jobQueued() {
@@ -507,7 +516,8 @@ public final class JobQueue: Sendable {
             let job: Job?
             state.withLock { $0.claiming += 1 }
             do {
-                job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds)
+                job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds,
+                                          skipping: state.withLock { $0.unreadable })
             } catch {
                 logger.error("claiming the next job failed", ["worker": .string(worker), "error": .string(error.description)])
                 job = nil
@@ -520,6 +530,13 @@ public final class JobQueue: Sendable {
             process(job) // registers it, and counts this claim done
         }
     }
+
+    /// Seconds after its creation that a job whose settings no node has read fails (as unreadable) on the node that
+    /// claims it: a day for the nodes of a rolling upgrade to be replaced; settings edited by hand do not wait forever.
+    static let unreadableGrace = 86_400.0
+
+    /// Jobs given back for their settings that a node remembers not to claim again (each claim names them).
+    static let maxUnreadable = 200
 
     /// On a shared store: whether the data directory still holds the store's mark (read from the disk), logged
     /// when that changes. Without it the folder here is not the cluster's (a network mount gone stale, unmounted,
@@ -577,7 +594,20 @@ public final class JobQueue: Sendable {
         events.publish(id, .state(claimed))
         logger.info("job started", ["job_id": .string(id), "attempt": .int(claimed.attempts)])
         let outcome: Result<TranscodeResult, MediaError>
-        if let unreadable = claimed.unreadableSettings {
+        var givesBack = false
+        if let unreadable = claimed.unreadableSettings, store.isShared,
+           Date().timeIntervalSince1970 - claimed.createdAt < Self.unreadableGrace {
+            // In a rolling upgrade a newer node may have written settings this version does not know (a new key): it
+            // failed such jobs for good though a newer node could run them. Given back, and left to the others.
+            logger.warning("the job's settings cannot be read by this version of transcoderd (a newer node's?): "
+                           + "it goes back to the queue for a node that can read them", ["job_id": .string(id), "problem": .string(unreadable.problem)])
+            state.withLock { state in
+                state.unreadable.append(id)
+                if state.unreadable.count > Self.maxUnreadable { state.unreadable.removeFirst() }
+            }
+            givesBack = true
+            outcome = .failure(MediaError(code: "invalid_settings", message: unreadable.problem))
+        } else if let unreadable = claimed.unreadableSettings {
             // Running with other settings than the ones asked for would be a silent lie.
             outcome = .failure(MediaError(code: "invalid_settings",
                                           message: "The job's stored settings can no longer be read: \(unreadable.problem)"))
@@ -609,8 +639,8 @@ public final class JobQueue: Sendable {
         // A failure on a node that no longer sees the shared folder is the node's, not the job's: it goes back to
         // the queue, its attempt not counted, for a node that does. A mount gone stale or away failed every job
         // of the cluster this node claimed, for good, in milliseconds each (`input_missing`).
-        if case .failure = outcome, reason == nil, store.isShared, !sharedFolderIsHere() {
-            reason = .storageLost
+        if case .failure = outcome, reason == nil, store.isShared, givesBack || !sharedFolderIsHere() {
+            reason = .givenBack
         }
         if case .failure = outcome {
             // Before the end is recorded: a job sent back to the queue may be claimed again at once, and the files
@@ -759,7 +789,8 @@ public final class JobQueue: Sendable {
     /// A refusal that trying again cannot change: the job is gone, the state machine refuses the move, or the job
     /// is another worker's now.
     private static func isPermanent(_ error: StoreError) -> Bool {
-        error.code == "not_found" || error.code == "invalid_transition" || error.code == "lease_lost"
+        // `invalid_text`: a value the store refuses now will be refused again (tried on, a job's end never came).
+        error.code == "not_found" || error.code == "invalid_transition" || error.code == "lease_lost" || error.code == "invalid_text"
     }
 
     /// Runs `body` until it succeeds or `recordRetryDelays` are used up (or, with `deadline`, until then, once a
@@ -982,7 +1013,7 @@ public final class JobQueue: Sendable {
         case (.failure, .stalled?):
             return try store.markFailed(lease, code: "stalled",
                                         message: "The job made no progress for \(Int(configuration.stallTimeout)) seconds and was stopped.")
-        case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?), (.failure, .storageLost?):
+        case (.failure, .shuttingDown?), (.failure, .leaseLost?), (.failure, .leaseExpired?), (.failure, .givenBack?):
             return try store.requeue(lease)
         case (.failure(let error), nil) where error.code == "worker_crashed" || Self.isTransient(error):
             // A crash may not happen again (a one-off signal, a memory spike), nor a child that could not start, nor
@@ -1008,10 +1039,12 @@ public final class JobQueue: Sendable {
     /// directory from it, not from the machine's root (`jobs/…/output.mp4`, not `/srv/transcoderd/data/jobs/…`).
     /// The log line of the failure keeps them whole.
     private func shown(_ error: MediaError, of id: String) -> String {
+        // No NUL: neither store keeps one (a failure that could not be recorded left its job running).
+        let message = error.message.contains("\u{0}") ? error.message.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : error.message
         let root = directory.root.path
-        guard root.count > 1, error.message.contains(root + "/") else { return error.message }
-        logger.info("the job's failure names a path in the data directory", ["job_id": .string(id), "error": .string(error.message)])
-        return error.message.replacingOccurrences(of: root + "/", with: "")
+        guard root.count > 1, message.contains(root + "/") else { return message }
+        logger.info("the job's failure names a path in the data directory", ["job_id": .string(id), "error": .string(message)])
+        return message.replacingOccurrences(of: root + "/", with: "")
     }
 
     /// Stops jobs that made no progress for `stallTimeout`. On a thread of its own: while the sweeps ran on it (a

@@ -113,6 +113,11 @@ struct JobRows: Sendable {
         return ("(created_at, id) < (?, ?)", [.real(time), .text(id)])
     }
 
+    /// The condition leaving out `count` job ids given as arguments (a claim's `skipping`), empty for none.
+    static func skipping(_ count: Int) -> String {
+        count == 0 ? "" : " AND id NOT IN (\(Array(repeating: "?", count: count).joined(separator: ", ")))"
+    }
+
     /// Ids asked at once by `uploadFileNames` (well under SQLite's and PostgreSQL's limits on parameters).
     static let idsPerQuery = 500
 

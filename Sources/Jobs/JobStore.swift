@@ -68,8 +68,9 @@ public protocol JobStore: AnyObject, Sendable {
 
     // MARK: Jobs for workers
 
-    /// Atomically takes the next queued job (highest priority, then oldest) for `worker`, leased for `leaseSeconds`.
-    func claimNext(worker: String, leaseSeconds: Double) throws(StoreError) -> Job?
+    /// Atomically takes the next queued job (highest priority, then oldest) for `worker`, leased for `leaseSeconds`,
+    /// but none of the jobs `skipping` names.
+    func claimNext(worker: String, leaseSeconds: Double, skipping: [String]) throws(StoreError) -> Job?
     /// Pushes the lease's expiry `leaseSeconds` from now: `.lost` once the job is no longer this lease's.
     func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus
     /// Saves a running job's progress (seconds of output written, expected seconds).
@@ -127,6 +128,11 @@ public protocol JobStore: AnyObject, Sendable {
 }
 
 extension JobStore {
+    /// The next queued job, whichever it is.
+    public func claimNext(worker: String, leaseSeconds: Double) throws(StoreError) -> Job? {
+        try claimNext(worker: worker, leaseSeconds: leaseSeconds, skipping: [])
+    }
+
     public func createJob(input: String, settings: TranscodeSettings, priority: Int = 0) throws(StoreError) -> Job {
         try createJob(id: nil, input: input, settings: settings, priority: priority, webhooks: JobWebhooks())
     }

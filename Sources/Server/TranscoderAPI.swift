@@ -173,6 +173,10 @@ public final class TranscoderAPI: Sendable {
             throw HTTPError(.serviceUnavailable, "store_unavailable", "The job store cannot be reached.")
         }
         guard queue.isReady else { throw HTTPError(.serviceUnavailable, "workers_not_running", "The job workers are not running.") }
+        guard queue.seesSharedFolder else {
+            throw HTTPError(.serviceUnavailable, "data_directory_missing",
+                            "The shared data directory is not here (its store-id cannot be read): is its mount still there?")
+        }
         return .json(APIModels.Status(status: "ready"))
     }
 

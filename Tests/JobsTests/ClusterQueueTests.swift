@@ -74,6 +74,31 @@ struct HeldRunner: JobRunner {
         #expect(waits.allSatisfy { $0 < 0.5 }, "enqueue to start: \(waits)")
     }
 
+    /// In a rolling upgrade a newer node may write settings an older one cannot read (a key it does not know): the
+    /// older node gives such a job back, its attempt not counted, claims it no more and goes on with the others, and
+    /// a node that can read it runs it. It failed them for good (`invalid_settings`) though a newer node was there.
+    @Test func aJobWhoseSettingsANewerNodeWroteIsLeftToANodeThatCanReadThem() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try #require(fixture.store as? PostgresJobStore)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let newer = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        _ = try store.rows("UPDATE jobs SET settings = ? WHERE id = ?", [.text(#"{"video": {"aKeyOfANewerVersion": true}}"#), .text(newer.id)])
+        #expect(try fixture.store.job(id: newer.id)?.unreadableSettings != nil)
+        let older = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.05)) { $0.pollInterval = 0.2 }
+        defer { older.stop(grace: 5) }
+        let next = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        #expect(eventually(10) { (try? fixture.store.job(id: next.id))?.state == .succeeded }, "the job behind it is not held up")
+        usleep(1_000_000) // polls every 0.2 s meanwhile
+        let left = try #require(try fixture.store.job(id: newer.id))
+        #expect(left.state == .queued && left.errorCode == nil && left.attempts == 1, "\(left.state) \(left.errorCode ?? "")")
+        #expect(left.leaseToken == 1, "claimed once, then left alone: \(left.leaseToken) claims")
+        // A node that reads them (here: the settings as a newer version reads them) runs it.
+        _ = try store.rows("UPDATE jobs SET settings = ? WHERE id = ?", [.text("{}"), .text(newer.id)])
+        let newerNode = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.05)) { $0.pollInterval = 0.2 }
+        defer { newerNode.stop(grace: 5) }
+        #expect(eventually(10) { (try? fixture.store.job(id: newer.id))?.state == .succeeded })
+    }
+
     /// A node whose shared folder goes away (a mount gone stale or unmounted: here its path, a link, made to point at
     /// an empty folder as the job runs) sends the job it failed back to the queue, its attempt not counted, and
     /// claims nothing until the folder is back; the other nodes run the jobs. Every job this node claimed failed
@@ -112,6 +137,7 @@ struct HeldRunner: JobRunner {
         #expect(eventually(10) { (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == empty })
         #expect(eventually(10) { (try? fixture.store.job(id: first.id))?.state == .queued }, "given back to the queue")
         #expect(try fixture.store.job(id: first.id)?.attempts == 1, "its attempt not counted")
+        #expect(!lost.seesSharedFolder, "not ready: /readyz says so")
         // Claimed again by nobody on the lost node (it would fail them all): another node runs them.
         var more: [Job] = []
         for _ in 0..<3 { more.append(try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())) }
@@ -128,6 +154,7 @@ struct HeldRunner: JobRunner {
         other.stop(grace: 5)
         // Back: the node takes jobs again (and its runner, which loses the folder again, gives this one back too).
         try point(at: root)
+        #expect(lost.seesSharedFolder)
         let last = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         #expect(eventually(10) { (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == empty }, "claimed once back")
         #expect(eventually(10) { (try? fixture.store.job(id: last.id))?.state == .queued })

@@ -384,6 +384,27 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         #expect(fixture.outputFiles == [fine.id])
     }
 
+    /// A failure whose message holds a NUL (a child taken over by a hostile file can write one) is recorded, the NUL
+    /// shown as U+FFFD: the stores refuse such text, and the worker tried the refused write until the server stopped,
+    /// its job running all along. Both stores.
+    @Test(arguments: [StoreBackend.sqlite, .postgres]) func aFailureWhoseMessageHoldsANulIsRecorded(_ backend: StoreBackend) throws {
+        struct Failing: JobRunner {
+            func run(_ job: Job, input: Upload, outputDirectory: String, cancellation: CancellationToken,
+                     progress: (TranscodeProgress) -> Void) throws(MediaError) -> TranscodeResult {
+                throw MediaError(code: "unsupported_codec", message: "before\u{0}after")
+            }
+        }
+        let fixture = try StoreFixture(backend)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let queue = queue(fixture, runner: Failing())
+        try queue.start()
+        defer { queue.stop(grace: 1) }
+        #expect(try eventually(10) { try fixture.store.job(id: job.id)?.state == .failed })
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.errorCode == "unsupported_codec" && failed.errorMessage == "before\u{FFFD}after", "\(failed.errorMessage ?? "")")
+    }
+
     @Test func aVanishedInputFailsClearly() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.audioOnly))

@@ -398,7 +398,7 @@ import TestSupport
         func answering(_ code: String, _ message: String) throws -> MediaError {
             let path = folder.appendingPathComponent("\(code.hashValue).sh").path
             let text = String(decoding: try JSONEncoder().encode(JobMessage(error: .init(code: code, message: message))), as: UTF8.self)
-            try Data("#!/bin/sh\nread request\necho '\(text)'\n".utf8).write(to: URL(fileURLWithPath: path))
+            try Data("#!/bin/sh\nread request\nprintf '%s\\n' '\(text)'\n".utf8).write(to: URL(fileURLWithPath: path))
             #expect(chmod(path, 0o755) == 0)
             return try #require(throws: MediaError.self) { try ChildProcessRunner(executable: path).probe(path: "/dev/null") }
         }
@@ -410,6 +410,9 @@ import TestSupport
         #expect(odd.code == "worker_failed" && odd.message.contains("x"), "\(odd)")
         let own = try answering("unsupported_codec", long)
         #expect(own.code == "unsupported_codec" && own.message.utf8.count <= 4096, "\(own.code) \(own.message.utf8.count)")
+        // Control characters shown as U+FFFD (a NUL cannot be stored: the job's end was never recorded).
+        let controls = try answering("unsupported_codec", "a\u{0}b\u{1B}[31mc\nd")
+        #expect(controls.message == "a\u{FFFD}b\u{FFFD}[31mc\nd", "\(controls.message.debugDescription)")
         let short = try answering("timestamps_invalid", "The video goes back in time.")
         #expect(short.code == "timestamps_invalid" && short.message == "The video goes back in time.")
     }

@@ -261,17 +261,17 @@ public final class PostgresJobStore: JobStore, RowRunning {
 
     // MARK: Jobs for workers
 
-    public func claimNext(worker: String, leaseSeconds: Double) throws(StoreError) -> Job? {
+    public func claimNext(worker: String, leaseSeconds: Double, skipping: [String]) throws(StoreError) -> Job? {
         // One statement, so one short transaction: the row lock lasts as long as the UPDATE, and SKIP LOCKED lets
         // every other node's claim pass the row this one is taking instead of waiting for it.
         try query("""
             UPDATE jobs SET state = 'running', lease = ?, lease_token = lease_token + 1,
                 lease_expires_at = \(Self.now) + ?, cancel_requested = false, started_at = \(Self.now),
                 updated_at = \(Self.now), progress_time = 0
-            WHERE id = (SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, created_at, id
-                        LIMIT 1 FOR UPDATE SKIP LOCKED)
+            WHERE id = (SELECT id FROM jobs WHERE state = 'queued'\(JobRows.skipping(skipping.count))
+                        ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
             RETURNING *
-            """, [.text(worker), .real(leaseSeconds)]).first.map(rows.job)
+            """, [.text(worker), .real(leaseSeconds)] + skipping.map(SQLValue.text)).first.map(rows.job)
     }
 
     public func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus {

@@ -252,15 +252,17 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     // MARK: Jobs for workers
 
-    public func claimNext(worker: String, leaseSeconds: Double) throws(StoreError) -> Job? {
+    public func claimNext(worker: String, leaseSeconds: Double, skipping: [String]) throws(StoreError) -> Job? {
         let now = Self.now()
         return try withDatabase { database throws(StoreError) in
             try database.query("""
                 UPDATE jobs SET state = 'running', lease = ?, lease_token = lease_token + 1, lease_expires_at = ?,
                     cancel_requested = 0, started_at = ?, updated_at = ?, progress_time = 0
-                WHERE id = (SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, created_at, id LIMIT 1)
+                WHERE id = (SELECT id FROM jobs WHERE state = 'queued'\(JobRows.skipping(skipping.count))
+                            ORDER BY priority DESC, created_at, id LIMIT 1)
                 RETURNING *
-                """, [.text(worker), .real(now + leaseSeconds), .real(now), .real(now)]).first.map(rows.job)
+                """, [.text(worker), .real(now + leaseSeconds), .real(now), .real(now)] + skipping.map(SQLValue.text))
+                .first.map(rows.job)
         }
     }
 
