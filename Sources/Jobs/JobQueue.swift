@@ -27,6 +27,10 @@ public final class JobQueue: Sendable {
         public var leaseSeconds = 20.0
         /// Seconds between two renewals of the leases of running jobs.
         public var heartbeatInterval = 5.0
+        /// On a shared store: seconds after its creation that a job whose settings this node cannot read (a newer
+        /// node wrote them, in a rolling upgrade) is failed here rather than left to the others: a day for the nodes
+        /// to be replaced; settings edited by hand, or a rollback, do not leave it queued for ever.
+        public var unreadableSettingsGrace = 86_400.0
         /// Seconds between two sweeps of a shared data directory for what no job owns (folders of attempts whose
         /// node died, outputs of deleted jobs); one node at a time does it.
         public var straySweepInterval = 600.0
@@ -132,11 +136,15 @@ public final class JobQueue: Sendable {
         /// On a shared store: the store's mark in the data directory did not read back (a mount gone stale or
         /// away), so no job is claimed until it does (`sharedFolderIsHere`).
         var sharedFolderLost = false
+        /// When a look at the mark last came back (a read on a hard mount gone away never does).
+        var sharedFolderCheckedAt: ContinuousClock.Instant?
         /// The store's identity, read at `start`: what its mark in the data directory says.
         var identity: String?
         /// On a shared store: jobs whose settings this node cannot read (written by a newer version, in a rolling
-        /// upgrade), given back and not claimed here again; the oldest go past `maxUnreadable`.
-        var unreadable: [String] = []
+        /// upgrade), given back and not claimed here again until their grace is over, with when it is (seconds since
+        /// 1970). Never dropped to make room: a job dropped was claimed again, and past the bound they were claimed in
+        /// turn for ever, the jobs behind them never; a job past `maxUnreadable` fails instead.
+        var unreadable: [String: Double] = [:]
         /// The stop's grace is over, whatever it was: `endGrace`.
         var graceEnded = false
         var started = false
@@ -207,6 +215,15 @@ public final class JobQueue: Sendable {
         }
         spawn(name: "watchdog") { [self] in watch() }
         spawn(name: "sweeper") { [self] in sweepPeriodically() }
+        if store.isShared {
+            // Not waited for at a stop: a read held on a hard mount that went away would hold the stop too.
+            NamedThread.start("folder-watch") { [self] in
+                while !stopping {
+                    _ = sharedFolderIsHere()
+                    _ = state.wait(timeout: Self.folderCheckInterval) { $0.stopping }
+                }
+            }
+        }
         if configuration.workers > 0 { spawn(name: "heartbeat") { [self] in heartbeat() } }
         return recovered
     }
@@ -288,9 +305,19 @@ public final class JobQueue: Sendable {
     /// Whether the queue is up and not stopping (with no workers: an API-only node).
     public var isReady: Bool { state.withLock { $0.started && !$0.stopping } }
 
-    /// Whether this node sees the data directory its store's other nodes share (read from the disk now): always, for
-    /// a store of its own. Not ready without it: uploads sent here would fail, or land where no other node looks.
-    public var seesSharedFolder: Bool { !store.isShared || sharedFolderIsHere() }
+    /// Whether this node sees the data directory its store's other nodes share (as last read, every few seconds, on
+    /// a thread of its own: a read here, on a request's thread, could hang on a hard mount gone away): always, for a
+    /// store of its own. Not ready without it: uploads sent here would fail, or land where no other node looks.
+    public var seesSharedFolder: Bool {
+        guard store.isShared else { return true }
+        return state.withLock { state in
+            guard !state.sharedFolderLost, let checked = state.sharedFolderCheckedAt else { return false }
+            return ContinuousClock.now - checked < .seconds(Self.folderCheckInterval * 6)
+        }
+    }
+
+    /// Seconds between two looks at the shared folder's mark by its watch.
+    static let folderCheckInterval = 5.0
 
     /// Tells an idle worker that a job was queued.
     public func jobQueued() {
@@ -516,8 +543,13 @@ public final class JobQueue: Sendable {
             let job: Job?
             state.withLock { $0.claiming += 1 }
             do {
-                job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds,
-                                          skipping: state.withLock { $0.unreadable })
+                let now = Date().timeIntervalSince1970
+                let skipping = state.withLock { state -> [String] in
+                    // Past its grace a job is claimed again, and fails here.
+                    state.unreadable = state.unreadable.filter { $0.value > now }
+                    return Array(state.unreadable.keys)
+                }
+                job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds, skipping: skipping)
             } catch {
                 logger.error("claiming the next job failed", ["worker": .string(worker), "error": .string(error.description)])
                 job = nil
@@ -531,12 +563,8 @@ public final class JobQueue: Sendable {
         }
     }
 
-    /// Seconds after its creation that a job whose settings no node has read fails (as unreadable) on the node that
-    /// claims it: a day for the nodes of a rolling upgrade to be replaced; settings edited by hand do not wait forever.
-    static let unreadableGrace = 86_400.0
-
     /// Jobs given back for their settings that a node remembers not to claim again (each claim names them).
-    static let maxUnreadable = 200
+    static let maxUnreadable = 1000
 
     /// On a shared store: whether the data directory still holds the store's mark (read from the disk), logged
     /// when that changes. Without it the folder here is not the cluster's (a network mount gone stale, unmounted,
@@ -546,7 +574,10 @@ public final class JobQueue: Sendable {
         let text = try? String(contentsOfFile: directory.storeIdentityPath, encoding: .utf8)
         let here = text?.trimmingCharacters(in: .whitespacesAndNewlines) == identity
         let changed = state.withLock { state -> Bool in
-            defer { state.sharedFolderLost = !here }
+            defer {
+                state.sharedFolderLost = !here
+                state.sharedFolderCheckedAt = .now
+            }
             return state.sharedFolderLost == here
         }
         if changed && !here {
@@ -595,16 +626,17 @@ public final class JobQueue: Sendable {
         logger.info("job started", ["job_id": .string(id), "attempt": .int(claimed.attempts)])
         let outcome: Result<TranscodeResult, MediaError>
         var givesBack = false
-        if let unreadable = claimed.unreadableSettings, store.isShared,
-           Date().timeIntervalSince1970 - claimed.createdAt < Self.unreadableGrace {
+        let graceEnds = claimed.createdAt + configuration.unreadableSettingsGrace
+        if let unreadable = claimed.unreadableSettings, store.isShared, Date().timeIntervalSince1970 < graceEnds,
+           state.withLock({ state -> Bool in
+               guard state.unreadable.count < Self.maxUnreadable else { return false }
+               state.unreadable[id] = graceEnds
+               return true
+           }) {
             // In a rolling upgrade a newer node may have written settings this version does not know (a new key): it
             // failed such jobs for good though a newer node could run them. Given back, and left to the others.
             logger.warning("the job's settings cannot be read by this version of transcoderd (a newer node's?): "
                            + "it goes back to the queue for a node that can read them", ["job_id": .string(id), "problem": .string(unreadable.problem)])
-            state.withLock { state in
-                state.unreadable.append(id)
-                if state.unreadable.count > Self.maxUnreadable { state.unreadable.removeFirst() }
-            }
             givesBack = true
             outcome = .failure(MediaError(code: "invalid_settings", message: unreadable.problem))
         } else if let unreadable = claimed.unreadableSettings {

@@ -99,6 +99,26 @@ struct HeldRunner: JobRunner {
         #expect(eventually(10) { (try? fixture.store.job(id: newer.id))?.state == .succeeded })
     }
 
+    /// A job whose settings no node has read fails once its grace is over (settings edited by hand, a rollback): the
+    /// node that gave it back claims it again then. It stayed queued for ever on a node that kept running.
+    @Test func aJobNoNodeCanReadFailsOnceItsGraceIsOver() throws {
+        let fixture = try StoreFixture(.postgres)
+        let store = try #require(fixture.store as? PostgresJobStore)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        _ = try store.rows("UPDATE jobs SET settings = ? WHERE id = ?", [.text(#"{"video": {"aKeyOfANewerVersion": true}}"#), .text(job.id)])
+        let older = try node(fixture, workers: 1) { configuration in
+            configuration.pollInterval = 0.2
+            configuration.unreadableSettingsGrace = 3
+        }
+        defer { older.stop(grace: 5) }
+        #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.leaseToken == 1 }, "claimed, given back")
+        #expect(try fixture.store.job(id: job.id)?.state == .queued)
+        #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.state == .failed })
+        let failed = try #require(try fixture.store.job(id: job.id))
+        #expect(failed.errorCode == "invalid_settings" && failed.errorMessage?.contains("aKeyOfANewerVersion") == true, "\(failed.errorMessage ?? "")")
+    }
+
     /// A node whose shared folder goes away (a mount gone stale or unmounted: here its path, a link, made to point at
     /// an empty folder as the job runs) sends the job it failed back to the queue, its attempt not counted, and
     /// claims nothing until the folder is back; the other nodes run the jobs. Every job this node claimed failed
@@ -154,7 +174,7 @@ struct HeldRunner: JobRunner {
         other.stop(grace: 5)
         // Back: the node takes jobs again (and its runner, which loses the folder again, gives this one back too).
         try point(at: root)
-        #expect(lost.seesSharedFolder)
+        #expect(eventually(10) { lost.seesSharedFolder })
         let last = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         #expect(eventually(10) { (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == empty }, "claimed once back")
         #expect(eventually(10) { (try? fixture.store.job(id: last.id))?.state == .queued })

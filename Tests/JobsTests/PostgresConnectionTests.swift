@@ -86,7 +86,9 @@ import TestSupport
         #expect(restricted != uri)
         // The role really may not create anything: the check would pass for nothing otherwise.
         let probe = try PostgresConnection(uri: restricted)
-        #expect(throws: StoreError.self) { try probe.execute("CREATE TABLE IF NOT EXISTS transcoderd_schema (version INTEGER NOT NULL)") }
+        #expect { try probe.execute("CREATE TABLE IF NOT EXISTS transcoderd_schema (version INTEGER NOT NULL)") } throws: {
+            ($0 as? StoreError)?.sqlState == "42501" // insufficient_privilege
+        }
         let store = try PostgresJobStore(uri: restricted, root: root.path)
         let upload = try Self.uploadRow(in: store, root: root)
         let job = try store.createJob(input: upload, settings: TranscodeSettings())

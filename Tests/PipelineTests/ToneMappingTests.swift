@@ -45,6 +45,8 @@ import TestSupport
         try Shell.check("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-vf", "scale=3:1",
                                    "-pix_fmt", "yuv444p10le", "-color_trc", "smpte2084", "-color_primaries", "bt2020",
                                    "-colorspace", "bt2020nc", "-c:v", "ffv1", hdr])
+        #expect(try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=color_transfer", "-of", "csv=p=0", hdr])
+            .contains("smpte2084"), "the source is HDR (PQ)")
         let interlaced = folder.appendingPathComponent("interlaced.mkv").path
         try Shell.check("ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "testsrc2=s=64x64:r=10:d=1", "-vf", "scale=320:2",
                                    "-field_order", "tt", "-c:v", "ffv1", interlaced])
@@ -61,6 +63,7 @@ import TestSupport
             let expected = try #require(try transcode(twin, settings).probe.video)
             #expect(video.width == expected.width && video.height == expected.height && video.nb_frames == "10",
                     "\(input): \(String(describing: video.width))x\(String(describing: video.height)), \(video.nb_frames ?? "?") frames")
+            #expect(video.color_transfer == (input == hdr ? "bt709" : expected.color_transfer), "tone-mapped as ever: \(video)")
         }
     }
 

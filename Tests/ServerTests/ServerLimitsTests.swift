@@ -44,7 +44,9 @@ import TestSupport
         // The one probe thread takes its work in turn: once an upload sent now is answered, the request that waited
         // before it has been dropped, or run.
         #expect(try server.json("/v1/uploads/after.m4a", ["-T", input]).status == 201)
-        let jobs = try server.json("/v1/jobs").object["jobs"] as? [[String: Any]] ?? []
+        let listing = try server.json("/v1/jobs")
+        #expect(listing.status == 200)
+        let jobs = try #require(listing.object["jobs"] as? [[String: Any]], "\(listing.object)")
         #expect(jobs.isEmpty, "\(jobs.count) job made for a client that had left")
         // A client that only stopped sending (half-closed, HTTP/1.1) is still answered, past any interim answer.
         let halfClosed = try RawClient(port: server.port)
