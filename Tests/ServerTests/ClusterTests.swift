@@ -232,6 +232,35 @@ import TestSupport
         #expect(answer.hasPrefix("HTTP/1.1 201"), "\(answer.prefix(300))")
     }
 
+    /// A node whose shared folder goes away (its mount: here a link made to point at an empty folder) says it is not
+    /// ready, so a load balancer sends it no more uploads (they failed, or landed where no other node looks), and
+    /// ready again once the folder is back. /readyz said 200 throughout.
+    @Test func aNodeWithoutTheSharedFolderIsNotReady() throws {
+        let cluster = try Cluster(workers: 0)
+        let scratch = try Media.scratch()
+        let link = scratch.appendingPathComponent("mount").path
+        let empty = scratch.appendingPathComponent("empty").path
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: cluster.data.path)
+        func point(at target: String) throws {
+            try? FileManager.default.removeItem(atPath: link + ".new")
+            try FileManager.default.createSymbolicLink(atPath: link + ".new", withDestinationPath: target)
+            #expect(rename(link + ".new", link) == 0)
+        }
+        let node = try TestServer(["--workers", "0", "--store", cluster.uri], data: URL(fileURLWithPath: link))
+        defer { _ = node.stop() }
+        #expect(try node.json("/readyz").status == 200)
+        try point(at: empty)
+        var answer: (status: Int, object: [String: Any]) = (0, [:])
+        #expect(try eventually(20) {
+            answer = try node.json("/readyz")
+            return answer.status == 503
+        }, "\(answer)")
+        #expect((answer.object["error"] as? [String: Any])?["code"] as? String == "data_directory_missing", "\(answer.object)")
+        try point(at: cluster.data.path)
+        #expect(try eventually(20) { try node.json("/readyz").status == 200 })
+    }
+
     /// Deleting a job deletes its input upload too, unless another job still uses it: PostgreSQL refuses that with a
     /// foreign key violation, which the API must take for "keep it", as SQLite's refusal, not for a store failure.
     @Test func deletingOneOfTwoJobsOnAnUploadKeepsTheUploadForTheOther() throws {
