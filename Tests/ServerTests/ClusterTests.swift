@@ -232,6 +232,48 @@ import TestSupport
         #expect(answer.hasPrefix("HTTP/1.1 201"), "\(answer.prefix(300))")
     }
 
+    /// A resumable upload begun through one API node and finished through another (a load balancer sends each
+    /// request where it likes): the second node sees the first's offset, takes the rest where it left off, hashes
+    /// the whole file (the running hash is the first node's, in its memory: read again from the shared file), and
+    /// the job its settings ask for runs on a worker.
+    @Test func aResumableUploadGoesOnThroughAnotherAPINode() throws {
+        let cluster = try Cluster(workers: 1)
+        let second = try TestServer(["--workers", "0", "--store", cluster.uri], data: cluster.data)
+        defer { _ = second.stop() }
+        let source = try Media.path(.standard)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let half = bytes.count / 2
+        let folder = try Media.scratch()
+        let first = folder.appendingPathComponent("first.bin"), rest = folder.appendingPathComponent("rest.bin")
+        try bytes.prefix(half).write(to: first)
+        try bytes.suffix(from: half).write(to: rest)
+        let tus = ["-H", "Tus-Resumable: 1.0.0"], chunk = ["-H", "Content-Type: application/offset+octet-stream"]
+        let settings = Data(#"{"container": "m4a"}"#.utf8).base64EncodedString()
+        let created = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", "-H", "Upload-Length: \(bytes.count)",
+                                             "-H", "Upload-Metadata: filename Y2xpcC5tcDQ=,settings \(settings)"] + tus
+                                      + [cluster.api.base + "/v1/tus"]).stdout
+        let path = try #require(created.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("location: ") }
+            .map { String($0.dropFirst(10)) }, "\(created)")
+        let firstPatch = try cluster.api.curl(path, ["-X", "PATCH", "-T", first.path, "-H", "Upload-Offset: 0"] + tus + chunk)
+        #expect(firstPatch.status == 204, "\(firstPatch)")
+        let offset = try Shell.run("curl", ["-s", "-I"] + tus + [second.base + path]).stdout
+        #expect(offset.contains("Upload-Offset: \(half)\r\n"), "the other node sees the first's offset: \(offset)")
+        let last = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "PATCH", "-T", rest.path, "-H", "Upload-Offset: \(half)"]
+                                   + tus + chunk + [second.base + path]).stdout
+        #expect(last.replacingOccurrences(of: "HTTP/1.1 100 Continue\r\n\r\n", with: "").hasPrefix("HTTP/1.1 204"), "\(last)")
+        let job = try #require(last.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("transcoder-job: ") }
+            .map { String($0.dropFirst(16)).split(separator: "/").last.map(String.init) ?? "" }, "the completion made the job: \(last)")
+        let id = try #require(path.split(separator: "/").last.map(String.init))
+        let upload = try cluster.api.json("/v1/uploads/\(id)")
+        #expect(upload.object["sha256"] as? String == String(try Shell.check("sha256sum", [source]).prefix(64))
+                && upload.object["size"] as? Int == bytes.count, "\(upload.object)")
+        var state: [String: Any] = [:]
+        #expect(try eventually(60) {
+            state = try cluster.job(job)
+            return state["state"] as? String == "succeeded"
+        }, "\(state)")
+    }
+
     /// A node whose shared folder goes away (its mount: here a link made to point at an empty folder) says it is not
     /// ready, so a load balancer sends it no more uploads (they failed, or landed where no other node looks), and
     /// ready again once the folder is back. /readyz said 200 throughout.
