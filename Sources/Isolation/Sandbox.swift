@@ -55,10 +55,10 @@ public enum Sandbox {
         ("openat", 2, UInt64(O_ACCMODE), 3),
     ] + cloneRules
 
-    /// `clone`'s flags are its first argument on x86-64 and arm64 (not on s390x, where the rules would refuse
-    /// threads at random): there only.
+    /// `clone`'s flags are its first argument everywhere but on s390x (where the rules would refuse threads at
+    /// random): there none.
     private static var cloneRules: [(name: String, index: UInt32, mask: UInt64, value: UInt64)] {
-        #if arch(x86_64) || arch(arm64)
+        #if !arch(s390x)
         cloneFlags.values.map { ("clone", 0, $0, $0) }
         #else
         []

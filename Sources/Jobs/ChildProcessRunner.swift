@@ -226,7 +226,8 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         let isCode = (1...64).contains(code.utf8.count) && code.utf8.first.map { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) } == true
             && code.utf8.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "_") }
         // Control characters but line breaks and tabs shown as U+FFFD: a NUL cannot be stored at all.
-        var message = String(String.UnicodeScalarView(failure.message.unicodeScalars.map { scalar in
+        // Only what can be kept is looked at (every scalar is a byte at least): a 16 MiB line made an array of them all.
+        var message = String(String.UnicodeScalarView(failure.message.unicodeScalars.prefix(maxMessageBytes + 1).map { scalar in
             scalar.value < 0x20 && scalar != "\n" && scalar != "\t" || scalar.value == 0x7F ? "\u{FFFD}" : scalar
         }))
         if message.utf8.count > maxMessageBytes {

@@ -197,7 +197,11 @@ public final class JobQueue: Sendable {
         // Before anything here is swept: a folder of another store's files is refused, not emptied.
         let identity = try store.identity()
         try directory.claim(by: identity, shared: store.isShared) { () throws(StoreError) in try store.counts().values.reduce(0, +) }
-        state.withLock { $0.identity = identity }
+        // Just read by `claim`: seen now, until the watch looks again.
+        state.withLock { state in
+            state.identity = identity
+            state.sharedFolderCheckedAt = .now
+        }
         // A store of our own: whatever is running was left by a process that died. A shared one: other nodes' jobs,
         // recovered only when their leases run out (by the sweeper).
         let recovered = store.isShared ? ([], []) : try store.recoverOrphans(maxAttempts: configuration.maxAttempts)
@@ -566,6 +570,29 @@ public final class JobQueue: Sendable {
     /// Jobs given back for their settings that a node remembers not to claim again (each claim names them).
     static let maxUnreadable = 1000
 
+    /// Notes that this node leaves job `id` to others until `graceEnds`; false when it already leaves
+    /// `maxUnreadable` jobs that are still queued (those that left the queue, run by a newer node or deleted, are
+    /// forgotten first: counted, a thousand jobs given back over a day failed the next one for good).
+    private func leaveToOthers(_ id: String, until graceEnds: Double) -> Bool {
+        if state.withLock({ $0.unreadable.count >= Self.maxUnreadable }) {
+            let ids = state.withLock { Array($0.unreadable.keys) }
+            var gone: [String] = []
+            for other in ids {
+                guard let job = try? store.job(id: other) else { continue } // the store away: kept
+                if job.state != .queued { gone.append(other) }
+            }
+            state.withLock { state in gone.forEach { state.unreadable.removeValue(forKey: $0) } }
+        }
+        return state.withLock { state in
+            guard state.unreadable.count < Self.maxUnreadable else { return false }
+            state.unreadable[id] = graceEnds
+            return true
+        }
+    }
+
+    /// The jobs this node leaves to nodes that can read their settings (see `Configuration.unreadableSettingsGrace`).
+    public var jobsLeftToOthers: [String] { state.withLock { Array($0.unreadable.keys) } }
+
     /// On a shared store: whether the data directory still holds the store's mark (read from the disk), logged
     /// when that changes. Without it the folder here is not the cluster's (a network mount gone stale, unmounted,
     /// never remounted after a restart of its server) and this node takes no job.
@@ -628,11 +655,7 @@ public final class JobQueue: Sendable {
         var givesBack = false
         let graceEnds = claimed.createdAt + configuration.unreadableSettingsGrace
         if let unreadable = claimed.unreadableSettings, store.isShared, Date().timeIntervalSince1970 < graceEnds,
-           state.withLock({ state -> Bool in
-               guard state.unreadable.count < Self.maxUnreadable else { return false }
-               state.unreadable[id] = graceEnds
-               return true
-           }) {
+           leaveToOthers(id, until: graceEnds) {
             // In a rolling upgrade a newer node may have written settings this version does not know (a new key): it
             // failed such jobs for good though a newer node could run them. Given back, and left to the others.
             logger.warning("the job's settings cannot be read by this version of transcoderd (a newer node's?): "

@@ -189,9 +189,6 @@ final class UploadWriter: @unchecked Sendable {
         if current == nil {
             let memory = memory
             current = shared.withLock { shared -> Buffer in
-                // The upload's own buffer first: a budgeted one held as `current` by a client that slows keeps the
-                // budget from the others.
-                if let own = shared.free.firstIndex(where: { $0.budget == nil }) { return shared.free.remove(at: own) }
                 if let buffer = shared.free.popLast() { return buffer }
                 shared.allocated += 1
                 if shared.unbudgeted > 0, let memory, memory.take(Self.bufferBytes) {

@@ -78,7 +78,16 @@ enum WorkCommand {
                     // On a shared store, the jobs other nodes run too: one whose node dies goes back to the queue
                     // when its lease runs out, and with every idle worker gone it stayed there for good.
                     let running = queue.store.isShared ? counts[.running] ?? 0 : 0
-                    if counts[.queued] ?? 0 == 0, running == 0, queue.isIdle { break }
+                    // Queued jobs this node leaves to others (their settings are a newer version's) are not its work:
+                    // it waited for them until their grace ran out (a day), then failed them.
+                    let queued = counts[.queued] ?? 0
+                    var othersOnly = false
+                    if queued > 0, case let left = queue.jobsLeftToOthers, left.count >= queued {
+                        var leftQueued = 0
+                        for id in left where try queue.store.job(id: id)?.state == .queued { leftQueued += 1 }
+                        othersOnly = leftQueued == queued
+                    }
+                    if queued == 0 || othersOnly, running == 0, queue.isIdle { break }
                 } catch {
                     if failingSince == nil {
                         failingSince = Date()

@@ -109,12 +109,12 @@ struct HeldRunner: JobRunner {
         _ = try store.rows("UPDATE jobs SET settings = ? WHERE id = ?", [.text(#"{"video": {"aKeyOfANewerVersion": true}}"#), .text(job.id)])
         let older = try node(fixture, workers: 1) { configuration in
             configuration.pollInterval = 0.2
-            configuration.unreadableSettingsGrace = 3
+            configuration.unreadableSettingsGrace = 10
         }
         defer { older.stop(grace: 5) }
-        #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.leaseToken == 1 }, "claimed, given back")
-        #expect(try fixture.store.job(id: job.id)?.state == .queued)
-        #expect(eventually(10) { (try? fixture.store.job(id: job.id))?.state == .failed })
+        #expect(eventually(20) { (try? fixture.store.job(id: job.id)).map { $0?.leaseToken == 1 && $0?.state == .queued } == true },
+                "claimed, given back")
+        #expect(eventually(30) { (try? fixture.store.job(id: job.id))?.state == .failed })
         let failed = try #require(try fixture.store.job(id: job.id))
         #expect(failed.errorCode == "invalid_settings" && failed.errorMessage?.contains("aKeyOfANewerVersion") == true, "\(failed.errorMessage ?? "")")
     }

@@ -185,6 +185,19 @@ import TestSupport
         if !idle.process.isRunning { #expect(idle.process.terminationStatus == 0) }
     }
 
+    /// A batch worker (`--exit-when-idle`) whose only queued job is one it leaves to others (its settings are a newer
+    /// version's) exits: the job is not its work. It waited a day for the job's grace, then failed it.
+    @Test func aBatchWorkerExitsWhenItsOnlyQueuedJobIsLeftToOthers() throws {
+        let cluster = try Cluster(workers: 0)
+        let id = try cluster.submit(try cluster.upload(try Media.path(.audioOnly)), settings: #"{"container": "m4a"}"#)
+        try cluster.psql(#"UPDATE jobs SET settings = '{"video": {"aKeyOfANewerVersion": true}}' WHERE id = '\#(id)'"#)
+        let batch = try WorkerNode(data: cluster.data, store: cluster.uri, ["--exit-when-idle"])
+        #expect(eventually(20) { !batch.process.isRunning }, "\(batch.log.suffix(500))")
+        if !batch.process.isRunning { #expect(batch.process.terminationStatus == 0) }
+        let job = try cluster.job(id)
+        #expect(job["state"] as? String == "queued" && (job["error"] is NSNull || job["error"] == nil), "left for a node that reads it: \(job)")
+    }
+
     @Test func aPausedWorkerThatComesBackIsFencedOffAndGivesTheJobUp() throws {
         let lease = 4
         let cluster = try Cluster(workers: 2, lease: lease)
