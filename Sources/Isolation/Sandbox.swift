@@ -44,7 +44,7 @@ public enum Sandbox {
     /// `O_RDONLY`), which Landlock before its ABI 3 (Debian 12's kernel has 2) lets through on a file it may read:
     /// a child taken over emptied its input or a shared watermark. Nothing opens so on purpose. Nor with access mode
     /// 3 (neither read nor write, which Linux takes for an `ioctl`-only open), for which Landlock asks no right at
-    /// all: with `O_TRUNC` it emptied the file as well. And `clone` (flags first on x86-64 and arm64) with
+    /// all: with `O_TRUNC` it emptied the file as well. And `clone` (see `cloneRules`) with
     /// `CLONE_PARENT`, which makes the new process a child of the server: after the job it stayed a zombie there
     /// (the server reaps only its own children), as many as a job made, until no child could start; or with a new
     /// namespace, as `unshare` is refused.

@@ -145,7 +145,7 @@ struct JobRows: Sendable {
         // Hex digits only: UInt64(_:radix:) takes a sign too (`+000…` read as time 0: an empty page, not a 400).
         let isHex = { (byte: UInt8) in (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte) }
         guard bits.count == 16, bits.utf8.allSatisfy(isHex), cursor.dropFirst(16).first == "-", let value = UInt64(bits, radix: 16), id.count == 36,
-              id.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || $0 == 0x2D }),
+              id.utf8.allSatisfy({ isHex($0) || $0 == 0x2D }),
               Double(bitPattern: value).isFinite else {
             throw StoreError(code: "invalid_cursor", message: "The cursor is not one this server gave out.")
         }

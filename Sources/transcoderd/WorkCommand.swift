@@ -80,14 +80,16 @@ enum WorkCommand {
                     let running = queue.store.isShared ? counts[.running] ?? 0 : 0
                     // Queued jobs this node leaves to others (their settings are a newer version's) are not its work:
                     // it waited for them until their grace ran out (a day), then failed them.
+                    // Looked up only once nothing else keeps the node (a busy node looked them up every second).
                     let queued = counts[.queued] ?? 0
+                    guard running == 0, queue.isIdle else { continue }
                     var othersOnly = false
                     if queued > 0, case let left = queue.jobsLeftToOthers, left.count >= queued {
                         var leftQueued = 0
                         for id in left where try queue.store.job(id: id)?.state == .queued { leftQueued += 1 }
                         othersOnly = leftQueued == queued
                     }
-                    if queued == 0 || othersOnly, running == 0, queue.isIdle { break }
+                    if queued == 0 || othersOnly { break }
                 } catch {
                     if failingSince == nil {
                         failingSince = Date()

@@ -74,19 +74,25 @@ struct HeldRunner: JobRunner {
         #expect(waits.allSatisfy { $0 < 0.5 }, "enqueue to start: \(waits)")
     }
 
+    /// A queued job whose stored settings hold a key this version does not know, as a newer node would write them.
+    private func jobOfANewerVersion(_ fixture: StoreFixture) throws -> (job: Job, store: PostgresJobStore) {
+        let store = try #require(fixture.store as? PostgresJobStore)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        _ = try store.rows("UPDATE jobs SET settings = ? WHERE id = ?", [.text(#"{"video": {"aKeyOfANewerVersion": true}}"#), .text(job.id)])
+        return (job, store)
+    }
+
     /// In a rolling upgrade a newer node may write settings an older one cannot read (a key it does not know): the
     /// older node gives such a job back, its attempt not counted, claims it no more and goes on with the others, and
     /// a node that can read it runs it. It failed them for good (`invalid_settings`) though a newer node was there.
     @Test func aJobWhoseSettingsANewerNodeWroteIsLeftToANodeThatCanReadThem() throws {
         let fixture = try StoreFixture(.postgres)
-        let store = try #require(fixture.store as? PostgresJobStore)
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        let newer = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        _ = try store.rows("UPDATE jobs SET settings = ? WHERE id = ?", [.text(#"{"video": {"aKeyOfANewerVersion": true}}"#), .text(newer.id)])
+        let (newer, store) = try jobOfANewerVersion(fixture)
         #expect(try fixture.store.job(id: newer.id)?.unreadableSettings != nil)
         let older = try node(fixture, workers: 1, runner: PacedRunner(seconds: 0.05)) { $0.pollInterval = 0.2 }
         defer { older.stop(grace: 5) }
-        let next = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let next = try fixture.store.createJob(input: newer.inputUpload, settings: TranscodeSettings())
         #expect(eventually(10) { (try? fixture.store.job(id: next.id))?.state == .succeeded }, "the job behind it is not held up")
         usleep(1_000_000) // polls every 0.2 s meanwhile
         let left = try #require(try fixture.store.job(id: newer.id))
@@ -103,10 +109,7 @@ struct HeldRunner: JobRunner {
     /// node that gave it back claims it again then. It stayed queued for ever on a node that kept running.
     @Test func aJobNoNodeCanReadFailsOnceItsGraceIsOver() throws {
         let fixture = try StoreFixture(.postgres)
-        let store = try #require(fixture.store as? PostgresJobStore)
-        let upload = try fixture.upload(try Media.path(.audioOnly))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
-        _ = try store.rows("UPDATE jobs SET settings = ? WHERE id = ?", [.text(#"{"video": {"aKeyOfANewerVersion": true}}"#), .text(job.id)])
+        let (job, _) = try jobOfANewerVersion(fixture)
         let older = try node(fixture, workers: 1) { configuration in
             configuration.pollInterval = 0.2
             configuration.unreadableSettingsGrace = 10
