@@ -22,6 +22,9 @@ protocol BodySink: AnyObject {
     /// Whether another request waits for what this body holds (a tus upload's lock): its client then has
     /// `Timeouts.contended`, not the whole transfer timeout, to send its next bytes.
     var isWanted: Bool { get }
+    /// Whether the handler may probe the file this body became (an upload made whole): such requests wait for a
+    /// probe thread, the rest for a handler thread, never behind the probes.
+    var mayProbe: Bool { get }
 }
 
 extension BodySink {
@@ -31,6 +34,7 @@ extension BodySink {
     }
     func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool { true }
     var isWanted: Bool { false }
+    var mayProbe: Bool { true }
 }
 
 /// Collects a small body in memory, refusing more than `limit` bytes, within the server's `BodyMemory`.

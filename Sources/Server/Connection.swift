@@ -326,6 +326,9 @@ final class Connection {
            method == "PATCH" || method == "DELETE" {
             head.method = method
         }
+        // The tus endpoint as tus clients' documentation writes endpoints, with a slash at the end (Uppy's
+        // `/files/`): the creation route, not an upload with an empty id (405).
+        if head.segments == ["v1", "tus", ""] { head.segments.removeLast() }
         self.head = head
         requestLogged = false
         requestStarted = ContinuousClock.now
@@ -433,8 +436,8 @@ final class Connection {
     /// Largest body read and dropped on a route that takes none, bytes.
     private static let ignoredBodyBytes: Int64 = 64 * 1024
 
-    /// Hands the complete request to its handler on a pool (requests carrying a file to the probe pool, the rest to
-    /// the handler pool); the response comes back through the loop. `sink` stays alive until the handler is done:
+    /// Hands the complete request to its handler on a pool (requests carrying a file FFmpeg may probe to the probe
+    /// pool, the rest to the handler pool); the response comes back through the loop. `sink` stays alive until the handler is done:
     /// the memory it holds counts against the server's body budget until then.
     private func dispatch(body: Request.Body, sink: BodySink) {
         guard let head, let route else { return }
@@ -461,7 +464,7 @@ final class Connection {
         let pool = switch (route.pool, body, route.body) {
         case (.waiting, _, _): loop.pools.waits
         case (_, .data, .uploadOrMultipart): loop.pools.fetches // an upload fetched from the URL the JSON names
-        case (_, .file, _), (_, .multipart(_?, _), _): loop.pools.probes
+        case (_, .file, _) where sink.mayProbe, (_, .multipart(_?, _), _): loop.pools.probes
         default: loop.pools.handlers
         }
         let holder = SinkHolder(sink)

@@ -72,7 +72,8 @@ public final class TusEndpoint: Sendable {
                 }
                 return options(request)
             },
-            // Their bodies are files: the probe pool runs them, completion probing included.
+            // Their bodies are files: a chunk that makes the upload whole waits for a probe thread (its completion
+            // probes), the rest for a handler thread (`TusSink.mayProbe`).
             .init("POST", "/v1/tus", body: .tus(self), refusalHeaders: refusalHeaders) { [self] request throws(HTTPError) in
                 try answering(request) { () throws(HTTPError) in try create(request) }
             },
@@ -108,6 +109,12 @@ public final class TusEndpoint: Sendable {
                       memory: BodyMemory) throws(HTTPError) -> BodySink {
         let headers = head.headers
         try checkVersion(headers)
+        // Concatenation is not among the extensions: a client that sends its parts regardless (Uppy's parallel
+        // uploads read no Tus-Extension) would have each part completed and refused as media of its own, and learn
+        // only at the final request, the whole file sent.
+        if headers["Upload-Concat"] != nil {
+            throw refusal(.badRequest, "unsupported_extension", "Upload-Concat: this server does not join uploads (no concatenation extension); send the file as one upload.")
+        }
         if hasBody || head.method == "PATCH" {
             let type = headers["Content-Type"]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
             guard type == "application/offset+octet-stream" else {
@@ -211,11 +218,13 @@ public final class TusEndpoint: Sendable {
         return uuid(bytes)
     }
 
-    /// A request without `Tus-Resumable` is malformed (400); one with another version is one this server does not
-    /// speak (412, with the versions it does).
+    /// A request without `Tus-Resumable` is malformed (400: a required header missing, as OpenAPI tools expect; tus
+    /// asks 412 only of a version it does not speak); one with another version is one this server does not speak
+    /// (412). Both name the versions it does.
     private func checkVersion(_ headers: HTTPHeaders) throws(HTTPError) {
         guard headers["Tus-Resumable"] != nil else {
-            throw refusal(.badRequest, "missing_tus_resumable", "Tus-Resumable: send 1.0.0, the tus version this server speaks.")
+            throw refusal(.badRequest, "missing_tus_resumable", "Tus-Resumable: send 1.0.0, the tus version this server speaks.",
+                          headers: [("Tus-Version", Self.version)])
         }
         guard headers["Tus-Resumable"] == Self.version else {
             throw HTTPError(.preconditionFailed, "unsupported_version", "Tus-Resumable: this server speaks tus \(Self.version).",
@@ -252,8 +261,10 @@ public final class TusEndpoint: Sendable {
             later.set("Retry-After", "5")
             return HTTPError(.serviceUnavailable, "storage_error", error.reason + " Ask again.", headers: later)
         case ESPIPE: return HTTPError(.conflict, "offset_mismatch", error.reason, headers: headers)
-        case EFBIG: return HTTPError(.contentTooLarge, "upload_too_large", "The chunk goes past the upload's length; nothing of it was kept.",
-                                     headers: headers)
+        case EFBIG:
+            // A deferred length over the most an upload may be, as a creation's (`TusSink`); or bytes past the length.
+            let message = error.reason.hasPrefix("Upload-Length") ? error.reason : "The chunk goes past the upload's length; nothing of it was kept."
+            return HTTPError(.contentTooLarge, "upload_too_large", message, headers: headers)
         case EINVAL: return HTTPError(.badRequest, "invalid_length", error.reason, headers: headers)
         default:
             var answer = FileSink.httpError(error)
@@ -278,12 +289,12 @@ public final class TusEndpoint: Sendable {
     static let probeTries = 3
 
     static let exposed = "Location, Upload-Offset, Upload-Length, Upload-Defer-Length, Upload-Expires, Upload-Metadata, "
-        + "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Transcoder-Job"
+        + "Tus-Resumable, Tus-Version, Tus-Extension, Tus-Max-Size, Tus-Checksum-Algorithm, Transcoder-Job, Retry-After"
 
     /// Discovery (`OPTIONS /v1/tus`), or a browser's preflight when it asks for one.
     private func options(_ request: Request) -> Response {
         var headers = HTTPHeaders([
-            ("Tus-Version", Self.version), ("Tus-Extension", Self.extensions), ("Tus-Max-Size", String(maxBytes)),
+            ("Tus-Resumable", Self.version), ("Tus-Version", Self.version), ("Tus-Extension", Self.extensions), ("Tus-Max-Size", String(maxBytes)),
             ("Tus-Checksum-Algorithm", Digest.Algorithm.allCases.map(\.rawValue).joined(separator: ",")),
         ])
         if request.headers["Access-Control-Request-Method"] != nil {
@@ -301,8 +312,16 @@ public final class TusEndpoint: Sendable {
         guard case .file(let body) = request.body else {
             throw refusal(.internalServerError, "storage_error", "The upload's body went missing.")
         }
-        _ = try body.complete(answering: Self.answer)
         let id = String(URL(fileURLWithPath: body.path).lastPathComponent.dropLast(".bin".count))
+        do throws(HTTPError) {
+            _ = try body.complete(answering: Self.answer)
+        } catch {
+            // A first chunk refused (longer than the length, say) leaves the upload created, empty: its client
+            // learns where, to send the bytes again, rather than leave it to expire and make another.
+            var answer = error
+            if uploads.upload(id) != nil { answer.headers.set("Location", "/v1/tus/\(id)") }
+            throw answer
+        }
         if let settings = uploads.upload(id).flatMap({ TusUpload.parseMetadata($0.metadata)?["settings"] }) {
             do throws(HTTPError) {
                 try checkSettingsInStore(settings)

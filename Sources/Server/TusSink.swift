@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Glibc
 import Jobs
+import Locks
 import Pipeline
 
 /// The body of a tus PATCH (or of a creation's first chunk), appended to the upload's `.bin` file through an
@@ -20,7 +21,10 @@ final class TusSink: BodySink {
 
     let writer: UploadWriter
     let id: String
+    private let mode: Mode
     private var size: Int64 = 0
+    /// The upload's length as the file was opened (a deferred one nil), once it was.
+    private let openedLength = LockedValue<Int64??>(nil)
     private let hasChecksum: Bool
     /// This request's hold on the upload, registered in `holders` once its lock is taken.
     private let holder = TusLockHolders.Holder()
@@ -39,18 +43,20 @@ final class TusSink: BodySink {
             offset = at
         }
         self.id = id
+        self.mode = mode
         self.holders = holders
         hasChecksum = checksum != nil
         // The hash so far is taken once the file is held: the PATCH before may hand it back only as it lets go
         // (a client that resends after a dropped connection waits for that), and taken at the head it was lost.
         let hashing: UploadWriter.Hashing = offset == 0 ? .continuing(Digest()) : .resuming({ digests.take(id, at: offset) })
         let checked = checksum != nil
-        let holder = holder
+        let holder = holder, openedLength = openedLength
         let opening = UploadWriter.Opening.append({ path throws(IOError) in
             do throws(IOError) {
                 let opened = try Self.open(path, mode: mode, uploads: uploads, maxBytes: maxBytes, noteChunk: checked)
                 holders.hold(id, by: holder)
-                return opened
+                openedLength.withLock { $0 = .some(opened.length) }
+                return (opened.descriptor, opened.length ?? maxBytes)
             } catch where error.errnoCode == EWOULDBLOCK {
                 // Told, the holder here lets go within seconds if its client went quiet: EBUSY says to ask again soon.
                 guard holders.want(id) else { throw error }
@@ -76,7 +82,7 @@ final class TusSink: BodySink {
     /// With `noteChunk` (the chunk carries a checksum) its start is noted once the upload is held
     /// (`TusUploads.markChunk`), so a crash before the check takes its bytes back.
     private static func open(_ path: String, mode: Mode, uploads: TusUploads, maxBytes: Int64,
-                             noteChunk: Bool) throws(IOError) -> (descriptor: Int32, limit: Int64?) {
+                             noteChunk: Bool) throws(IOError) -> (descriptor: Int32, length: Int64?) {
         var upload: TusUpload
         var offset: Int64 = 0
         switch mode {
@@ -121,6 +127,15 @@ final class TusSink: BodySink {
             throw IOError(errnoCode: code == EWOULDBLOCK ? EWOULDBLOCK : code,
                           reason: "Another PATCH of this upload is still running; try again once it ends.")
         }
+        // A DELETE (or the sweep of expired uploads) that took the lock between the open and the flock removed the
+        // files: the lock is on bytes no one can reach, and a deferred length saved now made a description of an
+        // upload without bytes, which HEAD answered as complete.
+        var opened = stat(), named = stat()
+        guard fstat(descriptor, &opened) == 0, stat(path, &named) == 0, opened.st_dev == named.st_dev,
+              opened.st_ino == named.st_ino else {
+            close(descriptor)
+            throw IOError(errnoCode: ENOENT, reason: "No upload has the id \(upload.id).")
+        }
         // A chunk whose request died with its process before its checksum was checked does not count.
         guard uploads.takeBackUncheckedChunk(upload.id, descriptor: descriptor) else {
             close(descriptor)
@@ -137,8 +152,11 @@ final class TusSink: BodySink {
                 guard upload.length == nil || upload.length == length else {
                     throw IOError(errnoCode: EINVAL, reason: "Upload-Length: the upload's length is already \(upload.length ?? 0).")
                 }
-                guard length >= offset, length <= maxBytes else {
-                    throw IOError(errnoCode: EINVAL, reason: "Upload-Length: expected at least the \(offset) bytes received and at most \(maxBytes).")
+                guard length >= offset else {
+                    throw IOError(errnoCode: EINVAL, reason: "Upload-Length: expected at least the \(offset) bytes received.")
+                }
+                guard length <= maxBytes else {
+                    throw IOError(errnoCode: EFBIG, reason: "Upload-Length: uploads may be at most \(maxBytes) bytes.")
                 }
                 if upload.length == nil {
                     upload.length = length
@@ -161,7 +179,7 @@ final class TusSink: BodySink {
                 throw IOError(errnoCode: EIO, reason: error.message)
             }
         }
-        return (descriptor, upload.length ?? maxBytes)
+        return (descriptor, upload.length)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(HTTPError) {
@@ -194,6 +212,20 @@ final class TusSink: BodySink {
     /// The request failed or the client left: what arrived stays (flushed, the lock let go), unless a checksum came
     /// with it, which can no longer be checked.
     func abort() { writer.finish(discardingChunk: hasChecksum) }
+
+    /// Whether this chunk may make the upload whole, so that its handler completes it (hashes, probes): only then
+    /// does the request wait for a probe thread. A chunk ending short of the length is answered by a handler thread,
+    /// never queued behind completions and probes.
+    var mayProbe: Bool {
+        switch mode {
+        case .create(let upload): return upload.length == size
+        case .append(_, let offset, let length?): return offset + size == length
+        case .append(_, let offset, nil):
+            // A length not yet read (the file not opened: the handler answers the refusal) may be anything.
+            guard case .some(let length) = openedLength.withLock({ $0 }) else { return true }
+            return length == offset + size
+        }
+    }
 
     /// Whether another request waits for the upload this body holds (`TusLockHolders`).
     var isWanted: Bool { holder.isWanted }

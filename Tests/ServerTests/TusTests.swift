@@ -279,6 +279,19 @@ import TestSupport
                        "Tus-Extension: creation,creation-defer-length,creation-with-upload,termination,checksum,expiration"] {
             #expect(discovery.contains(header), "\(header) in \(discovery)")
         }
+        #expect(discovery.contains("\r\nTus-Resumable: 1.0.0\r\n"), "as the protocol's example of discovery: \(discovery)")
+        // No Tus-Resumable at all: a required header missing (400), the answer naming the versions spoken.
+        let unversioned = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-H", "Upload-Length: 5", server.base + "/v1/tus"]).stdout
+        #expect(unversioned.hasPrefix("HTTP/1.1 400 ") && unversioned.contains("\r\nTus-Version: 1.0.0\r\n")
+                && unversioned.contains("missing_tus_resumable"), "\(unversioned)")
+        // The endpoint written as tus clients' documentation writes one, with a slash at the end, creates (it was 405).
+        let slashed = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", "-H", "Upload-Length: 5"]
+                                    + Self.version + [server.base + "/v1/tus/"]).stdout
+        #expect(slashed.hasPrefix("HTTP/1.1 201 ") && slashed.contains("\r\nLocation: /v1/tus/"), "\(slashed)")
+        // Concatenation is not offered: its parts are refused at once, not completed one by one as media of their own.
+        let partial = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "-H", "Upload-Length: 5", "-H", "Upload-Concat: partial"]
+                                    + Self.version + [server.base + "/v1/tus"]).stdout
+        #expect(partial.hasPrefix("HTTP/1.1 400 ") && partial.contains("unsupported_extension"), "\(partial)")
         // Creation: one of the two lengths, within the limit, metadata that parses, settings that read.
         #expect(try create(server, Self.version).status == 400)
         #expect(try create(server, Self.version + ["-H", "Upload-Length: 5", "-H", "Upload-Defer-Length: 1"]).status == 400)
@@ -305,6 +318,19 @@ import TestSupport
                                               "-H", "Upload-Checksum: md5 \(Data(repeating: 0, count: 16).base64EncodedString())"]
                                       + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
         #expect(badFirst.hasPrefix("HTTP/1.1 460") && badFirst.contains("checksum_mismatch"), "\(badFirst)")
+        // A first chunk longer than the length: refused, and the upload it created named, to send the bytes again.
+        let longFirst = try Shell.run("curl", ["-s", "-D", "-", "-X", "POST", "--data-binary", "abcdefg", "-H", "Upload-Length: 5"]
+                                      + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
+        let created = longFirst.components(separatedBy: "\r\n").first { $0.hasPrefix("Location: ") }.map { String($0.dropFirst(10)) }
+        #expect(longFirst.hasPrefix("HTTP/1.1 413 ") && created != nil, "\(longFirst)")
+        if let created {
+            let left = try head(server, created)
+            #expect(left.status == 200 && left.headers["upload-offset"] == "0", "\(left)")
+        }
+        // A deferred length past the most an upload may be is 413, as at creation (it was 400).
+        let deferred = try #require(try create(server, Self.version + ["-H", "Upload-Defer-Length: 1"]).location)
+        let overLength = try patch(server, deferred, offset: 0, body: "abc", ["-H", "Upload-Length: 5000001"])
+        #expect(overLength.status == 413 && overLength.body.contains("upload_too_large"), "\(overLength)")
 
         let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 10"]).location)
         #expect(try patch(server, path, offset: 3, body: "abc").status == 409)
@@ -404,6 +430,31 @@ import TestSupport
         #expect(try server.json("/v1/uploads/\(stored)").status == 200)
     }
 
+    /// A chunk that leaves the upload short of its length needs no probe: it is answered while every probe thread is
+    /// busy. Every tus request waited for one, so one completion (hashing, probing) or one slow upload's probe held
+    /// every other client's PATCH, and a browser's gave up after two minutes.
+    @Test func aChunkShortOfTheEndIsAnsweredWhileTheProbesAreBusy() throws {
+        let server = try TestServer(["--probe-threads", "1"])
+        defer { _ = server.stop() }
+        let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: 10"]).location)
+        // The one probe thread held: every child that could probe is stopped, and an upload's probe waits on one.
+        #expect(eventually(10) { !server.jobChildren.isEmpty })
+        let stopped = server.jobChildren
+        for child in stopped { kill(child, SIGSTOP) }
+        defer { for child in stopped { kill(child, SIGCONT) } }
+        let held = Process()
+        held.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        held.arguments = ["-s", "-o", "/dev/null", "-T", try Media.path(.audioOnly), server.base + "/v1/uploads/held.m4a"]
+        try held.run()
+        usleep(1_500_000) // the held upload is read and its probe waits on a stopped child
+        let short = try patch(server, path, offset: 0, body: "abc", ["--max-time", "10"])
+        #expect(short.status == 204, "\(short)")
+        #expect(held.isRunning, "the probe thread was held throughout")
+        for child in stopped { kill(child, SIGCONT) }
+        held.waitUntilExit()
+        #expect(try head(server, path).headers["upload-offset"] == "3")
+    }
+
     /// A refusal while the body is read carries CORS and the protocol's header, as one before it does: a page on
     /// another origin can read why (else it sees a network error, which tus clients retry for ever).
     @Test func aRefusalWhileTheBodyIsReadCarriesCORSAndTheProtocolsHeader() throws {
@@ -418,6 +469,9 @@ import TestSupport
         #expect(answer.hasPrefix("HTTP/1.1 400 ") && answer.contains("malformed_request")
                 && answer.contains("\r\nAccess-Control-Allow-Origin: http://player.test\r\n")
                 && answer.contains("\r\nTus-Resumable: 1.0.0\r\n"), "\(answer)")
+        // The 423 and 503 answers say when to ask again, which a page's script reads only if it is exposed.
+        let exposed = answer.components(separatedBy: "\r\n").first { $0.hasPrefix("Access-Control-Expose-Headers: ") } ?? ""
+        #expect(exposed.contains("Retry-After") && exposed.contains("Upload-Offset"), "\(answer)")
     }
 
     /// A server that died completing an upload (its bytes renamed aside, nothing recorded) leaves it resumable: the
