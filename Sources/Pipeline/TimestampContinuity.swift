@@ -8,9 +8,16 @@ import CFFmpeg
 /// Without it the second part's timestamps land on the first's: its pictures were dropped as not moving time
 /// forward, and the job succeeded with half the content (or, in Matroska, failed as "cut short"). When a stream's
 /// decoding time jumps back by more than `backwardLimit`, or ahead by more than `forwardLimit` (FFmpeg's CLI uses
-/// 10 s for both) past its own and every other stream's latest time, every stream's later packets are shifted to
-/// start where the latest stream ended, so no stream's time goes back (a stream copy needs that). Within the limits,
+/// 10 s for both) past its own and every other stream's latest time, the stream's later packets are shifted to start
+/// where the latest stream ended, so no stream's time goes back (a stream copy needs that). Within the limits,
 /// timestamps are left alone. A forward jump in a format without discontinuities is a gap, kept as such.
+///
+/// Streams seldom change clocks at the same point of the file: at a splice the video's first packets on the new
+/// clock come before the audio's last on the old one. Each stream therefore keeps the shift it is on (an epoch), and
+/// one that jumps takes up the newest shift under which it runs on (the clock another stream already moved to)
+/// before a new one is made. With one shift for all, every packet of the stream still on the old clock moved it back
+/// and the next on the new clock forward again, each time to where the latest stream ended: the output grew by a
+/// frame's time at every switch (a second more for a second of lead) and its audio broke up.
 struct TimestampContinuity {
     /// Whether the clock may restart (stitch) or not (refuse a stream that goes back).
     let allowsDiscontinuities: Bool
@@ -25,10 +32,15 @@ struct TimestampContinuity {
     static let backwardLimit: Int64 = 500_000
     static let forwardLimit: Int64 = 10_000_000
 
-    /// Added to every packet's timestamps from now on, in microseconds.
-    private(set) var offset: Int64 = 0
-    /// Per stream: the last decoding time seen (offset applied) and that packet's duration, in microseconds.
+    /// The shifts made so far, oldest first, in microseconds: the first is none.
+    private var shifts: [Int64] = [0]
+    /// Per stream: the index in `shifts` of the one its packets get (none until it jumps).
+    private var shiftOf: [Int32: Int] = [:]
+    /// Per stream: the last decoding time seen (shift applied) and that packet's duration, in microseconds.
     private var last: [Int32: (time: Int64, duration: Int64)] = [:]
+    /// Shifts kept to be taken up by streams still on an older clock; a file restarting its clock more often than
+    /// this within one stream's lag is broken beyond telling anyway.
+    static let keptShifts = 16
 
     /// `declaredEnd` in seconds on the file's clock.
     init(allowsDiscontinuities: Bool, declaredEnd: Double? = nil) {
@@ -46,7 +58,11 @@ struct TimestampContinuity {
         let stamp = allowsDiscontinuities && value.dts == FFmpeg.noPTS ? value.pts : value.dts
         guard stamp != FFmpeg.noPTS else { return }
         let microseconds = FFmpeg.timeBaseQ
-        var time = Timeline.rescale(stamp, from: timeBase, to: microseconds) + offset
+        let raw = Timeline.rescale(stamp, from: timeBase, to: microseconds)
+        // A stream first seen now is on the newest clock, as the streams that moved to it.
+        var shift = shiftOf[value.stream_index] ?? shifts.count - 1
+        shiftOf[value.stream_index] = shift
+        var time = raw + shifts[shift]
         if let previous = last[value.stream_index] {
             let delta = time - previous.time
             if !allowsDiscontinuities {
@@ -71,13 +87,27 @@ struct TimestampContinuity {
                 // Ahead: only past every stream (FFmpeg's CLI compares with the file's latest packet). A stream
                 // that comes back after a long hole (a broadcast's audio that dropped out) is where the others are:
                 // taken for a restarted clock, it moved every stream back to where the latest had ended.
-                let end = last.values.map { $0.time + max($0.duration, 1) }.max() ?? previous.time
-                let shift = end - time
-                offset += shift
-                time += shift
+                if let newer = shifts.indices.reversed().first(where: { index in
+                    index != shift && (-Self.backwardLimit...Self.forwardLimit).contains(raw + shifts[index] - previous.time)
+                }) {
+                    // The clock another stream moved to (or, for a straggler, the one it left): it runs on there.
+                    shift = newer
+                } else {
+                    let end = last.values.map { $0.time + max($0.duration, 1) }.max() ?? previous.time
+                    shifts.append(end - raw)
+                    if shifts.count > Self.keptShifts {
+                        // The oldest goes; the streams on it move to the next (their clock is long gone in any case).
+                        shifts.removeFirst()
+                        shiftOf = shiftOf.mapValues { max($0 - 1, 0) }
+                    }
+                    shift = shifts.count - 1
+                }
+                shiftOf[value.stream_index] = shift
+                time = raw + shifts[shift]
             }
         }
         last[value.stream_index] = (time, Timeline.rescale(max(value.duration, 0), from: timeBase, to: microseconds))
+        let offset = shifts[shift]
         guard offset != 0 else { return }
         let ticks = Timeline.rescale(offset, from: microseconds, to: timeBase)
         if value.dts != FFmpeg.noPTS { packet.pointee.dts += ticks }

@@ -561,6 +561,69 @@ import TestSupport
                 "video \(video.durationSeconds) s, audio \(audio.durationSeconds) s")
     }
 
+    /// An MPEG-TS file (4 s, 320×240 at 25 fps and a tone, video on PID 0x100, audio on 0x101) whose clock leaps
+    /// `seconds` ahead on each PID in `jumps` from the content time given there (every PES timestamp from then on
+    /// moved), as a splice whose streams change clocks at different points of the file.
+    private static func transportStream(jumping seconds: Double, at jumps: [Int: Double], in folder: URL, name: String) throws -> String {
+        let whole = folder.appendingPathComponent("whole-\(name)").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4", "-f", "lavfi", "-i", "sine=f=1000:d=4",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "mp2", "-f", "mpegts", whole])
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: whole))
+        try #require(bytes.count % 188 == 0)
+        // A PES timestamp: 33 bits in five bytes, marker bits between.
+        func read(_ at: Int) -> Int64 {
+            Int64(bytes[at] >> 1 & 7) << 30 | Int64(bytes[at + 1]) << 22 | Int64(bytes[at + 2] >> 1) << 15
+                | Int64(bytes[at + 3]) << 7 | Int64(bytes[at + 4] >> 1)
+        }
+        func write(_ value: Int64, _ at: Int) {
+            bytes[at] = bytes[at] & 0xf1 | UInt8(value >> 30 & 7) << 1
+            bytes[at + 1] = UInt8(value >> 22 & 0xff)
+            bytes[at + 2] = UInt8(value >> 15 & 0x7f) << 1 | 1
+            bytes[at + 3] = UInt8(value >> 7 & 0xff)
+            bytes[at + 4] = UInt8(value & 0x7f) << 1 | 1
+        }
+        var first: [Int: Int64] = [:], moved = 0
+        for start in stride(from: 0, to: bytes.count, by: 188) where bytes[start + 1] & 0x40 != 0 {
+            let pid = Int(bytes[start + 1] & 0x1f) << 8 | Int(bytes[start + 2])
+            guard let from = jumps[pid] else { continue }
+            var payload = start + 4
+            if bytes[start + 3] & 0x20 != 0 { payload += 1 + Int(bytes[start + 4]) }
+            guard bytes[payload] == 0, bytes[payload + 1] == 0, bytes[payload + 2] == 1 else { continue }
+            let flags = bytes[payload + 7] >> 6
+            guard flags & 2 != 0 else { continue }
+            let pts = read(payload + 9)
+            let start = first[pid] ?? pts
+            first[pid] = start
+            guard Double(pts - start) / 90_000 >= from else { continue }
+            let leap = Int64(seconds * 90_000)
+            write(pts + leap, payload + 9)
+            if flags == 3 { write(read(payload + 14) + leap, payload + 14) }
+            moved += 1
+        }
+        try #require(moved > 10, "timestamps were moved")
+        let path = folder.appendingPathComponent(name).path
+        try bytes.write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// A splice whose video changes clocks a second before its audio (the video's first packets on the new clock
+    /// come before the audio's last on the old one), or where the audio's clock alone leaps, comes out as long as its
+    /// content, as from FFmpeg's CLI. One shift for every stream moved back and forth at each packet until both had
+    /// changed, each time to where the latest stream ended: 5 s from 4, the sound broken up.
+    @Test func aSpliceWhoseStreamsChangeClocksAtDifferentPointsKeepsItsLength() throws {
+        let folder = try Media.scratch()
+        for (name, jumps, leap) in [("video-first.ts", [0x100: 2.0, 0x101: 3.0], 100.0), ("audio-first.ts", [0x100: 3.0, 0x101: 2.0], 100.0),
+                                    ("audio-only.ts", [0x101: 2.0], 20.0)] {
+            let input = try Self.transportStream(jumping: leap, at: jumps, in: folder, name: name)
+            let run = try transcode(input, #"{"video": {"preset": "ultrafast"}}"#)
+            let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
+            #expect(run.result.framesEncoded == 100, "\(name)")
+            #expect(abs(video.durationSeconds - 4) < 0.1 && abs(audio.durationSeconds - 4) < 0.15,
+                    "\(name): video \(video.durationSeconds) s, audio \(audio.durationSeconds) s")
+            #expect(try Probe.read(run.output).format.durationSeconds < 4.15, "\(name)")
+        }
+    }
+
     /// A picture the decoder fails on with another error than invalid data (zlib's, in a PNG-coded screen capture)
     /// is passed over, as players and FFmpeg's CLI pass it: the job failed with `decode_failed`. Up to 16 in a row: a
     /// stream whose every picture fails so still fails (a memory limit's refusals show up so), and one whose every
