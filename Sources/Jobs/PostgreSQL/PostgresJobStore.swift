@@ -236,7 +236,7 @@ public final class PostgresJobStore: JobStore, RowRunning {
     // MARK: Webhooks
 
     private var webhookRows: WebhookRows<PostgresJobStore> {
-        WebhookRows(store: self, jobRows: rows, now: { Self.now }, skipLocked: "FOR UPDATE SKIP LOCKED")
+        WebhookRows(store: self, jobRows: rows, now: { Self.now }, skipLocked: "FOR UPDATE SKIP LOCKED", unindexed: "")
     }
 
     public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {

@@ -69,10 +69,11 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     /// Finished jobs, oldest finish first, without pending webhook deliveries. `+state`: walk the finish times in
     /// order (jobs_finished) and stop at the limit, rather than take every finished job by state and sort them all,
-    /// which SQLite's planner prefers otherwise.
+    /// which SQLite's planner prefers otherwise; and look a job's deliveries up by job, not every pending one by
+    /// state for each job.
     static let finishedJobsSQL = """
         SELECT \(JobOutput.columns) FROM jobs WHERE +state IN ('succeeded', 'failed', 'canceled') AND finished_at < ?
-            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND w.state = 'pending')
+            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries w WHERE w.job_id = jobs.id AND +w.state = 'pending')
         ORDER BY finished_at LIMIT ?
         """
 
@@ -364,11 +365,11 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     // MARK: Webhooks
 
-    private var webhookRows: WebhookRows<SQLiteJobStore> {
+    var webhookRows: WebhookRows<SQLiteJobStore> {
         // SQLite's own clock in seconds since 1970 (to the millisecond), not this process's time written into the
         // SQL: a statement's text must stay the same from one call to the next, or each call prepares (and caches)
         // a new one; the senders' claims every 2 s grew the cache without end.
-        WebhookRows(store: self, jobRows: rows, now: { Self.sqlNow }, skipLocked: "")
+        WebhookRows(store: self, jobRows: rows, now: { Self.sqlNow }, skipLocked: "", unindexed: "+")
     }
 
     public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
