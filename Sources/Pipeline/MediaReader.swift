@@ -104,13 +104,13 @@ public final class MediaReader {
     /// decoded, among those this FFmpeg can decode when there are any (a default track in a codec it does not know,
     /// AC-4 or MPEG-H, failed the job though a track it knows came next); copied, among those whose header gives
     /// their shape when there are any.
-    /// An audio track the probe found no channels for is taken only if it carries a packet (`carriesPackets`, asked
-    /// only then): an MPEG-TS programme declares an audio stream that never comes (a recording whose sound was never
+    /// An audio track the container says lasts no time is passed over (`declaresNoDuration`); one the probe found
+    /// no channels for is taken only if it carries a packet (`carriesPackets`, asked only then): an MPEG-TS programme declares an audio stream that never comes (a recording whose sound was never
     /// sent), and taking it failed the job for want of decodable audio though the video was whole. (`ffmpeg` leaves
     /// out every audio track its probe found no channels for, which loses sound that merely starts late.)
     private func mainTrack(of type: Track.MediaType, copying: Bool, eligible: (Track) -> Bool = { _ in true }) -> Track? {
         var all = tracks.filter { $0.mediaType == type && eligible($0) }
-        let preferred = all.filter { track in
+        var preferred = all.filter { track in
             let parameters = container.stream(track.index).pointee.codecpar.pointee
             return copying ? hasShape(parameters) : isDecodable(parameters)
         }
@@ -118,10 +118,24 @@ public final class MediaReader {
             let candidates = preferred.isEmpty ? all : preferred
             guard let chosen = candidates.first(where: { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 })
                     ?? candidates.first else { return nil }
-            guard type == .audio, container.stream(chosen.index).pointee.codecpar.pointee.ch_layout.nb_channels == 0,
-                  !carriesPackets(chosen.index) else { return chosen }
+            let stream = container.stream(chosen.index).pointee
+            guard type == .audio, Self.declaresNoDuration(stream)
+                    || (stream.codecpar.pointee.ch_layout.nb_channels == 0 && !carriesPackets(chosen.index)) else { return chosen }
             all.removeAll { $0.index == chosen.index }
+            preferred.removeAll { $0.index == chosen.index }
         }
+    }
+
+    /// Whether the container says the stream lasts no time at all: its duration 0 (an MP4 track of priming
+    /// packets only), or its Matroska `DURATION` tag all zeros (a track muxed without one frame). Taken for its
+    /// sound, such a track gave none, and the job failed with `no_decodable_audio` though its video was whole;
+    /// `ffmpeg` writes the video alone.
+    private static func declaresNoDuration(_ stream: AVStream) -> Bool {
+        // A few packets at most: a demuxer that says 0 where it means "not known" would not have counted many.
+        if stream.duration == 0, stream.nb_frames < 16 { return true }
+        guard let tag = av_dict_get(stream.metadata, "DURATION", nil, 0), let value = tag.pointee.value else { return false }
+        let text = String(cString: value)
+        return text.contains(where: \.isNumber) && text.allSatisfy { $0 == "0" || $0 == ":" || $0 == "." }
     }
 
     /// Whether track `index` has a packet in the file: read from the start by a container of its own, every other

@@ -718,6 +718,28 @@ import TestSupport
         #expect(alone.mainAudioTrack == nil && alone.packetsFound == [1: false], "\(alone.packetsFound)")
     }
 
+    /// An audio track its container says lasts no time (a Matroska track muxed without a frame, its DURATION tag
+    /// zero; an MP4 track of priming packets only, duration 0) gives the video alone, as `ffmpeg` does: it was taken
+    /// for the sound, gave none, and the job failed with `no_decodable_audio` though its video was whole.
+    @Test func anAudioTrackThatLastsNoTimeIsLeftOut() throws {
+        let folder = try Media.scratch()
+        let video = folder.appendingPathComponent("video.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=3", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", video])
+        let empty = folder.appendingPathComponent("empty.mkv").path
+        try Media.ffmpeg(["-i", video, "-f", "lavfi", "-i", "sine=d=3", "-map", "0:v", "-map", "1:a", "-c:v", "copy", "-c:a", "aac",
+                          "-af", "atrim=end_sample=0", empty])
+        let priming = folder.appendingPathComponent("priming.mp4").path
+        try Media.ffmpeg(["-i", video, "-f", "lavfi", "-i", "sine=d=3", "-map", "0:v", "-map", "1:a", "-c:v", "copy", "-c:a", "aac",
+                          "-af", "atrim=end_sample=1", priming])
+        for input in [empty, priming] {
+            let declared = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=codec_type", "-of", "csv=p=0", input])
+            try #require(declared.split(separator: "\n") == ["video", "audio"], "the file declares its audio: \(declared)")
+            let run = try transcode(input, #"{"video": {"preset": "ultrafast"}}"#)
+            #expect(run.probe.audio == nil && run.result.tracks.map(\.mediaType) == [.video], "\(input)")
+            #expect(try #require(run.probe.video).nb_frames == "75", "\(input)")
+        }
+    }
+
     /// Frames FFmpeg's `idet` filter counts as interlaced (either field first) and as progressive.
     private static func fieldDetection(_ path: String, from start: Double = 0) throws -> (interlaced: Int, progressive: Int) {
         let run = try Shell.run("ffmpeg", ["-nostdin", "-ss", String(start), "-i", path, "-an", "-vf", "idet", "-f", "null", "-"])
