@@ -169,6 +169,8 @@ final class AudioConverter {
         swr_free(&resampler)
         av_channel_layout_uninit(&inputLayout)
         var ambisonic: [Double]?
+        /// The mix for more unlabelled channels than 7.1 has (`sideMatrix`).
+        var tracks: [Double]?
         if input.ch_layout.order == AV_CHANNEL_ORDER_AMBISONIC, input.ch_layout.nb_channels > 0 {
             // Sound-field channels (a 360° video's) are no speakers: swresample refuses the layout. They are
             // decoded to speakers here, and the resampler is told N channels with the matrix to apply.
@@ -184,9 +186,13 @@ final class AudioConverter {
                 FFmpeg.defaultChannelLayout(&inputLayout, channels: input.ch_layout.nb_channels)
             } else {
                 // Past 7.1, unlabelled channels are a recorder's tracks, not speakers (a newer FFmpeg would call ten
-                // of them 5.1.4 and leave the fourth out as low-frequency effects): mixed by `sideMatrix`.
+                // of them 5.1.4 and leave the fourth out as low-frequency effects): mixed by `sideMatrix`, always.
+                // Left to swresample, 16 or 24 got a default layout of its own (hexadecagonal, 22.2) whose top and
+                // wide channels it left out of the mix: half the tracks or more were silent.
                 inputLayout.order = AV_CHANNEL_ORDER_UNSPEC
                 inputLayout.nb_channels = input.ch_layout.nb_channels
+                var layout = inputLayout
+                tracks = Self.sideMatrix(&layout, outputs: encoding.channels)
             }
         } else {
             var source = input.ch_layout
@@ -208,8 +214,8 @@ final class AudioConverter {
             }
             return swr_init(resampler)
         }
-        var started = try start(mixing: ambisonic, doing: "Setting the ambisonic decode")
-        if started < 0, ambisonic == nil {
+        var started = try start(mixing: ambisonic ?? tracks, doing: ambisonic != nil ? "Setting the ambisonic decode" : "Setting the audio mix")
+        if started < 0, ambisonic == nil, tracks == nil {
             // swresample mixes only layouts it knows how to: not more unlabelled channels than a default layout has
             // (a field recorder's ten tracks, a WAV without a channel mask), nor speakers on one side only (BL+BR, a
             // front pair without its right). The job failed, its video with it. Such a layout is mixed here by the

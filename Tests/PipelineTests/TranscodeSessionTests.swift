@@ -95,6 +95,15 @@ import TestSupport
         #expect(run.probe.video != nil && run.probe.audio?.channels == 2)
         let left = try level(run.output, "c0"), right = try level(run.output, "c1")
         #expect(right > -40 && right - left > 20, "channel 3 on the right: left \(left) dB, right \(right) dB")
+        // Sixteen, the sound on channel 13: swresample takes them for its own sixteen-speaker layout and mixes without
+        // its top and wide channels, so channels 8 to 15 were silent; mixed by side, it is on the right.
+        let sixteen = folder.appendingPathComponent("sixteen.mkv").path
+        let channels = (0..<16).map { $0 == 13 ? "0.5*sin(2*PI*500*t)" : "0" }.joined(separator: "|")
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=2", "-f", "lavfi", "-i", "aevalsrc=\(channels):s=48000:d=2",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le", sixteen])
+        let many = try transcode(sixteen, name: "sixteen.mp4")
+        let manyLeft = try level(many.output, "c0"), manyRight = try level(many.output, "c1")
+        #expect(manyRight > -40 && manyRight - manyLeft > 20, "channel 13 on the right: left \(manyLeft) dB, right \(manyRight) dB")
         // A WAV whose channel mask is the back pair alone (0x30), written here: FFmpeg's own tools refuse to make one.
         let back = folder.appendingPathComponent("back.wav").path
         var wav = Data()
