@@ -512,8 +512,13 @@ public final class TranscoderAPI: Sendable {
         if let unknown = object.keys.sorted().first(where: { !["url", "events"].contains($0) }) {
             throw HTTPError(.badRequest, "invalid_request", "webhook.\(unknown): unknown key; expected url, events.")
         }
-        guard case .string(let url)? = object["url"], WebhookTarget.isValidURL(url) else {
+        guard case .string(let url)? = object["url"] else {
             throw HTTPError(.badRequest, "invalid_request", "webhook.url: expected an http or https URL of at most 2048 bytes.")
+        }
+        // As an upload's URL is refused (`POST /v1/uploads`), and as one that leads where it may not: one code to
+        // handle, wherever a URL is given.
+        guard WebhookTarget.isValidURL(url) else {
+            throw HTTPError(.unprocessableContent, "invalid_url", "webhook.url: not an http or https URL with a host, of at most 2048 bytes.")
         }
         try checkAddress(url, key: "webhook.url")
         var events = WebhookEvent.terminal
@@ -547,8 +552,11 @@ public final class TranscoderAPI: Sendable {
         if let unknown = fields.keys.sorted().first(where: { $0 != "url" }) {
             throw HTTPError(.badRequest, "invalid_request", "input.\(unknown): unknown key; expected url.")
         }
-        guard case .string(let url)? = fields["url"], URLFetcher.isFetchable(url) else {
+        guard case .string(let url)? = fields["url"] else {
             throw HTTPError(.badRequest, "invalid_request", "input.url: expected an http or https URL of at most 2048 bytes.")
+        }
+        guard URLFetcher.isFetchable(url) else {
+            throw HTTPError(.unprocessableContent, "invalid_url", "input.url: not an http or https URL with a host, of at most 2048 bytes.")
         }
         try checkAddress(url, key: "input.url")
         let upload = Upload(id: UUID().uuidString.lowercased(), filename: Upload.cleanFilename(URLFetcher.filename(disposition: nil, url: url)),

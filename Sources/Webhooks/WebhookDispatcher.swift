@@ -150,6 +150,9 @@ public final class WebhookDispatcher: Sendable {
                              ["url": .string(RedactedURL.text(delivery.url)), "delivery": .string(delivery.id), "error": .string(error.message)])
             }
             outcome = .failed(status: nil, error: error.message)
+        } catch where error.code == "invalid_url" {
+            // libcurl cannot use the URL (what the API's check let through): no retry will change that.
+            outcome = .failed(status: nil, error: error.message)
         } catch {
             outcome = retryOrFail(delivery, status: nil, error: error.message)
         }

@@ -229,7 +229,11 @@ import TestSupport
         let server = try TestServer()
         let input = try upload(server)
         for (webhook, status, message) in [
-            (#"{"url": "ftp://x/y"}"#, 400, "webhook.url"),
+            (#"{"url": "ftp://x/y"}"#, 422, "webhook.url"),
+            // What libcurl refuses is refused now: each delivery failed with invalid_url for 41.6 hours of retries.
+            (#"{"url": "http://example.com/\r\nX-Injected: 1"}"#, 422, "webhook.url"),
+            (#"{"url": "http://example.com:99999/"}"#, 422, "webhook.url"),
+            (#"{"url": "http://example.com:0/"}"#, 422, "webhook.url"),
             (#"{"url": "https://x/y", "events": ["job.done"]}"#, 400, "webhook.events[0]"),
             (#"{"url": "https://x/y", "events": []}"#, 400, "webhook.events"),
             (#"{"url": "https://x/y", "secret": "s"}"#, 400, "webhook.secret"),
