@@ -25,11 +25,16 @@ public struct TranscodeProgress: Sendable, Equatable, Codable {
     /// `presentationTime / duration`, from 0 to 1.
     public var fraction: Double { duration > 0 ? min(1, presentationTime / duration) : 0 }
 
-    /// Media seconds transcoded per wall-clock second.
-    public var speed: Double { elapsed > 0 ? (presentationTime - (resumedFrom ?? 0)) / elapsed : 0 }
+    /// Media seconds transcoded per wall-clock second; 0 while an earlier attempt's checkpoint is checked (the time
+    /// is 0 then: measured from where it ends, the speed came out large and negative).
+    public var speed: Double {
+        guard elapsed > 0, verifying == nil else { return 0 }
+        return max(0, (presentationTime - (resumedFrom ?? 0)) / elapsed)
+    }
 
-    /// Video frames encoded per wall-clock second.
-    public var framesPerSecond: Double { elapsed > 0 ? Double(framesEncoded) / elapsed : 0 }
+    /// Video frames encoded per wall-clock second; 0 while a checkpoint is checked (the pictures decoded to get back
+    /// to its end are not output).
+    public var framesPerSecond: Double { elapsed > 0 && verifying == nil ? Double(framesEncoded) / elapsed : 0 }
 
     public init(presentationTime: Double, duration: Double, framesEncoded: Int, elapsed: Double, resumedFrom: Double? = nil,
                 finishing: Int? = nil, verifying: Int? = nil) {

@@ -1022,6 +1022,9 @@ import TestSupport
         #expect(!steps.isEmpty && steps == Array(1...steps.count), "one step after another: \(steps.prefix(8))")
         // Every frame before the checkpoint's end was read again (and the sound's packets): at least one step each.
         #expect(Double(steps.count) >= resumedFrom * 25, "\(steps.count) steps to get back to \(resumedFrom) s")
+        // No rate while getting back (it said a speed of -130 there, measured from the checkpoint's end).
+        #expect(updates.prefix(steps.count).allSatisfy { $0.speed == 0 && $0.framesPerSecond == 0 }
+                && updates.allSatisfy { $0.speed >= 0 }, "\(updates.prefix(3).map { ($0.speed, $0.framesPerSecond) })")
         let after = updates.dropFirst(steps.count)
         #expect(after.allSatisfy { $0.verifying == nil } && (after.first?.presentationTime ?? 0) > resumedFrom,
                 "then time goes on from the checkpoint: \(after.first.map { "\($0)" } ?? "nothing")")
