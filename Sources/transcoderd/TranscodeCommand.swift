@@ -111,6 +111,10 @@ enum TranscodeCommand {
             }
         }
         defer { withExtendedLifetime(checkpointLock) {} }
+        if let checkpoint = options.checkpoint, !((try? FileManager.default.contentsOfDirectory(atPath: checkpoint))?.isEmpty ?? true) {
+            // Run again after a crash, as `--checkpoint` invites: what the run that died was writing goes.
+            removeLeftovers(of: options.makesFolder ? options.outputFolder : options.output)
+        }
         let token = CancellationToken()
         let sources = Signals.onTerminate { token.cancel() }
         defer { sources.cancel() }
@@ -144,6 +148,21 @@ enum TranscodeCommand {
     }
 
     struct UsageError: Error { let message: String }
+
+    /// Removes what runs killed on the way left beside `output`: `<output>.<hex>.partial`, a file or a folder
+    /// (`OutputContainer`, `OutputDirectory`), each crash one more, a folder's made at the start, a film's nearly
+    /// its whole size. Only when resuming from a checkpoint, whose lock this run holds: another run on the same
+    /// output would be writing the same file.
+    static func removeLeftovers(of output: String) {
+        let url = URL(fileURLWithPath: output)
+        let folder = url.deletingLastPathComponent().path, name = url.lastPathComponent
+        guard !name.isEmpty, let entries = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return }
+        for entry in entries where entry.hasPrefix(name + ".") && entry.hasSuffix(".partial") {
+            let middle = entry.dropFirst(name.count + 1).dropLast(".partial".count)
+            guard (1...8).contains(middle.count), middle.allSatisfy(\.isHexDigit) else { continue }
+            try? FileManager.default.removeItem(atPath: folder + "/" + entry)
+        }
+    }
 
     static func parse(_ arguments: [String]) throws(UsageError) -> Options {
         var options = Options()

@@ -139,6 +139,26 @@ import TestSupport
         #expect(result["resumedFrom"] is Double, "\(result)")
     }
 
+    /// Run again after a crash, a run from a checkpoint removes what the runs killed on the way left beside its
+    /// output (`<output>.<hex>.partial`, a file or a folder): each crash left one more, a film's nearly its whole
+    /// size. Names of another shape stay.
+    @Test func aResumedRunRemovesWhatKilledRunsLeftBesideTheOutput() throws {
+        let folder = try Media.scratch()
+        let source = try SeamCheck.clip(width: 640, height: 360, seconds: 8, into: folder)
+        let checkpoint = folder.appendingPathComponent("checkpoint").path
+        try interrupted(source, checkpoint: checkpoint, fraction: 0.5)
+        let output = folder.appendingPathComponent("out.mp4").path
+        try Data(repeating: 1, count: 1000).write(to: URL(fileURLWithPath: output + ".9f3a01c2.partial"))
+        try FileManager.default.createDirectory(atPath: output + ".7b.partial/sub", withIntermediateDirectories: true)
+        for kept in [output + ".notes.partial", folder.appendingPathComponent("other.mp4.9f3a01c2.partial").path] {
+            try Data("keep".utf8).write(to: URL(fileURLWithPath: kept))
+        }
+        let result = try complete(source, output: output, checkpoint: checkpoint)
+        #expect(result["resumedFrom"] is Double, "\(result)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".partial") }.sorted()
+        #expect(left == ["other.mp4.9f3a01c2.partial", "out.mp4.notes.partial"], "\(left)")
+    }
+
     /// A second run on a checkpoint folder another run is using stops at once: both wrote the same segment files,
     /// journal lines and manifest into each other's.
     @Test func aCheckpointInUseIsRefused() throws {
