@@ -21,7 +21,7 @@ enum DASHManifest {
         if !video.isEmpty {
             let widest = video.compactMap(\.picture).map(\.width).max() ?? 0
             let tallest = video.compactMap(\.picture).map(\.height).max() ?? 0
-            lines.append(#"    <AdaptationSet id="0" contentType="video" mimeType="video/mp4" segmentAlignment="true" "#
+            lines.append(#"    <AdaptationSet id="0" contentType="video" mimeType="video/mp4" segmentAlignment="\#(aligned(video))" "#
                          + #"startWithSAP="1" maxWidth="\#(widest)" maxHeight="\#(tallest)">"#)
             // HDR kept as it is (`video.color.hdr: keep`; one decode, so every rendition alike), as DASH-IF's
             // guidelines say it: PQ only for players that know it, HLG also plays as SDR.
@@ -53,6 +53,19 @@ enum DASHManifest {
         }
         lines += ["  </Period>", "</MPD>"]
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Whether the video renditions' segments start at the same times (within a millisecond), so that a player may
+    /// switch between them at any segment: renditions at other frame rates place their first picture, and so their
+    /// segments, up to a frame apart (10 fps beside 29.97: 25 ms), which the manifest must not call aligned.
+    private static func aligned(_ video: [LadderTrack]) -> Bool {
+        guard let first = video.first else { return true }
+        let starts = { (track: LadderTrack) in track.segments.map { track.seconds($0.start - track.offset) } }
+        let reference = starts(first)
+        return video.dropFirst().allSatisfy { track in
+            let own = starts(track)
+            return own.count == reference.count && zip(own, reference).allSatisfy { abs($0 - $1) < 0.001 }
+        }
     }
 
     /// The segment template of a track: its files by number, and the timeline of their start times and lengths

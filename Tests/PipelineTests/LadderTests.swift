@@ -437,6 +437,42 @@ import TestSupport
         _ = try Ladder.check(run.folder)
     }
 
+    /// The DASH manifest calls the video renditions' segments aligned only when they start at the same times: at
+    /// another frame rate (10 fps beside 29.97) a rung's segments start up to a frame apart, and it said aligned
+    /// regardless (its segments overlap, which ISO 23009-1's alignment excludes); at one rate they are.
+    @Test func theManifestSaysSegmentsAreAlignedOnlyWhenTheyAre() throws {
+        let input = try Media.scratch().appendingPathComponent("ntsc.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=640x360:r=30000/1001:d=6", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", input])
+        for (rungs, expected) in [(#"[{"video": {"height": 360}}, {"video": {"height": 234, "frameRate": 10}}]"#, false),
+                                  (#"[{"video": {"height": 360}}, {"video": {"height": 234}}]"#, true)] {
+            let run = try transcode(input, #"{"container": "hls", "segmentDuration": 2, "renditions": \#(rungs)}"#)
+            let manifest = try String(contentsOfFile: run.folder + "/manifest.mpd", encoding: .utf8)
+            // Each representation's segment starts in seconds, read from the manifest.
+            var starts: [[Double]] = []
+            for representation in manifest.components(separatedBy: "<Representation ").dropFirst() where representation.contains("width=") {
+                func attribute(_ name: String, in text: some StringProtocol) -> Double {
+                    guard let range = text.range(of: " \(name)=\"") else { return 0 }
+                    return Double(text[range.upperBound...].prefix { $0 != "\"" }) ?? 0
+                }
+                let template = try #require(representation.components(separatedBy: "<SegmentTemplate").dropFirst().first)
+                let scale = attribute("timescale", in: template), offset = attribute("presentationTimeOffset", in: template)
+                var times: [Double] = [], next = 0.0
+                for entry in template.components(separatedBy: "<S ").dropFirst() {
+                    let start = entry.contains(" t=") ? attribute("t", in: " " + entry) : next
+                    let duration = attribute("d", in: " " + entry), repeats = Int(attribute("r", in: " " + entry))
+                    for index in 0...repeats { times.append((start + Double(index) * duration - offset) / scale) }
+                    next = start + Double(repeats + 1) * duration
+                }
+                starts.append(times)
+            }
+            try #require(starts.count == 2, "\(starts)")
+            let apart = starts[0].count != starts[1].count ? .infinity : zip(starts[0], starts[1]).map { abs($0 - $1) }.max() ?? 0
+            #expect((apart < 0.001) == expected, "\(rungs): segments \(apart) s apart: \(starts)")
+            #expect(manifest.contains(#"segmentAlignment="\#(expected)""#), "\(rungs): \(manifest.prefix(700))")
+            _ = try Ladder.check(run.folder)
+        }
+    }
+
     /// A last segment too short to measure a peak over (1 s of 2 s segments) left BANDWIDTH below the playlist's
     /// own AVERAGE-BANDWIDTH (`Ladder.check` refuses that for every variant and I-frame playlist).
     @Test func theBandwidthIsNeverBelowTheAverage() throws {
