@@ -9,13 +9,13 @@ import CFFmpeg
 /// forward, and the job succeeded with half the content (or, in Matroska, failed as "cut short"). When a stream's
 /// decoding time jumps back by more than `backwardLimit`, or ahead by more than `forwardLimit` (FFmpeg's CLI uses
 /// 10 s for both) past its own and every other stream's latest time, the stream's later packets are shifted to start
-/// where the latest stream ended, so no stream's time goes back (a stream copy needs that). Within the limits,
+/// where it ended, so no stream's time goes back (a stream copy needs that). Within the limits,
 /// timestamps are left alone. A forward jump in a format without discontinuities is a gap, kept as such.
 ///
 /// Streams seldom change clocks at the same point of the file: at a splice the video's first packets on the new
-/// clock come before the audio's last on the old one. Each stream therefore keeps the shift it is on (an epoch), and
-/// one that jumps takes up the newest shift under which it runs on (the clock another stream already moved to)
-/// before a new one is made. With one shift for all, every packet of the stream still on the old clock moved it back
+/// clock come before the audio's last on the old one. Each stream therefore keeps the shift it is on, and one that
+/// jumps takes up the newest shift another stream is on under which it runs on (the clock that stream already moved
+/// to) before a new one is made. With one shift for all, every packet of the stream still on the old clock moved it back
 /// and the next on the new clock forward again, each time to where the latest stream ended: the output grew by a
 /// frame's time at every switch (a second more for a second of lead) and its audio broke up.
 struct TimestampContinuity {
@@ -87,20 +87,28 @@ struct TimestampContinuity {
                 // Ahead: only past every stream (FFmpeg's CLI compares with the file's latest packet). A stream
                 // that comes back after a long hole (a broadcast's audio that dropped out) is where the others are:
                 // taken for a restarted clock, it moved every stream back to where the latest had ended.
-                if let newer = shifts.indices.reversed().first(where: { index in
-                    index != shift && (-Self.backwardLimit...Self.forwardLimit).contains(raw + shifts[index] - previous.time)
+                // Another stream's shift under which this packet comes after the stream's last (the clock that
+                // stream moved to first), or a new one that continues the stream from where it ended: from its own
+                // end, not the latest stream's (audio whose clock leapt alone was put where the video had been read
+                // up to, muxed up to a second ahead, and stayed that late). Only a shift some other stream is on: an
+                // old clock a programme comes back to after a break has run on meanwhile, and taken up again its
+                // shift left a hole of up to 10 s, or went back.
+                let others = Set(shiftOf.filter { $0.key != value.stream_index }.values)
+                if let taken = shifts.indices.reversed().first(where: { index in
+                    index != shift && others.contains(index) && (1...Self.forwardLimit).contains(raw + shifts[index] - previous.time)
                 }) {
-                    // The clock another stream moved to (or, for a straggler, the one it left): it runs on there.
-                    shift = newer
+                    shift = taken
                 } else {
-                    let end = last.values.map { $0.time + max($0.duration, 1) }.max() ?? previous.time
-                    shifts.append(end - raw)
-                    if shifts.count > Self.keptShifts {
-                        // The oldest goes; the streams on it move to the next (their clock is long gone in any case).
-                        shifts.removeFirst()
-                        shiftOf = shiftOf.mapValues { max($0 - 1, 0) }
-                    }
+                    shifts.append(previous.time + max(previous.duration, 1) - raw)
                     shift = shifts.count - 1
+                    if shifts.count > Self.keptShifts, let unused = shifts.indices.first(where: { index in
+                        index != shift && !shiftOf.contains { $0.key != value.stream_index && $0.value == index }
+                    }) {
+                        // The oldest no stream is on goes; the indices after it move down.
+                        shifts.remove(at: unused)
+                        shiftOf = shiftOf.mapValues { $0 > unused ? $0 - 1 : $0 }
+                        shift -= 1
+                    }
                 }
                 shiftOf[value.stream_index] = shift
                 time = raw + shifts[shift]

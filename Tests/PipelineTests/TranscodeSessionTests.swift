@@ -570,10 +570,10 @@ import TestSupport
                 "video \(video.durationSeconds) s, audio \(audio.durationSeconds) s")
     }
 
-    /// An MPEG-TS file (4 s, 320×240 at 25 fps and a tone, video on PID 0x100, audio on 0x101) whose clock leaps
-    /// `seconds` ahead on each PID in `jumps` from the content time given there (every PES timestamp from then on
-    /// moved), as a splice whose streams change clocks at different points of the file.
-    private static func transportStream(jumping seconds: Double, at jumps: [Int: Double], in folder: URL, name: String) throws -> String {
+    /// An MPEG-TS file (4 s, 320×240 at 25 fps and a tone, video on PID 0x100, audio on 0x101) whose clock leaps on
+    /// the PIDs `leaps` name, each by its seconds from its content time on (every PES timestamp from then on moved;
+    /// leaps add up), as a splice whose streams change clocks at different points of the file.
+    private static func transportStream(leaps: [(pid: Int, from: Double, seconds: Double)], in folder: URL, name: String) throws -> String {
         let whole = folder.appendingPathComponent("whole-\(name)").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4", "-f", "lavfi", "-i", "sine=f=1000:d=4",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "mp2", "-f", "mpegts", whole])
@@ -594,7 +594,7 @@ import TestSupport
         var first: [Int: Int64] = [:], moved = 0
         for start in stride(from: 0, to: bytes.count, by: 188) where bytes[start + 1] & 0x40 != 0 {
             let pid = Int(bytes[start + 1] & 0x1f) << 8 | Int(bytes[start + 2])
-            guard let from = jumps[pid] else { continue }
+            guard leaps.contains(where: { $0.pid == pid }) else { continue }
             var payload = start + 4
             if bytes[start + 3] & 0x20 != 0 { payload += 1 + Int(bytes[start + 4]) }
             guard bytes[payload] == 0, bytes[payload + 1] == 0, bytes[payload + 2] == 1 else { continue }
@@ -603,7 +603,9 @@ import TestSupport
             let pts = read(payload + 9)
             let start = first[pid] ?? pts
             first[pid] = start
-            guard Double(pts - start) / 90_000 >= from else { continue }
+            let content = Double(pts - start) / 90_000
+            let seconds = leaps.filter { $0.pid == pid && content >= $0.from }.reduce(0) { $0 + $1.seconds }
+            guard seconds != 0 else { continue }
             let leap = Int64(seconds * 90_000)
             write(pts + leap, payload + 9)
             if flags == 3 { write(read(payload + 14) + leap, payload + 14) }
@@ -618,12 +620,18 @@ import TestSupport
     /// A splice whose video changes clocks a second before its audio (the video's first packets on the new clock
     /// come before the audio's last on the old one), or where the audio's clock alone leaps, comes out as long as its
     /// content, as from FFmpeg's CLI. One shift for every stream moved back and forth at each packet until both had
-    /// changed, each time to where the latest stream ended: 5 s from 4, the sound broken up.
+    /// changed, each time to where the latest stream ended: 5 s from 4, the sound broken up. And a programme that
+    /// comes back from a break to its own clock, which ran 5 s further meanwhile, goes on where the break ended (a
+    /// stream taking up the old clock's shift again had a 5 s hole).
     @Test func aSpliceWhoseStreamsChangeClocksAtDifferentPointsKeepsItsLength() throws {
         let folder = try Media.scratch()
-        for (name, jumps, leap) in [("video-first.ts", [0x100: 2.0, 0x101: 3.0], 100.0), ("audio-first.ts", [0x100: 3.0, 0x101: 2.0], 100.0),
-                                    ("audio-only.ts", [0x101: 2.0], 20.0)] {
-            let input = try Self.transportStream(jumping: leap, at: jumps, in: folder, name: name)
+        let cases: [(String, [(pid: Int, from: Double, seconds: Double)])] = [
+            ("video-first.ts", [(0x100, 2, 100), (0x101, 3, 100)]), ("audio-first.ts", [(0x100, 3, 100), (0x101, 2, 100)]),
+            ("audio-only.ts", [(0x101, 2, 20)]),
+            ("break.ts", [(0x100, 1.5, 100), (0x101, 1.5, 100), (0x100, 3, -95), (0x101, 3, -95)]),
+        ]
+        for (name, leaps) in cases {
+            let input = try Self.transportStream(leaps: leaps, in: folder, name: name)
             let run = try transcode(input, #"{"video": {"preset": "ultrafast"}}"#)
             let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
             #expect(run.result.framesEncoded == 100, "\(name)")
