@@ -23,8 +23,11 @@ protocol BodySink: AnyObject {
     /// `Timeouts.contended`, not the whole transfer timeout, to send its next bytes.
     var isWanted: Bool { get }
     /// Whether the handler may probe the file this body became (an upload made whole): such requests wait for a
-    /// probe thread, the rest for a handler thread, never behind the probes.
-    var mayProbe: Bool { get }
+    /// probe thread, the rest for a handler thread, never behind the probes. nil: not known until the body is
+    /// written (`mayProbeOnceWritten`).
+    var mayProbe: Bool? { get }
+    /// `mayProbe` once the body's writes are done, waiting for them (on a pool thread, never the loop).
+    func mayProbeOnceWritten() -> Bool
 }
 
 extension BodySink {
@@ -34,7 +37,8 @@ extension BodySink {
     }
     func whenReady(_ resume: @escaping @Sendable () -> Void) -> Bool { true }
     var isWanted: Bool { false }
-    var mayProbe: Bool { true }
+    var mayProbe: Bool? { true }
+    func mayProbeOnceWritten() -> Bool { mayProbe ?? true }
 }
 
 /// Collects a small body in memory, refusing more than `limit` bytes, within the server's `BodyMemory`.

@@ -461,13 +461,17 @@ final class Connection {
         }
         let token = self.token
         let eventLoop = loop.eventLoop
+        // Whether a file body's handler will probe may be known only once the body is written: a handler thread
+        // waits for that, and hands the request on to a probe thread if it will.
+        let undecided = if case .file = body { sink.mayProbe == nil } else { false }
         let pool = switch (route.pool, body, route.body) {
         case (.waiting, _, _): loop.pools.waits
         case (_, .data, .uploadOrMultipart): loop.pools.fetches // an upload fetched from the URL the JSON names
-        case (_, .file, _) where sink.mayProbe, (_, .multipart(_?, _), _): loop.pools.probes
+        case (_, .file, _) where sink.mayProbe == true, (_, .multipart(_?, _), _): loop.pools.probes
         default: loop.pools.handlers
         }
         let holder = SinkHolder(sink)
+        let probes = loop.pools.probes
         pool.submit {
             // A request whose connection closed while it waited for a thread (the client gave up, or a stop's drain
             // ended) is not run: no one would learn what it did, and a client trying again made a second job.
@@ -476,24 +480,33 @@ final class Connection {
                 holder.release()
                 return
             }
-            var response: Response
-            do throws(HTTPError) {
-                response = try route.handler(request)
-            } catch {
-                response = .error(error)
+            if undecided, holder.mayProbeOnceWritten() {
+                probes.submit { Self.run(route, request, holder, token: token, on: eventLoop) }
+            } else {
+                Self.run(route, request, holder, token: token, on: eventLoop)
             }
-            let answer = response
-            eventLoop.execute { loop in
-                if let connection = loop.connections[token] {
-                    connection.respond(answer)
-                } else {
-                    answer.discard(closingFilesOn: loop.pools.files) // the client left meanwhile
-                }
-            }
-            // After the answer is on its way: a temporary file the handler did not move goes (on a file thread).
-            Self.removeLeftovers(of: request.body)
-            holder.release()
         }
+    }
+
+    /// Runs the handler of `request` (on a pool thread) and sends its answer through the loop.
+    private static func run(_ route: Router.Route, _ request: Request, _ holder: SinkHolder, token: UInt64, on eventLoop: EventLoop) {
+        var response: Response
+        do throws(HTTPError) {
+            response = try route.handler(request)
+        } catch {
+            response = .error(error)
+        }
+        let answer = response
+        eventLoop.execute { loop in
+            if let connection = loop.connections[token] {
+                connection.respond(answer)
+            } else {
+                answer.discard(closingFilesOn: loop.pools.files) // the client left meanwhile
+            }
+        }
+        // After the answer is on its way: a temporary file the handler did not move goes (on a file thread).
+        removeLeftovers(of: request.body)
+        holder.release()
     }
 
 
@@ -813,4 +826,7 @@ private final class SinkHolder: @unchecked Sendable {
     init(_ sink: BodySink) { self.sink = sink }
 
     func release() { sink = nil }
+
+    /// The sink's `mayProbeOnceWritten` (on the handler's thread, before the handler runs).
+    func mayProbeOnceWritten() -> Bool { sink?.mayProbeOnceWritten() ?? false }
 }

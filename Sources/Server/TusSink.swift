@@ -110,16 +110,20 @@ final class TusSink: BodySink {
                 throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: the upload is complete at \(uploads.offset(of: upload)) bytes.")
             }
         }
+        /// Why the bytes are not at `path`: moved on by a completion (under way, or cut short), every one there (not
+        /// a 404, which has a client start over; a HEAD tells the offset and completes what a crash left), or gone.
+        func missing() -> IOError {
+            if let length = upload.length, uploads.upload(upload.id) != nil,
+               let moved = uploads.bytesLocation(of: upload), moved.path != uploads.dataPath(upload.id) {
+                return IOError(errnoCode: ESPIPE, reason: "Upload-Offset: all \(length) bytes are there and the upload is being completed; HEAD tells when.")
+            }
+            return IOError(errnoCode: ENOENT, reason: "No upload has the id \(upload.id).")
+        }
         let descriptor = Glibc.open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
-            if code == ENOENT, let length = upload.length, uploads.upload(upload.id) != nil,
-               let moved = uploads.bytesLocation(of: upload), moved.path != uploads.dataPath(upload.id) {
-                // Every byte is there, moved on by a completion (under way, or cut short): not a 404, which has a
-                // client start over; a HEAD tells the offset and completes what a crash left.
-                throw IOError(errnoCode: ESPIPE, reason: "Upload-Offset: all \(length) bytes are there and the upload is being completed; HEAD tells when.")
-            }
-            throw IOError(errnoCode: code, reason: code == ENOENT ? "No upload has the id \(upload.id)." : "Opening the upload failed")
+            if code == ENOENT { throw missing() }
+            throw IOError(errnoCode: code, reason: "Opening the upload failed")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
@@ -129,12 +133,12 @@ final class TusSink: BodySink {
         }
         // A DELETE (or the sweep of expired uploads) that took the lock between the open and the flock removed the
         // files: the lock is on bytes no one can reach, and a deferred length saved now made a description of an
-        // upload without bytes, which HEAD answered as complete.
+        // upload without bytes, which HEAD answered as complete. (Or a completion moved them on meanwhile.)
         var opened = stat(), named = stat()
         guard fstat(descriptor, &opened) == 0, stat(path, &named) == 0, opened.st_dev == named.st_dev,
               opened.st_ino == named.st_ino else {
             close(descriptor)
-            throw IOError(errnoCode: ENOENT, reason: "No upload has the id \(upload.id).")
+            throw missing()
         }
         // A chunk whose request died with its process before its checksum was checked does not count.
         guard uploads.takeBackUncheckedChunk(upload.id, descriptor: descriptor) else {
@@ -216,15 +220,21 @@ final class TusSink: BodySink {
     /// Whether this chunk may make the upload whole, so that its handler completes it (hashes, probes): only then
     /// does the request wait for a probe thread. A chunk ending short of the length is answered by a handler thread,
     /// never queued behind completions and probes.
-    var mayProbe: Bool {
+    var mayProbe: Bool? {
         switch mode {
         case .create(let upload): return upload.length == size
         case .append(_, let offset, let length?): return offset + size == length
         case .append(_, let offset, nil):
-            // A length not yet read (the file not opened: the handler answers the refusal) may be anything.
-            guard case .some(let length) = openedLength.withLock({ $0 }) else { return true }
+            // The upload's length is read as the file is opened, on a file thread: a small body may be whole first.
+            guard case .some(let length) = openedLength.withLock({ $0 }) else { return nil }
             return length == offset + size
         }
+    }
+
+    func mayProbeOnceWritten() -> Bool {
+        _ = try? writer.complete()
+        // Not opened (refused: the handler answers why) needs no probe either.
+        return mayProbe ?? false
     }
 
     /// Whether another request waits for the upload this body holds (`TusLockHolders`).

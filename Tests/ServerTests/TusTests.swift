@@ -442,11 +442,21 @@ import TestSupport
         let stopped = server.jobChildren
         for child in stopped { kill(child, SIGSTOP) }
         defer { for child in stopped { kill(child, SIGCONT) } }
+        let input = try Media.path(.audioOnly)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: input)[.size] as? Int)
         let held = Process()
         held.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        held.arguments = ["-s", "-o", "/dev/null", "-T", try Media.path(.audioOnly), server.base + "/v1/uploads/held.m4a"]
+        held.arguments = ["-s", "-o", "/dev/null", "-T", input, server.base + "/v1/uploads/held.m4a"]
         try held.run()
-        usleep(1_500_000) // the held upload is read and its probe waits on a stopped child
+        // The held upload's body all received (its file whole), so its probe is next: it waits on a stopped child.
+        let uploads = server.data.appendingPathComponent("uploads")
+        #expect(eventually(20) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).contains { name in
+                name.hasPrefix(".upload-")
+                    && (try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent(name).path)[.size] as? Int) == size
+            }
+        }, "the held upload's body arrived")
+        usleep(500_000)
         let short = try patch(server, path, offset: 0, body: "abc", ["--max-time", "10"])
         #expect(short.status == 204, "\(short)")
         #expect(held.isRunning, "the probe thread was held throughout")
