@@ -92,8 +92,9 @@ public protocol JobStore: AnyObject, Sendable {
 
     // MARK: Webhooks (the outbox: rows written with the state changes they announce)
 
-    /// Claims due deliveries (each the earliest pending one of its job and URL) for `claimSeconds`.
-    func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery]
+    /// Claims due deliveries (each the earliest pending one of its job and URL) for `claimSeconds`, none to a URL in
+    /// `skippingURLs` (ones this node already has as many attempts under way to as it allows one URL).
+    func claimDeliveries(limit: Int, claimSeconds: Double, skippingURLs: Set<String>) throws(StoreError) -> [WebhookDelivery]
     /// Records how a claimed attempt went (nothing, if its claim was taken over, or the delivery sent again,
     /// meanwhile); `payload` is the body sent, kept for the retries (nil: none was made, the next attempt makes it).
     func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data?) throws(StoreError)
@@ -128,6 +129,11 @@ public protocol JobStore: AnyObject, Sendable {
 }
 
 extension JobStore {
+    /// Due deliveries to any URL.
+    public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
+        try claimDeliveries(limit: limit, claimSeconds: claimSeconds, skippingURLs: [])
+    }
+
     /// The next queued job, whichever it is.
     public func claimNext(worker: String, leaseSeconds: Double) throws(StoreError) -> Job? {
         try claimNext(worker: worker, leaseSeconds: leaseSeconds, skipping: [])

@@ -37,19 +37,24 @@ struct WebhookRows<Store: RowRunning> {
     /// Claims up to `limit` due deliveries for `claimSeconds`, each the earliest pending one of its job and URL that
     /// is held back by none before it (so a job's events arrive in order, but past one its URL refused); a claim
     /// adds an attempt, and the attempt count is the claim's token.
-    func claim(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
-        try store.rows(claimSQL, [.real(claimSeconds), .integer(Int64(limit))]).map(delivery)
+    /// None to a URL in `skippingURLs`.
+    func claim(limit: Int, claimSeconds: Double, skippingURLs: Set<String> = []) throws(StoreError) -> [WebhookDelivery] {
+        let skipped = skippingURLs.sorted()
+        return try store.rows(claimSQL(skipping: skipped.count),
+                              [.real(claimSeconds)] + skipped.map { .text($0) } + [.integer(Int64(limit))]).map(delivery)
     }
 
-    /// `claim`'s statement: the claim's length in seconds and the limit its arguments.
-    var claimSQL: String {
+    /// `claim`'s statement: the claim's length in seconds, `skipping` URLs not to claim for, and the limit its
+    /// arguments (a few texts at most: a node has a few senders).
+    func claimSQL(skipping: Int = 0) -> String {
         let now = now()
+        let urls = skipping == 0 ? "" : "AND d.url NOT IN (\(Array(repeating: "?", count: skipping).joined(separator: ", ")))"
         return """
             UPDATE webhook_deliveries SET claimed_until = \(now) + ?, attempts = attempts + 1
             WHERE seq IN (
                 SELECT d.seq FROM webhook_deliveries d
                 WHERE d.state = 'pending' AND d.next_attempt_at <= \(now) AND (d.claimed_until IS NULL OR d.claimed_until < \(now))
-                    AND NOT \(heldBackSQL("d"))
+                    \(urls) AND NOT \(heldBackSQL("d"))
                 ORDER BY d.next_attempt_at, d.seq LIMIT ? \(skipLocked))
             RETURNING *
             """

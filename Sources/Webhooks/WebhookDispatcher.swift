@@ -32,7 +32,16 @@ public final class WebhookDispatcher: Sendable {
         var running = 0
         /// Attempts made by this process, by how they ended (`delivered`, `retry`, `failed`, `disabled`).
         var attempts: [String: Int] = [:]
+        /// Attempts under way here, by URL.
+        var sending: [String: Int] = [:]
+        /// Attempts ended here so far: a sender that found only deliveries to busy URLs waits for the next.
+        var ended = 0
     }
+
+    /// Attempts under way to one URL at most (half the senders): a receiver that hangs holds that many senders for
+    /// the attempt's timeout, and the rest go on with other URLs. With none, a user's blackholed URL on a few dozen
+    /// jobs held every sender 15 s a delivery, and every other webhook, `--webhook-url`'s included, waited minutes.
+    var perURL: Int { max(1, settings.senders / 2) }
 
     let store: any JobStore
     let settings: Settings
@@ -76,18 +85,27 @@ public final class WebhookDispatcher: Sendable {
     private func run() {
         let transfer = CurlTransfer()
         while true {
-            let (seen, stopping) = state.withLock { ($0.wakeups, $0.stopping) }
+            let (seen, stopping, ended, busy) = state.withLock { state in
+                (state.wakeups, state.stopping, state.ended, Set(state.sending.filter { $0.value >= perURL }.keys))
+            }
             if stopping { break }
             var claimed: [WebhookDelivery] = []
             var claimFailed = false
             do {
-                claimed = try store.claimDeliveries(limit: 1, claimSeconds: Self.claimSeconds)
+                claimed = try store.claimDeliveries(limit: 1, claimSeconds: Self.claimSeconds, skippingURLs: busy)
             } catch {
                 claimFailed = true
                 logger.error("claiming webhook deliveries failed", ["error": .string(error.description)])
             }
             if let delivery = claimed.first {
+                state.withLock { $0.sending[delivery.url, default: 0] += 1 }
                 send(delivery, with: transfer)
+                state.withLock { state in
+                    state.sending[delivery.url, default: 1] -= 1
+                    if state.sending[delivery.url] == 0 { state.sending[delivery.url] = nil }
+                    state.ended += 1
+                }
+                state.notifyAll()
                 continue
             }
             // Until a change, the next retry, or the poll for what other nodes did, whichever comes first.
@@ -95,9 +113,10 @@ public final class WebhookDispatcher: Sendable {
             // In the store's time: a node whose clock differs from it neither sends early nor spins on a delivery
             // it takes for due. Not after a failed claim: a store that refuses writes but answers reads (a full
             // disk, a read-only mount) has a delivery due all along, and every sender tried and logged a hundred
-            // times a second, holding SQLite's one connection from the API and the workers.
-            if !claimFailed, let due = try? store.secondsUntilNextDelivery() { wait = min(wait, max(0.01, due)) }
-            _ = state.wait(timeout: wait) { $0.stopping || $0.wakeups != seen }
+            // times a second, holding SQLite's one connection from the API and the workers. Nor while URLs are
+            // skipped as busy: what is due may be theirs, and an attempt ending (which frees one) wakes the wait.
+            if !claimFailed, busy.isEmpty, let due = try? store.secondsUntilNextDelivery() { wait = min(wait, max(0.01, due)) }
+            _ = state.wait(timeout: wait) { $0.stopping || $0.wakeups != seen || (!busy.isEmpty && $0.ended != ended) }
         }
         state.withLock { $0.running -= 1 }
         state.notifyAll()

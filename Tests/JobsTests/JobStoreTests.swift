@@ -591,7 +591,7 @@ import TestSupport
         // them all for each one (a receiver down for a while, 8,000 pending: 4 s a claim, 6 s a look for the next
         // due, the store's connection held and every request waiting).
         let sqlite = try #require(fixture.store as? SQLiteJobStore)
-        for (name, sql) in [("claim", sqlite.webhookRows.claimSQL), ("due", sqlite.webhookRows.dueSQL), ("retention", SQLiteJobStore.finishedJobsSQL)] {
+        for (name, sql) in [("claim", sqlite.webhookRows.claimSQL()), ("due", sqlite.webhookRows.dueSQL), ("retention", SQLiteJobStore.finishedJobsSQL)] {
             let steps = try plan(sql, sql.contains("LIMIT ?") ? [.real(1), .integer(4)] : [])
             let lookups = steps.drop { !$0.contains("CORRELATED") }.dropFirst()
             #expect(lookups.first?.contains("USING INDEX webhook_deliveries_job (job_id=?") == true, "\(name): \(steps)")

@@ -9,6 +9,7 @@ POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 5 o
 POST /hooks/down    500 always       POST /hooks/limited 429 with Retry-After: 0 twice per webhook-id, then 200
 POST /hooks/slow-body  200 at once, its 10-byte body 20 s later
 POST /hooks/picky   400 to job.running (it takes how jobs end only), 200 to the rest
+POST /hooks/hang    200 after 60 s (past any attempt's timeout): a receiver that hangs
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
 GET /late-media/NAME  the same, answered 8 s after the request
@@ -83,6 +84,8 @@ class Handler(BaseHTTPRequestHandler):
             status, extra = (503, (("Retry-After", "5"),)) if count == 1 else (200, ())
         elif behaviour == "limited":
             status, extra = (429, (("Retry-After", "0"),)) if count <= 2 else (200, ())
+        elif behaviour == "hang":
+            status = 200
         elif behaviour == "picky":
             status = 400 if isinstance(payload, dict) and payload.get("type") == "job.running" else 200
         else:
@@ -101,6 +104,8 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(20)
             return
+        if behaviour == "hang":
+            time.sleep(60)
         self.answer(status, b"{}", extra)
 
     def do_GET(self):

@@ -225,6 +225,24 @@ import TestSupport
         #expect(took < 10, "stopped \(took) s after the signal, with a grace of 3 s (the attempt's timeout is 15 s)")
     }
 
+    /// A receiver that hangs holds half the senders at most: the other half go on with other URLs. Every sender
+    /// took the next due delivery whatever its URL, so a user's hanging URL on a handful of jobs held all four for the
+    /// attempt's 15 s timeout, again and again, and every other webhook (`--webhook-url`'s too) waited minutes.
+    @Test func aReceiverThatHangsHoldsHalfTheSendersAtMost() throws {
+        let peer = try OutboundPeer(secret: Self.secret)
+        let server = try start(peer)
+        let input = try upload(server)
+        let hanging = try (0..<8).map { _ in try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/hang"}}"#) }
+        #expect(try eventually(120) { try hanging.allSatisfy { try state(server, $0) == "succeeded" } })
+        let hangs = { peer.requests().filter { ($0["path"] as? String)?.hasSuffix("/hooks/hang") == true }.count }
+        #expect(eventually(20) { hangs() >= 2 }, "attempts to the hanging URL are under way")
+        let healthy = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/ok"}}"#)
+        #expect(try eventually(60) { try state(server, healthy) == "succeeded" })
+        let finished = Date()
+        #expect(eventually(8) { !peer.deliveries(job: healthy).isEmpty }, "the healthy URL's delivery waited behind the hanging one's")
+        #expect(Date().timeIntervalSince(finished) < 8)
+    }
+
     @Test func webhookSettingsAreCheckedAndNamed() throws {
         let server = try TestServer()
         let input = try upload(server)

@@ -239,8 +239,8 @@ public final class PostgresJobStore: JobStore, RowRunning {
         WebhookRows(store: self, jobRows: rows, now: { Self.now }, skipLocked: "FOR UPDATE SKIP LOCKED", unindexed: "")
     }
 
-    public func claimDeliveries(limit: Int, claimSeconds: Double) throws(StoreError) -> [WebhookDelivery] {
-        try webhookRows.claim(limit: limit, claimSeconds: claimSeconds)
+    public func claimDeliveries(limit: Int, claimSeconds: Double, skippingURLs: Set<String>) throws(StoreError) -> [WebhookDelivery] {
+        try webhookRows.claim(limit: limit, claimSeconds: claimSeconds, skippingURLs: skippingURLs)
     }
 
     public func finishDelivery(_ delivery: WebhookDelivery, _ outcome: DeliveryOutcome, payload: Data?) throws(StoreError) {
