@@ -156,7 +156,11 @@ public final class CurlTransfer {
             }
             throw Self.failure(code, detail: detail)
         }
-        return OutboundResponse(status: state.status, headers: state.headers, bytes: state.bytes, body: state.body)
+        // Where the redirects led (the URL asked for, when libcurl cannot say).
+        var effective: UnsafeMutablePointer<CChar>?
+        let url = tc_curl_get_string(handle, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK
+            ? effective.map { String(cString: $0) } ?? request.url : request.url
+        return OutboundResponse(status: state.status, headers: state.headers, bytes: state.bytes, body: state.body, url: url)
     }
 
     private static func failure(_ code: CURLcode, detail: String) -> OutboundError {

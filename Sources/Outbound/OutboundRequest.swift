@@ -49,6 +49,8 @@ public struct OutboundResponse: Sendable {
     public let bytes: Int64
     /// The body, when no sink took it (at most 64 KiB kept).
     public let body: Data
+    /// The URL the answer came from, after redirects.
+    public let url: String
 
     public func header(_ name: String) -> String? {
         let lowered = name.lowercased()

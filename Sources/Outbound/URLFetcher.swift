@@ -71,7 +71,9 @@ public struct URLFetcher: Sendable {
             closed = true
             guard close(descriptor) == 0 else { throw Self.storageError("Writing the download", errno: errno) }
             return Fetched(size: response.bytes, sha256: digest.finish(),
-                           filename: Self.filename(disposition: response.header("content-disposition"), url: url),
+                           // Named after where the redirects led: a link shortener's or a signed-URL endpoint's
+                           // path (`/redirect`, `/download`) said nothing of the file.
+                           filename: Self.filename(disposition: response.header("content-disposition"), url: response.url),
                            contentType: response.header("content-type"))
         } catch {
             unlink(path)
@@ -94,7 +96,10 @@ public struct URLFetcher: Sendable {
         guard url.utf8.count <= 2048, !url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }),
               let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else { return false }
-        if let port = components.port, !(1...65535).contains(port) { return false }
+        // From the text: past Int's range URLComponents gives no port at all.
+        if let range = components.rangeOfPort, !url[range].isEmpty {
+            guard url[range].allSatisfy(\.isASCII), let port = Int(url[range]), (1...65535).contains(port) else { return false }
+        }
         return true
     }
 

@@ -32,6 +32,10 @@ import TestSupport
         let size = try #require(try FileManager.default.attributesOfItem(atPath: source)[.size] as? Int)
         #expect(answer.object["sha256"] as? String == sha && answer.object["size"] as? Int == size && answer.object["filename"] as? String == "clip.mp4",
                 "\(answer.object)")
+        // Without a Content-Disposition, named after where the redirect led, not after the redirecting path.
+        let unnamed = peer.base + "/slow-media/clip.mp4"
+        let led = try fetch(server, peer.base + "/redirect?to=" + unnamed.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        #expect(led.status == 201 && led.object["filename"] as? String == "clip.mp4", "\(led.object)")
         let id = try #require(answer.object["id"] as? String)
         let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(id)"}"#])
         let jobID = try #require(job.object["id"] as? String)
@@ -63,7 +67,7 @@ import TestSupport
         #expect(((redirected.object["error"] as? [String: Any])?["message"] as? String)?.contains("cloud metadata") == true)
         // Nor what libcurl cannot use (a port past 65535, a space): each was accepted, and failed only when fetched.
         for scheme in ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/", "HTTP://", "http://127.0.0.1:99999/x",
-                       "http://127.0.0.1/a b.mp4"] {
+                       "http://127.0.0.1:99999999999999999999/x", "http://127.0.0.1/a b.mp4"] {
             let answer = try fetch(open, scheme)
             #expect(answer.status == 422 && code(answer) == "invalid_url", "\(scheme): \(answer.object)")
             // The same code for a job's input URL, which said 400 invalid_request.
