@@ -36,9 +36,13 @@ final class AudioConverter {
     /// Samples of output still to drop (an overlap larger than one frame of the input).
     private var pendingDrop = 0
 
-    init(encoding: AudioEncoding, frameSize: Int) throws(MediaError) {
+    /// Whether audio that starts after zero gets silence before it (`TranscodeOutput.audioFillsFromZero`).
+    private let fillsFromZero: Bool
+
+    init(encoding: AudioEncoding, frameSize: Int, fillsFromZero: Bool = false) throws(MediaError) {
         self.encoding = encoding
         self.frameSize = max(frameSize, 1)
+        self.fillsFromZero = fillsFromZero
         FFmpeg.defaultChannelLayout(&outputLayout, channels: Int32(encoding.channels))
         fifo = av_audio_fifo_alloc(AV_SAMPLE_FMT_FLTP, Int32(encoding.channels), Int32(self.frameSize) * 4)
         guard fifo != nil else { throw MediaError(code: "out_of_memory", message: "Allocating the audio FIFO failed.") }
@@ -92,9 +96,11 @@ final class AudioConverter {
     /// Compares where the frame belongs with where the audio so far ends, and fills, drops or stretches.
     private func align(to timestamp: Int64, emit: (Frame) throws(MediaError) -> Void) throws(MediaError) {
         guard let start = nextTimestamp else {
-            // The first frame fixes the start; a start before the output's zero is cut.
-            nextTimestamp = max(0, timestamp)
+            // The first frame fixes the start; a start before the output's zero is cut, and one after it is filled
+            // with silence where the output asks.
+            nextTimestamp = fillsFromZero ? 0 : max(0, timestamp)
             pendingDrop = Int(max(0, -timestamp))
+            if fillsFromZero, timestamp > 0 { try insertSilence(samples: timestamp, emit: emit) }
             return
         }
         let rate = Double(encoding.sampleRate)

@@ -25,6 +25,8 @@ protocol TranscodeOutput: AnyObject {
     var writtenSeconds: Double { get }
     /// See the extension.
     func resumeVideo() -> Int64?
+    /// See the extension.
+    var audioFillsFromZero: Bool { get }
 }
 
 extension TranscodeOutput {
@@ -36,6 +38,11 @@ extension TranscodeOutput {
     /// Where a checkpointed video's encode starts again (encoder time base): called once, after the video input is
     /// added, and the output then drops what the checkpoint already holds. nil: the video starts at the beginning.
     func resumeVideo() -> Int64? { nil }
+
+    /// Whether encoded audio that starts after the output's zero gets silence before it, so that its track starts at
+    /// zero too: for segments, whose playlists place them by adding up lengths from zero. A file keeps a late start
+    /// as it is (its edit list says where the sound begins).
+    var audioFillsFromZero: Bool { false }
 
     /// Seconds of output written, from the video's and the audio's: the video's (it lags the audio, encoded on
     /// threads of its own behind frame queues and x264's lookahead, a second or two), unless the audio is further

@@ -446,7 +446,7 @@ private final class AudioPath {
         filterSettings = filters
         self.limits = limits
         input = try output.addInput(audio: encoding)
-        converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize)
+        converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.audioFillsFromZero)
     }
     func append(_ frame: Frame) throws(MediaError) {
         let value = frame.pointer.pointee

@@ -393,6 +393,33 @@ import TestSupport
         #expect(cues.allSatisfy { $0.count == 2 && $0[1] > $0[0] } && abs((cues.last?.last ?? 0) - 5) < 0.1, "\(cues)")
     }
 
+    /// Sound that starts 3 s after the picture has silence before it in a ladder, so its playlist starts at zero as
+    /// the video's does: a playlist places segments by adding up their lengths from zero, and the audio's first
+    /// segment, holding 3 s of media time, was listed at 0 (an MSE player buffered from 3 s on and skipped the
+    /// video's first seconds; a seek took the wrong segment).
+    @Test func soundThatStartsLateIsPrecededBySilenceInALadder() throws {
+        let input = try Media.scratch().appendingPathComponent("late-sound.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=6", "-itsoffset", "3", "-f", "lavfi", "-i", "sine=f=1000:d=3",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 234}}]}"#)
+        func listed(_ playlist: String) throws -> Double {
+            try String(contentsOfFile: run.folder + "/" + playlist, encoding: .utf8).split(separator: "\n")
+                .filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }.reduce(0, +)
+        }
+        let audio = try listed("audio/index.m3u8"), video = try listed("234p/index.m3u8")
+        #expect(abs(audio - 6) < 0.1 && abs(video - 6) < 0.1, "audio lists \(audio) s, video \(video) s")
+        // Played through its playlist: silence, then the tone from 3 s.
+        func level(from start: Double, for seconds: Double) throws -> Double {
+            let report = try Shell.run("ffmpeg", ["-nostdin", "-i", run.folder + "/audio/index.m3u8", "-ss", String(start), "-t", String(seconds),
+                                                  "-af", "volumedetect", "-f", "null", "-"]).stderr
+            let line = report.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
+            return Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") ?? -200
+        }
+        let before = try level(from: 0.2, for: 2.5), after = try level(from: 3.3, for: 2.5)
+        #expect(before < -60 && after > -30, "before 3 s: \(before) dB, after: \(after) dB")
+        _ = try Ladder.check(run.folder)
+    }
+
     /// `HH:MM:SS.mmm` in seconds.
     private static func vttSeconds(_ text: Substring) -> Double? {
         let parts = text.split(separator: ":").compactMap { Double($0) }
