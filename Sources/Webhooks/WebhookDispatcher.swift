@@ -49,6 +49,8 @@ public final class WebhookDispatcher: Sendable {
     /// A job's JSON as the API shows it; nil when it cannot be made now (the store failed).
     let render: @Sendable (Job) -> Data?
     private let state = LockedValue(State())
+    /// Held by the sender claiming (`run`).
+    private let claiming = LockedValue(())
     /// Seconds a claim lasts: past an attempt's timeout, so only a sender that died loses its deliveries to another.
     static let claimSeconds = 60.0
 
@@ -85,20 +87,24 @@ public final class WebhookDispatcher: Sendable {
     private func run() {
         let transfer = CurlTransfer()
         while true {
-            let (seen, stopping, ended, busy) = state.withLock { state in
-                (state.wakeups, state.stopping, state.ended, Set(state.sending.filter { $0.value >= perURL }.keys))
-            }
+            let (seen, stopping, ended) = state.withLock { ($0.wakeups, $0.stopping, $0.ended) }
             if stopping { break }
             var claimed: [WebhookDelivery] = []
             var claimFailed = false
-            do {
-                claimed = try store.claimDeliveries(limit: 1, claimSeconds: Self.claimSeconds, skippingURLs: busy)
-            } catch {
-                claimFailed = true
-                logger.error("claiming webhook deliveries failed", ["error": .string(error.description)])
+            // One sender claims at a time (a statement of a few milliseconds): senders woken together each read
+            // the busy URLs before any had counted its claim, and all took the same hanging URL's deliveries.
+            let busy = claiming.withLock { _ -> Set<String> in
+                let busy = state.withLock { Set($0.sending.filter { $0.value >= perURL }.keys) }
+                do throws(StoreError) {
+                    claimed = try store.claimDeliveries(limit: 1, claimSeconds: Self.claimSeconds, skippingURLs: busy)
+                } catch {
+                    claimFailed = true
+                    logger.error("claiming webhook deliveries failed", ["error": .string(error.description)])
+                }
+                if let delivery = claimed.first { state.withLock { $0.sending[delivery.url, default: 0] += 1 } }
+                return busy
             }
             if let delivery = claimed.first {
-                state.withLock { $0.sending[delivery.url, default: 0] += 1 }
                 send(delivery, with: transfer)
                 state.withLock { state in
                     state.sending[delivery.url, default: 1] -= 1
