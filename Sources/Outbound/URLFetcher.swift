@@ -96,11 +96,30 @@ public struct URLFetcher: Sendable {
         guard url.utf8.count <= 2048, !url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }),
               let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else { return false }
-        // From the text: past Int's range URLComponents gives no port at all.
-        if let range = components.rangeOfPort, !url[range].isEmpty {
-            guard url[range].allSatisfy(\.isASCII), let port = Int(url[range]), (1...65535).contains(port) else { return false }
+        // From the text itself: past Int's range URLComponents gives no port at all, and its ranges index the
+        // string it made (percent-encoded, IDNA), not this one.
+        guard let port = portText(url) else { return false }
+        if !port.isEmpty {
+            guard port.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let number = Int(port),
+                  (1...65535).contains(number) else { return false }
         }
         return true
+    }
+
+    /// The port an absolute URL's text names ("" for none), read from its authority: after `://`, up to the path,
+    /// query or fragment, after any user information, past an IPv6 address's brackets; nil for no `://`.
+    static func portText(_ url: String) -> Substring? {
+        guard let start = url.range(of: "://") else { return nil }
+        let authority = url[start.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        var host = authority
+        if let at = authority.lastIndex(of: "@") { host = authority[authority.index(after: at)...] }
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let after = host[host.index(after: close)...]
+            return after.hasPrefix(":") ? after.dropFirst() : after.isEmpty ? "" : nil
+        }
+        guard let colon = host.lastIndex(of: ":") else { return "" }
+        return host[host.index(after: colon)...]
     }
 
     /// `filename="…"` of a Content-Disposition, else the last component of the URL's path, unless the redaction of
