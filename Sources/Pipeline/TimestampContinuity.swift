@@ -38,6 +38,9 @@ struct TimestampContinuity {
     private var shiftOf: [Int32: Int] = [:]
     /// Per stream: the last decoding time seen (shift applied) and that packet's duration, in microseconds.
     private var last: [Int32: (time: Int64, duration: Int64)] = [:]
+    /// How far behind the latest stream another may be and still count as going on, microseconds: a muxer puts
+    /// one stream up to a second or so ahead of another.
+    static let activeWindow: Int64 = 2_000_000
     /// Shifts kept to be taken up by streams still on an older clock; a file restarting its clock more often than
     /// this within one stream's lag is broken beyond telling anyway.
     static let keptShifts = 16
@@ -93,7 +96,12 @@ struct TimestampContinuity {
                 // up to, muxed up to a second ahead, and stayed that late). Only a shift some other stream is on: an
                 // old clock a programme comes back to after a break has run on meanwhile, and taken up again its
                 // shift left a hole of up to 10 s, or went back.
-                let others = Set(shiftOf.filter { $0.key != value.stream_index }.values)
+                // A stream counts while it goes on: one that stopped (a track of the first file only) would hold
+                // its shift for good.
+                let latest = last.values.map(\.time).max() ?? previous.time
+                let others = Set(shiftOf.filter { stream, _ in
+                    stream != value.stream_index && (last[stream]?.time ?? .min) >= latest - Self.activeWindow
+                }.values)
                 if let taken = shifts.indices.reversed().first(where: { index in
                     index != shift && others.contains(index) && (1...Self.forwardLimit).contains(raw + shifts[index] - previous.time)
                 }) {

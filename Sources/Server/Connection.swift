@@ -463,11 +463,12 @@ final class Connection {
         let eventLoop = loop.eventLoop
         // Whether a file body's handler will probe may be known only once the body is written: a handler thread
         // waits for that, and hands the request on to a probe thread if it will.
-        let undecided = if case .file = body { sink.mayProbe == nil } else { false }
+        let mayProbe = sink.mayProbe // read once: the file thread may learn it meanwhile
+        let undecided = if case .file = body { mayProbe == nil } else { false }
         let pool = switch (route.pool, body, route.body) {
         case (.waiting, _, _): loop.pools.waits
         case (_, .data, .uploadOrMultipart): loop.pools.fetches // an upload fetched from the URL the JSON names
-        case (_, .file, _) where sink.mayProbe == true, (_, .multipart(_?, _), _): loop.pools.probes
+        case (_, .file, _) where mayProbe == true, (_, .multipart(_?, _), _): loop.pools.probes
         default: loop.pools.handlers
         }
         let holder = SinkHolder(sink)
@@ -481,7 +482,15 @@ final class Connection {
                 return
             }
             if undecided, holder.mayProbeOnceWritten() {
-                probes.submit { Self.run(route, request, holder, token: token, on: eventLoop) }
+                probes.submit {
+                    // Its client may have left while it waited again.
+                    guard !request.client.isClosed else {
+                        Self.removeLeftovers(of: request.body)
+                        holder.release()
+                        return
+                    }
+                    Self.run(route, request, holder, token: token, on: eventLoop)
+                }
             } else {
                 Self.run(route, request, holder, token: token, on: eventLoop)
             }
