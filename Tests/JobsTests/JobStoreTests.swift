@@ -591,8 +591,10 @@ import TestSupport
         // them all for each one (a receiver down for a while, 8,000 pending: 4 s a claim, 6 s a look for the next
         // due, the store's connection held and every request waiting).
         let sqlite = try #require(fixture.store as? SQLiteJobStore)
-        for (name, sql) in [("claim", sqlite.webhookRows.claimSQL()), ("due", sqlite.webhookRows.dueSQL), ("retention", SQLiteJobStore.finishedJobsSQL)] {
-            let steps = try plan(sql, sql.contains("LIMIT ?") ? [.real(1), .integer(4)] : [])
+        for (name, sql, arguments) in [("claim", sqlite.webhookRows.claimSQL(), [SQLValue.real(1), .integer(4)]),
+                                       ("claim skipping", sqlite.webhookRows.claimSQL(skipping: 2), [.real(1), .text("a"), .text("b"), .integer(4)]),
+                                       ("due", sqlite.webhookRows.dueSQL, []), ("retention", SQLiteJobStore.finishedJobsSQL, [.real(1), .integer(4)])] {
+            let steps = try plan(sql, arguments)
             let lookups = steps.drop { !$0.contains("CORRELATED") }.dropFirst()
             #expect(lookups.first?.contains("USING INDEX webhook_deliveries_job (job_id=?") == true, "\(name): \(steps)")
         }

@@ -459,6 +459,12 @@ import TestSupport
         usleep(500_000)
         let short = try patch(server, path, offset: 0, body: "abc", ["--max-time", "10"])
         #expect(short.status == 204, "\(short)")
+        // A deferred length given with a chunk short of it, then a chunk without a length (known only once its file
+        // is opened): neither queues behind the probes.
+        let deferred = try #require(try create(server, Self.version + ["-H", "Upload-Defer-Length: 1"]).location)
+        let declaring = try patch(server, deferred, offset: 0, body: "abc", ["-H", "Upload-Length: 10", "--max-time", "10"])
+        let following = try patch(server, deferred, offset: 3, body: "de", ["--max-time", "10"])
+        #expect(declaring.status == 204 && following.status == 204, "\(declaring), \(following)")
         #expect(held.isRunning, "the probe thread was held throughout")
         for child in stopped { kill(child, SIGCONT) }
         held.waitUntilExit()

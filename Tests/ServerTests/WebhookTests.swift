@@ -239,8 +239,12 @@ import TestSupport
         let healthy = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/ok"}}"#)
         #expect(try eventually(60) { try state(server, healthy) == "succeeded" })
         let finished = Date()
-        #expect(eventually(8) { !peer.deliveries(job: healthy).isEmpty }, "the healthy URL's delivery waited behind the hanging one's")
+        #expect(eventually(8) { peer.deliveries(job: healthy).contains { $0["type"] as? String == "job.succeeded" && $0["answered"] as? Int == 200 } },
+                "the healthy URL's delivery waited behind the hanging one's")
         #expect(Date().timeIntervalSince(finished) < 8)
+        // Two senders at most on the hanging URL: an attempt lasts its 15 s timeout, so no 14 s holds three starts.
+        let starts = peer.requests().filter { ($0["path"] as? String)?.hasSuffix("/hooks/hang") == true }.compactMap { $0["received"] as? Double }.sorted()
+        #expect(starts.count >= 2 && zip(starts, starts.dropFirst(2)).allSatisfy { $1 - $0 >= 14 }, "attempts began at \(starts.map { $0 - (starts.first ?? 0) })")
     }
 
     @Test func webhookSettingsAreCheckedAndNamed() throws {
@@ -264,6 +268,8 @@ import TestSupport
             let answer = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(input)", "webhook": \#(webhook)}"#])
             let error = answer.object["error"] as? [String: Any]
             #expect(answer.status == status && (error?["message"] as? String)?.contains(message) == true, "\(webhook): \(answer.object)")
+            // A URL that is no URL says so in its code, as an upload's does.
+            if message == "webhook.url" { #expect(error?["code"] as? String == "invalid_url", "\(webhook): \(answer.object)") }
         }
         let jobs = try server.json("/v1/jobs").object["jobs"] as? [Any]
         #expect(jobs?.isEmpty == true, "a refused request makes no job")
