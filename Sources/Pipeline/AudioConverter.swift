@@ -36,7 +36,7 @@ final class AudioConverter {
     /// Samples of output still to drop (an overlap larger than one frame of the input).
     private var pendingDrop = 0
 
-    /// Whether audio that starts after zero gets silence before it (`TranscodeOutput.audioFillsFromZero`).
+    /// Whether audio that starts after zero gets silence before it (`TranscodeOutput.tracksStartAtZero`).
     private let fillsFromZero: Bool
 
     init(encoding: AudioEncoding, frameSize: Int, fillsFromZero: Bool = false) throws(MediaError) {

@@ -8,10 +8,10 @@ import Foundation
 /// The folder itself is temporary (an `OutputDirectory`); each track is written by the thread that feeds it, and
 /// finished on the session's thread once every input has drained.
 final class LadderWriter: TranscodeOutput {
-    /// An HLS audio playlist lists its segments' lengths from zero: audio that started 3 s late was placed 3 s early
-    /// by a player (MSE players buffered from its start, skipping the video's first seconds), and seeks took the
-    /// wrong segment.
-    var audioFillsFromZero: Bool { true }
+    /// An HLS playlist lists its segments' lengths from zero: audio that started 3 s late was placed 3 s early by a
+    /// player (MSE players buffered from its start, skipping the video's first seconds), and seeks took the wrong
+    /// segment; so was video that started after its audio.
+    var tracksStartAtZero: Bool { true }
 
     private let root: String
     private let segmentDuration: Double

@@ -26,7 +26,7 @@ protocol TranscodeOutput: AnyObject {
     /// See the extension.
     func resumeVideo() -> Int64?
     /// See the extension.
-    var audioFillsFromZero: Bool { get }
+    var tracksStartAtZero: Bool { get }
 }
 
 extension TranscodeOutput {
@@ -39,10 +39,11 @@ extension TranscodeOutput {
     /// added, and the output then drops what the checkpoint already holds. nil: the video starts at the beginning.
     func resumeVideo() -> Int64? { nil }
 
-    /// Whether encoded audio that starts after the output's zero gets silence before it, so that its track starts at
-    /// zero too: for segments, whose playlists place them by adding up lengths from zero. A file keeps a late start
-    /// as it is (its edit list says where the sound begins).
-    var audioFillsFromZero: Bool { false }
+    /// Whether every encoded track starts at the output's zero: audio that starts later gets silence before it, and
+    /// video its first picture held from zero. For segments, whose playlists place them by adding up lengths from
+    /// zero (and whose first segments must start at the same time in every playlist). A file keeps a late start as
+    /// it is (its edit list says where each track begins).
+    var tracksStartAtZero: Bool { false }
 
     /// Seconds of output written, from the video's and the audio's: the video's (it lags the audio, encoded on
     /// threads of its own behind frame queues and x264's lookahead, a second or two), unless the audio is further

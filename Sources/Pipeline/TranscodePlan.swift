@@ -177,7 +177,8 @@ final class TranscodePlan {
             let resumeAfter = output.resumeVideo()
             resuming = resumeAfter != nil
             let side = VideoEncodeSide(encoding: encoding, sourceColors: sourceColors, input: input,
-                                       timeline: output.timeline, keyFrames: grid, resumeAfter: resumeAfter)
+                                       timeline: output.timeline, keyFrames: grid, resumeAfter: resumeAfter,
+                                       holdsFirstPictureFromZero: output.tracksStartAtZero)
             encodeSides.append(side)
         }
         var pictures = encodings
@@ -446,7 +447,7 @@ private final class AudioPath {
         filterSettings = filters
         self.limits = limits
         input = try output.addInput(audio: encoding)
-        converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.audioFillsFromZero)
+        converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.tracksStartAtZero)
     }
     func append(_ frame: Frame) throws(MediaError) {
         let value = frame.pointer.pointee

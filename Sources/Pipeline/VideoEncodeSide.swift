@@ -28,6 +28,9 @@ final class VideoEncodeSide: FrameConsumer {
     /// On a resume: the latest time the first frame may have (one frame after the resume point); a later one
     /// means the input's seek skipped frames that must be encoded.
     private var firstFrameLimit: Int64?
+    /// Whether the first picture, when it comes after the output's zero (video that starts after its sound), is
+    /// shown from zero (`TranscodeOutput.tracksStartAtZero`); for the output's start, not a resumed attempt's.
+    private var holdsFromZero: Bool
 
     /// Thrown when a resumed encode's first frame comes after the frames it must start with.
     static let seekMissed = MediaError(code: "resume_seek_missed", message: "The input's seek went past the checkpoint.")
@@ -35,7 +38,7 @@ final class VideoEncodeSide: FrameConsumer {
     /// - Parameter resumeAfter: a checkpoint's last presentation time (encoder time base): frames up to it were
     ///   encoded by an earlier attempt and are skipped; the first one after it starts a segment, with an IDR.
     init(encoding: VideoEncoding, sourceColors: ColorTags, input: EncodingWriterInput, timeline: Timeline,
-         keyFrames: KeyFrameGrid?, resumeAfter: Int64? = nil) {
+         keyFrames: KeyFrameGrid?, resumeAfter: Int64? = nil, holdsFirstPictureFromZero: Bool = false) {
         self.encoding = encoding
         self.input = input
         self.timeline = timeline
@@ -45,6 +48,7 @@ final class VideoEncodeSide: FrameConsumer {
         frameTicks = ticks
         lastTimestamp = resumeAfter
         firstFrameLimit = resumeAfter.map { $0 + ticks }
+        holdsFromZero = holdsFirstPictureFromZero && resumeAfter == nil
     }
 
     /// For an input read from its start: its first frame comes where the video starts, which may be after the
@@ -57,7 +61,7 @@ final class VideoEncodeSide: FrameConsumer {
     func consume(_ item: FrameQueue.Item) throws(MediaError) {
         let frame = item.frame
         let source = frame.pointer.pointee.pts
-        let timestamp: Int64
+        var timestamp: Int64
         let offset: Int64
         if source == FFmpeg.noPTS {
             timestamp = (held?.timestamp ?? lastTimestamp ?? -frameTicks) + frameTicks
@@ -70,6 +74,10 @@ final class VideoEncodeSide: FrameConsumer {
         if let limit = firstFrameLimit {
             firstFrameLimit = nil
             if timestamp > limit { throw Self.seekMissed }
+        }
+        if holdsFromZero {
+            holdsFromZero = false
+            if timestamp > 0, lastTimestamp == nil, held == nil { timestamp = 0 }
         }
         // Frames that do not move time forward (non-monotonic sources) are dropped; of two on one output time (a
         // lower output frame rate), the nearer stays (the later when as near: a halved rate keeps frame 2n, on the

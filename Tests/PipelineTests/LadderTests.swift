@@ -421,6 +421,30 @@ import TestSupport
         _ = try Ladder.check(run.folder)
     }
 
+    /// Video that starts after its sound has its first picture held from zero in a ladder, so its playlist and the
+    /// audio's both start there (RFC 8216: every variant's first segment at the same time): its first segment,
+    /// holding media from 1.5 s, was listed from 0, and a player placed the video 1.5 s early.
+    @Test func videoThatStartsLateHoldsItsFirstPictureFromZeroInALadder() throws {
+        let input = try Media.scratch().appendingPathComponent("late-video.mkv").path
+        try Media.ffmpeg(["-itsoffset", "1.5", "-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4.5", "-f", "lavfi", "-i", "sine=f=1000:d=6",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
+        let run = try transcode(input, #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 234}}]}"#)
+        // Where each track's first sample is on the ladder's timeline, read from its joined segments.
+        func firstTime(_ track: String) throws -> Double {
+            let joined = try Ladder.joined(run.folder, track: track)
+            let text = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "packet=pts_time", "-read_intervals", "%+#1", "-of", "csv=p=0", joined])
+            return try #require(Double(text.split(separator: "\n").first.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""), "\(text)")
+        }
+        // A source whose tracks start together comes out about 0.13 s apart here (the video's B-frame delay beside
+        // the audio's priming); 1.5 s late, the video started 1.6 s after.
+        let video = try firstTime("234p"), audio = try firstTime("audio")
+        #expect(abs(video - audio) < 0.3, "video from \(video) s, audio from \(audio) s")
+        let listed = try String(contentsOfFile: run.folder + "/234p/index.m3u8", encoding: .utf8).split(separator: "\n")
+            .filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }.reduce(0, +)
+        #expect(abs(listed - 6) < 0.1, "the video lists \(listed) s")
+        _ = try Ladder.check(run.folder)
+    }
+
     /// `HH:MM:SS.mmm` in seconds.
     private static func vttSeconds(_ text: Substring) -> Double? {
         let parts = text.split(separator: ":").compactMap { Double($0) }
