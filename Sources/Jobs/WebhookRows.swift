@@ -36,9 +36,8 @@ struct WebhookRows<Store: RowRunning> {
 
     /// Claims up to `limit` due deliveries for `claimSeconds`, each the earliest pending one of its job and URL that
     /// is held back by none before it (so a job's events arrive in order, but past one its URL refused); a claim
-    /// adds an attempt, and the attempt count is the claim's token.
-    /// None to a URL in `skippingURLs`.
-    func claim(limit: Int, claimSeconds: Double, skippingURLs: Set<String> = []) throws(StoreError) -> [WebhookDelivery] {
+    /// adds an attempt, and the attempt count is the claim's token. None to a URL in `skippingURLs`.
+    func claim(limit: Int, claimSeconds: Double, skippingURLs: Set<String>) throws(StoreError) -> [WebhookDelivery] {
         let skipped = skippingURLs.sorted()
         return try store.rows(claimSQL(skipping: skipped.count),
                               [.real(claimSeconds)] + skipped.map { .text($0) } + [.integer(Int64(limit))]).map(delivery)

@@ -402,19 +402,14 @@ import TestSupport
         try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=6", "-itsoffset", "3", "-f", "lavfi", "-i", "sine=f=1000:d=3",
                           "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", input])
         let run = try transcode(input, #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 234}}]}"#)
-        func listed(_ playlist: String) throws -> Double {
-            try String(contentsOfFile: run.folder + "/" + playlist, encoding: .utf8).split(separator: "\n")
-                .filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }.reduce(0, +)
-        }
-        let audio = try listed("audio/index.m3u8"), video = try listed("234p/index.m3u8")
+        let audio = try Ladder.listedSeconds(run.folder, playlist: "audio/index.m3u8")
+        let video = try Ladder.listedSeconds(run.folder, playlist: "234p/index.m3u8")
         #expect(abs(audio - 6) < 0.1 && abs(video - 6) < 0.1, "audio lists \(audio) s, video \(video) s")
         // Played through its playlist: silence, then the tone from 3 s.
         // The stretch measured alone (`atrim` before `volumedetect`: output -ss and -t cut after the filters).
         func level(from start: Double, for seconds: Double) throws -> Double {
-            let report = try Shell.run("ffmpeg", ["-nostdin", "-i", run.folder + "/audio/index.m3u8",
-                                                  "-af", "atrim=start=\(start):duration=\(seconds),volumedetect", "-f", "null", "-"]).stderr
-            let line = try #require(report.split(separator: "\n").last { $0.contains("mean_volume:") }, "\(report.suffix(500))")
-            return try #require(Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? ""))
+            try #require(try Media.meanVolume(of: run.folder + "/audio/index.m3u8", after: "atrim=start=\(start):duration=\(seconds)"),
+                         "no level from \(start) s")
         }
         let before = try level(from: 0.2, for: 2.6), after = try level(from: 3.1, for: 2.7)
         #expect(before < -60 && after > -26, "before 3 s: \(before) dB, after: \(after) dB")
@@ -439,8 +434,7 @@ import TestSupport
         // the audio's priming); 1.5 s late, the video started 1.6 s after.
         let video = try firstTime("234p"), audio = try firstTime("audio")
         #expect(abs(video - audio) < 0.3, "video from \(video) s, audio from \(audio) s")
-        let listed = try String(contentsOfFile: run.folder + "/234p/index.m3u8", encoding: .utf8).split(separator: "\n")
-            .filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }.reduce(0, +)
+        let listed = try Ladder.listedSeconds(run.folder, playlist: "234p/index.m3u8")
         #expect(abs(listed - 6) < 0.1, "the video lists \(listed) s")
         _ = try Ladder.check(run.folder)
     }

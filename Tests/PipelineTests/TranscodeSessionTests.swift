@@ -46,10 +46,8 @@ import TestSupport
         let source = try Media.scratch().appendingPathComponent("centre.mkv").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "aevalsrc=0|0|0.5*sin(2*PI*500*t):s=48000:d=2", "-c:a", "pcm_s16le", source])
         let stereo = try transcode(source, name: "out.m4a")
-        let level = try Shell.run("ffmpeg", ["-nostdin", "-i", stereo.output, "-af", "volumedetect", "-f", "null", "-"]).stderr
-        let mean = level.split(separator: "\n").last { $0.contains("mean_volume:") }
-            .flatMap { Double($0.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") }
-        #expect((mean ?? -200) > -20, "the centre is heard in stereo: \(mean.map { String($0) } ?? level) dB")
+        let mean = try Media.meanVolume(of: stereo.output)
+        #expect((mean ?? -200) > -20, "the centre is heard in stereo: \(mean.map { String($0) } ?? "no level") dB")
         let three = try transcode(source, #"{"audio": {"channels": 3}}"#, name: "three.m4a")
         let layout = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "a:0", "-show_entries", "stream=channel_layout",
                                                  "-of", "csv=p=0", three.output])
@@ -66,13 +64,7 @@ import TestSupport
                           "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "libopus", "-mapping_family", "2", source])
         let run = try transcode(source)
         #expect(run.probe.audio?.channels == 2 && abs((run.probe.audio?.durationSeconds ?? 0) - 2) < 0.1)
-        func level(_ channel: String) throws -> Double {
-            let report = try Shell.run("ffmpeg", ["-nostdin", "-i", run.output, "-af", "pan=mono|c0=\(channel),volumedetect",
-                                                  "-f", "null", "-"]).stderr
-            let line = report.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
-            return Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "")
-                .trimmingCharacters(in: .whitespaces) ?? "") ?? -200
-        }
+        func level(_ channel: String) throws -> Double { try Media.meanVolume(of: run.output, after: "pan=mono|c0=\(channel)") ?? -200 }
         let left = try level("c0"), right = try level("c1")
         #expect(left > -30 && abs(left - right - 9.5) < 1.5, "left \(left) dB, right \(right) dB")
     }
@@ -82,11 +74,7 @@ import TestSupport
     /// failed ("Starting the audio resampler failed: Invalid argument"), its video with it.
     @Test func layoutsTheResamplerWillNotMixAreMixedBySide() throws {
         let folder = try Media.scratch()
-        func level(_ file: String, _ channel: String) throws -> Double {
-            let report = try Shell.run("ffmpeg", ["-nostdin", "-i", file, "-af", "pan=mono|c0=\(channel),volumedetect", "-f", "null", "-"]).stderr
-            let line = report.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
-            return Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") ?? -200
-        }
+        func level(_ file: String, _ channel: String) throws -> Double { try Media.meanVolume(of: file, after: "pan=mono|c0=\(channel)") ?? -200 }
         let ten = folder.appendingPathComponent("ten.mkv").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=2", "-f", "lavfi",
                           "-i", "aevalsrc=0|0|0|0.5*sin(2*PI*500*t)|0|0|0|0|0|0:s=48000:d=2",
@@ -147,10 +135,7 @@ import TestSupport
         let audio = try #require(run.probe.audio)
         #expect(abs(audio.durationSeconds - 2) < 0.1)
         // The second track's 3000 Hz tone, not the first's 200 Hz one (which the high-pass filter takes away).
-        let spectrum = try Shell.run("ffmpeg", ["-nostdin", "-i", run.output, "-af", "highpass=f=1500,highpass=f=1500,volumedetect",
-                                                "-f", "null", "-"]).stderr
-        let line = spectrum.split(separator: "\n").last { $0.contains("mean_volume:") } ?? ""
-        let level = Double(line.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") ?? -200
+        let level = try Media.meanVolume(of: run.output, after: "highpass=f=1500,highpass=f=1500") ?? -200
         #expect(level > -28, "the 3000 Hz tone is there: \(level) dB")
         // With no other, the refusal says what the track is: it spoke of "the input's none track".
         let alone = folder.appendingPathComponent("alone.mkv").path

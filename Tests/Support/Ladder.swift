@@ -56,6 +56,12 @@ public enum Ladder {
         return try JSONDecoder().decode(Summary.self, from: Data(run.stdout.utf8))
     }
 
+    /// The seconds a media playlist of the ladder lists (its `EXTINF` lengths added up), by its path in the folder.
+    public static func listedSeconds(_ folder: String, playlist: String) throws -> Double {
+        try String(contentsOfFile: folder + "/" + playlist, encoding: .utf8).split(separator: "\n")
+            .filter { $0.hasPrefix("#EXTINF:") }.compactMap { Double($0.dropFirst(8).prefix { $0 != "," }) }.reduce(0, +)
+    }
+
     /// A track of the ladder as one file (its init segment and every media segment, in order), for ffprobe.
     public static func joined(_ folder: String, track: String) throws -> String {
         let names = try FileManager.default.contentsOfDirectory(atPath: folder + "/" + track)

@@ -154,6 +154,15 @@ public enum Media {
          "-f", "mpegts"]
     }
 
+    /// The mean volume (dB) ffmpeg's `volumedetect` measures over the sound of `file` after `filters` (a filter
+    /// chain, or none); nil when it says none.
+    public static func meanVolume(of file: String, after filters: String? = nil) throws -> Double? {
+        let chain = (filters.map { [$0] } ?? []) + ["volumedetect"]
+        let report = try Shell.run("ffmpeg", ["-nostdin", "-i", file, "-af", chain.joined(separator: ","), "-f", "null", "-"]).stderr
+        let line = report.split(separator: "\n").last { $0.contains("mean_volume:") }
+        return line.flatMap { Double($0.split(separator: ":").last?.replacingOccurrences(of: "dB", with: "").trimmingCharacters(in: .whitespaces) ?? "") }
+    }
+
     /// Runs ffmpeg quietly, overwriting its output.
     public static func ffmpeg(_ arguments: [String]) throws {
         try Shell.check("ffmpeg", ["-v", "error", "-y", "-nostdin"] + arguments)
