@@ -7,7 +7,8 @@ import Locks
 /// Past the cap a few more connections (`spare`) are let in to be answered properly: their request is read, a
 /// liveness probe gets its answer, anything else 503, and they close. Closed at once with the 503 written at
 /// accept, a client whose request was still unread got a reset instead of the answer, and an orchestrator's
-/// liveness probe failed exactly when the server was busiest. Past the spares they are closed at once.
+/// liveness probe failed exactly when the server was busiest. Past the spares the 503 is written at accept and the
+/// connection lingers, what it sends read and dropped (`TurnedAwayConnections`).
 final class ConnectionBudget: Sendable {
     /// How a connection was let in.
     enum Admission: Sendable {

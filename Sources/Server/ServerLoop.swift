@@ -21,6 +21,8 @@ final class ServerLoop {
     /// Listeners not watched until the next sweep: accepting failed for want of file descriptors.
     private var resting: Set<UInt64> = []
     var connections: [UInt64: Connection] = [:]
+    /// Connections past the cap and its spares, lingering after their 503.
+    private var turnedAway = TurnedAwayConnections()
     private var nextToken: UInt64 = 1
     private var requestCounter: UInt64 = 0
     /// Prefix that keeps request ids of different loops and processes apart.
@@ -80,6 +82,8 @@ final class ServerLoop {
                     acceptAll(listener, token: token)
                 } else if let connection = connections[token] {
                     connection.handle(events: events[index])
+                } else if turnedAway.contains(token) {
+                    turnedAway.drain(token, into: readBuffer, eventLoop: eventLoop)
                 }
             }
             if !pendingLog.isEmpty {
@@ -91,6 +95,7 @@ final class ServerLoop {
                 lastSweep = now
                 updateDate()
                 for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
+                turnedAway.closeLingered(now: now, eventLoop: eventLoop)
                 rearmListeners()
             }
         }
@@ -142,7 +147,8 @@ final class ServerLoop {
         resting.removeAll()
     }
 
-    /// Past the cap and its spares: the answer goes out at once and the connection closes.
+    /// Past the cap and its spares: the answer goes out at once, and the connection lingers (see
+    /// `TurnedAwayConnections`) or, past those too, closes.
     private func rejectBusy(_ fd: Int32) {
         let body = #"{"error":{"code":"too_many_connections","message":"The server has too many open connections; try again shortly."}}"#
         let text = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" +
@@ -150,7 +156,7 @@ final class ServerLoop {
         _ = text.utf8CString.withUnsafeBytes { bytes in
             try? Posix.send(fd, UnsafeRawBufferPointer(rebasing: bytes.dropLast()))
         }
-        Posix.close(fd)
+        if !turnedAway.add(fd, token: takeToken(), now: .now, eventLoop: eventLoop) { Posix.close(fd) }
         metrics.countResponse(route: "connection limit", status: 503)
     }
 
@@ -186,6 +192,7 @@ final class ServerLoop {
     /// Closes every connection and ends `run`.
     func closeAll() {
         for connection in Array(connections.values) { connection.close() }
+        turnedAway.closeAll(eventLoop: eventLoop)
         if !pendingLog.isEmpty { logger.write(pendingLog) }
         pendingLog = ""
         stopped = true

@@ -356,6 +356,35 @@ import TestSupport
         atOnce += unanswered.map { $0.read(until: "}", timeout: 0.01) }.filter { !$0.isEmpty }
         #expect(atOnce.count == 1 && atOnce.allSatisfy { $0.hasPrefix("HTTP/1.1 503") && $0.contains("too_many_connections") },
                 "\(atOnce.map { $0.prefix(40) })")
+        // Past them, clients that send their request as soon as they connect (most do) read the 503 and then the
+        // connection's clean end: the server lingers after it (RFC 9112 §9.6) instead of closing with the request
+        // unread or still arriving, which reset the connection (half of such clients read ECONNRESET, and a reset
+        // that overtakes the answer destroys it).
+        let serverPID = try #require(full.serverPID)
+        func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(serverPID)/fd").count) ?? -1 }
+        let before = openDescriptors()
+        var turnedAway: [RawClient] = []
+        for _ in 0..<12 {
+            let client = try RawClient(port: full.port)
+            // Half a plain request, half an upload that is still arriving when the server has answered.
+            if turnedAway.count % 2 == 0 {
+                client.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            } else {
+                client.send("POST /v1/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 262144\r\n\r\n")
+                client.send(Data(count: 262_144))
+            }
+            turnedAway.append(client)
+        }
+        usleep(100_000)
+        let turnedAwayAnswers = turnedAway.map { $0.read(until: "}", timeout: 3) }
+        #expect(turnedAwayAnswers.allSatisfy { $0.hasPrefix("HTTP/1.1 503") && $0.contains("Retry-After: 1") && $0.hasSuffix("}}") },
+                "\(turnedAwayAnswers.map { $0.prefix(40) })")
+        let endings = turnedAway.map(\.isClosedByPeer)
+        #expect(endings.allSatisfy { $0 }, "a clean end of file after the answer, not a reset: \(endings)")
+        // Each lingers a second or two, then closes on its own (these clients never close).
+        #expect(openDescriptors() == before + 12, "lingering: \(openDescriptors()) descriptors, \(before) before")
+        #expect(eventually(5) { openDescriptors() == before }, "closed after lingering: \(openDescriptors()), \(before) before")
+        turnedAway.removeAll()
         spares.removeAll()
         clients.removeAll()
 
