@@ -53,14 +53,17 @@ enum APIModels {
         let tracks: [Track]
         /// The main file: the output itself, or a ladder's HLS master playlist.
         let url: String
-        /// Every file of the output folder, each at `/v1/jobs/{id}/output/{path}` (absent for older jobs).
+        /// Every file of the output folder, each at `/v1/jobs/{id}/output/{path}` (absent for older jobs, and in
+        /// the job list: a ladder has thousands, and every listed job's would be sent on every reading of the list).
         let files: [FileResource]?
+        /// How many files the output folder has (absent for older jobs).
+        let fileCount: Int?
         /// A ladder's DASH manifest, the poster, the storyboard's WebVTT track, when written.
         let dash: String?
         let poster: String?
         let storyboard: String?
 
-        init(job: Job, size: Int) {
+        init(job: Job, size: Int, listsFiles: Bool) {
             let tracks = job.outputTracks ?? []
             self.size = size
             mimeType = job.settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video })
@@ -68,7 +71,8 @@ enum APIModels {
             let base = "/v1/jobs/\(job.id)/output"
             let files = job.outputFiles
             url = files == nil || !job.settings.container.isSegmented ? base : base + "/" + job.settings.container.mainFileName
-            self.files = files?.map { FileResource(path: $0.path, size: $0.size, mimeType: $0.mimeType, url: base + "/" + $0.path) }
+            self.files = listsFiles ? files?.map { FileResource(path: $0.path, size: $0.size, mimeType: $0.mimeType, url: base + "/" + $0.path) } : nil
+            fileCount = files?.count
             func link(_ name: String) -> String? { files?.contains { $0.path == name } == true ? base + "/" + name : nil }
             dash = link("manifest.mpd")
             poster = link("poster.jpg")
@@ -124,7 +128,8 @@ enum APIModels {
         let finishedAt: String?
         let webhook: WebhookResource?
 
-        init(_ job: Job, upload: Upload?, live: TranscodeProgress?, fetch: FetchProgress? = nil) {
+        /// `listsFiles` false leaves the output's files out (the job list).
+        init(_ job: Job, upload: Upload?, live: TranscodeProgress?, fetch: FetchProgress? = nil, listsFiles: Bool = true) {
             id = job.id
             state = job.state.rawValue
             if job.state == .running && (fetch != nil || upload?.awaitsFetch == true) {
@@ -136,7 +141,7 @@ enum APIModels {
             input = InputResource(id: job.inputUpload, filename: upload?.filename, size: upload?.awaitsFetch == true ? nil : upload?.size,
                                   tracks: upload?.tracks ?? [], url: upload?.sourceURL.map(RedactedURL.text))
             if job.state == .succeeded, let size = job.outputSize {
-                output = OutputResource(job: job, size: size)
+                output = OutputResource(job: job, size: size, listsFiles: listsFiles)
             } else {
                 output = nil
             }

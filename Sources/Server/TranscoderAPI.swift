@@ -716,7 +716,7 @@ public final class TranscoderAPI: Sendable {
             // `?cursor=` (a client that sends the `next` it has, none yet) is the first page.
             let cursor = query["cursor"].flatMap { $0.isEmpty ? nil : $0 }
             let page = try store.jobs(state: state, limit: limit, cursor: cursor)
-            return .json(APIModels.JobPage(jobs: try page.jobs.map { job throws(StoreError) in try resource(job) }, next: page.next))
+            return .json(APIModels.JobPage(jobs: try page.jobs.map { job throws(StoreError) in try resource(job, listsFiles: false) }, next: page.next))
         } catch where error.code == "invalid_cursor" {
             throw HTTPError(.badRequest, "invalid_cursor", "cursor: \(error.message)")
         } catch {
@@ -778,16 +778,17 @@ public final class TranscoderAPI: Sendable {
 
     /// The job's JSON; `upload` is its input when the caller has it at hand, else it is read from the store (a
     /// store that fails then fails this).
-    func resource(_ job: Job, upload known: Upload? = nil) throws(StoreError) -> APIModels.JobResource {
+    /// `listsFiles` false leaves the output's files out (the job list).
+    func resource(_ job: Job, upload known: Upload? = nil, listsFiles: Bool = true) throws(StoreError) -> APIModels.JobResource {
         var upload = known
         if upload == nil { upload = try store.upload(id: job.inputUpload) }
-        return resource(job, input: upload)
+        return resource(job, input: upload, listsFiles: listsFiles)
     }
 
     /// The job's JSON with `input` as its input (nil: left out), and its live progress while it runs.
-    private func resource(_ job: Job, input: Upload?) -> APIModels.JobResource {
+    private func resource(_ job: Job, input: Upload?, listsFiles: Bool = true) -> APIModels.JobResource {
         APIModels.JobResource(job, upload: input, live: job.state == .running ? queue.liveProgress(of: job.id) : nil,
-                              fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil)
+                              fetch: job.state == .running ? queue.liveFetch(of: job.id) : nil, listsFiles: listsFiles)
     }
 
     /// The job's JSON for an event stream or a cancel's answer, which must not fail: without its input when that

@@ -32,6 +32,14 @@ import TestSupport
             #expect(paths.contains(expected), "\(expected) in \(paths)")
         }
         #expect(output["size"] as? Int == files.compactMap { $0["size"] as? Int }.reduce(0, +))
+        #expect(output["fileCount"] as? Int == files.count)
+        // The job list names how many files each output has, not each of them (a long ladder's thousands were in
+        // every reading of the list, for every listed job); everything else is as the job's own reading has it.
+        let listed = try #require((try server.json("/v1/jobs?limit=10").object["jobs"] as? [[String: Any]])?.first { $0["id"] as? String == id })
+        let listedOutput = try #require(listed["output"] as? [String: Any])
+        #expect(listedOutput["files"] == nil && listedOutput["fileCount"] as? Int == files.count, "\(listedOutput.keys.sorted())")
+        #expect(Set(listedOutput.keys) == Set(output.keys).subtracting(["files"]) && listedOutput["url"] as? String == output["url"] as? String
+                && listedOutput["size"] as? Int == output["size"] as? Int)
 
         // The main URL of a ladder sends players to the master playlist, where its relative names resolve.
         let redirect = try Shell.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", server.base + base])

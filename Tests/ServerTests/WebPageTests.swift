@@ -193,6 +193,7 @@ import TestSupport
         #expect((report["clock"] as? String ?? "").hasSuffix("/ 6 s"), "\(report["clock"] ?? "")")
         let files = ((job["output"] as? [String: Any])?["files"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
         #expect(report["downloads"] as? [String] == files, "a link for every output file: \(report["downloads"] ?? "")")
+        #expect(report["jobReadsOnShow"] as? Int == 1, "the listed job has no files: read once to show them: \(report["jobReadsOnShow"] ?? "")")
         #expect((report["outputTracks"] as? [String])?.count == 2 && (report["inputTracks"] as? [String])?.count == 2)
         let tiles = report["previewTiles"] as? [[Any]] ?? []
         #expect(tiles.count == 2 && tiles[0].first as? String != tiles[1].first as? String, "the storyboard tile follows the pointer: \(tiles)")

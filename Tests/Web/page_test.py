@@ -157,7 +157,17 @@ def scenario_basic(browser, base, path, report, token):
     report["progress"] = browser.eval(f"{JOB_ITEM}.querySelector('progress').value")
     report["shownName"] = browser.eval(f"{JOB_ITEM}.querySelector('.name').textContent")
     browser.screenshot("4-finished")
+    # Shown as the list read after its end names it (the output's file count, not its files): the page reads the
+    # job itself for its downloads.
+    lists = len(browser.requests("GET", "/v1/jobs?limit="))
+    deadline = time.time() + 15
+    while len(browser.requests("GET", "/v1/jobs?limit=")) <= lists and time.time() < deadline:
+        browser.pump(0.2)
+    browser.pump(1)
+    singles = lambda: [r for r in browser.requests("GET", f"/v1/jobs/{report['job']}") if r["url"].endswith(f"/v1/jobs/{report['job']}")]
+    before = len(singles())
     play_result(browser, report)
+    report["jobReadsOnShow"] = len(singles()) - before
     browser.screenshot("5-playing")
     hover_storyboard(browser, report)
     report["images"] = browser.eval("document.querySelectorAll('img').length")

@@ -285,10 +285,22 @@ export class JobList {
     this.busy.add(key);
     try {
       switch (button.dataset.action) {
-        case "show":
+        case "show": {
           this.shownID = id;
-          this.onShow(job);
+          // The list names how many files an output has, not each: the job's own reading has them (a ladder's
+          // thousands, for its downloads). Shown as listed when it cannot be read now.
+          let whole = job;
+          if (job.output && !job.output.files && job.output.fileCount !== undefined) {
+            try {
+              whole = await request("GET", `/v1/jobs/${encodeURIComponent(id)}`, { timeout: readTimeout });
+              this.upsert(whole);
+            } catch (error) {
+              if (error.status === 404) { this.remove(id); break; }
+            }
+          }
+          if (this.shownID === id) this.onShow(whole);
           break;
+        }
         case "cancel":
           try {
             this.upsert(await request("POST", `/v1/jobs/${encodeURIComponent(id)}/cancel`));
