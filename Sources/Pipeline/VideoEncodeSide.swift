@@ -17,11 +17,20 @@ final class VideoEncodeSide: FrameConsumer {
     /// pictures that land on one output time (a lower frame rate), the nearest to it is kept (ffmpeg's `fps` keeps
     /// the last, which at a halved rate is the same one). `offset` is its distance from that time, in microseconds.
     private var held: (frame: Frame, timestamp: Int64, offset: Int64)?
+    /// The picture chosen for the output time before `held`'s, with the captions it carries: encoded when `held`
+    /// moves on, or at the end, where `held` may be left out (past the source's end) and its captions go with this.
+    private var ready: (frame: Frame, timestamp: Int64, captions: [Caption])?
+    /// The output-timeline times (microseconds) of the latest source frame with a time, and the gap before it: the
+    /// source ends that gap after its last frame.
+    private var sourceLast: Int64?
+    private var sourceGap: Int64?
     /// Closed captions (A/53 cc_data triplets) of the pictures come since the last one encoded, in the order they
     /// came, not yet carried: the next picture encoded carries them, those of the pictures a lower frame rate leaves
     /// out with its own, as FFmpeg's `ccrepack` puts them. Dropped with their pictures, a halved rate lost every
     /// other picture's captions, and they came out garbled.
-    private var pendingCaptions: [(UInt8, UInt8, UInt8)] = []
+    private var pendingCaptions: [Caption] = []
+    /// One A/53 cc_data triplet.
+    typealias Caption = (UInt8, UInt8, UInt8)
     /// Triplets one picture's A/53 data can carry (`cc_count` has 5 bits).
     static let captionTripletsLimit = 31
     private var keyFrames: KeyFrameGrid?
@@ -70,6 +79,8 @@ final class VideoEncodeSide: FrameConsumer {
             timestamp = timeline.convert(source, from: item.timeBase, to: input.encoder.timeBase)
             let exact = timeline.convert(source, from: item.timeBase, to: FFmpeg.timeBaseQ)
             offset = abs(exact - Timeline.rescale(timestamp, from: input.encoder.timeBase, to: FFmpeg.timeBaseQ))
+            if let last = sourceLast, exact > last { sourceGap = exact - last }
+            sourceLast = max(sourceLast ?? exact, exact)
         }
         if let limit = firstFrameLimit {
             firstFrameLimit = nil
@@ -90,7 +101,7 @@ final class VideoEncodeSide: FrameConsumer {
                 if offset <= current.offset { held = (frame, timestamp, offset) }
                 return
             }
-            try encode(current.frame, at: current.timestamp)
+            try choose(current.frame, at: current.timestamp)
         }
         keepCaptions(of: frame)
         held = (frame, timestamp, offset)
@@ -105,33 +116,47 @@ final class VideoEncodeSide: FrameConsumer {
         for start in stride(from: 0, to: bytes.count - 2, by: 3) where bytes[start] & 0x04 != 0 {
             pendingCaptions.append((bytes[start], bytes[start + 1], bytes[start + 2]))
         }
-        while pendingCaptions.count > Self.captionTripletsLimit {
-            pendingCaptions.remove(at: pendingCaptions.firstIndex { !Self.isCEA608($0.0) } ?? 0)
+        Self.limit(&pendingCaptions)
+    }
+
+    /// Drops what one picture cannot carry: CEA-708's oldest first, then CEA-608's.
+    private static func limit(_ captions: inout [Caption]) {
+        while captions.count > captionTripletsLimit {
+            captions.remove(at: captions.firstIndex { !isCEA608($0.0) } ?? 0)
         }
     }
 
     /// Whether a triplet (by its first byte, cc_type in the low two bits) is a CEA-608 field's pair, not CEA-708.
     private static func isCEA608(_ marker: UInt8) -> Bool { marker & 0x03 < 2 }
 
-    /// Gives `frame` (about to be encoded) the captions kept, in place of its own (which are among them): CEA-608's
-    /// pairs first, then CEA-708's, each in the order they came (CTA-708's order within a picture, as FFmpeg's
-    /// caption queue writes them).
-    private func carryCaptions(to frame: Frame) {
+    /// Gives `frame` (about to be encoded) `captions` in place of its own (which are among them): CEA-608's pairs
+    /// first, then CEA-708's, each in the order they came (CTA-708's order within a picture, as FFmpeg's caption
+    /// queue writes them).
+    private func carry(_ captions: [Caption], to frame: Frame) {
         av_frame_remove_side_data(frame.pointer, AV_FRAME_DATA_A53_CC)
-        guard !pendingCaptions.isEmpty,
-              let side = av_frame_new_side_data(frame.pointer, AV_FRAME_DATA_A53_CC, pendingCaptions.count * 3) else { return }
-        let ordered = pendingCaptions.filter { Self.isCEA608($0.0) } + pendingCaptions.filter { !Self.isCEA608($0.0) }
+        guard !captions.isEmpty,
+              let side = av_frame_new_side_data(frame.pointer, AV_FRAME_DATA_A53_CC, captions.count * 3) else { return }
+        let ordered = captions.filter { Self.isCEA608($0.0) } + captions.filter { !Self.isCEA608($0.0) }
         for (index, triplet) in ordered.enumerated() {
             side.pointee.data[index * 3] = triplet.0
             side.pointee.data[index * 3 + 1] = triplet.1
             side.pointee.data[index * 3 + 2] = triplet.2
         }
+    }
+
+    /// `frame` is the picture for `timestamp`, with the captions kept so far; the one chosen before is encoded.
+    private func choose(_ frame: Frame, at timestamp: Int64) throws(MediaError) {
+        if let ready {
+            self.ready = nil
+            try encode(ready.frame, at: ready.timestamp, captions: ready.captions)
+        }
+        ready = (frame, timestamp, pendingCaptions)
         pendingCaptions.removeAll(keepingCapacity: true)
     }
 
-    private func encode(_ frame: Frame, at timestamp: Int64) throws(MediaError) {
+    private func encode(_ frame: Frame, at timestamp: Int64, captions: [Caption]) throws(MediaError) {
         let converted = try converter.convert(frame)
-        carryCaptions(to: converted)
+        carry(captions, to: converted)
         converted.pointer.pointee.pts = timestamp
         converted.pointer.pointee.pict_type = AV_PICTURE_TYPE_NONE
         if keyFrames?.isKeyFrame(at: FFmpeg.seconds(timestamp, input.encoder.timeBase)) == true {
@@ -144,8 +169,27 @@ final class VideoEncodeSide: FrameConsumer {
     func finish() throws(MediaError) {
         if let current = held {
             held = nil
-            try encode(current.frame, at: current.timestamp)
+            if (lastTimestamp == nil && ready == nil) || !isAtOrPastSourceEnd(current.timestamp) {
+                try choose(current.frame, at: current.timestamp)
+            } else if ready != nil {
+                // Left out, its captions go with the last picture shown.
+                ready!.captions += pendingCaptions
+                Self.limit(&ready!.captions)
+            }
+        }
+        if let ready {
+            self.ready = nil
+            try encode(ready.frame, at: ready.timestamp, captions: ready.captions)
         }
         try input.markAsFinished()
+    }
+
+    /// Whether an output time is at or past the source's end (its last frame's time plus the gap before it), on the
+    /// output's ticks, as ffmpeg's `fps` filter has it: a lower frame rate rounds the last frames' times up (a 60 fps
+    /// clip's last frame, at 1.983 s, lands on 2.000 at 30), and that picture added a frame after the source's end
+    /// (61 of a 2 s clip at 30 fps, 4 s of video from 3 s at 1 fps).
+    private func isAtOrPastSourceEnd(_ timestamp: Int64) -> Bool {
+        guard let last = sourceLast, let gap = sourceGap else { return false }
+        return timestamp >= Timeline.rescale(last + gap, from: FFmpeg.timeBaseQ, to: input.encoder.timeBase)
     }
 }

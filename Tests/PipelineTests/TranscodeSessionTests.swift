@@ -868,11 +868,14 @@ import TestSupport
     /// Of two source pictures on one output time, the one at that time is kept: a 60 fps source whose even frames are
     /// dark and odd ones bright, halved to 30, shows only dark pictures (frame 2n at n/30 s; keeping the first to
     /// land, 2n − 1, showed the bright ones, each half a source frame before its time, behind the sound).
-    @Test func aHalvedFrameRateKeepsThePicturesOnTime() throws {
+    /// In every container: Matroska's millisecond times round the last frame's down, MP4's and MPEG-TS's exact ones
+    /// put it on a half tick, which rounds up to the source's end (a 61st picture, bright, at 2.000 s).
+    @Test(arguments: ["mkv", "mp4", "ts"])
+    func aHalvedFrameRateKeepsThePicturesOnTime(container: String) throws {
         let folder = try Media.scratch()
-        let source = folder.appendingPathComponent("alternating.mkv").path
+        let source = folder.appendingPathComponent("alternating.\(container)").path
         try Media.ffmpeg(["-f", "lavfi", "-i", #"nullsrc=s=64x64:r=60:d=2,geq=lum=if(mod(N\,2)\,235\,16):cb=128:cr=128"#,
-                          "-pix_fmt", "yuv420p", "-c:v", "ffv1", source])
+                          "-pix_fmt", "yuv420p"] + (container == "mkv" ? ["-c:v", "ffv1"] : ["-c:v", "libx264", "-qp", "0"]) + [source])
         let run = try transcode(source, #"{"video": {"frameRate": 30, "preset": "ultrafast"}}"#)
         let raw = folder.appendingPathComponent("frames.gray").path
         try Media.ffmpeg(["-i", run.output, "-f", "rawvideo", "-pix_fmt", "gray", raw])
@@ -882,6 +885,21 @@ import TestSupport
         }
         #expect(means.count == 60, "\(means.count) pictures")
         #expect(means.allSatisfy { $0 < 60 }, "mean luma of each picture: \(means)")
+    }
+
+    /// A lower frame rate ends the video where the source's ends: no picture on a tick at its end (ffmpeg's `fps`
+    /// keeps none there either). 3 s at 30 fps gave 46 pictures at 15 (3.067 s) and 4 at 1 (4 s of video beside 3 s
+    /// of sound).
+    @Test(arguments: [(15, 45), (24, 72), (1, 3)])
+    func aLowerFrameRateAddsNoPictureAfterTheSourcesEnd(rate: Int, pictures: Int) throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent("thirty.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=128x72:r=30:d=3", "-f", "lavfi", "-i", "sine=d=3",
+                          "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", source])
+        let run = try transcode(source, #"{"video": {"frameRate": \#(rate), "preset": "ultrafast"}}"#)
+        let video = try #require(run.probe.video)
+        #expect(video.nb_frames == String(pictures), "\(video.nb_frames ?? "?") pictures at \(rate) fps")
+        #expect(abs((Double(video.duration ?? "") ?? 0) - 3) < 0.01, "video lasts \(video.duration ?? "?") s")
     }
 
     @Test func progressTracksTheWorkAndEndsAtOne() throws {
