@@ -42,9 +42,11 @@ final class JobEventStream: EventSource {
     /// The job as read after subscribing, and its live progress. It goes by the same rule as every state: dropped
     /// when a state event that came in meanwhile is as new or newer (the stream never goes back), sent when what came
     /// first is older (a retry's late `queued` published after another worker's claim, which this read has seen).
-    func deliverSnapshot(_ job: Job, live: TranscodeProgress?) {
+    /// The progress is read after the state is rendered, whose JSON carries the progress of that moment: read before
+    /// and sent after it, the stream's first progress went back (10.967 s in the state, then 10.7).
+    func deliverSnapshot(_ job: Job, live: () -> TranscodeProgress?) {
         let delivered = Self.deliver(.state(job), to: state, render: render)
-        if delivered, let live { Self.deliver(.progress(live), to: state, render: render) }
+        if delivered, let progress = live() { Self.deliver(.progress(progress), to: state, render: render) }
     }
 
     /// Events decided and waiting for `start` (for tests that stage a race).

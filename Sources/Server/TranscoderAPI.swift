@@ -812,7 +812,7 @@ public final class TranscoderAPI: Sendable {
         // Subscribe first, then read: a change between the two reaches the stream as an event.
         let stream = JobEventStream(jobID: id, queue: queue) { [self] job in JSON.encode(streamedResource(job)) }
         let job = try job(request)
-        stream.deliverSnapshot(job, live: queue.liveProgress(of: job.id))
+        stream.deliverSnapshot(job) { queue.liveProgress(of: job.id) }
         var headers = HTTPHeaders()
         headers.set("Content-Type", "text/event-stream")
         headers.set("Cache-Control", "no-cache")

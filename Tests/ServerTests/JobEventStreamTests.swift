@@ -54,7 +54,7 @@ import TestSupport
         // ...and before it could hand the snapshot over, the job started (its event reached the stream).
         try queue.start()
         #expect(eventually { stream.eventsWaiting == 1 })
-        stream.deliverSnapshot(stale, live: nil)
+        stream.deliverSnapshot(stale, live: { nil })
         let received = Received()
         let stop = stream.start(send: received.send)
         try queue.cancel(id: job.id)
@@ -102,7 +102,7 @@ import TestSupport
         queue.events.publish(job.id, .state(job))
         job.state = .running
         job.leaseToken = 2
-        stream.deliverSnapshot(job, live: nil)
+        stream.deliverSnapshot(job, live: { nil })
         let received = Received()
         let stop = stream.start(send: received.send)
         defer { stop() }
@@ -110,12 +110,33 @@ import TestSupport
         #expect(received.all == ["queued", "running", "progress"], "\(received.all)")
     }
 
+    /// The snapshot's progress is read after its state is rendered (which shows the progress of its moment), so the
+    /// first progress event is never older than the state's: read before, it went back (10.967 s, then 10.7).
+    @Test func aSnapshotsProgressIsReadAfterItsState() throws {
+        var (_, job, queue) = try queuedJob()
+        job.state = .running
+        job.leaseToken = 1
+        let renders = LockedValue(0)
+        let stream = JobEventStream(jobID: job.id, queue: queue) { job in
+            renders.withLock { $0 += 1 }
+            return Data(#"{"state":"\#(job.state.rawValue)"}"#.utf8)
+        }
+        // The live progress moves on with every reading: 1 s before the state is rendered, 2 s after.
+        stream.deliverSnapshot(job) { TranscodeProgress(presentationTime: Double(1 + renders.withLock { $0 }), duration: 10, framesEncoded: 30, elapsed: 1) }
+        let texts = LockedValue<[String]>([])
+        let stop = stream.start { text in texts.withLock { $0.append(text ?? "end") } }
+        defer { stop() }
+        let sent = texts.withLock { $0 }
+        #expect(sent.count == 2 && sent[0].contains("event: state") && sent[1].contains("event: progress")
+                && sent[1].contains(#""presentationTime":2"#), "\(sent)")
+    }
+
     @Test func aFreshSnapshotComesFirstAndAStreamNeverStartedUnsubscribes() throws {
         let (fixture, job, queue) = try queuedJob()
         let received = Received()
         do {
             let stream = eventStream(job.id, queue)
-            stream.deliverSnapshot(try #require(try fixture.store.job(id: job.id)), live: nil)
+            stream.deliverSnapshot(try #require(try fixture.store.job(id: job.id)), live: { nil })
             _ = stream.start(send: received.send)
             #expect(received.all == ["queued"])
         }
