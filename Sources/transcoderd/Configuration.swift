@@ -64,14 +64,17 @@ struct Configuration: Sendable {
         /// What the option sets, when another option sets it too (`--token` and `--token-file`): a flag for either
         /// keeps both variables unread, and two given at once are refused.
         var setting: String?
+        /// Used by `serve` alone (the API and webhooks): `work` refuses its flag and passes over its variable.
+        var serveOnly: Bool
         let apply: @Sendable (inout Configuration, String) throws(UsageError) -> Void
 
-        init(flag: String, environment: String, help: String, setting: String? = nil,
+        init(flag: String, environment: String, help: String, setting: String? = nil, serveOnly: Bool = false,
              apply: @escaping @Sendable (inout Configuration, String) throws(UsageError) -> Void) {
             self.flag = flag
             self.environment = environment
             self.help = help
             self.setting = setting
+            self.serveOnly = serveOnly
             self.apply = apply
         }
 
@@ -125,33 +128,27 @@ struct Configuration: Sendable {
             config, value throws(UsageError) in
             config.tusExpiryHours = try hours(value, flag: "--tus-expire-hours")
         },
-        Option(flag: "--host", environment: "TRANSCODER_HOST", help: "address to listen on; default 127.0.0.1 (0.0.0.0 or :: for all)") {
+        Option(flag: "--host", environment: "TRANSCODER_HOST", help: "address to listen on; default 127.0.0.1 (0.0.0.0 or :: for all)", serveOnly: true) {
             config, value throws(UsageError) in
             guard !value.isEmpty else { throw UsageError(message: "--host: expected an address, got \"\"") }
             config.host = value
         },
-        Option(flag: "--port", environment: "TRANSCODER_PORT", help: "TCP port, 1-65535 (0: any free port); default 8080") {
+        Option(flag: "--port", environment: "TRANSCODER_PORT", help: "TCP port, 1-65535 (0: any free port); default 8080", serveOnly: true) {
             config, value throws(UsageError) in
             config.port = try integer(value, flag: "--port", range: 0...65535)
         },
         Option(flag: "--token", environment: "TRANSCODER_TOKEN",
                help: "require Authorization: Bearer TOKEN on every route but /healthz, /readyz, the web page and GET /v1/session; default none",
-               setting: "token") {
+               setting: "token", serveOnly: true) {
             config, value throws(UsageError) in
             // An empty one is a mistake (compose's `${TOKEN}` with TOKEN unset), not a wish to let everyone in.
             guard !value.isEmpty else {
                 throw UsageError(message: "--token: expected a token, got an empty one (give none at all for no authentication)")
             }
-            // No client can send what it starts or ends with (a header value loses its spaces at both ends): every
-            // request would be refused, and nothing would say why.
-            guard value.trimmingCharacters(in: .whitespacesAndNewlines) == value else {
-                throw UsageError(message: "--token: starts or ends with a space or line end, which no client can send; "
-                                 + "remove it")
-            }
-            config.token = value
+            config.token = try token(value, flag: "--token")
         },
         Option(flag: "--cors-origin", environment: "TRANSCODER_CORS_ORIGIN",
-               help: "let pages on these origins (comma-separated, or *) read output files: players of a ladder elsewhere; default none") {
+               help: "let pages on these origins (comma-separated, or *) read output files: players of a ladder elsewhere; default none", serveOnly: true) {
             config, value throws(UsageError) in
             for origin in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where origin != "*" {
                 guard origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.dropFirst(8).contains("/") else {
@@ -161,7 +158,7 @@ struct Configuration: Sendable {
             config.corsOrigin = value.isEmpty ? nil : value
         },
         Option(flag: "--allowed-hosts", environment: "TRANSCODER_ALLOWED_HOSTS",
-               help: "host names (comma-separated) answered besides localhost when listening on a loopback address without a token, and whose pages may make changes: a proxy's") {
+               help: "host names (comma-separated) answered besides localhost when listening on a loopback address without a token, and whose pages may make changes: a proxy's", serveOnly: true) {
             config, value throws(UsageError) in
             config.allowedHosts = []
             for entry in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) where !entry.isEmpty {
@@ -181,7 +178,7 @@ struct Configuration: Sendable {
             }
             config.maxUploadBytes = bytes
         },
-        Option(flag: "--max-connections", environment: "TRANSCODER_MAX_CONNECTIONS", help: "open connections at most (503 past it; /healthz still answered on 32 more); default 4096") {
+        Option(flag: "--max-connections", environment: "TRANSCODER_MAX_CONNECTIONS", help: "open connections at most (503 past it; /healthz still answered on 32 more); default 4096", serveOnly: true) {
             config, value throws(UsageError) in
             config.maxConnections = try integer(value, flag: "--max-connections", range: 1...1_000_000)
         },
@@ -190,7 +187,7 @@ struct Configuration: Sendable {
             config.handlerThreads = try integer(value, flag: "--handler-threads", range: 1...256)
         },
         Option(flag: "--probe-threads", environment: "TRANSCODER_PROBE_THREADS",
-               help: "threads for requests that upload a file (probed with FFmpeg), 1-64; default 2") { config, value throws(UsageError) in
+               help: "threads for requests that upload a file (probed with FFmpeg), 1-64; default 2", serveOnly: true) { config, value throws(UsageError) in
             config.probeThreads = try integer(value, flag: "--probe-threads", range: 1...64)
         },
         Option(flag: "--probe-timeout", environment: "TRANSCODER_PROBE_TIMEOUT",
@@ -201,11 +198,11 @@ struct Configuration: Sendable {
             }
             config.probeTimeout = seconds
         },
-        Option(flag: "--header-timeout", environment: "TRANSCODER_HEADER_TIMEOUT", help: "seconds to send a request head, and a new connection its first; default 10") {
+        Option(flag: "--header-timeout", environment: "TRANSCODER_HEADER_TIMEOUT", help: "seconds to send a request head, and a new connection its first; default 10", serveOnly: true) {
             config, value throws(UsageError) in
             config.headerTimeout = Double(try integer(value, flag: "--header-timeout", range: 1...3600))
         },
-        Option(flag: "--idle-timeout", environment: "TRANSCODER_IDLE_TIMEOUT", help: "seconds an idle keep-alive connection stays open; default 60") {
+        Option(flag: "--idle-timeout", environment: "TRANSCODER_IDLE_TIMEOUT", help: "seconds an idle keep-alive connection stays open; default 60", serveOnly: true) {
             config, value throws(UsageError) in
             config.idleTimeout = Double(try integer(value, flag: "--idle-timeout", range: 1...86_400))
         },
@@ -263,11 +260,11 @@ struct Configuration: Sendable {
             config.fetchStallTimeout = Double(try integer(value, flag: "--fetch-stall-timeout", range: 1...3600))
         },
         Option(flag: "--fetch-threads", environment: "TRANSCODER_FETCH_THREADS",
-               help: "threads for uploads fetched from a URL (POST /v1/uploads with {\"url\"}), 1-64; default 4") { config, value throws(UsageError) in
+               help: "threads for uploads fetched from a URL (POST /v1/uploads with {\"url\"}), 1-64; default 4", serveOnly: true) { config, value throws(UsageError) in
             config.fetchThreads = try integer(value, flag: "--fetch-threads", range: 1...64)
         },
         Option(flag: "--webhook-url", environment: "TRANSCODER_WEBHOOK_URL",
-               help: "http(s) URL that receives every job's events (job.running, job.succeeded, job.failed, job.canceled); default none") {
+               help: "http(s) URL that receives every job's events (job.running, job.succeeded, job.failed, job.canceled); default none", serveOnly: true) {
             config, value throws(UsageError) in
             guard value.isEmpty || WebhookTarget.isValidURL(value) else {
                 throw UsageError(message: "--webhook-url: expected an http or https URL, got \"\(RedactedURL.text(value))\"")
@@ -277,7 +274,7 @@ struct Configuration: Sendable {
         Option(flag: "--webhook-secret", environment: "TRANSCODER_WEBHOOK_SECRET",
                help: "whsec_<base64 of 24-64 bytes> that signs webhooks (transcoderd webhook-secret prints a fresh one); "
                    + "default: one kept in the data directory",
-               setting: "webhook secret") {
+               setting: "webhook secret", serveOnly: true) {
             config, value throws(UsageError) in
             // An empty one is a mistake (compose's `${WEBHOOK_SECRET}` unset), as for --token: taken for "none", the
             // server signed with the data directory's own secret, which no receiver had, and every delivery failed.
@@ -294,13 +291,13 @@ struct Configuration: Sendable {
         // every user of the machine can read.
         Option(flag: "--token-file", environment: "TRANSCODER_TOKEN_FILE",
                help: "read the --token from this file (a trailing newline is dropped); keeps it off the command line",
-               setting: "token") {
+               setting: "token", serveOnly: true) {
             config, value throws(UsageError) in
-            config.token = try secret(fromFile: value, flag: "--token-file")
+            config.token = try token(try secret(fromFile: value, flag: "--token-file"), flag: "--token-file")
         },
         Option(flag: "--webhook-secret-file", environment: "TRANSCODER_WEBHOOK_SECRET_FILE",
                help: "read the --webhook-secret from this file (a trailing newline is dropped)",
-               setting: "webhook secret") {
+               setting: "webhook secret", serveOnly: true) {
             config, value throws(UsageError) in
             let text = try secret(fromFile: value, flag: "--webhook-secret-file")
             guard let secret = WebhookSecret(text) else {
@@ -309,7 +306,7 @@ struct Configuration: Sendable {
             config.webhookSecret = secret
         },
         Option(flag: "--webhook-retry-scale", environment: "TRANSCODER_WEBHOOK_RETRY_SCALE",
-               help: "multiplies the webhook retry schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 24 h); default 1") {
+               help: "multiplies the webhook retry schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 24 h); default 1", serveOnly: true) {
             config, value throws(UsageError) in
             guard let scale = Double(value), scale > 0, scale <= 100 else {
                 throw UsageError(message: "--webhook-retry-scale: expected a number above 0 and at most 100, got \"\(value)\"")
@@ -334,6 +331,19 @@ struct Configuration: Sendable {
         let secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !secret.isEmpty else { throw UsageError(message: "\(flag): \(path) is empty") }
         return secret
+    }
+
+    /// A token a client can send in a header: every request would be refused, and nothing would say why, for one
+    /// that starts or ends with a space (a header value loses them) or holds a line end or other control character
+    /// (a token file of two lines started, and answered 401 to everything).
+    static func token(_ value: String, flag: String) throws(UsageError) -> String {
+        guard value.trimmingCharacters(in: .whitespacesAndNewlines) == value else {
+            throw UsageError(message: "\(flag): starts or ends with a space or line end, which no client can send; remove it")
+        }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw UsageError(message: "\(flag): holds a line end or other control character, which no client can send in a header")
+        }
+        return value
     }
 
     /// A number of hours from 0.001 (3.6 s) to a hundred years: a huge one (meant as "never") overflowed the dates
@@ -361,8 +371,11 @@ struct Configuration: Sendable {
     /// Reads `arguments` over `environment`; `extraFlags` are boolean flags the command adds. A variable whose
     /// option a flag gives is not read at all: a wrong one (Kubernetes sets `TRANSCODER_PORT=tcp://…` beside a
     /// Service named transcoder) cannot stop a start the flags set right.
-    static func parse(_ arguments: [String], environment: [String: String], extraFlags: [String: (inout Configuration) -> Void] = [:])
-        throws(UsageError) -> Configuration {
+    /// - Parameter servesAPI: false for `work`, which refuses the flags of options only `serve` uses (silently
+    ///   ignored, `work --webhook-url` sent nothing, and nothing said so) and passes over their variables (an
+    ///   environment file shared with the API nodes).
+    static func parse(_ arguments: [String], environment: [String: String], extraFlags: [String: (inout Configuration) -> Void] = [:],
+                      servesAPI: Bool = true) throws(UsageError) -> Configuration {
         var given: [(apply: (inout Configuration) throws(UsageError) -> Void, flag: String)] = []
         var index = 0
         while index < arguments.count {
@@ -377,6 +390,9 @@ struct Configuration: Sendable {
                 guard inlineValue == nil else { throw UsageError(message: "\(argument) takes no value") }
                 given.append(({ config throws(UsageError) in flag(&config) }, argument))
             } else if let option = options.first(where: { $0.flag == argument }) {
+                if option.serveOnly && !servesAPI {
+                    throw UsageError(message: "\(argument): only serve uses it; a work node serves no API and sends no webhooks (give it to the API nodes)")
+                }
                 let value: String
                 if let inlineValue {
                     value = inlineValue
@@ -402,7 +418,7 @@ struct Configuration: Sendable {
                 throw UsageError(message: "\(flags.joined(separator: " and ")): give one of them, not both")
             }
         }
-        let unread = options.filter { !flagged.contains($0.sets) }
+        let unread = options.filter { !flagged.contains($0.sets) && (servesAPI || !$0.serveOnly) }
         for setting in Set(unread.compactMap(\.setting)) {
             let set = unread.filter { $0.setting == setting && environment[$0.environment] != nil }.map(\.environment)
             if set.count > 1 {
@@ -499,9 +515,11 @@ struct Configuration: Sendable {
 
     /// Help lines for the options: flag, environment variable, meaning.
     /// The flag column is as wide as the longest flag (`padding(toLength:)` would cut a longer one short).
-    static var help: String {
-        let width = options.map(\.flag.count).max() ?? 0
-        return options.map { option in
+    /// The options a command takes, each with its variable; `servesAPI` false: `work`'s.
+    static func help(servesAPI: Bool = true) -> String {
+        let listed = options.filter { servesAPI || !$0.serveOnly }
+        let width = listed.map(\.flag.count).max() ?? 0
+        return listed.map { option in
             let gap = String(repeating: " ", count: width - option.flag.count + 1)
             return "  \(option.flag)\(gap)$\(option.environment)\n      \(option.help)"
         }

@@ -20,7 +20,7 @@ enum ServeCommand {
         running jobs go back to the queue now); a third exits at once.
 
         Options (each also read from the environment variable shown; flags win):
-        \(Configuration.help)
+        \(Configuration.help())
         """
 
     static func run(_ arguments: [String]) -> Int32 {

@@ -16,7 +16,7 @@ enum WorkCommand {
         a third exits).
 
         Options (each also read from the environment variable shown):
-        \(Configuration.help)
+        \(Configuration.help(servesAPI: false))
           --exit-when-idle
               exit once no job is queued or running (on a shared store: on any node)
         """
@@ -38,7 +38,7 @@ enum WorkCommand {
         let config: Configuration
         do {
             config = try Configuration.parse(arguments, environment: ProcessInfo.processInfo.environment,
-                                             extraFlags: ["--exit-when-idle": { $0.exitWhenIdle = true }])
+                                             extraFlags: ["--exit-when-idle": { $0.exitWhenIdle = true }], servesAPI: false)
         } catch {
             Console.error(error.message)
             return 2

@@ -72,6 +72,18 @@ import TestSupport
             #expect(error?.message.hasPrefix("TRANSCODER_TOKEN: starts or ends with a space") == true, "\(String(describing: error))")
         }
         #expect(try Configuration.parse(["--token", "s3 cret"], environment: [:]).token == "s3 cret")
+        // Nor a line end or other control character within it: a token file of two lines started, and everything
+        // was answered 401.
+        for token in ["abc\ndef", "abc\r\ndef", "ab\tc", "ab\u{7F}c"] {
+            let error = #expect(throws: Configuration.UsageError.self, "\(token.debugDescription)") {
+                try Configuration.parse(["--token", token], environment: [:])
+            }
+            #expect(error?.message.hasPrefix("--token: holds a line end or other control character") == true, "\(String(describing: error))")
+        }
+        let twoLines = try Media.scratch().appendingPathComponent("token")
+        try Data("abc\ndef\n".utf8).write(to: twoLines)
+        let fromFile = #expect(throws: Configuration.UsageError.self) { try Configuration.parse(["--token-file", twoLines.path], environment: [:]) }
+        #expect(fromFile?.message.hasPrefix("--token-file: holds a line end") == true, "\(String(describing: fromFile))")
         for arguments in [["--webhook-secret", ""], ["--webhook-secret="]] {
             let error = #expect(throws: Configuration.UsageError.self) { try Configuration.parse(arguments, environment: [:]) }
             #expect(error?.message.hasPrefix("--webhook-secret: expected a secret, got an empty one") == true, "\(String(describing: error))")
@@ -102,6 +114,32 @@ import TestSupport
     }
 
     /// A worker node with no worker runs nothing, for ever (with --exit-when-idle it waited on the other nodes).
+    /// `work` refuses the flags of what only `serve` does (the API, webhooks): `work --webhook-url` started and
+    /// sent nothing, and nothing said so. Their variables are passed over (an environment file shared with the API
+    /// nodes), and its help lists only what it takes.
+    @Test func aWorkerNodeRefusesWhatOnlyTheAPIUses() throws {
+        for arguments in [["--webhook-url", "https://example.com/hook"], ["--port", "9999"], ["--token", "abc"], ["--max-connections", "5"],
+                          ["--cors-origin=*"]] {
+            let error = #expect(throws: Configuration.UsageError.self, "\(arguments)") {
+                try Configuration.parse(arguments, environment: [:], servesAPI: false)
+            }
+            let flag = arguments[0].split(separator: "=")[0]
+            #expect(error?.message.hasPrefix("\(flag): only serve uses it") == true, "\(String(describing: error))")
+            #expect(throws: Never.self) { try Configuration.parse(arguments, environment: [:]) }
+        }
+        let shared = ["TRANSCODER_PORT": "8080", "TRANSCODER_TOKEN": "abc", "TRANSCODER_TOKEN_FILE": "/nowhere", "TRANSCODER_WORKERS": "3",
+                      "TRANSCODER_FETCH_TIMEOUT": "90"]
+        let worker = try Configuration.parse([], environment: shared, servesAPI: false)
+        #expect(worker.workers == 3 && worker.fetchTimeout == 90 && worker.token == nil)
+        // What a worker does use is still taken: it fetches inputs given by URL, and reads the store.
+        #expect(try Configuration.parse(["--fetch-timeout", "60", "--allow-private-urls", "10.0.0.0/8"], environment: [:], servesAPI: false).fetchTimeout == 60)
+        let run = try Shell.run(Binary.path, ["work", "--webhook-url", "https://example.com/hook", "--exit-when-idle",
+                                              "--data", try Media.scratch().appendingPathComponent("data").path])
+        #expect(run.status == 2 && run.stderr.contains("--webhook-url: only serve uses it"), "\(run.status): \(run.stderr)")
+        let help = try Shell.run(Binary.path, ["work", "--help"]).stdout
+        #expect(!help.contains("--webhook-url") && !help.contains("--port ") && help.contains("--fetch-timeout") && help.contains("--store"), "\(help)")
+    }
+
     @Test func aWorkerNodeWithoutWorkersIsRefused() throws {
         let run = try Shell.run(Binary.path, ["work", "--workers", "0", "--store", "postgres://nobody@127.0.0.1:1/none", "--exit-when-idle",
                                               "--data", try Media.scratch().appendingPathComponent("data").path])
