@@ -535,6 +535,11 @@ public final class JobQueue: Sendable {
     private var stopping: Bool { state.withLock { $0.stopping } }
 
     private func work(worker: String) {
+        // A claim that failed may still have been made: its answer lost with the link (a network, a proxy or a
+        // failover cutting in after the statement committed). The job then stayed running under this worker's name,
+        // renewed by no one, until its lease ran out and cost it an attempt (with --max-attempts 1, failed without
+        // having run): it is looked for before the next claim, and run.
+        var claimMayHaveBeenMade = false
         while !stopping {
             if state.withLock({ $0.takesNoJobs }) {
                 waitForWake()
@@ -553,9 +558,22 @@ public final class JobQueue: Sendable {
                     state.unreadable = state.unreadable.filter { $0.value > now }
                     return Array(state.unreadable.keys)
                 }
-                job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds, skipping: skipping)
+                var lost: Job?
+                if claimMayHaveBeenMade {
+                    lost = try store.runningJobs(leasedTo: worker).first
+                    claimMayHaveBeenMade = false
+                    if let lost {
+                        logger.warning("a claim whose answer was lost took a job: it runs here", ["job_id": .string(lost.id), "worker": .string(worker)])
+                    }
+                }
+                if let lost {
+                    job = lost
+                } else {
+                    job = try store.claimNext(worker: worker, leaseSeconds: configuration.leaseSeconds, skipping: skipping)
+                }
             } catch {
                 logger.error("claiming the next job failed", ["worker": .string(worker), "error": .string(error.description)])
+                claimMayHaveBeenMade = true
                 job = nil
             }
             guard let job else {
@@ -1154,7 +1172,9 @@ public final class JobQueue: Sendable {
             }
             if let hours = configuration.retentionHours {
                 // One node at a time: two deleting the same rows and files would trip over each other.
-                chore("retention", every: 60, last: &lastSweep, now: now, failing: "the retention sweep failed") { () throws(StoreError) in
+                // As often as a quarter of the retention, at most every minute: every 60 s, `--retention-hours
+                // 0.001` (3.6 s) kept jobs a minute.
+                chore("retention", every: min(60, hours * 900), last: &lastSweep, now: now, failing: "the retention sweep failed") { () throws(StoreError) in
                     try sweep(olderThan: wall.timeIntervalSince1970 - hours * 3600)
                 }
             }
@@ -1272,7 +1292,13 @@ public final class JobQueue: Sendable {
 
     func sweep(olderThan time: Double, batch size: Int) throws(StoreError) {
         // Batch after batch while they come full (more ended than one batch holds since the last sweep), as long as
-        // a batch deletes something: one that deletes nothing would be read again as it was.
+        // a batch deletes something: one that deletes nothing would be read again as it was. Uploads likewise: all
+        // at once, a first sweep over 200,000 held the store's connection for seconds (every request waiting) and a
+        // stop waited minutes for it; a stop now ends the sweep between batches, the next start takes it up.
+        var jobs = 0, uploads = 0
+        defer {
+            if jobs + uploads > 0 { logger.info("retention deleted", ["jobs": .int(jobs), "uploads": .int(uploads)]) }
+        }
         var deleted = 0
         repeat {
             let batch = try store.finishedJobs(before: time, limit: size)
@@ -1287,18 +1313,27 @@ public final class JobQueue: Sendable {
                     logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
                 }
             }
+            jobs += deleted
             if batch.count < size { break }
         } while deleted > 0 && !stopping
-        for upload in try store.unusedUploads(before: time) {
-            do throws(StoreError) {
-                try store.deleteUpload(id: upload.id)
-                removeFile(upload.path, of: "upload_id", upload.id)
-            } catch where error.isStillReferenced {
-                // A job started using it after it was listed.
-            } catch {
-                logger.error("retention could not delete an upload", ["upload_id": .string(upload.id), "error": .string(error.description)])
+        guard !stopping else { return }
+        repeat {
+            let batch = try store.unusedUploads(before: time, limit: size)
+            deleted = 0
+            for upload in batch {
+                do throws(StoreError) {
+                    try store.deleteUpload(id: upload.id)
+                    deleted += 1
+                    removeFile(upload.path, of: "upload_id", upload.id)
+                } catch where error.isStillReferenced {
+                    // A job started using it after it was listed.
+                } catch {
+                    logger.error("retention could not delete an upload", ["upload_id": .string(upload.id), "error": .string(error.description)])
+                }
             }
-        }
+            uploads += deleted
+            if batch.count < size { break }
+        } while deleted > 0 && !stopping
     }
 
     /// Removes files in `outputs/` that are not the output of a succeeded job: partial files of a process that died,

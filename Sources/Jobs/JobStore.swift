@@ -34,7 +34,7 @@ public protocol JobStore: AnyObject, Sendable {
     /// Deletes an upload's row; refused (`constraint`, `isStillReferenced`) while a job still uses it.
     func deleteUpload(id: String) throws(StoreError)
     /// Uploads older than `time` (seconds since 1970) that no job refers to (as its input or its watermark).
-    func unusedUploads(before time: Double) throws(StoreError) -> [Upload]
+    func unusedUploads(before time: Double, limit: Int) throws(StoreError) -> [Upload]
 
     // MARK: Jobs for the API
 
@@ -71,6 +71,9 @@ public protocol JobStore: AnyObject, Sendable {
     /// Atomically takes the next queued job (highest priority, then oldest) for `worker`, leased for `leaseSeconds`,
     /// but none of the jobs `skipping` names.
     func claimNext(worker: String, leaseSeconds: Double, skipping: [String]) throws(StoreError) -> Job?
+    /// The running jobs whose lease names `worker`: a claim whose answer was lost (the link cut after it committed)
+    /// is found here.
+    func runningJobs(leasedTo worker: String) throws(StoreError) -> [Job]
     /// Pushes the lease's expiry `leaseSeconds` from now: `.lost` once the job is no longer this lease's.
     func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus
     /// Saves a running job's progress (seconds of output written, expected seconds).

@@ -74,6 +74,30 @@ struct HeldRunner: JobRunner {
         #expect(waits.allSatisfy { $0 < 0.5 }, "enqueue to start: \(waits)")
     }
 
+    /// A claim that committed but whose answer was lost with the link is found by the worker, which runs the job: it
+    /// stayed running under that worker's name, renewed by no one, until its lease ran out and cost it an attempt
+    /// (with one attempt allowed, it failed as `worker_crashed` without having run).
+    @Test func aJobWhoseClaimLostItsAnswerIsRunNotLeftToItsLease() throws {
+        let fixture = try StoreFixture(.postgres)
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        let server = try PostgresServer.shared()
+        let proxy = try PostgresCutProxy(server: server, trigger: "SET state = 'running', lease")
+        var configuration = JobQueue.Configuration()
+        configuration.workers = 1
+        configuration.maxAttempts = 1
+        configuration.leaseSeconds = 30
+        configuration.pollInterval = 0.5
+        let queue = JobQueue(store: try PostgresJobStore(uri: proxy.proxied(try #require(fixture.uri), server: server), root: fixture.directory.root.path),
+                             directory: fixture.directory, runner: PacedRunner(seconds: 0.05), configuration: configuration)
+        try queue.start()
+        defer { queue.stop(grace: 5) }
+        #expect(eventually(10) { proxy.hasCut }, "the claim's answer was lost")
+        #expect(eventually(15) { (try? fixture.store.job(id: job.id))?.state == .succeeded }, "\(String(describing: try? fixture.store.job(id: job.id)))")
+        let done = try #require(try fixture.store.job(id: job.id))
+        #expect(done.attempts == 1 && done.leaseToken == 1, "one claim, one attempt: \(done.attempts), token \(done.leaseToken)")
+    }
+
     /// A queued job whose stored settings hold a key this version does not know, as a newer node would write them.
     private func jobOfANewerVersion(_ fixture: StoreFixture) throws -> (job: Job, store: PostgresJobStore) {
         let store = try #require(fixture.store as? PostgresJobStore)

@@ -663,10 +663,17 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             ended.append(job.id)
         }
         let waiting = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+        // Unused uploads too, batch after batch: all at once, 200,000 held the store for seconds.
+        var unused: [Upload] = []
+        for _ in 0..<5 { unused.append(try fixture.upload(try Media.path(.audioOnly))) }
         let queue = queue(fixture) { $0.workers = 0 }
         try queue.sweep(olderThan: Date().timeIntervalSince1970 + 1, batch: 2)
         for id in ended { #expect(try fixture.store.job(id: id) == nil, "job \(id) is still there") }
         #expect(try fixture.store.job(id: waiting.id) != nil, "a queued job is not retention's")
+        for upload in unused {
+            #expect(try fixture.store.upload(id: upload.id) == nil && !FileManager.default.fileExists(atPath: upload.path), "upload \(upload.id) is still there")
+        }
+        #expect(try fixture.store.upload(id: upload.id) != nil, "still used by the queued job")
     }
 
     @Test func retentionDeletesFinishedJobsOnly() throws {

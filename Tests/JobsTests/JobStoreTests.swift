@@ -319,14 +319,14 @@ import TestSupport
         let settings = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "\#(mark.id)"}}}}"#.utf8))
         let job = try fixture.store.createJob(input: input.id, settings: settings)
         #expect { try fixture.store.deleteUpload(id: mark.id) } throws: { ($0 as? StoreError)?.isStillReferenced == true }
-        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1).isEmpty)
+        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1, limit: 10).isEmpty)
         let missing = try TranscodeSettings.parse(Data(#"{"filters": {"video": {"watermark": {"upload": "gone"}}}}"#.utf8))
         #expect { try fixture.store.createJob(input: input.id, settings: missing) } throws: {
             ($0 as? StoreError)?.code == "watermark_not_found"
         }
         try fixture.store.deleteJob(id: job.id)
         try fixture.store.deleteUpload(id: mark.id)
-        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1).map(\.id) == [input.id])
+        #expect(try fixture.store.unusedUploads(before: Date().timeIntervalSince1970 + 1, limit: 10).map(\.id) == [input.id])
     }
 
     /// A job made under an id another job has is refused as such (a second completion of one tus upload finds
@@ -582,8 +582,8 @@ import TestSupport
         #expect(statePage.contains { $0.contains("jobs_state_created (state=? AND (created_at,id)<(?,?))") }, "\(statePage)")
         let retention = try plan(SQLiteJobStore.finishedJobsSQL, [.real(1), .integer(500)])
         #expect(retention.contains { $0.contains("jobs_finished") } && !retention.contains { $0.contains("TEMP B-TREE") }, "\(retention)")
-        let uploads = try plan(SQLiteJobStore.unusedUploadsSQL, [.real(1)])
-        #expect(uploads.contains { $0.contains("uploads_created") }, "\(uploads)")
+        let uploads = try plan(SQLiteJobStore.unusedUploadsSQL, [.real(1), .integer(500)])
+        #expect(uploads.contains { $0.contains("uploads_created") } && !uploads.contains { $0.contains("TEMP B-TREE") }, "\(uploads)")
         let deliveries = try plan(WebhookRows<SQLiteJobStore>.countsSQL, [])
         #expect(deliveries.contains { $0.contains("COVERING INDEX webhook_deliveries_state") } && !deliveries.contains { $0.contains("TEMP B-TREE") },
                 "\(deliveries)")

@@ -93,12 +93,13 @@ public final class PostgresJobStore: JobStore, RowRunning {
         try query("DELETE FROM uploads WHERE id = ?", [.text(id)])
     }
 
-    public func unusedUploads(before time: Double) throws(StoreError) -> [Upload] {
+    public func unusedUploads(before time: Double, limit: Int) throws(StoreError) -> [Upload] {
         try query("""
             SELECT * FROM uploads u WHERE created_at < ?
             AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
             AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
-            """, [.real(time)]).map(rows.upload)
+            ORDER BY created_at LIMIT ?
+            """, [.real(time), .integer(Int64(limit))]).map(rows.upload)
     }
 
     // MARK: Jobs for the API
@@ -272,6 +273,10 @@ public final class PostgresJobStore: JobStore, RowRunning {
                         ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
             RETURNING *
             """, [.text(worker), .real(leaseSeconds)] + skipping.map(SQLValue.text)).first.map(rows.job)
+    }
+
+    public func runningJobs(leasedTo worker: String) throws(StoreError) -> [Job] {
+        try query("SELECT * FROM jobs WHERE state = 'running' AND lease = ?", [.text(worker)]).map(rows.job)
     }
 
     public func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus {

@@ -77,11 +77,12 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         ORDER BY finished_at LIMIT ?
         """
 
-    /// Uploads made before a time that no job uses.
+    /// Uploads made before a time that no job uses, oldest first, a batch at a time.
     static let unusedUploadsSQL = """
         SELECT * FROM uploads u WHERE created_at < ?
         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.input_upload = u.id)
         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.watermark_upload = u.id)
+        ORDER BY created_at LIMIT ?
         """
 
     /// Statements the connection holds prepared.
@@ -119,9 +120,9 @@ public final class SQLiteJobStore: JobStore, RowRunning {
         }
     }
 
-    public func unusedUploads(before time: Double) throws(StoreError) -> [Upload] {
+    public func unusedUploads(before time: Double, limit: Int) throws(StoreError) -> [Upload] {
         try withDatabase { database throws(StoreError) in
-            try database.query(Self.unusedUploadsSQL, [.real(time)]).map(rows.upload)
+            try database.query(Self.unusedUploadsSQL, [.real(time), .integer(Int64(limit))]).map(rows.upload)
         }
     }
 
@@ -264,6 +265,12 @@ public final class SQLiteJobStore: JobStore, RowRunning {
                 RETURNING *
                 """, [.text(worker), .real(now + leaseSeconds), .real(now), .real(now)] + skipping.map(SQLValue.text))
                 .first.map(rows.job)
+        }
+    }
+
+    public func runningJobs(leasedTo worker: String) throws(StoreError) -> [Job] {
+        try withDatabase { database throws(StoreError) in
+            try database.query("SELECT * FROM jobs WHERE state = 'running' AND lease = ?", [.text(worker)]).map(rows.job)
         }
     }
 
