@@ -59,3 +59,65 @@ public struct JobMessage: Sendable, Codable {
         self.error = error
     }
 }
+
+extension JobMessage {
+    /// The message with every number within what a real transcode or probe can give: a child is trusted with nothing
+    /// (one taken over by a hostile file writes what it likes), and an answer of `framesEncoded` 2^63 − 1 trapped
+    /// the server's sum of frames encoded, ending the whole server; a track lasting 1e300 s would have trapped the
+    /// API's count of thumbnails. Strings and the output's files are checked where they are used.
+    public func bounded() -> JobMessage {
+        var message = self
+        message.progress = progress.map(Self.bounded)
+        message.dataBytes = dataBytes.map { Self.clamp($0, Self.maxCount) }
+        message.result = result.map { result in
+            var result = result
+            result.size = Self.clamp(result.size, Self.maxCount)
+            result.tracks = result.tracks.map(Self.bounded)
+            result.duration = Self.seconds(result.duration)
+            result.framesEncoded = Self.clamp(result.framesEncoded, Self.maxCount)
+            result.elapsed = Self.seconds(result.elapsed)
+            result.resumedFrom = result.resumedFrom.map(Self.seconds)
+            return result
+        }
+        message.tracks = tracks.map { $0.map(Self.bounded) }
+        return message
+    }
+
+    /// Counts and sizes: 2^48 (a quarter of a petabyte, nine years of frames at a million a second).
+    static let maxCount = 1 << 48
+    /// Times, either way of zero: what the pipeline reads at most (about 570 years).
+    static let maxSeconds = Double(1 << 54) / 1e6
+
+    private static func clamp(_ value: Int, _ limit: Int) -> Int { min(max(value, 0), limit) }
+
+    /// A time in seconds, finite and within `maxSeconds` (not a number: 0).
+    private static func seconds(_ value: Double) -> Double { value.isNaN ? 0 : min(max(value, -maxSeconds), maxSeconds) }
+
+    private static func bounded(_ progress: TranscodeProgress) -> TranscodeProgress {
+        var progress = progress
+        progress.presentationTime = seconds(progress.presentationTime)
+        progress.duration = seconds(progress.duration)
+        progress.framesEncoded = clamp(progress.framesEncoded, maxCount)
+        progress.elapsed = seconds(progress.elapsed)
+        progress.resumedFrom = progress.resumedFrom.map(seconds)
+        progress.finishing = progress.finishing.map { clamp($0, maxCount) }
+        progress.verifying = progress.verifying.map { clamp($0, maxCount) }
+        return progress
+    }
+
+    private static func bounded(_ track: Track) -> Track {
+        var track = track
+        track.index = clamp(track.index, 1 << 16)
+        track.width = track.width.map { clamp($0, 1 << 20) }
+        track.height = track.height.map { clamp($0, 1 << 20) }
+        // A quarter turn, as the reader gives it.
+        track.rotation = track.rotation.map { (($0 % 360 + 360) % 360) / 90 * 90 }
+        track.frameRate = track.frameRate.map { $0.isNaN ? 0 : min(max($0, 0), 1e6) }
+        track.duration = track.duration.map { $0.isNaN ? 0 : min(max($0, 0), maxSeconds) }
+        track.sampleRate = track.sampleRate.map { clamp($0, 1 << 24) }
+        track.channels = track.channels.map { clamp($0, 1 << 16) }
+        track.bitRate = track.bitRate.map { clamp($0, maxCount) }
+        track.dolbyVisionProfile = track.dolbyVisionProfile.map { clamp($0, 255) }
+        return track
+    }
+}

@@ -165,7 +165,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         var answer: JobMessage?
         var dataBytes = 0
         while let line = child.readLine() {
-            guard let message = try? decoder.decode(JobMessage.self, from: Data(line.utf8)) else { continue }
+            guard let message = (try? decoder.decode(JobMessage.self, from: Data(line.utf8)))?.bounded() else { continue }
             if let update = message.progress {
                 // The latest, not the most: a crash long after the job's peak is a crash, retried, not its limit.
                 dataBytes = message.dataBytes ?? dataBytes

@@ -1,7 +1,7 @@
 import Foundation
 @testable import Jobs
 import Isolation
-import Pipeline
+@testable import Pipeline
 import Locks
 import Logging
 import Testing
@@ -155,6 +155,47 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         let ended = try #require(try fixture.store.job(id: job.id))
         #expect(ended.state == .failed && ended.errorCode == "output_failed" && ended.outputPath == nil,
                 "\(ended.state) \(ended.errorCode ?? "") \(ended.errorMessage ?? "")")
+    }
+
+    /// A child's numbers are bounded as they arrive (a stub child stands in for one taken over by a hostile file):
+    /// two answers of `framesEncoded` 2^63 − 1 trapped the server's sum of frames encoded, ending the whole server,
+    /// and a probe's track lasting 1e300 s would have trapped the API's count of thumbnails.
+    @Test func aChildsNumbersAreBoundedAsTheyArrive() throws {
+        let fixture = try StoreFixture()
+        let huge = Track(index: 0, mediaType: .video, codec: "h264", width: Int.max, height: 1080, rotation: -90, frameRate: 1e300, duration: 1e300)
+        let result = TranscodeResult(path: "x", size: Int.max, container: .mp4, tracks: [huge], duration: 1e300, framesEncoded: Int.max,
+                                     elapsed: -1e300, mimeType: "video/mp4")
+        let progress = TranscodeProgress(presentationTime: -1e300, duration: 1e300, framesEncoded: Int.min, elapsed: 1)
+        let lines = [JobMessage(progress: progress, dataBytes: Int.max), JobMessage(result: result)]
+            .map { String(decoding: try! JSONEncoder().encode($0), as: UTF8.self) }
+        let probeAnswer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: [huge])), as: UTF8.self)
+        let stub = fixture.directory.root.deletingLastPathComponent().appendingPathComponent("huge.sh").path
+        let script = """
+            #!/bin/sh
+            read request
+            case "$request" in *'"kind":"probe"'*) echo '\(probeAnswer)'; exit 0;; esac
+            out=$(printf '%s' "$request" | sed 's/.*"output":"\\([^"]*\\)".*/\\1/' | sed 's#\\\\/#/#g')
+            mkdir -p "$out" && printf 'x' > "$out/output.mp4" && echo '\(lines[0])' && echo '\(lines[1])'
+
+            """
+        try Data(script.utf8).write(to: URL(fileURLWithPath: stub))
+        #expect(chmod(stub, 0o755) == 0)
+        let runner = ChildProcessRunner(executable: stub)
+        let probed = try #require(try runner.probe(path: "/dev/null").first)
+        #expect(probed.width == 1 << 20 && probed.rotation == 270 && probed.frameRate == 1e6 && (probed.duration ?? .infinity) < 1e12, "\(probed)")
+        let upload = try fixture.upload(try Media.path(.audioOnly))
+        let jobs = [try fixture.store.createJob(input: upload.id, settings: TranscodeSettings()),
+                    try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())]
+        let queue = queue(fixture, runner: runner) { $0.maxAttempts = 1 }
+        try queue.start()
+        queue.jobQueued()
+        #expect(try eventually(20) { try jobs.allSatisfy { try fixture.store.job(id: $0.id)?.state.isTerminal == true } })
+        queue.stop(grace: 5)
+        for job in jobs {
+            let ended = try #require(try fixture.store.job(id: job.id))
+            #expect(ended.state == .succeeded && ended.framesEncoded == 1 << 48 && ended.outputSize == 1, "\(ended)")
+        }
+        #expect(queue.statistics.framesEncoded == 2 << 48)
     }
 
     /// A job process that cannot be started (here: its binary is missing, as with no processes or memory left) is
