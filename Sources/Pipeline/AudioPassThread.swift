@@ -40,7 +40,7 @@ final class AudioPassThread: @unchecked Sendable {
 
     func start() {
         started = true
-        NamedThread.start("audio-pass") { [self] in
+        let running = NamedThread.start("audio-pass") { [self] in
             let result: Result<Void, MediaError>
             do throws(MediaError) {
                 try run()
@@ -50,6 +50,11 @@ final class AudioPassThread: @unchecked Sendable {
                 result = .failure(error)
             }
             outcome.withLock { $0 = result }
+            outcome.notifyAll()
+        }
+        if !running {
+            output.cancelWriting()
+            outcome.withLock { $0 = .failure(.threadNotStarted("audio-pass")) }
             outcome.notifyAll()
         }
     }

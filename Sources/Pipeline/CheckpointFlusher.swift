@@ -37,7 +37,11 @@ final class CheckpointFlusher: Sendable {
         }
         if let failure { throw failure }
         state.notifyAll()
-        if start { NamedThread.start("checkpoint-flush") { [self] in run() } }
+        if start, !NamedThread.start("checkpoint-flush", { [self] in run() }) {
+            state.withLock { $0.failure = $0.failure ?? .threadNotStarted("checkpoint-flush") }
+            state.notifyAll()
+            throw .threadNotStarted("checkpoint-flush")
+        }
     }
 
     /// Waits until everything queued is done; throws the first failure.

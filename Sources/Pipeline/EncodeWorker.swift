@@ -30,7 +30,7 @@ final class EncodeWorker: Sendable {
     func start(_ consumer: any FrameConsumer) {
         let handoff = Handoff(consumer)
         let queue = queue, outcome = outcome
-        NamedThread.start(name) {
+        let started = NamedThread.start(name) {
             let consumer = handoff.value
             var result: Result<Void, MediaError> = .success(())
             do throws(MediaError) {
@@ -48,6 +48,12 @@ final class EncodeWorker: Sendable {
                 result = .failure(error)
             }
             outcome.withLock { $0 = result }
+            outcome.notifyAll()
+        }
+        if !started {
+            let error = MediaError.threadNotStarted(name)
+            queue.fail(error)
+            outcome.withLock { $0 = .failure(error) }
             outcome.notifyAll()
         }
     }

@@ -34,4 +34,10 @@ public struct MediaError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The error a cancelled transcode ends with.
     public static let canceled = MediaError(code: "canceled", message: "The transcode was canceled.")
+
+    /// A thread of the pipeline could not be started (no memory for its stack under the job's limit, or no processes
+    /// left): the job fails as short of memory, where it waited for ever on work no thread would do.
+    static func threadNotStarted(_ name: String) -> MediaError {
+        MediaError(code: "out_of_memory", message: "Starting the pipeline's \(name) thread failed.")
+    }
 }
