@@ -100,6 +100,11 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
             return tracks
         } catch where error.code == "canceled" {
             throw MediaError(code: "probe_timeout", message: "Reading the file's tracks took more than \(String(format: "%g", timeout)) s; it was given up.")
+        } catch where error == Self.killedFromOutside {
+            // Not the file's fault: a 422 refused the upload as not media, and a tus upload completing then had its
+            // bytes deleted, because the machine was short of memory. The API answers 503 and keeps them.
+            throw MediaError(code: "worker_unavailable", message: "The process examining the file was killed (SIGKILL) from outside "
+                                 + "the server: the machine may be short of memory.")
         }
     }
 
@@ -198,10 +203,7 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         // Of a SIGKILL this process did not send: the kernel's out-of-memory killer (the machine or its container
         // short of memory) or someone outside, not the job's own limit (which only makes allocations fail): it runs
         // again, and raising the limit would not help.
-        if termination == .signaled(SIGKILL), !child.killedByParent {
-            throw MediaError(code: "worker_crashed", message: "The transcode process was killed (SIGKILL) from outside the server: "
-                                 + "the machine may be short of memory.")
-        }
+        if termination == .signaled(SIGKILL), !child.killedByParent { throw Self.killedFromOutside }
         // Of a crash, or of its memory limit.
         if dataBytes >= policy.dataBytes * 3 / 4 {
             let mib = policy.dataBytes / (1024 * 1024)
@@ -211,6 +213,10 @@ public struct ChildProcessRunner: JobRunner, MediaProber {
         }
         throw MediaError(code: "worker_crashed", message: "The transcode process stopped unexpectedly: \(termination).")
     }
+
+    /// A child killed by a SIGKILL this process did not send.
+    private static let killedFromOutside = MediaError(code: "worker_crashed", message: "The transcode process was killed (SIGKILL) "
+                                                          + "from outside the server: the machine may be short of memory.")
 
     /// Bytes of a child's error message kept, at most.
     static let maxMessageBytes = 4096

@@ -361,7 +361,9 @@ import TestSupport
 @Suite struct ProbeDeadlineTests {
     /// A child killed by SIGKILL that the server did not send (the kernel's out-of-memory killer when the machine
     /// or its container runs short, or someone outside) is not blamed on the job's memory limit, which only makes
-    /// allocations fail: it is a crash, retried, whatever the child used last. And a child the server kills for a
+    /// allocations fail: it is a crash, retried, whatever the child used last; for a probe, the server's failure
+    /// (`worker_unavailable`: the API answers 503 and a tus upload keeps its bytes), where it refused the file as
+    /// not media (422, and a completing tus upload's bytes deleted). And a child the server kills for a
     /// line too long fails as broken (`worker_failed`), not as a crash to retry. Stub children: scripts that say
     /// what a job's child says, then die as such a child would.
     @Test func aKillFromOutsideIsACrashAndAKillFromTheServerIsNamed() throws {
@@ -376,7 +378,7 @@ import TestSupport
         }
         let outside = try stub("killed.sh", "echo '\(progress)'\nkill -9 $$")
         let killed = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: outside, policy: policy).probe(path: "/dev/null") }
-        #expect(killed.code == "worker_crashed" && killed.message.contains("from outside the server"), "\(killed)")
+        #expect(killed.code == "worker_unavailable" && killed.message.contains("from outside the server"), "\(killed)")
         let crashed = try stub("crashed.sh", "echo '\(progress)'\nkill -SEGV $$")
         let full = try #require(throws: MediaError.self) { try ChildProcessRunner(executable: crashed, policy: policy).probe(path: "/dev/null") }
         #expect(full.code == "out_of_memory", "a crash near its limit is still the limit's: \(full)")
