@@ -149,14 +149,18 @@ final class InputContainer {
     /// Reads the next packet into `packet`; false at the end of the input.
     ///
     /// A read error other than end of file also ends the input: what was read is kept, and the caller compares it
-    /// with the declared duration to tell a cut-short file from a complete one.
+    /// with the declared duration to tell a cut-short file from a complete one. The error is kept in `readFailure`.
     func read(into packet: Packet) -> Bool {
         while true {
             let result = av_read_frame(context, packet.pointer)
             if result == FFmpeg.again { continue }
+            if result < 0 { readFailure = result }
             return result >= 0
         }
     }
+
+    /// The error that ended reading (FFmpeg's), or 0.
+    private(set) var readFailure: Int32 = 0
 
     /// How far into the file reading has got, in bytes.
     var bytesRead: Int64 {

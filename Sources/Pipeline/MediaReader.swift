@@ -244,6 +244,11 @@ public final class MediaReader {
                 // A read the token interrupted is no end of the input: taken for one, a canceled pass went on to
                 // finish its output as if the file had ended there.
                 if cancellation?.isCanceled == true { throw MediaError.canceled }
+                // Nor is a read the memory limit refused: taken for the end, the job failed as a file cut short
+                // ("upload the complete file"), not as short of memory.
+                if container.readFailure == tc_averror(ENOMEM) {
+                    throw MediaError(code: "out_of_memory", message: "Reading the input failed: \(FFmpeg.errorText(container.readFailure)).")
+                }
                 reachedEnd = true
                 flushOrder = decoders.keys.sorted(by: >).compactMap { decoders[$0] }
                 continue
