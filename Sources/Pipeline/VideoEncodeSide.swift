@@ -75,6 +75,8 @@ final class VideoEncodeSide: FrameConsumer {
         if source == FFmpeg.noPTS {
             timestamp = (held?.timestamp ?? lastTimestamp ?? -frameTicks) + frameTicks
             offset = 0
+            // A frame of its own (an MPEG-PS's last comes without a time): the source ends a gap later.
+            if let last = sourceLast, let gap = sourceGap { sourceLast = last + gap }
         } else {
             timestamp = timeline.convert(source, from: item.timeBase, to: input.encoder.timeBase)
             let exact = timeline.convert(source, from: item.timeBase, to: FFmpeg.timeBaseQ)
