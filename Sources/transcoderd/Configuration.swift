@@ -21,6 +21,8 @@ struct Configuration: Sendable {
     var retentionHours: Double?
     var tusExpiryHours = 24.0
     var exitWhenIdle = false
+    /// Flags given to `work` that only `serve` uses, passed over (the command says so at start).
+    var ignoredFlags: [String] = []
     var host = "127.0.0.1"
     var port = 8080
     var token: String?
@@ -64,7 +66,7 @@ struct Configuration: Sendable {
         /// What the option sets, when another option sets it too (`--token` and `--token-file`): a flag for either
         /// keeps both variables unread, and two given at once are refused.
         var setting: String?
-        /// Used by `serve` alone (the API and webhooks): `work` refuses its flag and passes over its variable.
+        /// Used by `serve` alone (the API and webhooks): `work` passes over its flag, saying so, and its variable.
         var serveOnly: Bool
         let apply: @Sendable (inout Configuration, String) throws(UsageError) -> Void
 
@@ -371,9 +373,10 @@ struct Configuration: Sendable {
     /// Reads `arguments` over `environment`; `extraFlags` are boolean flags the command adds. A variable whose
     /// option a flag gives is not read at all: a wrong one (Kubernetes sets `TRANSCODER_PORT=tcp://…` beside a
     /// Service named transcoder) cannot stop a start the flags set right.
-    /// - Parameter servesAPI: false for `work`, which refuses the flags of options only `serve` uses (silently
-    ///   ignored, `work --webhook-url` sent nothing, and nothing said so) and passes over their variables (an
-    ///   environment file shared with the API nodes).
+    /// - Parameter servesAPI: false for `work`, which passes over the options only `serve` uses, their flags
+    ///   listed in `ignoredFlags` (for the command to say so: `work --webhook-url` sent nothing, and nothing said
+    ///   why; refused, the same flags given to every node of a cluster stopped its workers) and their variables
+    ///   unread (an environment file shared with the API nodes).
     static func parse(_ arguments: [String], environment: [String: String], extraFlags: [String: (inout Configuration) -> Void] = [:],
                       servesAPI: Bool = true) throws(UsageError) -> Configuration {
         var given: [(apply: (inout Configuration) throws(UsageError) -> Void, flag: String)] = []
@@ -390,9 +393,6 @@ struct Configuration: Sendable {
                 guard inlineValue == nil else { throw UsageError(message: "\(argument) takes no value") }
                 given.append(({ config throws(UsageError) in flag(&config) }, argument))
             } else if let option = options.first(where: { $0.flag == argument }) {
-                if option.serveOnly && !servesAPI {
-                    throw UsageError(message: "\(argument): only serve uses it; a work node serves no API and sends no webhooks (give it to the API nodes)")
-                }
                 let value: String
                 if let inlineValue {
                     value = inlineValue
@@ -401,7 +401,11 @@ struct Configuration: Sendable {
                     guard index < arguments.count else { throw UsageError(message: "\(argument) needs a value") }
                     value = arguments[index]
                 }
-                given.append(({ config throws(UsageError) in try option.apply(&config, value) }, argument))
+                if option.serveOnly && !servesAPI {
+                    given.append(({ config throws(UsageError) in config.ignoredFlags.append(argument) }, argument))
+                } else {
+                    given.append(({ config throws(UsageError) in try option.apply(&config, value) }, argument))
+                }
             } else {
                 throw UsageError(message: "unknown option \(argument)")
             }

@@ -47,6 +47,9 @@ enum WorkCommand {
             Console.error(refusal)
             return 2
         }
+        for flag in config.ignoredFlags {
+            config.logger.warning("\(flag): only serve uses it (the API, webhooks); this work node passes it over")
+        }
         do {
             let runner = config.makeRunner(logger: config.logger)
             defer { runner.shutdown() }
