@@ -7,6 +7,10 @@ import Locks
 /// An HTTP/1.1 server on a few epoll event loop threads (non-blocking sockets, no thread per connection; the kernel
 /// spreads connections over the loops with SO_REUSEPORT); handlers run on fixed thread pools.
 public final class HTTPServer: Sendable {
+    /// Descriptors the connections turned away past the cap and its spares hold at most while they linger, over
+    /// `eventLoops` loops.
+    public static func lingering(eventLoops: Int) -> Int { max(1, eventLoops) * TurnedAwayConnections.limit }
+
     public let configuration: HTTPServerConfiguration
     public let metrics = ServerMetrics()
     private let router: Router

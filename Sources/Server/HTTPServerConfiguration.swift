@@ -34,7 +34,9 @@ public struct HTTPServerConfiguration: Sendable {
     /// Open connections at most; past it new ones get 503.
     public var maxConnections = 4096
     /// Event loop threads, each with its own listening socket (SO_REUSEPORT); default one per core, at most 4.
-    public var eventLoops = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))
+    public var eventLoops = Self.defaultEventLoops
+    /// One event loop a core, four at most.
+    public static let defaultEventLoops = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))
     /// Threads that run handlers which read or write the job store (the event loops never block on it).
     public var handlerThreads = 8
     /// Threads that run handlers which probe an uploaded file with FFmpeg: their own pool, so a slow probe never

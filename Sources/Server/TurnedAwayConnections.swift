@@ -5,9 +5,9 @@ import Glibc
 /// and dropped until it closes or a second or two pass. Closed at once, a client whose request had already arrived
 /// (most send right after connecting) got a reset, which destroyed the 503 before it was read: under overload
 /// clients mostly saw a network error without `Retry-After`, and retried at once. Each costs a descriptor and no
-/// connection object; past `limit` of them they close at once as before.
+/// connection object; past `limit` of them (on each event loop) they close at once as before.
 struct TurnedAwayConnections {
-    static let limit = 256
+    static let limit = 64
     /// How long one lingers at least (the loop's sweep closes it within a second after).
     static let linger = Duration.seconds(1)
 

@@ -173,9 +173,10 @@ enum ServeCommand {
         return limit.rlim_cur == rlim_t.max ? nil : Int(clamping: limit.rlim_cur) // rlim_t.max: RLIM_INFINITY
     }
 
-    /// Files the server keeps besides its connections: the 32 answered past the cap (`/healthz`), listening sockets,
-    /// the store, uploads being written, downloads being read, children's pipes, the log.
-    static let filesBesideConnections = 32 + 224
+    /// Files the server keeps besides its connections: the 32 answered past the cap (`/healthz`), those turned away
+    /// past them while they linger, listening sockets, the store, uploads being written, downloads being read,
+    /// children's pipes, the log.
+    static let filesBesideConnections = 32 + HTTPServer.lingering(eventLoops: HTTPServerConfiguration.defaultEventLoops) + 224
 
     /// The connections the open-file limit leaves room for beside the rest (nil: no limit known): a cap above it
     /// is warned of at start.
