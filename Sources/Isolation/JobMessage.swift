@@ -90,8 +90,8 @@ extension JobMessage {
 
     private static func clamp(_ value: Int, _ limit: Int) -> Int { min(max(value, 0), limit) }
 
-    /// A time in seconds, finite and within `maxSeconds` (not a number: 0).
-    private static func seconds(_ value: Double) -> Double { value.isNaN ? 0 : min(max(value, -maxSeconds), maxSeconds) }
+    /// A length of time in seconds, from 0 to `maxSeconds` (not a number: 0).
+    private static func seconds(_ value: Double) -> Double { value.isNaN ? 0 : min(max(value, 0), maxSeconds) }
 
     private static func bounded(_ progress: TranscodeProgress) -> TranscodeProgress {
         var progress = progress
@@ -118,6 +118,21 @@ extension JobMessage {
         track.channels = track.channels.map { clamp($0, 1 << 16) }
         track.bitRate = track.bitRate.map { clamp($0, maxCount) }
         track.dolbyVisionProfile = track.dolbyVisionProfile.map { clamp($0, 255) }
+        // Read as a number by the geometry (`Track.sampleAspectValue`): "inf:1" trapped its size's conversion.
+        track.sampleAspectRatio = track.sampleAspectRatio.flatMap(ratio)
         return track
+    }
+
+    /// `text` when it is a ratio FFmpeg gives (`n:d`, two whole numbers from 1 to 2^31 − 1) from 1/1000 to 1000,
+    /// else nil (square pixels).
+    private static func ratio(_ text: String) -> String? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false).map { part -> Int? in
+            guard (1...10).contains(part.count), part.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int(part),
+                  (1...Int(Int32.max)).contains(value) else { return nil }
+            return value
+        }
+        guard parts.count == 2, let numerator = parts[0], let denominator = parts[1],
+              (0.001...1000).contains(Double(numerator) / Double(denominator)) else { return nil }
+        return text
     }
 }

@@ -526,9 +526,14 @@ public final class JobQueue: Sendable {
 
     private func spawn(name: String, _ body: @escaping @Sendable () -> Void) {
         finished.enter()
-        NamedThread.start(name) { [finished] in
+        let started = NamedThread.start(name) { [finished] in
             body()
             finished.leave()
+        }
+        // Counted and never started, it held `stop` for ever.
+        if !started {
+            finished.leave()
+            logger.error("starting a thread failed", ["thread": .string(name)])
         }
     }
 
@@ -560,8 +565,10 @@ public final class JobQueue: Sendable {
                 }
                 var lost: Job?
                 if claimMayHaveBeenMade {
-                    lost = try store.runningJobs(leasedTo: worker).first
-                    claimMayHaveBeenMade = false
+                    let found = try store.runningJobs(leasedTo: worker)
+                    lost = found.first
+                    // Two claims in a row that lost their answers: the next one is looked for after this job.
+                    claimMayHaveBeenMade = found.count > 1
                     if let lost {
                         logger.warning("a claim whose answer was lost took a job: it runs here", ["job_id": .string(lost.id), "worker": .string(worker)])
                     }
@@ -774,7 +781,9 @@ public final class JobQueue: Sendable {
             guard final.state.isTerminal else { return }
             stats.finished[final.state.rawValue, default: 0] += 1
             if final.state == .succeeded, case .success(let result) = outcome {
-                stats.framesEncoded += result.framesEncoded
+                // Saturating: a child's count is bounded (`JobMessage.bounded`), not a sum of many.
+                let (sum, overflow) = stats.framesEncoded.addingReportingOverflow(result.framesEncoded)
+                stats.framesEncoded = overflow ? .max : sum
                 for (index, bound) in Statistics.durationBuckets.enumerated() where result.elapsed <= bound {
                     stats.durationBuckets[index] += 1
                 }

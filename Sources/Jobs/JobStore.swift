@@ -71,8 +71,8 @@ public protocol JobStore: AnyObject, Sendable {
     /// Atomically takes the next queued job (highest priority, then oldest) for `worker`, leased for `leaseSeconds`,
     /// but none of the jobs `skipping` names.
     func claimNext(worker: String, leaseSeconds: Double, skipping: [String]) throws(StoreError) -> Job?
-    /// The running jobs whose lease names `worker`: a claim whose answer was lost (the link cut after it committed)
-    /// is found here.
+    /// The running jobs whose lease names `worker` and has not run out: a claim whose answer was lost (the link cut
+    /// after it committed) is found here (one whose lease ran out meanwhile is the lease sweep's).
     func runningJobs(leasedTo worker: String) throws(StoreError) -> [Job]
     /// Pushes the lease's expiry `leaseSeconds` from now: `.lost` once the job is no longer this lease's.
     func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus

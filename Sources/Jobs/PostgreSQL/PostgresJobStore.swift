@@ -276,7 +276,8 @@ public final class PostgresJobStore: JobStore, RowRunning {
     }
 
     public func runningJobs(leasedTo worker: String) throws(StoreError) -> [Job] {
-        try query("SELECT * FROM jobs WHERE state = 'running' AND lease = ?", [.text(worker)]).map(rows.job)
+        try query("SELECT * FROM jobs WHERE state = 'running' AND lease = ? AND lease_expires_at > \(Self.now) ORDER BY started_at",
+                  [.text(worker)]).map(rows.job)
     }
 
     public func renew(_ lease: Lease, leaseSeconds: Double) throws(StoreError) -> LeaseStatus {

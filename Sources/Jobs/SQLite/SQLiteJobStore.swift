@@ -270,7 +270,8 @@ public final class SQLiteJobStore: JobStore, RowRunning {
 
     public func runningJobs(leasedTo worker: String) throws(StoreError) -> [Job] {
         try withDatabase { database throws(StoreError) in
-            try database.query("SELECT * FROM jobs WHERE state = 'running' AND lease = ?", [.text(worker)]).map(rows.job)
+            try database.query("SELECT * FROM jobs WHERE state = 'running' AND lease = ? AND lease_expires_at > ? ORDER BY started_at",
+                               [.text(worker), .real(Self.now())]).map(rows.job)
         }
     }
 
