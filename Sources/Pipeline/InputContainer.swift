@@ -234,11 +234,15 @@ extension InputContainer {
     }
 
     /// The display matrix's rotation as a clockwise multiple of 90 degrees, and whether the picture is mirrored
-    /// left to right before it.
+    /// left to right before it. A matrix that turns by anything else (45°) is not turned at all (ffmpeg warns of an
+    /// "odd rotation angle" and turns the picture within its own frame, keeping its size): snapped to the nearest
+    /// quarter turn, a 4:3 picture came out standing on its side.
     static func displayTransform(_ stream: UnsafeMutablePointer<AVStream>) -> (rotation: Int, mirrored: Bool) {
         var mirrored: Int32 = 0
         let counterClockwise = tc_stream_display_transform(stream, &mirrored)
-        let quarterTurns = Int((-counterClockwise / 90).rounded())
+        let turns = -counterClockwise / 90
+        guard turns.isFinite, abs(turns - turns.rounded()) * 90 <= 1 else { return (0, mirrored != 0) }
+        let quarterTurns = Int(turns.rounded())
         return (((quarterTurns % 4) + 4) % 4 * 90, mirrored != 0)
     }
 }

@@ -57,6 +57,9 @@ public enum InputFit {
                     return MediaError(code: "invalid_settings", message: "\(key): \(problem); ask for a smaller width or height.")
                 }
                 guard let level = video.level else { continue }
+                if let problem = H264Level.bitRateProblem(video) {
+                    return MediaError(code: "invalid_settings", message: "\(key).averageBitRate: \(problem).")
+                }
                 // The rate the encoder gets is the one asked when it is below the source's (after a tempo);
                 // otherwise the stream's own, which the probe's average may not be: then the size alone is judged.
                 let sourceRate = (track.frameRate ?? 0) * (settings.filters?.tempo ?? 1)

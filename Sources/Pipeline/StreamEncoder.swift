@@ -21,6 +21,10 @@ final class StreamEncoder {
         context.pointee.time_base = settings.timeBase
         context.pointee.framerate = settings.frameRate
         context.pointee.bit_rate = Int64(settings.averageBitRate)
+        if settings.maxBitRate > 0 {
+            context.pointee.rc_max_rate = Int64(settings.maxBitRate)
+            context.pointee.rc_buffer_size = Int32(settings.bufferSize)
+        }
         context.pointee.gop_size = Int32(settings.maxKeyFrameInterval)
         context.pointee.level = Int32(settings.level)
         // x264 takes 1.5 threads a core; the encoders of a ladder share them.

@@ -33,6 +33,9 @@ struct VideoEncoding {
     var scalingMode = VideoSettings.ScalingMode.fit
     /// Bits per second.
     var averageBitRate: Int
+    /// The peak bit rate and buffer (bits) the encoder keeps to, a level's when one is asked (else 0: none).
+    var maxBitRate = 0
+    var bufferSize = 0
     /// Frames.
     var maxKeyFrameInterval: Int
     var profile: String
@@ -117,7 +120,15 @@ struct VideoEncoding {
            let problem = H264Level.problem(level: level, width: geometry.width, height: geometry.height, frameRate: av_q2d(frameRate)) {
             throw MediaError(code: "invalid_settings", message: "video.level: \(problem); leave the level out for x264's own choice.")
         }
-        return VideoEncoding(
+        // A level asked is kept in bit rate too: its peak and buffer bound the encoder, a bit rate asked above its
+        // peak is refused (as at intake, `InputFit`), and the default one (the picture's size × 4) stays below it.
+        if let problem = H264Level.bitRateProblem(settings) {
+            throw MediaError(code: "invalid_settings", message: "video.averageBitRate: \(problem).")
+        }
+        let limit = settings.level.flatMap {
+            H264Level.bitRateLimit(level: $0, profile: settings.profile ?? "high", preset: settings.preset ?? "veryfast")
+        }
+        var encoding = VideoEncoding(
             width: geometry.width, height: geometry.height,
             scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,
             cropX: geometry.cropX, cropY: geometry.cropY, cropWidth: geometry.cropWidth, cropHeight: geometry.cropHeight,
@@ -135,6 +146,12 @@ struct VideoEncoding {
             frameRate: frameRate, timeBase: timeBase,
             colors: (toneMapped ? ColorTags.bt709 : ColorTags(source: parameters, assumingHeight: geometry.height).madeYCbCr(from: parameters))
                 .overridden(by: settings.color))
+        if let limit {
+            encoding.averageBitRate = min(encoding.averageBitRate, limit.maxRate)
+            encoding.maxBitRate = limit.maxRate
+            encoding.bufferSize = limit.buffer
+        }
+        return encoding
     }
 
     /// The pictures a second the source's stream has (times the tempo): its clock's rate when that is its

@@ -25,6 +25,22 @@ import Testing
         }
     }
 
+    /// A level holds a bit rate too (H.264 Table A-1): 12.5 Mb/s at level 3 in High, 10 in Main and Baseline, and
+    /// in High asked with the `ultrafast` preset, whose stream is Constrained Baseline. Refused where the job is
+    /// asked for, not with the settings: stored jobs from before must stay readable.
+    @Test func aBitRateOverItsLevelIsRefused() throws {
+        let source = [video(720, 576, rate: 25)]
+        #expect(try refusal(#"{"video": {"level": "3", "averageBitRate": 40000000}}"#, source)?
+            .hasPrefix("video.averageBitRate: level 3 carries at most 12500000 bits per second here (high profile, veryfast preset)") == true)
+        #expect(try refusal(#"{"video": {"level": "3", "averageBitRate": 12500000}}"#, source) == nil)
+        #expect(try refusal(#"{"video": {"level": "3", "profile": "main", "averageBitRate": 11000000}}"#, source)?
+            .hasPrefix("video.averageBitRate: level 3 carries at most 10000000") == true)
+        #expect(try refusal(#"{"video": {"level": "3", "preset": "ultrafast", "averageBitRate": 11000000}}"#, source) != nil)
+        #expect(try refusal(#"{"video": {"averageBitRate": 40000000}}"#, source) == nil, "no level, no bound")
+        #expect(try refusal(#"{"container": "hls", "renditions": [{"video": {"height": 288, "level": "2.1", "averageBitRate": 6000000}}]}"#, source)?
+            .hasPrefix("renditions[0].video.averageBitRate: level 2.1 carries at most 5000000") == true)
+    }
+
     @Test func aCropOutsideThePictureIsRefused() throws {
         let crop = #"{"filters": {"video": {"crop": {"x": 600, "y": 0, "width": 100, "height": 100}}}}"#
         #expect(try refusal(crop, [video(640, 360)])?.hasPrefix("filters.video.crop: the rectangle is outside the 640×360 picture") == true)

@@ -902,6 +902,57 @@ import TestSupport
         #expect(abs((Double(video.duration ?? "") ?? 0) - 3) < 0.01, "video lasts \(video.duration ?? "?") s")
     }
 
+    /// A display matrix that turns by other than a quarter turn (45°, scaled as such matrices are) does not turn the
+    /// picture, as ffmpeg leaves it ("odd rotation angle"): snapped to the nearest quarter turn, a 4:3 picture came
+    /// out on its side (240×320). The same patch with a quarter turn turns it, so the patched matrix is read.
+    @Test(arguments: [[1, 1, -1, 1, 320, 240], [0, 1, -1, 0, 240, 320]])
+    func onlyQuarterTurnsOfTheDisplayMatrixTurnThePicture(_ values: [Int]) throws {
+        let folder = try Media.scratch()
+        let plain = folder.appendingPathComponent("plain.mp4").path, turned = folder.appendingPathComponent("turned.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=0.5", "-c:v", "libx264", "-preset", "ultrafast", plain])
+        // The track header's matrix (16.16 fixed point), after the header's times, track id, layer, group and volume.
+        let patch = """
+            import struct, sys
+            data = bytearray(open(sys.argv[1], 'rb').read())
+            at = data.find(b'tkhd') + 4
+            at += 4 + (20 if data[at] == 0 else 32) + 16
+            a, b, c, d = map(int, sys.argv[3:7])
+            data[at:at + 36] = struct.pack('>9i', a << 16, b << 16, 0, c << 16, d << 16, 0, 0, 0, 1 << 30)
+            open(sys.argv[2], 'wb').write(data)
+            """
+        _ = try Shell.check("python3", ["-c", patch, plain, turned] + values[0..<4].map(String.init))
+        let run = try transcode(turned, #"{"video": {"preset": "ultrafast"}}"#)
+        #expect(run.probe.video?.width == values[4] && run.probe.video?.height == values[5],
+                "\(run.probe.video?.width ?? 0)×\(run.probe.video?.height ?? 0)")
+    }
+
+    /// A level asked holds the stream to its bit rate (H.264 Table A-1), not only its picture size and rate: x264
+    /// labelled the stream level 3 and spent what it liked where the picture was hard (ABR, no buffer model), and
+    /// decoders that hold to the level refuse it. Six quiet seconds then two of noise, at level 3's 10 Mb/s in
+    /// Main: without a bound the noise took about everything the average allowed for eight seconds; within the
+    /// level's buffer (10 Mbit) it takes at most 2 s × 10 Mb/s + 10 Mbit.
+    @Test func aLevelAskedBoundsTheBitRate() throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent("quiet-then-noise.mkv").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "color=gray:s=720x576:r=25:d=6", "-f", "lavfi", "-i", "nullsrc=s=720x576:r=25:d=2,geq=random(1)*255:128:128",
+                          "-filter_complex", "[0:v][1:v]concat=n=2:v=1", "-c:v", "ffv1", source])
+        let run = try transcode(source, #"{"video": {"level": "3", "profile": "main", "averageBitRate": 10000000, "preset": "ultrafast"}}"#)
+        #expect(run.probe.video?.level == 30)
+        let packets = try Shell.check("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,size", "-of", "csv=p=0", run.output])
+        let noiseBits = packets.split(separator: "\n").compactMap { line -> Int? in
+            let fields = line.split(separator: ",")
+            guard fields.count == 2, let time = Double(fields[0]), let size = Int(fields[1]), time >= 6 else { return nil }
+            return size * 8
+        }.reduce(0, +)
+        #expect(noiseBits > 5_000_000, "the noise is coded at all: \(noiseBits) bits")
+        #expect(noiseBits <= 31_000_000, "\(noiseBits) bits in the two seconds of noise")
+        // A bit rate over the level's is refused when the job runs too (an input given by URL is judged then).
+        let refused = try #require(throws: MediaError.self) {
+            try transcode(source, #"{"video": {"level": "3", "profile": "main", "averageBitRate": 11000000}}"#)
+        }
+        #expect(refused.code == "invalid_settings" && refused.message.hasPrefix("video.averageBitRate: level 3 carries at most 10000000"), "\(refused)")
+    }
+
     @Test func progressTracksTheWorkAndEndsAtOne() throws {
         var updates: [TranscodeProgress] = []
         let started = Date()
