@@ -20,10 +20,12 @@ final class VideoEncodeSide: FrameConsumer {
     /// The picture chosen for the output time before `held`'s, with the captions it carries: encoded when `held`
     /// moves on, or at the end, where `held` may be left out (past the source's end) and its captions go with this.
     private var ready: (frame: Frame, timestamp: Int64, captions: [Caption])?
-    /// The output-timeline times (microseconds) of the latest source frame with a time, and the gap before it: the
-    /// source ends that gap after its last frame.
+    /// The output-timeline time (microseconds) of the latest source frame with a time, the gap before it and its own
+    /// duration when its packet had one: the source ends the longer of the two after its last frame (a slideshow's
+    /// or a GIF's last picture stays for seconds after a short gap).
     private var sourceLast: Int64?
     private var sourceGap: Int64?
+    private var sourceLastDuration: Int64?
     /// Closed captions (A/53 cc_data triplets) of the pictures come since the last one encoded, in the order they
     /// came, not yet carried: the next picture encoded carries them, those of the pictures a lower frame rate leaves
     /// out with its own, as FFmpeg's `ccrepack` puts them. Dropped with their pictures, a halved rate lost every
@@ -76,13 +78,21 @@ final class VideoEncodeSide: FrameConsumer {
             timestamp = (held?.timestamp ?? lastTimestamp ?? -frameTicks) + frameTicks
             offset = 0
             // A frame of its own (an MPEG-PS's last comes without a time): the source ends a gap later.
-            if let last = sourceLast, let gap = sourceGap { sourceLast = last + gap }
+            if let last = sourceLast, let gap = sourceGap {
+                sourceLast = last + gap
+                sourceLastDuration = nil
+            }
         } else {
             timestamp = timeline.convert(source, from: item.timeBase, to: input.encoder.timeBase)
             let exact = timeline.convert(source, from: item.timeBase, to: FFmpeg.timeBaseQ)
             offset = abs(exact - Timeline.rescale(timestamp, from: input.encoder.timeBase, to: FFmpeg.timeBaseQ))
             if let last = sourceLast, exact > last { sourceGap = exact - last }
-            sourceLast = max(sourceLast ?? exact, exact)
+            if exact >= sourceLast ?? exact {
+                sourceLast = exact
+                // In the stream's time base, which the filters keep (or make finer: then too short, and the gap wins).
+                let duration = frame.pointer.pointee.pkt_duration
+                sourceLastDuration = duration > 0 ? Timeline.rescale(duration, from: item.timeBase, to: FFmpeg.timeBaseQ) : nil
+            }
         }
         if let limit = firstFrameLimit {
             firstFrameLimit = nil
@@ -192,6 +202,7 @@ final class VideoEncodeSide: FrameConsumer {
     /// (61 of a 2 s clip at 30 fps, 4 s of video from 3 s at 1 fps).
     private func isAtOrPastSourceEnd(_ timestamp: Int64) -> Bool {
         guard let last = sourceLast, let gap = sourceGap else { return false }
-        return timestamp >= Timeline.rescale(last + gap, from: FFmpeg.timeBaseQ, to: input.encoder.timeBase)
+        let end = last + max(gap, sourceLastDuration ?? 0)
+        return timestamp >= Timeline.rescale(end, from: FFmpeg.timeBaseQ, to: input.encoder.timeBase)
     }
 }
