@@ -310,6 +310,29 @@ import TestSupport
         #expect(try fixture.store.upload(id: upload.id) == upload)
     }
 
+    /// Retention reads unused uploads a batch at a time, oldest first. A worker whose claim lost its answer finds the
+    /// jobs leased to it, oldest claim first, and only while their lease holds (one run out is the lease sweep's).
+    @Test(arguments: backends) func unusedUploadsComeInBatchesAndLostClaimsOnlyWhileTheirLeaseHolds(_ backend: StoreBackend) throws {
+        let fixture = try StoreFixture(backend)
+        var uploads: [Upload] = []
+        for _ in 0..<3 {
+            uploads.append(try fixture.upload(try Media.path(.audioOnly)))
+            usleep(20_000)
+        }
+        let now = Date().timeIntervalSince1970 + 1
+        #expect(try fixture.store.unusedUploads(before: now, limit: 2).map(\.id) == uploads.prefix(2).map(\.id))
+        #expect(try fixture.store.unusedUploads(before: now, limit: 10).map(\.id) == uploads.map(\.id))
+        for _ in 0..<3 { _ = try fixture.store.createJob(input: uploads[0].id, settings: TranscodeSettings()) }
+        let first = try #require(try fixture.store.claimNext(worker: "w", leaseSeconds: 20))
+        usleep(20_000)
+        let second = try #require(try fixture.store.claimNext(worker: "w", leaseSeconds: 20))
+        #expect(try fixture.store.runningJobs(leasedTo: "w").map(\.id) == [first.id, second.id])
+        #expect(try fixture.store.runningJobs(leasedTo: "w/other").isEmpty)
+        _ = try #require(try fixture.store.claimNext(worker: "x", leaseSeconds: 0.05))
+        usleep(200_000)
+        #expect(try fixture.store.runningJobs(leasedTo: "x").isEmpty, "its lease ran out")
+    }
+
     /// A watermark image a job names is kept like its input: deleting it is refused, retention passes it by, and a job
     /// cannot name one that does not exist.
     @Test(arguments: backends) func aWatermarkAJobUsesIsKeptLikeItsInput(_ backend: StoreBackend) throws {

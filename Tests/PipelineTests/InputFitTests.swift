@@ -33,9 +33,11 @@ import Testing
         #expect(try refusal(#"{"video": {"level": "3", "averageBitRate": 40000000}}"#, source)?
             .hasPrefix("video.averageBitRate: level 3 carries at most 12500000 bits per second here (high profile, veryfast preset)") == true)
         #expect(try refusal(#"{"video": {"level": "3", "averageBitRate": 12500000}}"#, source) == nil)
+        #expect(try refusal(#"{"video": {"level": "3", "averageBitRate": 12500001}}"#, source) != nil)
         #expect(try refusal(#"{"video": {"level": "3", "profile": "main", "averageBitRate": 11000000}}"#, source)?
             .hasPrefix("video.averageBitRate: level 3 carries at most 10000000") == true)
-        #expect(try refusal(#"{"video": {"level": "3", "preset": "ultrafast", "averageBitRate": 11000000}}"#, source) != nil)
+        #expect(try refusal(#"{"video": {"level": "3", "preset": "ultrafast", "averageBitRate": 11000000}}"#, source)?
+            .hasPrefix("video.averageBitRate: level 3 carries at most 10000000 bits per second here (high profile, ultrafast preset)") == true)
         #expect(try refusal(#"{"video": {"averageBitRate": 40000000}}"#, source) == nil, "no level, no bound")
         #expect(try refusal(#"{"container": "hls", "renditions": [{"video": {"height": 288, "level": "2.1", "averageBitRate": 6000000}}]}"#, source)?
             .hasPrefix("renditions[0].video.averageBitRate: level 2.1 carries at most 5000000") == true)

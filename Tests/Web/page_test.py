@@ -163,7 +163,13 @@ def scenario_basic(browser, base, path, report, token):
     deadline = time.time() + 15
     while len(browser.requests("GET", "/v1/jobs?limit=")) <= lists and time.time() < deadline:
         browser.pump(0.2)
-    browser.pump(1)
+    # Its answer read (a busy machine takes a while), and handed to the list.
+    asked = [e["params"]["requestId"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"
+             and "/v1/jobs?limit=" in e["params"]["request"]["url"]][lists:lists + 1]
+    while asked and time.time() < deadline and not any(e.get("method") == "Network.loadingFinished" and e["params"]["requestId"] in asked
+                                                        for e in browser.events):
+        browser.pump(0.2)
+    browser.pump(0.5)
     singles = lambda: [r for r in browser.requests("GET", f"/v1/jobs/{report['job']}") if r["url"].endswith(f"/v1/jobs/{report['job']}")]
     before = len(singles())
     play_result(browser, report)
@@ -605,8 +611,10 @@ def scenario_refusals(browser, base, path, report, token):
     held = held_patch(base, upload_url, half, data[half:], 1000)
     # Held once a PATCH of nothing meets 423 (the server has taken the upload's lock). That PATCH may take the lock
     # first on a busy machine (its file is opened on another of the server's threads): the held one is then answered
-    # 423 itself, and is sent again.
-    deadline = time.time() + 20
+    # 423 itself, and is sent again, with a moment's lead (asked every 50 ms, the asks won the race again and again
+    # on a loaded machine, for 20 s).
+    time.sleep(0.3)
+    deadline = time.time() + 30
     while tus_request(base, "PATCH", upload_url, {"Upload-Offset": str(half + 1000),
                                                   "Content-Type": "application/offset+octet-stream"}).status != 423:
         if time.time() > deadline:
@@ -615,6 +623,7 @@ def scenario_refusals(browser, base, path, report, token):
             report["heldRefusedFirst"] = held.recv(200).decode(errors="replace").split("\r\n")[0]
             held.close()
             held = held_patch(base, upload_url, half, data[half:], 1000)
+            time.sleep(0.5)
         time.sleep(0.05)
     last_modified = os.stat(path).st_mtime_ns // 1_000_000
     key = f"{os.path.basename(path)}\u0000{len(data)}\u0000{last_modified}"
