@@ -1300,49 +1300,48 @@ public final class JobQueue: Sendable {
     }
 
     func sweep(olderThan time: Double, batch size: Int) throws(StoreError) {
-        // Batch after batch while they come full (more ended than one batch holds since the last sweep), as long as
-        // a batch deletes something: one that deletes nothing would be read again as it was. Uploads likewise: all
-        // at once, a first sweep over 200,000 held the store's connection for seconds (every request waiting) and a
-        // stop waited minutes for it; a stop now ends the sweep between batches, the next start takes it up.
-        var jobs = 0, uploads = 0
-        defer {
-            if jobs + uploads > 0 { logger.info("retention deleted", ["jobs": .int(jobs), "uploads": .int(uploads)]) }
+        let jobs = try deleteInBatches(of: size, read: { limit throws(StoreError) in try store.finishedJobs(before: time, limit: limit) }) { job in
+            do throws(StoreError) {
+                try store.deleteJob(id: job.id)
+                if let path = job.outputRoot { removeFile(path, of: "job_id", job.id) }
+                removeCheckpoints(of: job.id)
+                return true
+            } catch {
+                logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
+                return false
+            }
         }
-        var deleted = 0
-        repeat {
-            let batch = try store.finishedJobs(before: time, limit: size)
-            deleted = 0
-            for job in batch {
-                do throws(StoreError) {
-                    try store.deleteJob(id: job.id)
-                    deleted += 1
-                    if let path = job.outputRoot { removeFile(path, of: "job_id", job.id) }
-                    removeCheckpoints(of: job.id)
-                } catch {
-                    logger.error("retention could not delete a job", ["job_id": .string(job.id), "error": .string(error.description)])
-                }
+        let uploads = try deleteInBatches(of: size, read: { limit throws(StoreError) in try store.unusedUploads(before: time, limit: limit) }) { upload in
+            do throws(StoreError) {
+                try store.deleteUpload(id: upload.id)
+                removeFile(upload.path, of: "upload_id", upload.id)
+                return true
+            } catch where error.isStillReferenced {
+                return false // a job started using it after it was listed
+            } catch {
+                logger.error("retention could not delete an upload", ["upload_id": .string(upload.id), "error": .string(error.description)])
+                return false
             }
-            jobs += deleted
-            if batch.count < size { break }
-        } while deleted > 0 && !stopping
-        guard !stopping else { return }
-        repeat {
-            let batch = try store.unusedUploads(before: time, limit: size)
-            deleted = 0
-            for upload in batch {
-                do throws(StoreError) {
-                    try store.deleteUpload(id: upload.id)
-                    deleted += 1
-                    removeFile(upload.path, of: "upload_id", upload.id)
-                } catch where error.isStillReferenced {
-                    // A job started using it after it was listed.
-                } catch {
-                    logger.error("retention could not delete an upload", ["upload_id": .string(upload.id), "error": .string(error.description)])
-                }
-            }
-            uploads += deleted
-            if batch.count < size { break }
-        } while deleted > 0 && !stopping
+        }
+        if jobs + uploads > 0 { logger.info("retention deleted", ["jobs": .int(jobs), "uploads": .int(uploads)]) }
+    }
+
+    /// Reads `size` items at a time and deletes each (`delete` says whether it did), batch after batch while they come
+    /// full (more than a batch since the last sweep) and a batch deletes something (one that deletes nothing would be
+    /// read again as it was), until a stop; how many it deleted. All at once, a first sweep over 200,000 uploads held
+    /// the store's connection for seconds (every request waiting) and a stop waited minutes for it; a stop now ends
+    /// the sweep between batches, and the next start takes it up.
+    private func deleteInBatches<Item>(of size: Int, read: (Int) throws(StoreError) -> [Item],
+                                       delete: (Item) -> Bool) throws(StoreError) -> Int {
+        var total = 0
+        while !stopping {
+            let batch = try read(size)
+            var deleted = 0
+            for item in batch where delete(item) { deleted += 1 }
+            total += deleted
+            if batch.count < size || deleted == 0 { break }
+        }
+        return total
     }
 
     /// Removes files in `outputs/` that are not the output of a succeeded job: partial files of a process that died,
