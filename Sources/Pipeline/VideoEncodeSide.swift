@@ -21,8 +21,8 @@ final class VideoEncodeSide: FrameConsumer {
     /// moves on, or at the end, where `held` may be left out (past the source's end) and its captions go with this.
     private var ready: (frame: Frame, timestamp: Int64, captions: [Caption])?
     /// The output-timeline time (microseconds) of the latest source frame with a time, the gap before it and its own
-    /// duration when its packet had one: the source ends the longer of the two after its last frame (a slideshow's
-    /// or a GIF's last picture stays for seconds after a short gap).
+    /// duration when its packet had one: the source ends the longer of the two after its last frame (a recording's
+    /// last picture may stay for seconds after a short gap).
     private var sourceLast: Int64?
     private var sourceGap: Int64?
     private var sourceLastDuration: Int64?
@@ -196,10 +196,10 @@ final class VideoEncodeSide: FrameConsumer {
         try input.markAsFinished()
     }
 
-    /// Whether an output time is at or past the source's end (its last frame's time plus the gap before it), on the
-    /// output's ticks, as ffmpeg's `fps` filter has it: a lower frame rate rounds the last frames' times up (a 60 fps
-    /// clip's last frame, at 1.983 s, lands on 2.000 at 30), and that picture added a frame after the source's end
-    /// (61 of a 2 s clip at 30 fps, 4 s of video from 3 s at 1 fps).
+    /// Whether an output time is at or past the source's end (its last frame's time plus the longer of the gap
+    /// before it and its own duration), on the output's ticks, as ffmpeg's `fps` filter has it: a lower frame rate
+    /// rounds the last frames' times up (a 60 fps clip's last frame, at 1.983 s, lands on 2.000 at 30), and that
+    /// picture added a frame after the source's end (61 of a 2 s clip at 30 fps, 4 s of video from 3 s at 1 fps).
     private func isAtOrPastSourceEnd(_ timestamp: Int64) -> Bool {
         guard let last = sourceLast, let gap = sourceGap else { return false }
         let end = last + max(gap, sourceLastDuration ?? 0)
