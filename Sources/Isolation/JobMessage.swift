@@ -113,7 +113,7 @@ extension JobMessage {
         // A quarter turn, as the reader gives it.
         track.rotation = track.rotation.map { (($0 % 360 + 360) % 360) / 90 * 90 }
         track.frameRate = track.frameRate.map { $0.isNaN ? 0 : min(max($0, 0), 1e6) }
-        track.duration = track.duration.map { $0.isNaN ? 0 : min(max($0, 0), maxSeconds) }
+        track.duration = track.duration.map(seconds)
         track.sampleRate = track.sampleRate.map { clamp($0, 1 << 24) }
         track.channels = track.channels.map { clamp($0, 1 << 16) }
         track.bitRate = track.bitRate.map { clamp($0, maxCount) }

@@ -113,9 +113,15 @@ struct JobRows: Sendable {
         return ("(created_at, id) < (?, ?)", [.real(time), .text(id)])
     }
 
-    /// The condition leaving out `count` job ids given as arguments (a claim's `skipping`), empty for none.
-    static func skipping(_ count: Int) -> String {
-        count == 0 ? "" : " AND id NOT IN (\(Array(repeating: "?", count: count).joined(separator: ", ")))"
+    /// The condition leaving out `count` values of `column` given as arguments (a claim's `skipping` job ids), empty
+    /// for none.
+    static func skipping(_ count: Int, column: String = "id") -> String {
+        count == 0 ? "" : " AND \(column) NOT IN (\(placeholders(count)))"
+    }
+
+    /// `count` parameters, `?, ?, …`.
+    static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
     }
 
     /// Ids asked at once by `uploadFileNames` (well under SQLite's and PostgreSQL's limits on parameters).
@@ -123,7 +129,7 @@ struct JobRows: Sendable {
 
     /// The statement reading the paths of `count` uploads by id.
     static func uploadPathsSQL(count: Int) -> String {
-        "SELECT id, path FROM uploads WHERE id IN (\(Array(repeating: "?", count: count).joined(separator: ", ")))"
+        "SELECT id, path FROM uploads WHERE id IN (\(placeholders(count)))"
     }
 
     /// `uploadFileNames` by `query` (a store's way to run a statement), `idsPerQuery` ids at a time.

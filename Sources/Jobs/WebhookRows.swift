@@ -47,13 +47,12 @@ struct WebhookRows<Store: RowRunning> {
     /// arguments (a few texts at most: a node has a few senders).
     func claimSQL(skipping: Int = 0) -> String {
         let now = now()
-        let urls = skipping == 0 ? "" : "AND d.url NOT IN (\(Array(repeating: "?", count: skipping).joined(separator: ", ")))"
         return """
             UPDATE webhook_deliveries SET claimed_until = \(now) + ?, attempts = attempts + 1
             WHERE seq IN (
                 SELECT d.seq FROM webhook_deliveries d
                 WHERE d.state = 'pending' AND d.next_attempt_at <= \(now) AND (d.claimed_until IS NULL OR d.claimed_until < \(now))
-                    \(urls) AND NOT \(heldBackSQL("d"))
+                    \(JobRows.skipping(skipping, column: "d.url")) AND NOT \(heldBackSQL("d"))
                 ORDER BY d.next_attempt_at, d.seq LIMIT ? \(skipLocked))
             RETURNING *
             """

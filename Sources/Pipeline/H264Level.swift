@@ -40,10 +40,15 @@ struct H264Level {
         return (level.maxBitRate * factor, level.maxBuffer * factor)
     }
 
+    /// The limit of the level `settings` ask, with their profile and preset (x264's defaults, `high` and
+    /// `veryfast`, when they name none); nil without a level.
+    static func bitRateLimit(_ settings: VideoSettings) -> (maxRate: Int, buffer: Int)? {
+        settings.level.flatMap { bitRateLimit(level: $0, profile: settings.profile ?? "high", preset: settings.preset ?? "veryfast") }
+    }
+
     /// Why `settings` ask more bits a second than their level carries, or nil.
     static func bitRateProblem(_ settings: VideoSettings) -> String? {
-        guard let name = settings.level, let rate = settings.averageBitRate,
-              let limit = bitRateLimit(level: name, profile: settings.profile ?? "high", preset: settings.preset ?? "veryfast"),
+        guard let name = settings.level, let rate = settings.averageBitRate, let limit = bitRateLimit(settings),
               rate > limit.maxRate else { return nil }
         return "level \(name) carries at most \(limit.maxRate) bits per second here (\(settings.profile ?? "high") profile, "
             + "\(settings.preset ?? "veryfast") preset), got \(rate); lower the bit rate or leave the level out"

@@ -125,9 +125,7 @@ struct VideoEncoding {
         if let problem = H264Level.bitRateProblem(settings) {
             throw MediaError(code: "invalid_settings", message: "video.averageBitRate: \(problem).")
         }
-        let limit = settings.level.flatMap {
-            H264Level.bitRateLimit(level: $0, profile: settings.profile ?? "high", preset: settings.preset ?? "veryfast")
-        }
+        let limit = H264Level.bitRateLimit(settings)
         var encoding = VideoEncoding(
             width: geometry.width, height: geometry.height,
             scaledWidth: geometry.scaledWidth, scaledHeight: geometry.scaledHeight,

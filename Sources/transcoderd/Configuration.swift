@@ -422,7 +422,7 @@ struct Configuration: Sendable {
                 throw UsageError(message: "\(flags.joined(separator: " and ")): give one of them, not both")
             }
         }
-        let unread = options.filter { !flagged.contains($0.sets) && (servesAPI || !$0.serveOnly) }
+        let unread = options(servesAPI: servesAPI).filter { !flagged.contains($0.sets) }
         for setting in Set(unread.compactMap(\.setting)) {
             let set = unread.filter { $0.setting == setting && environment[$0.environment] != nil }.map(\.environment)
             if set.count > 1 {
@@ -519,9 +519,14 @@ struct Configuration: Sendable {
 
     /// Help lines for the options: flag, environment variable, meaning.
     /// The flag column is as wide as the longest flag (`padding(toLength:)` would cut a longer one short).
+    /// The options `serve` takes, or (`servesAPI` false) `work`.
+    static func options(servesAPI: Bool) -> [Option] {
+        options.filter { servesAPI || !$0.serveOnly }
+    }
+
     /// The options a command takes, each with its variable; `servesAPI` false: `work`'s.
     static func help(servesAPI: Bool = true) -> String {
-        let listed = options.filter { servesAPI || !$0.serveOnly }
+        let listed = options(servesAPI: servesAPI)
         let width = listed.map(\.flag.count).max() ?? 0
         return listed.map { option in
             let gap = String(repeating: " ", count: width - option.flag.count + 1)
