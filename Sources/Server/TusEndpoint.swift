@@ -266,6 +266,11 @@ public final class TusEndpoint: Sendable {
             let message = error.reason.hasPrefix("Upload-Length") ? error.reason : "The chunk goes past the upload's length; nothing of it was kept."
             return HTTPError(.contentTooLarge, "upload_too_large", message, headers: headers)
         case EINVAL: return HTTPError(.badRequest, "invalid_length", error.reason, headers: headers)
+        case ENOSPC, EDQUOT:
+            // Not a plain upload's "discarded": the bytes written before stay, to be resumed.
+            return HTTPError(.insufficientStorage, "no_space",
+                             "The server's disk is full. The upload keeps the bytes that were written (a chunk sent with Upload-Checksum is not kept whole): ask HEAD for its offset and resume later.",
+                             headers: headers)
         default:
             var answer = FileSink.httpError(error)
             answer.headers.set("Tus-Resumable", version)
@@ -358,7 +363,14 @@ public final class TusEndpoint: Sendable {
 
     private func head(_ request: Request) throws(HTTPError) -> Response {
         try checkVersion(request.headers)
-        var upload = try current(request)
+        var upload: TusUpload
+        do throws(HTTPError) {
+            upload = try current(request)
+        } catch where error.status == .serviceUnavailable {
+            // Not readable now: 423, which tus clients ask again after; tus-js-client and Uppy take any other answer
+            // to a HEAD but 2xx for an upload to start over, every byte sent again.
+            throw HTTPError(.locked, error.code, error.message, headers: error.headers)
+        }
         let whole = upload.completedAt == nil && upload.length.map { uploads.offset(of: upload) == $0 } == true
         if whole && uploads.isHeld(upload.id) {
             // Its last PATCH is still under way (its bytes written, not yet let go): the whole length now would
@@ -394,12 +406,28 @@ public final class TusEndpoint: Sendable {
             }
             if !completing { throw beingCompleted }
         }
+        if deletedSinceCompletion(upload) {
+            // The whole length told a client that keeps upload URLs (tus-js-client, Uppy) that the same file, picked
+            // again, is uploaded, under an id that names nothing.
+            throw refusal(.notFound, "upload_not_found", "The upload \(upload.id) was completed and has been deleted since; upload the file again.")
+        }
         var headers = HTTPHeaders([("Upload-Offset", String(uploads.offset(of: upload))), ("Cache-Control", "no-store")])
         if let length = upload.length { headers.set("Upload-Length", String(length)) } else { headers.set("Upload-Defer-Length", "1") }
         if !upload.metadata.isEmpty { headers.set("Upload-Metadata", upload.metadata) }
         if upload.completedAt == nil { headers.set("Upload-Expires", HTTPDate.format(uploads.expiresAt(upload))) }
         if let job = upload.jobID { headers.set("Transcoder-Job", "/v1/jobs/\(job)") }
         return Response(.ok, headers: headers)
+    }
+
+    /// Whether the upload was completed, stored, and deleted since (DELETE /v1/uploads, its job's deletion,
+    /// retention). A store that cannot answer now says no: the answer stays as it was.
+    private func deletedSinceCompletion(_ upload: TusUpload) -> Bool {
+        guard upload.completedAt != nil, upload.refused == nil else { return false }
+        do {
+            return try storedUpload(upload.id) == nil
+        } catch {
+            return false
+        }
     }
 
     private func patch(_ request: Request) throws(HTTPError) -> Response {
@@ -517,6 +545,7 @@ public final class TusEndpoint: Sendable {
                               "\(error.message) The bytes are kept (try \(current.probeTimeouts ?? 0) of \(Self.probeTries)): ask again.",
                               headers: [("Retry-After", "5")])
             } catch where error.status == .unprocessableContent {
+                digests.remove(current.id)
                 current.completedAt = Date().timeIntervalSince1970
                 current.refused = error.message
                 // Saved before the bytes go: a crash or a full disk between the two left a description waiting
@@ -543,6 +572,7 @@ public final class TusEndpoint: Sendable {
                 failure = error
             }
         }
+        digests.remove(current.id)
         current.completedAt = Date().timeIntervalSince1970
         try save(current)
         if let failure { throw failure }
@@ -560,12 +590,12 @@ public final class TusEndpoint: Sendable {
             rename(path, uploads.dataPath(upload.id))
             return nil
         }
-        let sha256: String
-        if let digest = digests.take(upload.id, at: length) {
-            sha256 = digest.finish()
-        } else {
-            sha256 = try Self.hash(path)
-        }
+        let digest: Digest
+        if let running = digests.take(upload.id, at: length) { digest = running } else { digest = try Self.hash(path) }
+        // Kept until the completion ends (`complete` removes it): one that fails for now (the probe ran out of
+        // time on a busy machine, the store failed) is tried again without reading the whole file again.
+        digests.put(upload.id, digest.copy(), offset: length)
+        let sha256 = digest.finish()
         let text = { (key: String) -> String? in metadata[key].map { String(decoding: $0, as: UTF8.self) } }
         return UploadedFile(path: path, size: length, sha256: sha256, filename: text("filename"),
                             contentType: text("filetype").map(Self.cleanType))
@@ -605,7 +635,7 @@ public final class TusEndpoint: Sendable {
     }
 
     /// SHA-256 of a whole file (when the running hash was lost: a restart, another node), read in 1 MiB pieces.
-    private static func hash(_ path: String) throws(HTTPError) -> String {
+    private static func hash(_ path: String) throws(HTTPError) -> Digest {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw HTTPError(.internalServerError, "storage_error", "Reading the upload failed: \(String(cString: strerror(errno))).")
@@ -623,6 +653,6 @@ public final class TusEndpoint: Sendable {
             if count == 0 { break }
             digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
         }
-        return digest.finish()
+        return digest
     }
 }

@@ -246,6 +246,12 @@ final class TusSink: BodySink {
         abort()
         var answer = TusEndpoint.answer(error)
         answer.closeConnection = true
+        if case .create = mode, openedLength.withLock({ $0 }) != nil {
+            // Refused as its first chunk arrived (past the length, a full disk), the upload was created when the
+            // file opened: its client learns where, as when the refusal comes at the body's end, and sends the bytes
+            // there rather than make another and leave this one to expire.
+            answer.headers.set("Location", "/v1/tus/\(id)")
+        }
         return answer
     }
 }

@@ -327,6 +327,18 @@ import TestSupport
             let left = try head(server, created)
             #expect(left.status == 200 && left.headers["upload-offset"] == "0", "\(left)")
         }
+        // The same when the body goes past the length while it is still arriving (refused mid-body, beyond the first
+        // 256 KiB buffer): the answer named no upload, and the one created sat there until it expired.
+        let big = try Media.scratch().appendingPathComponent("big.bin")
+        try Data(repeating: 7, count: 4 << 20).write(to: big)
+        let longBody = try Shell.run("curl", ["-s", "-D", "-", "-o", "/dev/null", "-X", "POST", "-T", big.path, "-H", "Upload-Length: 1000"]
+                                     + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
+        let named = longBody.components(separatedBy: "\r\n").first { $0.hasPrefix("Location: ") }.map { String($0.dropFirst(10)) }
+        #expect(longBody.contains("HTTP/1.1 413 ") && named != nil, "\(longBody)") // after a 100 Continue
+        if let named {
+            let left = try head(server, named)
+            #expect(left.status == 200 && left.headers["upload-length"] == "1000", "\(left)")
+        }
         // A deferred length past the most an upload may be is 413, as at creation (it was 400).
         let deferred = try #require(try create(server, Self.version + ["-H", "Upload-Defer-Length: 1"]).location)
         let overLength = try patch(server, deferred, offset: 0, body: "abc", ["-H", "Upload-Length: 5000001"])
@@ -588,7 +600,12 @@ import TestSupport
         // Held from here (as by a last PATCH not yet let go): the server's recovery leaves it alone meanwhile.
         let bin = open(server.data.appendingPathComponent("tus/\(id).bin").path, O_RDWR)
         let held = bin >= 0 && flock(bin, LOCK_EX | LOCK_NB) == 0
+        // A byte in the middle (in the audio's samples) changed behind the server's back: a completion that read the
+        // file again would store the hash of what is on disk now; one that kept the running hash of the bytes the
+        // client sent (it had them all) stores the source's, without reading the file again.
+        let middle = lseek(bin, off_t(bytes.count / 2), SEEK_SET) >= 0 && write(bin, [UInt8(bytes[bytes.count / 2] ^ 0xFF)], 1) == 1
         try restore()
+        #expect(middle)
         #expect(final.status == 500 && final.body.contains("storage_error"), "\(final)")
         #expect(held)
         #expect(try server.json("/v1/uploads/\(id)").status == 404, "not stored yet")
@@ -712,6 +729,25 @@ import TestSupport
     private func jobs(_ server: TestServer, on id: String) throws -> [String] {
         let list = try server.json("/v1/jobs?limit=100").object["jobs"] as? [[String: Any]] ?? []
         return list.filter { ($0["input"] as? [String: Any])?["id"] as? String == id }.compactMap { $0["id"] as? String }
+    }
+
+    /// An upload completed and then deleted (here by DELETE /v1/uploads; a job's deletion and retention do the
+    /// same) is gone for HEAD too: its whole length told a client that keeps upload URLs (tus-js-client, Uppy) that
+    /// the same file, picked again, was uploaded, under an id that named nothing.
+    @Test func aCompletedUploadDeletedSinceIsGoneForAHead() throws {
+        let server = try TestServer()
+        let source = try Media.path(.audioOnly)
+        let length = try Data(contentsOf: URL(fileURLWithPath: source)).count
+        let run = try Shell.run("curl", ["-s", "-o", "/dev/null", "-D", "-", "-X", "POST", "-T", source, "-H", "Upload-Length: \(length)"]
+                                + Self.version + Self.chunk + [server.base + "/v1/tus"]).stdout
+        let path = try #require(run.components(separatedBy: "\r\n").first { $0.hasPrefix("Location: ") }.map { String($0.dropFirst(10)) },
+                                "\(run)")
+        let id = String(path.split(separator: "/").last ?? "")
+        let whole = try head(server, path)
+        #expect(whole.status == 200 && whole.headers["upload-offset"] == String(length), "\(whole)")
+        #expect(try server.curl("/v1/uploads/\(id)", ["-X", "DELETE"]).status == 204)
+        let gone = try Shell.run("curl", ["-s", "-I"] + Self.version + [server.base + path]).stdout
+        #expect(gone.hasPrefix("HTTP/1.1 404 ") && gone.contains("\r\nTus-Resumable: 1.0.0\r\n"), "\(gone)")
     }
 
     /// A final PATCH whose completion died after moving the bytes into the upload's place, before recording it: the
@@ -968,7 +1004,8 @@ import TestSupport
         try FileManager.default.createDirectory(atPath: unreadable, withIntermediateDirectories: false)
         try Data("{".utf8).write(to: folder.appendingPathComponent("\(ids[1]).json"))
         let first = try Shell.run("curl", ["-s", "-I"] + Self.version + [server.base + paths[0]]).stdout
-        #expect(first.hasPrefix("HTTP/1.1 503 ") && first.contains("Retry-After: 5\r\n"), "\(first)")
+        // 423, which tus clients ask again after (tus-js-client and Uppy start the whole upload over on a 503).
+        #expect(first.hasPrefix("HTTP/1.1 423 ") && first.contains("Retry-After: 5\r\n"), "\(first)")
         let refused = try patch(server, paths[0], offset: 3, body: "d")
         #expect(refused.status == 503, "\(refused.status) \(refused.body)")
         #expect(try head(server, paths[1]).status == 410)
