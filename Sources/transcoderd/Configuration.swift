@@ -337,13 +337,18 @@ struct Configuration: Sendable {
 
     /// A token a client can send in a header: every request would be refused, and nothing would say why, for one
     /// that starts or ends with a space (a header value loses them) or holds a line end or other control character
-    /// (a token file of two lines started, and answered 401 to everything).
+    /// (a token file of two lines started, and answered 401 to everything), or a character outside ASCII.
     static func token(_ value: String, flag: String) throws(UsageError) -> String {
         guard value.trimmingCharacters(in: .whitespacesAndNewlines) == value else {
             throw UsageError(message: "\(flag): starts or ends with a space or line end, which no client can send; remove it")
         }
         guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             throw UsageError(message: "\(flag): holds a line end or other control character, which no client can send in a header")
+        }
+        // curl sends such a token as UTF-8, a browser not at all (past U+00FF) or as Latin-1, which matched nothing:
+        // the web page could never sign in with it.
+        guard value.unicodeScalars.allSatisfy(\.isASCII) else {
+            throw UsageError(message: "\(flag): holds a character outside ASCII, which browsers cannot send in a header (the web page could not sign in); use letters, digits and ASCII punctuation")
         }
         return value
     }

@@ -80,6 +80,14 @@ import TestSupport
             }
             #expect(error?.message.hasPrefix("--token: holds a line end or other control character") == true, "\(String(describing: error))")
         }
+        // Nor one outside ASCII: a browser sends it as Latin-1 or not at all, and the web page could never sign in.
+        for (arguments, environment) in [(["--token", "pässwort"], [String: String]()), ([], ["TRANSCODER_TOKEN": "pass€"])] {
+            let error = #expect(throws: Configuration.UsageError.self, "\(arguments) \(environment)") {
+                try Configuration.parse(arguments, environment: environment)
+            }
+            #expect(error?.message.contains("holds a character outside ASCII") == true, "\(String(describing: error))")
+        }
+        #expect(try Configuration.parse(["--token", "a-Z_0.9~+/=!"], environment: [:]).token == "a-Z_0.9~+/=!")
         let twoLines = try Media.scratch().appendingPathComponent("token")
         try Data("abc\ndef\n".utf8).write(to: twoLines)
         let fromFile = #expect(throws: Configuration.UsageError.self) { try Configuration.parse(["--token-file", twoLines.path], environment: [:]) }
