@@ -72,6 +72,13 @@ public enum InputFit {
             // The crop's message names its key; the size's (`output_too_large`) names none.
             return error.message.hasPrefix("filters.") ? error : MediaError(code: error.code, message: "\(key): \(error.message)")
         }
+        if let thumbnails = settings.thumbnails {
+            do throws(MediaError) {
+                _ = try VideoEncoding.picture(of: track, settings: thumbnails.picture, crop: crop)
+            } catch {
+                return thumbnails.refusal(error)
+            }
+        }
         return nil
     }
 }

@@ -43,6 +43,17 @@ public struct ThumbnailSettings: Sendable, Equatable, Codable {
     /// Default thumbnail width, in pixels.
     static let defaultWidth = 160
 
+    /// The settings of one thumbnail's picture: the width asked (or the default), upscaling allowed.
+    var picture: VideoSettings { VideoSettings(width: width ?? Self.defaultWidth, allowUpscaling: true) }
+
+    /// What becomes of a refusal of that picture: one larger than any output may be (a tall, narrow source at a
+    /// wide thumbnail width) names `thumbnails.width`, not the video's size, which is not at fault.
+    func refusal(_ error: MediaError) -> MediaError {
+        guard error.code == "output_too_large" else { return error }
+        return MediaError(code: error.code, message: "thumbnails.width: at \(width ?? Self.defaultWidth) px wide the thumbnails of this picture "
+                          + "would be larger than the largest allowed, \(VideoSettings.maxDimension)×\(VideoSettings.maxDimension); choose a smaller width.")
+    }
+
     public init(interval: Double? = nil, count: Int? = nil, width: Int? = nil, storyboard: Bool? = nil, poster: Poster? = nil) {
         self.interval = interval
         self.count = count

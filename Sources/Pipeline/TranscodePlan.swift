@@ -189,10 +189,13 @@ final class TranscodePlan {
             if toneMapping == nil {
                 stillMapping = try ToneMapping(source: sourceTags, stream: stream, settings: nil, firstPicture: firstPicture)
             }
-            var thumbnail = try VideoEncoding.resolve(
-                track: track, stream: stream,
-                settings: VideoSettings(width: thumbnails.width ?? ThumbnailSettings.defaultWidth, allowUpscaling: true), filters: settings.filters,
-                toneMapped: toneMapped || stillMapping != nil)
+            var thumbnail: VideoEncoding
+            do {
+                thumbnail = try VideoEncoding.resolve(track: track, stream: stream, settings: thumbnails.picture, filters: settings.filters,
+                                                      toneMapped: toneMapped || stillMapping != nil)
+            } catch {
+                throw thumbnails.refusal(error)
+            }
             thumbnail.colors = Self.jpegColors(thumbnail.colors)
             var poster = encodings[0]
             poster.colors = Self.jpegColors(poster.colors)

@@ -86,6 +86,17 @@ import Testing
         #expect(try refusal(#"{"video": {"frameRate": 60, "level": "3.1"}}"#, [video(1280, 720, rate: 30)]) == nil)
     }
 
+    /// Thumbnails of a tall, narrow picture at a wide thumbnail width would be taller than any output may be: the
+    /// refusal names `thumbnails.width` (it was accepted, and the job failed telling to set the video's size).
+    @Test func thumbnailsLargerThanAnyOutputAreRefusedWithTheirKey() throws {
+        let tall = [video(64, 2048)]
+        #expect(try refusal(#"{"container": "hls", "thumbnails": {"interval": 1, "width": 1920}}"#, tall)?
+            .hasPrefix("thumbnails.width: at 1920 px wide the thumbnails of this picture would be larger than the largest allowed") == true)
+        #expect(try refusal(#"{"thumbnails": {"interval": 1, "width": 256}}"#, tall) == nil, "256×8192 fits")
+        #expect(try refusal(#"{"thumbnails": {"interval": 1, "width": 258}}"#, tall) != nil)
+        #expect(try refusal(#"{"thumbnails": {"interval": 1}}"#, tall) == nil, "the default 160 px")
+    }
+
     @Test func thumbnailsTooManyForTheShortestLengthAreRefused() throws {
         let settings = #"{"thumbnails": {"interval": 0.5}}"#
         // 10,000 at most: 6,000 s every half second is 12,001.

@@ -201,6 +201,18 @@ import TestSupport
         #expect(fits.probe.video?.level == 30, "\(String(describing: fits.probe.video?.level))")
     }
 
+    /// The job itself names `thumbnails.width` too when the thumbnails of a tall, narrow picture would be larger
+    /// than any output may be (it told to set the video's size, which was not at fault).
+    @Test func thumbnailsLargerThanAnyOutputFailNamingTheirKey() throws {
+        let folder = try Media.scratch()
+        let tall = folder.appendingPathComponent("tall.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=64x2048:r=10:d=1", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", tall])
+        let session = TranscodeSession(inputPath: tall, outputDirectory: folder.appendingPathComponent("out").path,
+                                       settings: try TranscodeSettings.parse(Data(#"{"container": "hls", "thumbnails": {"interval": 1, "width": 1920}}"#.utf8)))
+        let error = #expect(throws: MediaError.self) { try session.run() }
+        #expect(error?.code == "output_too_large" && error?.message.hasPrefix("thumbnails.width: at 1920 px wide") == true, "\(String(describing: error))")
+    }
+
     @Test func defaultKeyFrameIntervalIsTwoSeconds() throws {
         let run = try transcode(try Media.path(.tenSeconds))
         let (keys, count) = try Probe.keyFrames(run.output)
