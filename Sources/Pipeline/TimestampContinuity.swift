@@ -102,12 +102,21 @@ struct TimestampContinuity {
                 let others = Set(shiftOf.filter { stream, _ in
                     stream != value.stream_index && (last[stream]?.time ?? .min) >= latest - Self.activeWindow
                 }.values)
+                // A stream that was not going on (away during a break that had the other kind of media alone: sound
+                // without pictures, pictures without sound) comes back where the streams that went on are, after
+                // its own hole: joined to its own end, it lost the break's length and stayed that far from the
+                // others to the end of the file (4 s for 4 s of sound alone).
+                let away = previous.time < latest - Self.activeWindow
+                let fits = { (landing: Int64) -> Bool in
+                    away ? landing > previous.time && (latest - Self.activeWindow...latest + Self.forwardLimit).contains(landing)
+                        : (1...Self.forwardLimit).contains(landing - previous.time)
+                }
                 if let taken = shifts.indices.reversed().first(where: { index in
-                    index != shift && others.contains(index) && (1...Self.forwardLimit).contains(raw + shifts[index] - previous.time)
+                    index != shift && others.contains(index) && fits(raw + shifts[index])
                 }) {
                     shift = taken
                 } else {
-                    shifts.append(previous.time + max(previous.duration, 1) - raw)
+                    shifts.append((away ? latest : previous.time) + max(previous.duration, 1) - raw)
                     shift = shifts.count - 1
                     if shifts.count > Self.keptShifts, let unused = shifts.indices.first(where: { index in
                         index != shift && !shiftOf.contains { $0.key != value.stream_index && $0.value == index }

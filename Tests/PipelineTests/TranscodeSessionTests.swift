@@ -646,6 +646,48 @@ import TestSupport
         }
     }
 
+    /// A splice around a break that has one kind of media alone (sound without pictures, or pictures without sound,
+    /// as an ad break recorded so): three MPEG-TS files joined with `cat`, each on its own clock (video on PID
+    /// 0x100, audio on 0x101), of `parts` seconds, `nil` for a part without that media. The stream that was away
+    /// comes back where the other is: joined to its own end, it lost the break's length and stayed that far from
+    /// the other to the end of the file (the pictures 3 s ahead of the sound after 3 s of sound alone; the sound 11 s
+    /// ahead after 11 s of pictures alone).
+    @Test func aStreamAwayDuringABreakComesBackInStepWithTheOther() throws {
+        let folder = try Media.scratch()
+        // Pictures alone for 11 s: past the 10 s within which the sound took up the pictures' new clock before.
+        for (name, middle) in [("sound-alone", (video: false, audio: true, seconds: 3)), ("pictures-alone", (video: true, audio: false, seconds: 11))] {
+            var joined = Data()
+            let parts: [(video: Bool, audio: Bool, seconds: Int)] = [(true, true, 2), (middle.video, middle.audio, middle.seconds), (true, true, 2)]
+            for (index, part) in parts.enumerated() {
+                let path = folder.appendingPathComponent("\(name)-\(index).ts").path
+                var arguments: [String] = [], ids: [String] = []
+                if part.video {
+                    arguments += ["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=\(part.seconds)"]
+                    ids += ["-streamid", "\(ids.count / 2):256"]
+                }
+                if part.audio {
+                    arguments += ["-f", "lavfi", "-i", "sine=f=1000:d=\(part.seconds)"]
+                    ids += ["-streamid", "\(ids.count / 2):257"]
+                }
+                try Media.ffmpeg(arguments + ids + ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "mpegts", path])
+                joined.append(try Data(contentsOf: URL(fileURLWithPath: path)))
+            }
+            let input = folder.appendingPathComponent("\(name).ts").path
+            try joined.write(to: URL(fileURLWithPath: input))
+            let run = try transcode(input, #"{"video": {"preset": "ultrafast"}}"#)
+            let video = try #require(run.probe.video), audio = try #require(run.probe.audio)
+            let length = 4.0 + Double(middle.seconds)
+            #expect(run.result.framesEncoded == 100 + (middle.video ? 25 * middle.seconds : 0), "\(name)")
+            let videoEnd = video.startTime + video.durationSeconds, audioEnd = audio.startTime + audio.durationSeconds
+            #expect(abs(videoEnd - audioEnd) < 0.1 && abs(videoEnd - length) < 0.2, "\(name): video ends at \(videoEnd) s, audio at \(audioEnd) s")
+            if !middle.audio {
+                // The break's silence is where the break is, and the sound after it plays with the pictures after it.
+                let hole = try Probe.silences(run.output).first { $0.end - $0.start > 2 }
+                #expect(hole.map { abs($0.start - 2) < 0.1 && abs($0.end - 2 - Double(middle.seconds)) < 0.1 } == true, "\(name): \(String(describing: hole))")
+            }
+        }
+    }
+
     /// A picture the decoder fails on with another error than invalid data (zlib's, in a PNG-coded screen capture)
     /// is passed over, as players and FFmpeg's CLI pass it: the job failed with `decode_failed`. Up to 16 in a row: a
     /// stream whose every picture fails so still fails (a memory limit's refusals show up so), and one whose every
