@@ -11,8 +11,12 @@ import CFFmpeg
 final class AudioConverter {
     /// How closely the audio follows its timestamps; the same numbers drive `aresample` in a filter graph.
     enum Sync {
-        /// Differences below this are left alone (timestamp rounding), seconds.
-        static let tolerance = 0.001
+        /// Differences below this are left alone, seconds: timestamp rounding, and jitter (a capture's wall clock,
+        /// Vorbis stamping a frame 10 ms late at each switch of block size). It must be more than the overshoot of
+        /// a stretch, which is not taken back when the next frame is in place (`maximumStretch` of the second it is
+        /// spread over: 10 ms): at 1 ms, each late frame set a stretch going that overshot and was turned round
+        /// again, and a steady tone wobbled by up to 1 % (swresample's own `aresample` in a filter graph the same).
+        static let tolerance = 0.02
         /// Largest stretch or squeeze, as a fraction of the audio's length (1 %: a pitch change of under 18 cents).
         static let maximumStretch = 0.01
 

@@ -55,6 +55,44 @@ import TestSupport
         #expect(cuts.isEmpty, "cut at \(cuts.prefix(10).map { String(format: "%.3f s", Double($0) / 48_000) })")
     }
 
+    /// Audio one frame of which is stamped late and the next on time again (Vorbis stamps a frame 10 ms late at
+    /// each switch between its long and short blocks) keeps its pitch: each such frame set a second's stretch going,
+    /// which ran on after the next frame was back in place, overshot, and was turned round again; a tone came out
+    /// between 991 and 1001 Hz, changing every few hundred milliseconds (ffmpeg's CLI keeps it at 1000).
+    @Test func audioWithAFrameStampedLateNowAndThenKeepsItsPitch() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("tone.ogg").path, output = folder.appendingPathComponent("out.m4a").path
+        // A 1 kHz tone with a short burst every quarter second: Vorbis switches to short blocks at each.
+        try Media.ffmpeg(["-f", "lavfi", "-i", "aevalsrc='0.5*sin(2*PI*1000*t)+if(lt(mod(t,0.25),0.003),0.9*sin(2*PI*5000*t),0)':s=48000:d=6",
+                          "-c:a", "libvorbis", input])
+        _ = try TranscodeSession(inputPath: input, outputPath: output, settings: TranscodeSettings()).run()
+        let raw = folder.appendingPathComponent("out.raw").path
+        try Media.ffmpeg(["-i", output, "-f", "s16le", "-ac", "1", "-ar", "48000", raw])
+        let samples = try Data(contentsOf: URL(fileURLWithPath: raw)).withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+        // The tone's phase against 1 kHz every 20 ms (over 10 ms, ten whole periods): the step between two is its
+        // frequency's distance from 1 kHz; averaged over 200 ms, it must stay within 2 Hz (a stretch of 1 % is 10).
+        let window = 480, step = 960
+        let phases = stride(from: 0, to: samples.count - window, by: step).map { start -> Double in
+            var real = 0.0, imaginary = 0.0
+            for index in start..<start + window {
+                let angle = 2 * Double.pi * 1000 * Double(index) / 48_000
+                real += Double(samples[index]) * cos(angle)
+                imaginary += Double(samples[index]) * sin(angle)
+            }
+            return atan2(imaginary, real)
+        }
+        let offsets = zip(phases, phases.dropFirst()).map { earlier, later -> Double in
+            var turn = later - earlier
+            while turn > Double.pi { turn -= 2 * Double.pi }
+            while turn < -Double.pi { turn += 2 * Double.pi }
+            return turn / (2 * Double.pi * Double(step) / 48_000)
+        }
+        #expect(offsets.count > 250)
+        let averages = stride(from: 0, to: offsets.count - 10, by: 10).map { offsets[$0..<$0 + 10].reduce(0, +) / 10 }
+        let off = averages.enumerated().filter { abs($0.element) > 2 }
+        #expect(off.isEmpty, "\(off.prefix(8).map { String(format: "%.1f s: %+.1f Hz", Double($0.offset) * 0.2, $0.element) })")
+    }
+
     /// Audio whose rate changes part-way (recordings joined, a stream's audio switching from 48 kHz to 22.05 kHz
     /// and back) plays whole and without cuts: the demuxer stamps the frames it gets no time for (all of raw AAC's,
     /// all but a transport stream packet's first) by the rate it opened with, and those stamps, 21 ms apart for
