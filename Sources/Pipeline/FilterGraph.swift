@@ -25,24 +25,45 @@ final class FilterGraph {
 
     /// An audio graph for frames like `frame` (timestamps in 1/sample rate).
     convenience init(audio frame: AVFrame, chain: String) throws(MediaError) {
-        var layout = frame.ch_layout
-        if layout.order == AV_CHANNEL_ORDER_UNSPEC { FFmpeg.defaultChannelLayout(&layout, channels: frame.ch_layout.nb_channels) }
-        var buffer = [CChar](repeating: 0, count: 128)
-        _ = av_channel_layout_describe(&layout, &buffer, buffer.count)
-        let layoutName = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        var chain = chain
+        var sinkArguments: String?
         let formatName = av_get_sample_fmt_name(AVSampleFormat(rawValue: frame.format)).map { String(cString: $0) } ?? "fltp"
-        let arguments = "time_base=1/\(frame.sample_rate):sample_rate=\(frame.sample_rate):sample_fmt=\(formatName)"
-            + ":channel_layout=\(layoutName)"
-        try self.init(source: "abuffer", sink: "abuffersink", arguments: arguments, chain: chain)
+        var arguments = "time_base=1/\(frame.sample_rate):sample_rate=\(frame.sample_rate):sample_fmt=\(formatName)"
+        var layout = frame.ch_layout
+        if layout.order == AV_CHANNEL_ORDER_UNSPEC && layout.nb_channels > 8 {
+            // Past 7.1, unlabelled channels are a recorder's tracks: they stay unlabelled through the graph, for the
+            // converter to mix them all (`AudioConverter`). Labelled with FFmpeg's default layout, 9 to 12 failed the
+            // graph, and 16 or 24 came out as speakers whose top and wide channels the mix left silent.
+            arguments += ":channels=\(layout.nb_channels)"
+            if chain.contains("asetrate") {
+                // FFmpeg's rate change, which the pitch filter is made of, takes speakers only.
+                throw MediaError(code: "filter_failed", message: "filters.audio.pitch: FFmpeg cannot change the pitch of more than 8 unlabelled "
+                                 + "channels, and this audio has \(layout.nb_channels) (a recorder's tracks); leave the pitch out.")
+            }
+            // Pinned after each filter that may change the layout (`aresample`) and at the end: FFmpeg does not
+            // choose an unlabelled layout between two filters that take any.
+            // The sink too takes unlabelled channels only when told (`all_channel_counts`).
+            let pin = "aformat=channel_layouts=\(layout.nb_channels)C"
+            sinkArguments = "all_channel_counts=1"
+            chain = chain.split(separator: ",").flatMap { filter in
+                filter.hasPrefix("aresample") ? [String(filter), pin] : [String(filter)]
+            }.joined(separator: ",") + "," + pin
+        } else {
+            if layout.order == AV_CHANNEL_ORDER_UNSPEC { FFmpeg.defaultChannelLayout(&layout, channels: frame.ch_layout.nb_channels) }
+            var buffer = [CChar](repeating: 0, count: 128)
+            _ = av_channel_layout_describe(&layout, &buffer, buffer.count)
+            arguments += ":channel_layout=" + buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        }
+        try self.init(source: "abuffer", sink: "abuffersink", arguments: arguments, sinkArguments: sinkArguments, chain: chain)
     }
 
-    private init(source sourceName: String, sink sinkName: String, arguments: String, chain: String,
+    private init(source sourceName: String, sink sinkName: String, arguments: String, sinkArguments: String? = nil, chain: String,
                  image: Frame? = nil) throws(MediaError) {
         graph = avfilter_graph_alloc()
         guard graph != nil else { throw MediaError(code: "out_of_memory", message: "Allocating a filter graph failed.") }
         try FFmpeg.check(avfilter_graph_create_filter(&source, avfilter_get_by_name(sourceName), "in", arguments, nil, graph),
                          "Creating the filter input", code: "filter_failed")
-        try FFmpeg.check(avfilter_graph_create_filter(&sink, avfilter_get_by_name(sinkName), "out", nil, nil, graph),
+        try FFmpeg.check(avfilter_graph_create_filter(&sink, avfilter_get_by_name(sinkName), "out", sinkArguments, nil, graph),
                          "Creating the filter output", code: "filter_failed")
         var outputs = avfilter_inout_alloc()
         var inputs = avfilter_inout_alloc()

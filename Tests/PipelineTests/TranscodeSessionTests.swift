@@ -91,10 +91,23 @@ import TestSupport
             let channels = (0..<count).map { $0 == loud ? "0.5*sin(2*PI*500*t)" : "0" }.joined(separator: "|")
             try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:d=2", "-f", "lavfi", "-i", "aevalsrc=\(channels):s=48000:d=2",
                               "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le", many])
-            let run = try transcode(many, name: "many-\(count).mp4")
-            let manyLeft = try level(run.output, "c0"), manyRight = try level(run.output, "c1")
-            #expect(manyRight > -40 && manyRight - manyLeft > 20, "\(count) channels, \(loud) on the right: left \(manyLeft) dB, right \(manyRight) dB")
+            // And through audio filters: labelled with FFmpeg's default layout in the graph, 16 came out as speakers
+            // whose top and wide channels the mix left silent (and 10 failed the job).
+            for filters in ["{}", #"{"filters": {"audio": {"volume": 0.9}}}"#] {
+                let run = try transcode(many, filters, name: "many-\(count).mp4")
+                let manyLeft = try level(run.output, "c0"), manyRight = try level(run.output, "c1")
+                #expect(manyRight > -40 && manyRight - manyLeft > 20,
+                        "\(count) channels, \(loud) on the right, \(filters): left \(manyLeft) dB, right \(manyRight) dB")
+            }
         }
+        let filtered = try transcode(ten, #"{"filters": {"audio": {"normalize": true}}}"#, name: "ten-filtered.mp4")
+        #expect(try level(filtered.output, "c1") - (try level(filtered.output, "c0")) > 20, "channel 3 on the right through the filters")
+        // The pitch filter (FFmpeg's rate change) takes speakers only: refused in words, not "Invalid argument".
+        let pitched = TranscodeSession(inputPath: ten, outputPath: folder.appendingPathComponent("pitched.mp4").path,
+                                       settings: try TranscodeSettings.parse(Data(#"{"filters": {"audio": {"pitch": 1.1}}}"#.utf8)))
+        let refused = #expect(throws: MediaError.self) { try pitched.run() }
+        #expect(refused?.message.hasPrefix("filters.audio.pitch: FFmpeg cannot change the pitch of more than 8 unlabelled channels") == true,
+                "\(String(describing: refused))")
         // A WAV whose channel mask is the back pair alone (0x30), written here: FFmpeg's own tools refuse to make one.
         let back = folder.appendingPathComponent("back.wav").path
         var wav = Data()
