@@ -32,6 +32,8 @@ final class AudioConverter {
     private var resampler: OpaquePointer?
     private var resamplerInput: (format: Int32, rate: Int32, channels: Int32) = (-1, 0, 0)
     private var inputLayout = AVChannelLayout()
+    /// The layout of the frames the resampler was made for, as they came (`inputLayout` is what it was told).
+    private var sourceLayout: ChannelLayout?
     private var fifo: OpaquePointer?
     private var outputLayout = AVChannelLayout()
     private let converted = Frame()
@@ -173,7 +175,7 @@ final class AudioConverter {
 
     private func configure(for input: AVFrame) throws(MediaError) {
         let key = (input.format, input.sample_rate, input.ch_layout.nb_channels)
-        if resampler != nil && resamplerInput == key { return }
+        if resampler != nil && resamplerInput == key && sourceLayout?.matches(input.ch_layout) == true { return }
         try MediaLimits.check(sampleRate: Int(input.sample_rate))
         if resampler != nil { try resample(input: nil, samples: 0) }
         swr_free(&resampler)
@@ -241,6 +243,7 @@ final class AudioConverter {
         }
         try FFmpeg.check(started, "Starting the audio resampler", code: "unsupported_audio")
         resamplerInput = key
+        sourceLayout = try ChannelLayout(copying: input.ch_layout)
     }
 
     /// The mix for a layout swresample will not mix (see `configure`): each channel to the side it is on, a centre

@@ -429,8 +429,9 @@ private final class AudioPath {
     private(set) var samplesWritten = 0
     private let filterSettings: FilterSettings?
     private var filters: FilterGraph?
-    /// Sample rate, format and channel count the current graph was built for.
+    /// Sample rate, format and channel count the current graph was built for, and the channel layout.
     private var filterInput: (rate: Int32, format: Int32, channels: Int32)?
+    private var filterLayout: ChannelLayout?
     /// The sample rate the stream was opened with, and the last frame's stamp (source time base) and length.
     private let declaredRate: Int32
     private var previous: (source: Int64, samples: Int32)?
@@ -465,7 +466,7 @@ private final class AudioPath {
             return try converter.push(frame, at: timestamp, emit: encode)
         }
         let shape = (value.sample_rate, value.format, value.ch_layout.nb_channels)
-        if let built = filterInput, built != shape {
+        if let built = filterInput, built != shape || filterLayout?.matches(value.ch_layout) != true {
             // A graph takes one input format: drain this one and build the next.
             try finishFilters()
             filters = nil
@@ -477,6 +478,7 @@ private final class AudioPath {
             let sync = AudioConverter.Sync.filter(hardLimit: converter.hardLimit)
             filters = try FilterGraph(audio: value, chain: sync + "," + chain)
             filterInput = shape
+            filterLayout = try ChannelLayout(copying: value.ch_layout)
             // A graph's output is continuous from its first frame on; a tempo filter scales where it starts. A graph
             // built again (the format changed) starts where its first frame belongs, so a gap at the change stays.
             if let timestamp {

@@ -129,6 +129,37 @@ import TestSupport
         #expect(try level(pair.output, "c0") > -40 && (try level(pair.output, "c1")) > -40)
     }
 
+    /// A broadcast whose sound changes layout with the same number of channels (quad, then 4.0: the side pair becomes
+    /// a front and a back centre) is mixed by each part's own layout: the second part was mixed with the first's
+    /// matrix (its front centre on the left alone, its back centre on the right alone), and through a filter the job
+    /// failed ("Filtering failed: Invalid argument").
+    @Test func aChangeOfChannelLayoutWithTheSameCountIsMixedByTheNewLayout() throws {
+        let folder = try Media.scratch()
+        var joined = Data()
+        for (index, layout) in ["quad(side)", "4.0"].enumerated() {
+            let part = folder.appendingPathComponent("part\(index).ts").path
+            // Left 500 Hz, right 1 kHz; the third channel (side left, or front centre) 2 kHz, the fourth 3 kHz.
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi",
+                              "-i", "aevalsrc=0.3*sin(2*PI*500*t)|0.3*sin(2*PI*1000*t)|0.3*sin(2*PI*2000*t)|0.3*sin(2*PI*3000*t):s=48000:d=2:c=\(layout)",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "ac3", "-f", "mpegts", part])
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: part)))
+        }
+        let input = folder.appendingPathComponent("joined.ts").path
+        try joined.write(to: URL(fileURLWithPath: input))
+        for filters in ["{}", #"{"filters": {"audio": {"volume": 0.9}}}"#] {
+            let run = try transcode(input, filters)
+            // In the second part, both centres are in both channels.
+            let second = folder.appendingPathComponent("second.wav").path
+            try Media.ffmpeg(["-ss", "2.5", "-t", "1", "-i", run.output, "-vn", second])
+            for (tone, channel) in [(2000, "c0"), (2000, "c1"), (3000, "c0"), (3000, "c1")] {
+                // Three narrow band-passes in a row: the other tones are left 60 dB or more below.
+                let band = Array(repeating: "bandpass=f=\(tone):width_type=q:w=10", count: 3).joined(separator: ",")
+                let level = try Media.meanVolume(of: second, after: "pan=mono|c0=\(channel),\(band)") ?? -200
+                #expect(level > -40, "\(filters): \(tone) Hz in \(channel) at \(level) dB")
+            }
+        }
+    }
+
     /// A default audio track in a codec FFmpeg does not know (AC-4, MPEG-H; here Opus renamed) is passed over for
     /// the next one it can decode: the job failed with `unsupported_codec` for "the input's none track".
     @Test func anUndecodableDefaultTrackGivesWayToADecodableOne() throws {
