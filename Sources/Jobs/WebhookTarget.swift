@@ -24,8 +24,9 @@ public struct WebhookTarget: Sendable, Codable, Equatable {
         self.events = events
     }
 
-    /// An absolute http or https URL with a host, at most 2048 bytes.
-    public static func isValidURL(_ url: String) -> Bool { URLFetcher.isFetchable(url) }
+    /// The URL deliveries post to, in its ASCII form (`URLFetcher.fetchable`), when it is an absolute http or https
+    /// URL with a host, of at most 2048 bytes; else nil.
+    public static func validURL(_ url: String) -> String? { URLFetcher.fetchable(url) }
 }
 
 /// The webhooks a new job's state changes go to: its own, and the server-wide URL of the node that accepted it.

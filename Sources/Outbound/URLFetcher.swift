@@ -92,10 +92,31 @@ public struct URLFetcher: Sendable {
     /// port (if given) 1 to 65535: what may be fetched or posted to. What libcurl refuses must be refused here:
     /// a webhook URL with a line break or port 99999 was accepted, and each delivery then failed with `invalid_url`
     /// through its whole retry schedule (41.6 hours); an input URL so failed its job only once it ran.
-    public static func isFetchable(_ url: String) -> Bool {
+    public static func isFetchable(_ url: String) -> Bool { fetchable(url) != nil }
+
+    /// `url` as it is fetched or posted to, when it may be (`isFetchable`): as given when it is ASCII, else in its
+    /// ASCII form (the host in IDNA, `xn--…`; the rest percent-encoded), which libcurl reads without a locale. Given
+    /// as it was, a host such as `éxample.com` was accepted and every fetch or delivery failed as `invalid_url`.
+    public static func fetchable(_ url: String) -> String? {
+        if url.utf8.allSatisfy({ $0 < 0x80 }) { return isASCIIFetchable(url) ? url : nil }
+        guard url.utf8.count <= 2048, let ascii = URLComponents(string: url)?.string, ascii.utf8.allSatisfy({ $0 < 0x80 }),
+              isASCIIFetchable(ascii) else { return nil }
+        return ascii
+    }
+
+    private static func isASCIIFetchable(_ url: String) -> Bool {
         guard url.utf8.count <= 2048, !url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }),
               let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty else { return false }
+        // A host libcurl takes: in brackets an IPv6 address (it refuses `[1.2.3.4]`, `[v1.x]`), else no
+        // percent-encoding (`ex%2Fample.com`).
+        guard let hostText = hostText(url) else { return false }
+        if hostText.hasPrefix("[") {
+            let address = hostText.dropFirst().dropLast().prefix { $0 != "%" }
+            guard address.contains(":"), IPAddress(String(address)) != nil else { return false }
+        } else if hostText.contains("%") {
+            return false
+        }
         // From the text itself: past Int's range URLComponents gives no port at all, and its ranges index the
         // string it made (percent-encoded, IDNA), not this one.
         guard let port = portText(url) else { return false }
@@ -106,13 +127,30 @@ public struct URLFetcher: Sendable {
         return true
     }
 
+    /// The host and port of an absolute URL's text: its authority after `://`, up to the path, query or fragment,
+    /// after any user information; nil for no `://`.
+    private static func hostAndPort(_ url: String) -> Substring? {
+        guard let start = url.range(of: "://") else { return nil }
+        let authority = url[start.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@") else { return authority }
+        return authority[authority.index(after: at)...]
+    }
+
+    /// The host an absolute URL's text names (an IPv6 address with its brackets); nil for no `://` or an unclosed
+    /// bracket.
+    static func hostText(_ url: String) -> Substring? {
+        guard let host = hostAndPort(url) else { return nil }
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            return host[...close]
+        }
+        return host.prefix { $0 != ":" }
+    }
+
     /// The port an absolute URL's text names ("" for none), read from its authority: after `://`, up to the path,
     /// query or fragment, after any user information, past an IPv6 address's brackets; nil for no `://`.
     static func portText(_ url: String) -> Substring? {
-        guard let start = url.range(of: "://") else { return nil }
-        let authority = url[start.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        var host = authority
-        if let at = authority.lastIndex(of: "@") { host = authority[authority.index(after: at)...] }
+        guard let host = hostAndPort(url) else { return nil }
         if host.hasPrefix("[") {
             guard let close = host.firstIndex(of: "]") else { return nil }
             let after = host[host.index(after: close)...]

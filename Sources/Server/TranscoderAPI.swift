@@ -225,12 +225,13 @@ public final class TranscoderAPI: Sendable {
         if let unknown = object.keys.sorted().first(where: { $0 != "url" }) {
             throw HTTPError(.badRequest, "invalid_request", "\(unknown): unknown key; expected url.")
         }
-        guard case .string(let url)? = object["url"], !url.isEmpty else {
+        guard case .string(let given)? = object["url"], !given.isEmpty else {
             throw HTTPError(.badRequest, "invalid_request", "url: expected the http or https URL of the media (a string).")
         }
         // Checked as a job's input URL is, before libcurl sees it: it reads spellings URLComponents finds no host in
-        // (`http:/user:pw@host/`) as credentials, which the redaction of logged URLs then missed.
-        guard URLFetcher.isFetchable(url) else {
+        // (`http:/user:pw@host/`) as credentials, which the redaction of logged URLs then missed. Kept in its ASCII
+        // form (`URLFetcher.fetchable`), which libcurl reads.
+        guard let url = URLFetcher.fetchable(given) else {
             throw HTTPError(.unprocessableContent, "invalid_url", "url: not an http or https URL with a host, of at most 2048 bytes.")
         }
         return url
@@ -512,12 +513,12 @@ public final class TranscoderAPI: Sendable {
         if let unknown = object.keys.sorted().first(where: { !["url", "events"].contains($0) }) {
             throw HTTPError(.badRequest, "invalid_request", "webhook.\(unknown): unknown key; expected url, events.")
         }
-        guard case .string(let url)? = object["url"] else {
+        guard case .string(let given)? = object["url"] else {
             throw HTTPError(.badRequest, "invalid_request", "webhook.url: expected an http or https URL of at most 2048 bytes.")
         }
         // As an upload's URL is refused (`POST /v1/uploads`), and as one that leads where it may not: one code to
-        // handle, wherever a URL is given.
-        guard WebhookTarget.isValidURL(url) else {
+        // handle, wherever a URL is given. Kept in its ASCII form, as deliveries post to it.
+        guard let url = WebhookTarget.validURL(given) else {
             throw HTTPError(.unprocessableContent, "invalid_url", "webhook.url: not an http or https URL with a host, of at most 2048 bytes.")
         }
         try checkAddress(url, key: "webhook.url")
@@ -552,10 +553,10 @@ public final class TranscoderAPI: Sendable {
         if let unknown = fields.keys.sorted().first(where: { $0 != "url" }) {
             throw HTTPError(.badRequest, "invalid_request", "input.\(unknown): unknown key; expected url.")
         }
-        guard case .string(let url)? = fields["url"] else {
+        guard case .string(let given)? = fields["url"] else {
             throw HTTPError(.badRequest, "invalid_request", "input.url: expected an http or https URL of at most 2048 bytes.")
         }
-        guard URLFetcher.isFetchable(url) else {
+        guard let url = URLFetcher.fetchable(given) else {
             throw HTTPError(.unprocessableContent, "invalid_url", "input.url: not an http or https URL with a host, of at most 2048 bytes.")
         }
         try checkAddress(url, key: "input.url")

@@ -268,10 +268,14 @@ struct Configuration: Sendable {
         Option(flag: "--webhook-url", environment: "TRANSCODER_WEBHOOK_URL",
                help: "http(s) URL that receives every job's events (job.running, job.succeeded, job.failed, job.canceled); default none", serveOnly: true) {
             config, value throws(UsageError) in
-            guard value.isEmpty || WebhookTarget.isValidURL(value) else {
+            guard !value.isEmpty else {
+                config.webhookURL = nil
+                return
+            }
+            guard let url = WebhookTarget.validURL(value) else {
                 throw UsageError(message: "--webhook-url: expected an http or https URL, got \"\(RedactedURL.text(value))\"")
             }
-            config.webhookURL = value.isEmpty ? nil : value
+            config.webhookURL = url
         },
         Option(flag: "--webhook-secret", environment: "TRANSCODER_WEBHOOK_SECRET",
                help: "whsec_<base64 of 24-64 bytes> that signs webhooks (transcoderd webhook-secret prints a fresh one); "

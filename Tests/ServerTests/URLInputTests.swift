@@ -36,6 +36,11 @@ import TestSupport
         let unnamed = peer.base + "/slow-media/clip.mp4"
         let led = try fetch(server, peer.base + "/redirect?to=" + unnamed.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
         #expect(led.status == 201 && led.object["filename"] as? String == "clip.mp4", "\(led.object)")
+        // A host name outside ASCII is fetched by its IDNA form (libcurl, without a locale, took the name as given
+        // for a bad URL: accepted, then failed as invalid_url). curl resolves every *.localhost to loopback.
+        let port = try #require(URL(string: peer.base)?.port)
+        let international = try fetch(server, "http://éxample.localhost:\(port)/media/clip.mp4")
+        #expect(international.status == 201 && international.object["sha256"] as? String == sha, "\(international.object)")
         let id = try #require(answer.object["id"] as? String)
         let job = try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", #"{"input": "\#(id)"}"#])
         let jobID = try #require(job.object["id"] as? String)
@@ -68,7 +73,7 @@ import TestSupport
         // Nor what libcurl cannot use (a port past 65535, a space): each was accepted, and failed only when fetched.
         for scheme in ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/", "HTTP://", "http://127.0.0.1:99999/x",
                        "http://127.0.0.1:99999999999999999999/x", "http://127.0.0.1/a b.mp4",
-                       "http://127.0.0.1:99999999999999999999/a|b"] {
+                       "http://127.0.0.1:99999999999999999999/a|b", "http://[1.2.3.4]/x", "http://[v1.x]/x", "http://ex%2Fample.com/x"] {
             let answer = try fetch(open, scheme)
             #expect(answer.status == 422 && code(answer) == "invalid_url", "\(scheme): \(answer.object)")
             // The same code for a job's input URL, which said 400 invalid_request.
