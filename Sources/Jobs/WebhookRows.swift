@@ -59,12 +59,14 @@ struct WebhookRows<Store: RowRunning> {
     }
 
     /// Whether the delivery `row` (an alias) waits behind an earlier pending one of its job and URL (`holdsBack`),
-    /// looked up by job (its index), never by state.
+    /// or one being sent now, whatever its URL answered before: a refused event whose retry was in flight, and then
+    /// got through (a receiver back from a deploy), arrived after the later event (`job.running` after
+    /// `job.succeeded`). Looked up by job (its index), never by state.
     private func heldBackSQL(_ row: String) -> String {
         """
         EXISTS (SELECT 1 FROM webhook_deliveries e
                 WHERE e.job_id = \(row).job_id AND e.url = \(row).url AND \(unindexed)e.state = 'pending' AND e.seq < \(row).seq
-                    AND \(Self.holdsBack("e")))
+                    AND (\(Self.holdsBack("e")) OR e.claimed_until >= \(now())))
         """
     }
 

@@ -47,6 +47,23 @@ import TestSupport
         #expect(stale, "\(list)")
     }
 
+    /// A refused event whose retry is in flight (a receiver answering 400 during a deploy, then 200 a few seconds
+    /// later) holds back the job's later events until it ends: `job.succeeded` went out meanwhile, and the retry's
+    /// success then reached the receiver after it (`job.running` after `job.succeeded`).
+    @Test func anEventBeingSentAgainHoldsBackTheLaterOnes() throws {
+        let peer = try OutboundPeer(secret: Self.secret)
+        let server = try start(peer)
+        let input = try upload(server)
+        let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/deploying", "events": ["job.running", "job.succeeded"]}}"#)
+        #expect(try eventually(60) { try state(server, id) == "succeeded" })
+        // The peer records the retry of job.running when it answers it, 4 s after it came.
+        #expect(eventually(30) { peer.deliveries(job: id).filter { $0["answered"] as? Int == 200 }.count == 2 }, "\(peer.deliveries(job: id))")
+        let answered = peer.deliveries(job: id).filter { $0["answered"] as? Int == 200 }.compactMap { $0["type"] as? String }
+        #expect(answered == ["job.running", "job.succeeded"], "\(peer.deliveries(job: id))")
+        let list = try server.json("/v1/jobs/\(id)/webhooks").object["deliveries"] as? [[String: Any]] ?? []
+        #expect(list.count == 2 && list.allSatisfy { $0["state"] as? String == "delivered" }, "\(list)")
+    }
+
     @Test func succeededFailedAndCanceledJobsEachAnnounceExactlyTheirEventsInOrder() throws {
         let peer = try OutboundPeer(secret: Self.secret)
         let server = try start(peer, ["--webhook-url", peer.base + "/hooks/ok?scope=server"])
