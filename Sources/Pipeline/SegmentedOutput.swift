@@ -130,7 +130,7 @@ final class SegmentedOutput: PacketSink {
         offset = Int64((offsetSeconds * Double(timescale)).rounded(.up))
         let rate = stream.pointee.avg_frame_rate
         if isVideo && FFmpeg.isValid(rate) { frameDuration = av_rescale_q(1, av_inv_q(rate), stream.pointee.time_base) }
-        closeFile()
+        try closeFile()
         if journal != nil {
             // Before any segment is recorded, file and name: a track recorded complete is not written again, and
             // its segments are nothing without it.
@@ -218,7 +218,7 @@ final class SegmentedOutput: PacketSink {
         // Nothing is pending; the trailer only frees the muxer's state (no mfra: skip_trailer).
         try openFile(folder + "/.trailer")
         try FFmpeg.check(av_write_trailer(context), "Finishing the \(folder) segments")
-        closeFile()
+        try closeFile()
         unlink(root + "/" + folder + "/.trailer")
     }
 
@@ -233,7 +233,7 @@ final class SegmentedOutput: PacketSink {
         guard let segment = current else { return }
         try FFmpeg.check(av_write_frame(context, nil), "Writing the \(folder) segments")
         let bytes = Int(avio_tell(context!.pointee.pb))
-        closeFile()
+        try closeFile()
         let path = Self.segmentPath(folder: folder, number: segment.number)
         var keyFrames: [KeyFrame] = []
         if isVideo {
@@ -273,14 +273,23 @@ final class SegmentedOutput: PacketSink {
         open = true
     }
 
-    private func closeFile() {
-        guard open else { return }
-        avio_closep(&context!.pointee.pb)
+    /// Writes what the file's buffer still holds and closes it; a write that failed (a full disk, a file-size limit,
+    /// a network file system's error) fails the track. Unchecked, the last 32 KiB of a segment were lost unseen: an
+    /// audio segment, which nothing reads back, was recorded and published cut short, and the job succeeded.
+    private func closeFile() throws(MediaError) {
+        guard open, let io = context?.pointee.pb else { return }
         open = false
+        avio_flush(io)
+        let written = io.pointee.error
+        let closed = avio_closep(&context!.pointee.pb)
+        let result = written < 0 ? written : closed
+        if result < 0 {
+            throw MediaError.ffmpeg(result, "Writing the \(folder) segments", code: result == FFmpeg.noSpace ? nil : "output_failed")
+        }
     }
 
     deinit {
-        closeFile()
+        try? closeFile()
         avformat_free_context(context)
     }
 }

@@ -20,6 +20,26 @@ import TestSupport
         #expect(abs(duration - 1000) < 0.5, "\(duration) s")
     }
 
+    /// A write that fails as a ladder's segment is closed (here a file-size limit of 128 KiB or less, as a full disk
+    /// or a network file system's error would) fails the transcode: the last 32 KiB each audio segment held in its
+    /// buffer were lost unseen, the segments (which nothing reads back) were published cut short, and it succeeded.
+    @Test func aSegmentWhoseLastWriteFailsFailsTheLadder() throws {
+        let folder = try Media.scratch()
+        let source = folder.appendingPathComponent("noise.wav").path, output = folder.appendingPathComponent("out").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=7:a=0.5", "-ac", "2", source])
+        // 6 s at 320 kb/s: some 240 KB a segment, past the limit (256 blocks of 512 bytes in dash, of 1024 in bash).
+        let settings = #"{"container": "hls", "segmentDuration": 6, "audio": {"bitRate": 320000}}"#
+        let run = try Shell.run("/bin/sh", ["-c", "trap '' XFSZ; ulimit -f 128; exec \"$0\" transcode \"$1\" \"$2\" --settings \"$3\" --progress none",
+                                            Binary.path, source, output, settings])
+        #expect(run.status == 1 && run.stderr.contains("Writing the audio segments failed"), "\(run.status) \(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: output), "nothing published")
+        // Without the limit the same ladder is written whole (so the limit is what failed it).
+        let whole = try Shell.run(Binary.path, ["transcode", source, output, "--settings", settings, "--progress", "none"])
+        #expect(whole.status == 0, "\(whole.stderr)")
+        let first = try FileManager.default.attributesOfItem(atPath: output + "/audio/segment_00001.m4s")[.size] as? Int ?? 0
+        #expect(first > 128 * 1024, "\(first) bytes")
+    }
+
     @Test func helpExplainsTheCommands() throws {
         let help = try Shell.run(Binary.path, ["--help"])
         #expect(help.status == 0 && help.stdout.contains("transcoderd transcode INPUT OUTPUT"))
