@@ -41,6 +41,7 @@ public struct TranscodeRunner: JobRunner {
         let session = TranscodeSession(inputPath: input.path, outputDirectory: outputDirectory, settings: job.settings,
                                        cancellation: cancellation, limits: limits)
         session.checkpointDirectory = checkpointDirectory
+        session.checkpointOwned = true // the data directory's folder for this job
         return try session.run(progress: progress)
     }
 }

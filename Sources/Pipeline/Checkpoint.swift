@@ -28,8 +28,9 @@ final class Checkpoint: @unchecked Sendable {
     static let ownFolders: Set<String> = [ladderFolder, CheckpointStills.folder]
 
     /// Opens (or makes) the checkpoint at `path`; `step` is called after each file an earlier attempt left is
-    /// checked (which reads it whole).
-    init(path: String, fingerprint: String, segmentSeconds: Double, step: () -> Void = {}) throws(MediaError) {
+    /// checked (which reads it whole). `owned`: the folder is the caller's own (a server's, for one job), so what is
+    /// in it that is no checkpoint is cleared rather than refused.
+    init(path: String, fingerprint: String, segmentSeconds: Double, owned: Bool = false, step: () -> Void = {}) throws(MediaError) {
         self.path = path
         do {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -40,7 +41,13 @@ final class Checkpoint: @unchecked Sendable {
         if !names.isEmpty && !Self.isOwnFolder(path, names: names) {
             // Someone's folder, not a checkpoint (a web project's `manifest.json` is not ours): nothing in it is
             // ours to overwrite or remove.
-            throw MediaError(code: "invalid_checkpoint", message: "The checkpoint folder \(path) holds other files; give an empty or new folder.")
+            guard owned else {
+                throw MediaError(code: "invalid_checkpoint", message: "The checkpoint folder \(path) holds other files; give an empty or new folder.")
+            }
+            // A server's folder for this job: a manifest a crash or a disk left unreadable, or a file a process
+            // since gone left (NFS's `.nfs…`). The job starts over; refused, it failed for good, telling a server's
+            // user to give another folder.
+            for name in names { try? FileManager.default.removeItem(atPath: path + "/" + name) }
         }
         var manifest = CheckpointManifest(fingerprint: fingerprint, segmentSeconds: segmentSeconds)
         var adopted = false

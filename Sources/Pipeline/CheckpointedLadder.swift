@@ -42,7 +42,7 @@ final class CheckpointedLadder {
         let cancellation = session.cancellation
         let segmentDuration = settings.segmentDuration ?? TranscodeSettings.defaultSegmentDuration
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: CheckpointedTranscode.fingerprint(settings, input: session.inputPath),
-                                        segmentSeconds: segmentDuration)
+                                        segmentSeconds: segmentDuration, owned: session.checkpointOwned)
         let root = checkpoint.file(Checkpoint.ladderFolder)
         let stills = settings.thumbnails == nil ? nil : try CheckpointStills(checkpoint: checkpoint)
         let directory = try OutputDirectory(path: session.outputDirectory!)

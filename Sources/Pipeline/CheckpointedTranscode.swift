@@ -53,7 +53,7 @@ final class CheckpointedTranscode {
         var checked = 0
         var lastReport = started
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: Self.fingerprint(settings, input: session.inputPath),
-                                        segmentSeconds: segmentSeconds) {
+                                        segmentSeconds: segmentSeconds, owned: session.checkpointOwned) {
             // Each file an earlier attempt left is read whole to check it: say so as it goes (throttled like the
             // transcode's progress), or a long film's check looks like a stall.
             checked += 1

@@ -24,6 +24,10 @@ public final class TranscodeSession {
     /// A folder for durable checkpoints of the encoded video and audio (see `CheckpointedTranscode`); the same folder given to a later run of the same job resumes where this one stopped.
     /// The session never removes it: its owner does once the job has ended. nil: no checkpoints.
     public var checkpointDirectory: String?
+    /// Whether `checkpointDirectory` is the caller's own (a server's folder for the job): a checkpoint found there
+    /// unreadable, or other files, are cleared and the transcode starts over. Otherwise (a folder a user gave) a
+    /// folder holding other files is refused, its files left alone.
+    public var checkpointOwned = false
 
     /// A transcode into one file at `outputPath` (no ladder, no thumbnails).
     public init(inputPath: String, outputPath: String, settings: TranscodeSettings,

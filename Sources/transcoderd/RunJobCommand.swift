@@ -88,6 +88,7 @@ enum RunJobCommand {
                                                cancellation: cancellation, limits: request.limits ?? MediaLimits())
                 session.onFailure = { _ in memory.failed() }
                 session.checkpointDirectory = request.checkpoint
+                session.checkpointOwned = true // the server's folder for this job
                 var result = try session.run { progress in
                     send(JobMessage(progress: progress, dataBytes: memory.sample()))
                 }

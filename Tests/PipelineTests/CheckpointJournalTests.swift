@@ -45,6 +45,26 @@ import TestSupport
         #expect(try open(path).manifest.segments.map(\.number) == [1, 2, 3, 4])
     }
 
+    /// A folder whose manifest is no checkpoint's (torn, or damaged on disk) is refused when a user gave it (its
+    /// files may be someone's), and cleared for a fresh start when it is the caller's own (a server's folder for
+    /// the job): refused there, the job failed for good, telling to give another folder.
+    @Test func anUnreadableManifestIsClearedOnlyInAFolderOfTheCallersOwn() throws {
+        let path = try Media.scratch().appendingPathComponent("checkpoint").path
+        var checkpoint: Checkpoint? = try open(path)
+        try checkpoint!.append(.video(segment: try segment(1, in: path)))
+        checkpoint = nil
+        var manifest = contents(path + "/manifest.json")
+        manifest[manifest.startIndex] = UInt8(ascii: "X")
+        try manifest.write(to: URL(fileURLWithPath: path + "/manifest.json"))
+        let refused = #expect(throws: MediaError.self) { try open(path) }
+        #expect(refused?.code == "invalid_checkpoint")
+        #expect(FileManager.default.fileExists(atPath: path + "/video_00001.pkt"), "left alone")
+        let owned = try Checkpoint(path: path, fingerprint: "settings", segmentSeconds: 2, owned: true)
+        #expect(owned.manifest.segments.isEmpty, "started over")
+        #expect(!FileManager.default.fileExists(atPath: path + "/video_00001.pkt"))
+        #expect(Checkpoint.isCheckpoint(path))
+    }
+
     @Test func aLineCutShortEndsTheJournalAndItsFileIsRemoved() throws {
         let path = try Media.scratch().appendingPathComponent("checkpoint").path
         var checkpoint: Checkpoint? = try open(path)
