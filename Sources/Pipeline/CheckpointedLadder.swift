@@ -49,11 +49,14 @@ final class CheckpointedLadder {
 
         // What an earlier attempt left: the segments every rendition finished (renditions ahead are cut back), as
         // far as they are all in place. A segment's file is written and synced before it is recorded, but a power
-        // cut may still lose its new name; one missing or of another size, and everything from it is made again.
+        // cut may still lose its new name; one missing, of another size or (where recorded) another SHA-256, and
+        // everything from it is made again.
         let stored = checkpoint.manifest.ladder
         func inPlace(_ record: CheckpointManifest.LadderTrackRecord) -> Int {
             record.segments.prefix { segment in
-                (try? FileManager.default.attributesOfItem(atPath: root + "/" + segment.path))?[.size] as? Int == segment.bytes
+                let file = root + "/" + segment.path
+                return (try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int == segment.bytes
+                    && (segment.sha256 == nil || SHA256Hasher.file(atPath: file) == segment.sha256)
             }.count
         }
         let renditions = stored.filter { $0.value.isVideo }

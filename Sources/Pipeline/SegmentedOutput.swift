@@ -29,6 +29,9 @@ final class SegmentedOutput: PacketSink {
         var keyFrames: [KeyFrame]
         /// Its samples (absent in checkpoints written before they were counted).
         var packets: Int? = nil
+        /// SHA-256 of its file, read back once it was durable, when a checkpoint records it (absent in checkpoints
+        /// written before: their segments are checked by size alone).
+        var sha256: String? = nil
     }
 
     /// Folder of the track in the output directory (`720p`, `audio`).
@@ -252,6 +255,9 @@ final class SegmentedOutput: PacketSink {
         currentPackets = 0
         if let journal {
             try FileDurability.syncFile(atPath: root + "/" + path)
+            // Read back (from the page cache) for a later attempt to take it only as it was written: checked by
+            // size alone, a segment damaged in place was published.
+            segments[segments.count - 1].sha256 = SHA256Hasher.file(atPath: root + "/" + path)
             if let failure = journal(segments[segments.count - 1], currentLast) { throw failure }
         }
         currentLast = .min

@@ -362,8 +362,9 @@ import TestSupport
 
     /// A recorded segment the checkpoint lost (a power cut may lose a new name whose folder was not synced) is made
     /// again: the resume starts before it. It was passed over when the ladder was put together, and the playlists
-    /// named a file the output did not have.
-    @Test func aLadderSegmentTheCheckpointLostIsMadeAgain() throws {
+    /// named a file the output did not have. So is one damaged in place (its size the same): checked by size
+    /// alone, it was published as it was.
+    @Test(arguments: [false, true]) func aLadderSegmentTheCheckpointLostIsMadeAgain(damagedInPlace: Bool) throws {
         let folder = try Media.scratch()
         let source = try SeamCheck.clip(width: 640, height: 360, seconds: 10, into: folder)
         let settings = #"{"container": "hls", "segmentDuration": 2, "renditions": [{"video": {"height": 360, "preset": "veryfast"}}]}"#
@@ -372,7 +373,15 @@ import TestSupport
         let recorded = try #require(try CheckpointRecords.ladderSegments(checkpoint)["360p"])
         try #require(recorded.count >= 3, "\(recorded.count) segments recorded")
         let lost = try #require(recorded[1]["path"] as? String)
-        try FileManager.default.removeItem(atPath: checkpoint + "/ladder/" + lost)
+        if damagedInPlace {
+            let file = try FileHandle(forUpdating: URL(fileURLWithPath: checkpoint + "/ladder/" + lost))
+            let size = try file.seekToEnd()
+            try file.seek(toOffset: size / 2)
+            try file.write(contentsOf: Data(repeating: 0xA5, count: 8))
+            try file.close()
+        } else {
+            try FileManager.default.removeItem(atPath: checkpoint + "/ladder/" + lost)
+        }
         let resumed = folder.appendingPathComponent("resumed").path
         let result = try complete(source, output: resumed + "/", checkpoint: checkpoint, settings: settings)
         let resumedFrom = try #require(result["resumedFrom"] as? Double, "\(result)")
