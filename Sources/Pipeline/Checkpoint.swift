@@ -52,10 +52,11 @@ final class Checkpoint: @unchecked Sendable {
         var manifest = CheckpointManifest(fingerprint: fingerprint, segmentSeconds: segmentSeconds)
         var adopted = false
         if let data = FileManager.default.contents(atPath: path + "/" + Self.manifestName),
-           let stored = try? JSONDecoder().decode(CheckpointManifest.self, from: data),
+           let stored = try? JSONDecoder().decode(CheckpointManifest.self, from: data), stored.isIntact,
            stored.version == CheckpointManifest.currentVersion, stored.fingerprint == fingerprint,
            stored.segmentSeconds == segmentSeconds {
             manifest = stored
+            manifest.checksum = nil // made again with each save
             adopted = true
             Self.foldJournal(at: path + "/" + Self.journalName, into: &manifest)
             if let audio = manifest.audioFile {
@@ -94,7 +95,7 @@ final class Checkpoint: @unchecked Sendable {
             defer { lineStart = data.index(after: end) }
             // A line cut short by a crash has no newline and is never read; one that does not decode, or skips a
             // number, ends the journal (nothing after it can be trusted to follow on).
-            guard let line = try? decoder.decode(CheckpointManifest.JournalLine.self, from: data[lineStart..<end]) else { return }
+            guard let line = try? decoder.decode(CheckpointManifest.JournalLine.self, from: data[lineStart..<end]), line.isIntact else { return }
             let last = manifest.journalSequence ?? 0
             if line.sequence <= last { continue }
             guard line.sequence == last + 1 else { return }
@@ -117,8 +118,8 @@ final class Checkpoint: @unchecked Sendable {
     /// Records a finished piece (its file durable already) with one durable line in the journal.
     func append(_ entry: CheckpointManifest.Entry) throws(MediaError) {
         try state.withLock { manifest throws(MediaError) in
-            let line = CheckpointManifest.JournalLine(sequence: (manifest.journalSequence ?? 0) + 1, entry: entry)
-            guard var data = try? JSONEncoder().encode(line) else {
+            guard let line = CheckpointManifest.JournalLine(sequence: (manifest.journalSequence ?? 0) + 1, entry: entry).sealed(),
+                  var data = try? JSONEncoder().encode(line) else {
                 throw MediaError(code: "storage_error", message: "Encoding a checkpoint journal line failed.")
             }
             data.append(UInt8(ascii: "\n"))
@@ -204,7 +205,7 @@ final class Checkpoint: @unchecked Sendable {
         encoder.outputFormatting = [.sortedKeys]
         let target = path + "/" + Self.manifestName
         let temporary = target + ".tmp"
-        guard let data = try? encoder.encode(manifest) else {
+        guard let sealed = manifest.sealed(), let data = try? encoder.encode(sealed) else {
             throw MediaError(code: "storage_error", message: "Encoding the checkpoint manifest \(target) failed.")
         }
         // Written by hand, not with Foundation's atomic write: that leaves a temporary file of its own naming

@@ -2,7 +2,7 @@
 /// key-frame grid, the encoded audio in one file once complete, each with its size and SHA-256, and what they were
 /// made with (a fingerprint of the settings and input, and the streams' parameters). Only files listed here are
 /// trusted, and only once their checksums match again.
-struct CheckpointManifest: Codable, Equatable {
+struct CheckpointManifest: SealedRecord, Equatable {
     /// A file of packets, finished and flushed to disk.
     struct File: Codable, Equatable {
         /// Name inside the checkpoint folder.
@@ -66,14 +66,16 @@ struct CheckpointManifest: Codable, Equatable {
     }
 
     /// A line of the journal: entries are numbered from 1, without gaps, over the checkpoint's life.
-    struct JournalLine: Codable, Equatable {
+    struct JournalLine: SealedRecord, Equatable {
         var sequence: Int
         var entry: Entry
+        var checksum: String?
     }
 
     /// 2: a frame rate asked above the source's keeps the source's clock, so a ladder's stored times from 1 would
-    /// be read in another time base.
-    static let currentVersion = 2
+    /// be read in another time base. 3: the manifest and each journal line carry their own checksum
+    /// (`SealedRecord`); one without is not used.
+    static let currentVersion = 3
 
     var version = CheckpointManifest.currentVersion
     /// Of the settings, the input and this format: a checkpoint made with anything else is not used.
@@ -96,6 +98,8 @@ struct CheckpointManifest: Codable, Equatable {
     /// The last journal entry this manifest includes: a journal line up to it was folded in already (the process
     /// stopped between writing the manifest and emptying the journal). nil: none yet (or an older manifest).
     var journalSequence: Int?
+    /// Of the rest of the manifest, as written (`SealedRecord`).
+    var checksum: String?
 
     init(fingerprint: String, segmentSeconds: Double) {
         self.fingerprint = fingerprint

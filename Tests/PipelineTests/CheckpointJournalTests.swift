@@ -65,13 +65,40 @@ import TestSupport
         #expect(Checkpoint.isCheckpoint(path))
     }
 
+    /// A number changed on disk with the JSON still valid (one bit: a resume point, a byte of the encoder's
+    /// parameters) is caught by the record's own checksum: a journal line so changed ends the journal, a manifest
+    /// so changed is not used. Taken as they were, the job resumed from the wrong place and succeeded with seconds
+    /// missing.
+    @Test func aRecordChangedOnDiskIsNotTaken() throws {
+        let path = try Media.scratch().appendingPathComponent("checkpoint").path
+        var checkpoint: Checkpoint? = try open(path)
+        for number in 1...3 { try checkpoint!.append(.video(segment: try segment(number, in: path))) }
+        checkpoint = nil
+        // The second line's last presentation time, 61440 - 512 = 60928, made 70928: one digit.
+        let journal = String(decoding: contents(path + "/journal.jsonl"), as: UTF8.self)
+        try #require(journal.contains("\"lastPresentation\":60928"))
+        try Data(journal.replacingOccurrences(of: "\"lastPresentation\":60928", with: "\"lastPresentation\":70928").utf8)
+            .write(to: URL(fileURLWithPath: path + "/journal.jsonl"))
+        checkpoint = try open(path)
+        #expect(checkpoint!.manifest.segments.map(\.number) == [1], "the journal ends at the changed line")
+        for number in 2...3 { try checkpoint!.append(.video(segment: try segment(number, in: path))) }
+        try checkpoint!.update { $0.videoComplete = true }
+        checkpoint = nil
+        let manifest = String(decoding: contents(path + "/manifest.json"), as: UTF8.self)
+        try #require(manifest.contains("\"lastPresentation\":60928"))
+        try Data(manifest.replacingOccurrences(of: "\"lastPresentation\":60928", with: "\"lastPresentation\":70928").utf8)
+            .write(to: URL(fileURLWithPath: path + "/manifest.json"))
+        let reopened = try open(path).manifest
+        #expect(reopened.segments.isEmpty && !reopened.videoComplete, "the manifest is not used")
+    }
+
     @Test func aLineCutShortEndsTheJournalAndItsFileIsRemoved() throws {
         let path = try Media.scratch().appendingPathComponent("checkpoint").path
         var checkpoint: Checkpoint? = try open(path)
         for number in 1...2 { try checkpoint!.append(.video(segment: try segment(number, in: path))) }
         checkpoint = nil
         // A whole, valid record whose newline never made it to disk: not a complete line, so not trusted.
-        let third = CheckpointManifest.JournalLine(sequence: 3, entry: .video(segment: try segment(3, in: path)))
+        let third = try #require(CheckpointManifest.JournalLine(sequence: 3, entry: .video(segment: try segment(3, in: path))).sealed())
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path + "/journal.jsonl"))
         try handle.seekToEnd()
         try handle.write(contentsOf: try JSONEncoder().encode(third))
@@ -99,7 +126,7 @@ import TestSupport
         var checkpoint: Checkpoint? = try open(path)
         try checkpoint!.append(.video(segment: try segment(1, in: path)))
         checkpoint = nil
-        let skipped = CheckpointManifest.JournalLine(sequence: 3, entry: .video(segment: try segment(2, in: path)))
+        let skipped = try #require(CheckpointManifest.JournalLine(sequence: 3, entry: .video(segment: try segment(2, in: path))).sealed())
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path + "/journal.jsonl"))
         try handle.seekToEnd()
         try handle.write(contentsOf: try JSONEncoder().encode(skipped) + Data("\n".utf8))
