@@ -576,6 +576,30 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("limited.mp4").path))
     }
 
+    /// AAC whose sample rate changes part-way (MPEG-TS files at 44.1 and 48 kHz joined) cannot be copied into one
+    /// track: it was, with the first rate, and the second part played at the wrong speed while the job succeeded.
+    /// Refused in words; encoded, it is whole.
+    @Test func aCopyOfAACThatChangesRatePartWayIsRefused() throws {
+        let folder = try Media.scratch()
+        var joined = Data()
+        for (index, rate) in ["44100", "48000"].enumerated() {
+            let part = folder.appendingPathComponent("part\(index).ts").path
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=d=2", "-ar", rate,
+                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-f", "mpegts", part])
+            joined.append(try Data(contentsOf: URL(fileURLWithPath: part)))
+        }
+        let input = folder.appendingPathComponent("joined.ts").path
+        try joined.write(to: URL(fileURLWithPath: input))
+        let copy = TranscodeSession(inputPath: input, outputPath: folder.appendingPathComponent("copied.mp4").path,
+                                    settings: try TranscodeSettings.parse(Data(#"{"video": "copy", "audio": "copy"}"#.utf8)))
+        let refused = #expect(throws: MediaError.self) { try copy.run() }
+        #expect(refused?.code == "copy_not_supported" && refused?.message.contains("changes its sample rate or channels part-way at 2.") == true,
+                "\(String(describing: refused))")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("copied.mp4").path))
+        let encoded = try transcode(input, #"{"video": "copy"}"#)
+        #expect(abs((encoded.probe.audio?.durationSeconds ?? 0) - 4) < 0.15, "\(String(describing: encoded.probe.audio))")
+    }
+
     /// A fragmented MP4 whose clock starts at 12 s: an HLS stream's init segment joined with three of its media
     /// segments from the middle, as stream downloaders save a part. FFmpeg gives such a stream, as its "duration",
     /// where its last fragment ends on the file's clock; added to the start it declared 36 s, and the file was
