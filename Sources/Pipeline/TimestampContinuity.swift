@@ -105,7 +105,9 @@ struct TimestampContinuity {
                 // A stream that was not going on (away during a break that had the other kind of media alone: sound
                 // without pictures, pictures without sound) comes back where the streams that went on are, after
                 // its own hole: joined to its own end, it lost the break's length and stayed that far from the
-                // others to the end of the file (4 s for 4 s of sound alone).
+                // others to the end of the file (4 s for 4 s of sound alone). (Timestamps cannot tell such a stream
+                // from one muxed more than `activeWindow` behind the others, against the transport stream's buffer
+                // model, whose shift to its own end is then refused: that one comes back where the others are.)
                 let away = previous.time < latest - Self.activeWindow
                 let fits = { (landing: Int64) -> Bool in
                     away ? landing > previous.time && (latest - Self.activeWindow...latest + Self.forwardLimit).contains(landing)
