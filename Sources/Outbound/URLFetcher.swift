@@ -99,9 +99,39 @@ public struct URLFetcher: Sendable {
     /// as it was, a host such as `éxample.com` was accepted and every fetch or delivery failed as `invalid_url`.
     public static func fetchable(_ url: String) -> String? {
         if url.utf8.allSatisfy({ $0 < 0x80 }) { return isASCIIFetchable(url) ? url : nil }
-        guard url.utf8.count <= 2048, let ascii = URLComponents(string: url)?.string, ascii.utf8.allSatisfy({ $0 < 0x80 }),
-              isASCIIFetchable(ascii) else { return nil }
+        guard url.utf8.count <= 2048, let ascii = asciiForm(url), isASCIIFetchable(ascii) else { return nil }
         return ascii
+    }
+
+    /// `url` with its host in IDNA and every other byte outside ASCII percent-encoded; what is ASCII already
+    /// (escapes `%XX` included) stays as it is. (URLComponents encodes a part again whole, `%20` becoming `%2520`:
+    /// a signed URL's query, or a path with a space, then named something else.) Nil without `://` or a host IDNA
+    /// cannot take.
+    static func asciiForm(_ url: String) -> String? {
+        guard let start = url.range(of: "://") else { return nil }
+        let authorityEnd = url[start.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
+        let hostStart = url[start.upperBound..<authorityEnd].lastIndex(of: "@").map { url.index(after: $0) } ?? start.upperBound
+        let hostEnd: String.Index
+        if url[hostStart...].hasPrefix("[") {
+            guard let close = url[hostStart..<authorityEnd].firstIndex(of: "]") else { return nil }
+            hostEnd = url.index(after: close)
+        } else {
+            hostEnd = url[hostStart..<authorityEnd].firstIndex(of: ":") ?? authorityEnd
+        }
+        var host = String(url[hostStart..<hostEnd])
+        if !host.utf8.allSatisfy({ $0 < 0x80 }) {
+            guard let idna = URLComponents(string: "http://" + host)?.string?.dropFirst("http://".count),
+                  !idna.isEmpty, idna.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+            host = String(idna)
+        }
+        let encoded = { (part: Substring) -> String in
+            var text = ""
+            for byte in part.utf8 {
+                if byte < 0x80 { text.unicodeScalars.append(Unicode.Scalar(byte)) } else { text += String(format: "%%%02X", byte) }
+            }
+            return text
+        }
+        return encoded(url[..<hostStart]) + host + encoded(url[hostEnd...])
     }
 
     private static func isASCIIFetchable(_ url: String) -> Bool {
