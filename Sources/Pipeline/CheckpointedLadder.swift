@@ -52,9 +52,23 @@ final class CheckpointedLadder {
         // cut may still lose its new name; one missing, of another size or (where recorded) another SHA-256, and
         // everything from it is made again.
         let stored = checkpoint.manifest.ladder
+        // Each segment is read whole to check it: said as it goes (throttled like the transcode's progress), or a
+        // long ladder's check looks like a stall; a cancel stops it.
+        var checked = 0
+        var lastReport = started
         func inPlace(_ record: CheckpointManifest.LadderTrackRecord) -> Int {
             record.segments.prefix { segment in
+                guard !cancellation.isCanceled else { return false }
                 let file = root + "/" + segment.path
+                defer {
+                    checked += 1
+                    let now = ContinuousClock.now
+                    if checked == 1 || now - lastReport >= .milliseconds(Int64(session.progressInterval * 1000)) {
+                        lastReport = now
+                        progress(TranscodeProgress(presentationTime: 0, duration: 0, framesEncoded: 0,
+                                                   elapsed: ProgressReporter.seconds(since: started), verifying: checked))
+                    }
+                }
                 return (try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int == segment.bytes
                     && (segment.sha256 == nil || SHA256Hasher.file(atPath: file) == segment.sha256)
             }.count
@@ -74,6 +88,7 @@ final class CheckpointedLadder {
             for (folder, record) in renditions { resume[folder] = (Array(record.segments.prefix(kept)), record.lastPresentation[kept - 1]) }
         }
         let audioComplete = stored["audio"].map { $0.complete && inPlace($0) == $0.segments.count } == true
+        if cancellation.isCanceled { throw MediaError.canceled }
         try checkpoint.update { manifest in
             for folder in renditions.keys where !videoComplete {
                 manifest.ladder[folder]?.segments = Array(stored[folder]!.segments.prefix(kept))
