@@ -9,7 +9,7 @@ POST /hooks/gone    410            POST /hooks/busy    503 with Retry-After: 5 o
 POST /hooks/down    500 always       POST /hooks/limited 429 with Retry-After: 0 twice per webhook-id, then 200
 POST /hooks/slow-body  200 at once, its 10-byte body 20 s later
 POST /hooks/picky   400 to job.running (it takes how jobs end only), 200 to the rest
-POST /hooks/deploying  400 to job.running's first attempt, its next answered 200 after 4 s (recorded then); 200 to the rest
+POST /hooks/deploying  400 to job.running's first attempt, its next answered 200 after 8 s (recorded then); 200 to the rest
 POST /hooks/hang    200 after 60 s (past any attempt's timeout): a receiver that hangs
 GET /media/NAME     a file of MEDIA_DIR         GET /missing   404
 GET /slow-media/NAME  the same in 20 pieces over about 3 s
@@ -93,7 +93,7 @@ class Handler(BaseHTTPRequestHandler):
             running = isinstance(payload, dict) and payload.get("type") == "job.running"
             status = 400 if running and count == 1 else 200
             if running and count > 1:
-                time.sleep(4)
+                time.sleep(8)
         else:
             status = 500
         data = payload.get("data", {}) if isinstance(payload, dict) else {}

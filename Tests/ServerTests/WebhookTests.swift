@@ -56,7 +56,7 @@ import TestSupport
         let input = try upload(server)
         let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/deploying", "events": ["job.running", "job.succeeded"]}}"#)
         #expect(try eventually(60) { try state(server, id) == "succeeded" })
-        // The peer records the retry of job.running when it answers it, 4 s after it came.
+        // The peer records the retry of job.running when it answers it, 8 s after it came (the job ends well within).
         #expect(eventually(30) { peer.deliveries(job: id).filter { $0["answered"] as? Int == 200 }.count == 2 }, "\(peer.deliveries(job: id))")
         let answered = peer.deliveries(job: id).filter { $0["answered"] as? Int == 200 }.compactMap { $0["type"] as? String }
         #expect(answered == ["job.running", "job.succeeded"], "\(peer.deliveries(job: id))")
