@@ -20,14 +20,14 @@ import TestSupport
         #expect(abs(duration - 1000) < 0.5, "\(duration) s")
     }
 
-    /// A write that fails as a ladder's segment is closed (here a file-size limit of 128 KiB or less, as a full disk
+    /// A write that fails as a ladder's segment is closed (here a file-size limit of 64 KiB, as a full disk
     /// or a network file system's error would) fails the transcode: the last 32 KiB each audio segment held in its
     /// buffer were lost unseen, the segments (which nothing reads back) were published cut short, and it succeeded.
     @Test func aSegmentWhoseLastWriteFailsFailsTheLadder() throws {
         let folder = try Media.scratch()
         let source = folder.appendingPathComponent("noise.wav").path, output = folder.appendingPathComponent("out").path
         try Media.ffmpeg(["-f", "lavfi", "-i", "anoisesrc=d=7:a=0.5", "-ac", "2", source])
-        // 6 s at 320 kb/s: some 240 KB a segment, past the limit (256 blocks of 512 bytes in dash, of 1024 in bash).
+        // 6 s at 320 kb/s: some 240 KB a segment, past the limit (128 blocks of 512 bytes, 64 KiB, in dash and in bash as sh).
         let settings = #"{"container": "hls", "segmentDuration": 6, "audio": {"bitRate": 320000}}"#
         let run = try Shell.run("/bin/sh", ["-c", "trap '' XFSZ; ulimit -f 128; exec \"$0\" transcode \"$1\" \"$2\" --settings \"$3\" --progress none",
                                             Binary.path, source, output, settings])
