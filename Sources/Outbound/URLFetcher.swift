@@ -105,20 +105,12 @@ public struct URLFetcher: Sendable {
 
     /// `url` with its host in IDNA and every other byte outside ASCII percent-encoded; what is ASCII already
     /// (escapes `%XX` included) stays as it is. (URLComponents encodes a part again whole, `%20` becoming `%2520`:
-    /// a signed URL's query, or a path with a space, then named something else.) Nil without `://` or a host IDNA
+    /// a signed URL's query, or a path with a space, then named something else.) Nil without `://`, with an unclosed bracket, or a host IDNA
     /// cannot take.
     static func asciiForm(_ url: String) -> String? {
-        guard let start = url.range(of: "://") else { return nil }
-        let authorityEnd = url[start.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
-        let hostStart = url[start.upperBound..<authorityEnd].lastIndex(of: "@").map { url.index(after: $0) } ?? start.upperBound
-        let hostEnd: String.Index
-        if url[hostStart...].hasPrefix("[") {
-            guard let close = url[hostStart..<authorityEnd].firstIndex(of: "]") else { return nil }
-            hostEnd = url.index(after: close)
-        } else {
-            hostEnd = url[hostStart..<authorityEnd].firstIndex(of: ":") ?? authorityEnd
-        }
-        var host = String(url[hostStart..<hostEnd])
+        // A slice of `url`: its indices are the URL's own.
+        guard let found = hostText(url) else { return nil }
+        var host = String(found)
         if !host.utf8.allSatisfy({ $0 < 0x80 }) {
             guard let idna = URLComponents(string: "http://" + host)?.string?.dropFirst("http://".count),
                   !idna.isEmpty, idna.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
@@ -131,7 +123,7 @@ public struct URLFetcher: Sendable {
             }
             return text
         }
-        return encoded(url[..<hostStart]) + host + encoded(url[hostEnd...])
+        return encoded(url[..<found.startIndex]) + host + encoded(url[found.endIndex...])
     }
 
     private static func isASCIIFetchable(_ url: String) -> Bool {
