@@ -52,23 +52,13 @@ final class CheckpointedLadder {
         // cut may still lose its new name; one missing, of another size or (where recorded) another SHA-256, and
         // everything from it is made again.
         let stored = checkpoint.manifest.ladder
-        // Each segment is read whole to check it: said as it goes (throttled like the transcode's progress), or a
-        // long ladder's check looks like a stall; a cancel stops it.
-        var checked = 0
-        var lastReport = started
+        // Each segment is read whole to check it (`CheckpointCheckProgress`); a cancel stops it.
+        var check = CheckpointCheckProgress(started: started, interval: session.progressInterval)
         func inPlace(_ record: CheckpointManifest.LadderTrackRecord) -> Int {
             record.segments.prefix { segment in
                 guard !cancellation.isCanceled else { return false }
                 let file = root + "/" + segment.path
-                defer {
-                    checked += 1
-                    let now = ContinuousClock.now
-                    if checked == 1 || now - lastReport >= .milliseconds(Int64(session.progressInterval * 1000)) {
-                        lastReport = now
-                        progress(TranscodeProgress(presentationTime: 0, duration: 0, framesEncoded: 0,
-                                                   elapsed: ProgressReporter.seconds(since: started), verifying: checked))
-                    }
-                }
+                defer { check.step(progress) }
                 return (try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int == segment.bytes
                     && (segment.sha256 == nil || SHA256Hasher.file(atPath: file) == segment.sha256)
             }.count
@@ -175,7 +165,8 @@ final class CheckpointedLadder {
             throw cancellation.isCanceled ? MediaError.canceled : error
         }
         let reporter = ProgressReporter(duration: video?.plan.expectedDuration ?? audio?.plan.expectedDuration ?? 0,
-                                        interval: session.progressInterval, started: started, resumedFrom: resumedFrom)
+                                        interval: session.progressInterval, started: started, resumedFrom: resumedFrom,
+                                        checkedSteps: check.steps)
         do throws(MediaError) {
             audioThread?.start()
             if var pass = video {

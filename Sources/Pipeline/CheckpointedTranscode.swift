@@ -50,19 +50,9 @@ final class CheckpointedTranscode {
         let settings = session.settings
         let cancellation = session.cancellation
         let segmentSeconds = Self.segmentSeconds(settings, reader: firstReader)
-        var checked = 0
-        var lastReport = started
+        var check = CheckpointCheckProgress(started: started, interval: session.progressInterval)
         let checkpoint = try Checkpoint(path: checkpointPath, fingerprint: Self.fingerprint(settings, input: session.inputPath),
-                                        segmentSeconds: segmentSeconds, owned: session.checkpointOwned) {
-            // Each file an earlier attempt left is read whole to check it: say so as it goes (throttled like the
-            // transcode's progress), or a long film's check looks like a stall.
-            checked += 1
-            let now = ContinuousClock.now
-            guard checked == 1 || now - lastReport >= .milliseconds(Int64(session.progressInterval * 1000)) else { return }
-            lastReport = now
-            progress(TranscodeProgress(presentationTime: 0, duration: 0, framesEncoded: 0,
-                                       elapsed: ProgressReporter.seconds(since: started), verifying: checked))
-        }
+                                        segmentSeconds: segmentSeconds, owned: session.checkpointOwned) { check.step(progress) }
         let stills = settings.thumbnails == nil ? nil : try CheckpointStills(checkpoint: checkpoint)
         if let stills, checkpoint.manifest.videoComplete, !stills.holds(checkpoint.manifest.stills) {
             // The pictures are taken with the video: without them, it is made again.
@@ -103,7 +93,7 @@ final class CheckpointedTranscode {
         // Once the passes are set up: an encoder set up differently from the checkpoint's started the video over.
         let resumedFrom = checkpoint.manifest.resumePoint?.seconds
         let reporter = ProgressReporter(duration: expectedDuration, interval: session.progressInterval, started: started,
-                                        resumedFrom: resumedFrom, checkedSteps: checked)
+                                        resumedFrom: resumedFrom, checkedSteps: check.steps)
         do throws(MediaError) {
             audio?.start()
             if var pass = video {
