@@ -272,16 +272,16 @@ public final class TranscoderAPI: Sendable {
     }
 
     /// Completes the resumable uploads whose bytes all arrived but whose completion a crash cut short or that failed
-    /// for now (their jobs start), but for those written to in the last `quietSeconds`, logging what it did. At start
-    /// and then periodically, on a thread of its own: it probes files and writes to the store. One that fails is tried
-    /// again 1, 2, 4 … minutes later, at most an hour.
-    public func completeInterruptedUploads(quietSeconds: Double = 5) {
+    /// for now (their jobs start), but for those written to since `writtenBefore` (seconds since 1970; by default 5 s
+    /// ago), logging what it did. At start and then periodically, on a thread of its own: it probes files and writes
+    /// to the store. One that fails is tried again 1, 2, 4 … minutes later, at most an hour.
+    public func completeInterruptedUploads(writtenBefore cutoff: Double = Date().timeIntervalSince1970 - 5) {
         let now = ContinuousClock.now
         let failures = recoveryFailures.withLock { failures in
             failures = failures.filter { tusUploads.upload($0.key).map { $0.completedAt == nil } ?? false } // gone meanwhile
             return failures
         }
-        let (completed, failed) = tus.completeInterrupted(quietSeconds: quietSeconds,
+        let (completed, failed) = tus.completeInterrupted(writtenBefore: cutoff,
                                                           skip: { id in failures[id].map { now < $0.next } ?? false })
         if !completed.isEmpty { logger.info("completed resumable uploads whose completion had not ended", ["count": .int(completed.count)]) }
         recoveryFailures.withLock { failures in

@@ -602,15 +602,15 @@ public final class TusEndpoint: Sendable {
     }
 
     /// Completes the uploads whose bytes all arrived but whose completion a crash cut short or that failed for now:
-    /// their clients sent everything and may never ask again. Not one written to in the last `quietSeconds` (its
-    /// last PATCH may be about to complete it, and answer with its job), nor one `skip` names. Blocking (probes, the
-    /// store): on a thread of its own. Returns the ids completed, and those that failed with why.
-    func completeInterrupted(quietSeconds: Double = 5, skip: (String) -> Bool = { _ in false })
+    /// their clients sent everything and may never ask again. Not one written to since `cutoff` (seconds since 1970:
+    /// its last PATCH may be about to complete it, and answer with its job, or has just been answered), nor one `skip`
+    /// names. Blocking (probes, the store): on a thread of its own. Returns the ids completed, and those that failed
+    /// with why.
+    func completeInterrupted(writtenBefore cutoff: Double, skip: (String) -> Bool = { _ in false })
         -> (completed: [String], failed: [(id: String, error: HTTPError)]) {
         var completed: [String] = [], failed: [(String, HTTPError)] = []
-        let now = Date().timeIntervalSince1970
         for var upload in uploads.uncompleted() where !uploads.isHeld(upload.id) && !skip(upload.id)
-            && now - uploads.lastWrite(of: upload) >= quietSeconds {
+            && uploads.lastWrite(of: upload) < cutoff {
             do {
                 try complete(&upload, waiting: false)
                 if upload.completedAt != nil { completed.append(upload.id) }

@@ -103,6 +103,9 @@ enum ServeCommand {
             dispatcher.start()
             // On a failure to start; a stop by signal stops it within the grace, below.
             defer { dispatcher.stop(timeout: 0) }
+            // What was written before the loops answer anything is what a crash left (a tenth of a second for a file
+            // system's coarse clock): the first pass leaves alone what requests write from here, as later ones do.
+            let started = Date().timeIntervalSince1970 - 0.1
             do {
                 try server.start()
             } catch {
@@ -117,8 +120,10 @@ enum ServeCommand {
             // never asks again; before, it waited for a restart, and was deleted as expired a day later.
             let recoveryStop = DispatchSemaphore(value: 0)
             NamedThread.start("tus-recovery") {
-                // At start every one: a crash just now left the latest, and no request of this node's is under way.
-                api.completeInterruptedUploads(quietSeconds: 0)
+                // At start every one a crash left, the latest too; not one a request wrote since the loops started
+                // (a completion whose probe ran out of time a moment ago was tried again at once: a try of three gone,
+                // where its client was told to ask again in 5 s).
+                api.completeInterruptedUploads(writtenBefore: started)
                 while recoveryStop.wait(timeout: .now() + min(60, config.tusExpiryHours * 900)) == .timedOut {
                     api.completeInterruptedUploads()
                 }
