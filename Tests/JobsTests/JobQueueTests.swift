@@ -143,8 +143,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             mkdir -p "$out" && ln -s '\(secret)' "$out/output.mp4" && echo '\(answer)'
 
             """
-        try Data(script.utf8).write(to: URL(fileURLWithPath: stub))
-        #expect(chmod(stub, 0o755) == 0)
+        try Shell.writeScript(script, to: stub)
         let upload = try fixture.upload(try Media.path(.audioOnly))
         let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
         let queue = queue(fixture, runner: ChildProcessRunner(executable: stub)) { $0.maxAttempts = 1 }
@@ -179,8 +178,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             mkdir -p "$out" && printf 'x' > "$out/output.mp4" && echo '\(lines[0])' && echo '\(lines[1])'
 
             """
-        try Data(script.utf8).write(to: URL(fileURLWithPath: stub))
-        #expect(chmod(stub, 0o755) == 0)
+        try Shell.writeScript(script, to: stub)
         let runner = ChildProcessRunner(executable: stub)
         let probed = try #require(try runner.probe(path: "/dev/null").first)
         #expect(probed.width == 1 << 20 && probed.rotation == 270 && probed.frameRate == 1e6 && (probed.duration ?? .infinity) < 1e12

@@ -372,8 +372,7 @@ import TestSupport
         let progress = #"{"progress": {"presentationTime": 1, "duration": 10, "framesEncoded": 30, "elapsed": 1}, "dataBytes": \#(policy.dataBytes * 9 / 10)}"#
         func stub(_ name: String, _ body: String) throws -> String {
             let path = folder.appendingPathComponent(name).path
-            try Data("#!/bin/sh\nulimit -c 0\nread request\n\(body)\n".utf8).write(to: URL(fileURLWithPath: path))
-            #expect(chmod(path, 0o755) == 0)
+            try Shell.writeScript("#!/bin/sh\nulimit -c 0\nread request\n\(body)\n", to: path)
             return path
         }
         let outside = try stub("killed.sh", "echo '\(progress)'\nkill -9 $$")
@@ -400,8 +399,7 @@ import TestSupport
         func answering(_ code: String, _ message: String) throws -> MediaError {
             let path = folder.appendingPathComponent("\(code.hashValue).sh").path
             let text = String(decoding: try JSONEncoder().encode(JobMessage(error: .init(code: code, message: message))), as: UTF8.self)
-            try Data("#!/bin/sh\nread request\nprintf '%s\\n' '\(text)'\n".utf8).write(to: URL(fileURLWithPath: path))
-            #expect(chmod(path, 0o755) == 0)
+            try Shell.writeScript("#!/bin/sh\nread request\nprintf '%s\\n' '\(text)'\n", to: path)
             return try #require(throws: MediaError.self) { try ChildProcessRunner(executable: path).probe(path: "/dev/null") }
         }
         let long = String(repeating: "é", count: 300_000)
@@ -427,8 +425,7 @@ import TestSupport
         let tracks = try ChildProcessRunner(executable: Binary.path).probe(path: try Media.path(.audioOnly))
         let answer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: tracks)), as: UTF8.self)
         let path = folder.appendingPathComponent("lingers.sh").path
-        try Data("#!/bin/sh\nread request\necho '\(answer)'\nexec sleep 60\n".utf8).write(to: URL(fileURLWithPath: path))
-        #expect(chmod(path, 0o755) == 0)
+        try Shell.writeScript("#!/bin/sh\nread request\necho '\(answer)'\nexec sleep 60\n", to: path)
         var runner = ChildProcessRunner(executable: path)
         runner.probeTimeout = 20
         let started = Date()
@@ -446,8 +443,7 @@ import TestSupport
         let answer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: tracks)), as: UTF8.self)
         let forged = #"{"time":"2026-01-01T00:00:00.000Z","level":"error","message":"forged"}"#
         let path = folder.appendingPathComponent("stderr.sh").path
-        try Data("#!/bin/sh\nread request\necho '\(forged)' >&2\necho '\(answer)'\n".utf8).write(to: URL(fileURLWithPath: path))
-        #expect(chmod(path, 0o755) == 0)
+        try Shell.writeScript("#!/bin/sh\nread request\necho '\(forged)' >&2\necho '\(answer)'\n", to: path)
         let logged = LockedValue<[String]>([])
         let logger = Logger { line in
             logged.withLock { $0.append(line) }
@@ -470,8 +466,7 @@ import TestSupport
         let answer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: tracks)), as: UTF8.self)
         for (name, end) in [("segv.sh", "kill -SEGV $$"), ("fails.sh", "exit 3")] {
             let path = folder.appendingPathComponent(name).path
-            try Data("#!/bin/sh\nulimit -c 0\nread request\necho '\(answer)'\n\(end)\n".utf8).write(to: URL(fileURLWithPath: path))
-            #expect(chmod(path, 0o755) == 0)
+            try Shell.writeScript("#!/bin/sh\nulimit -c 0\nread request\necho '\(answer)'\n\(end)\n", to: path)
             #expect(try ChildProcessRunner(executable: path).probe(path: "/dev/null") == tracks, "\(name)")
         }
     }

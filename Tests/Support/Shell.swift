@@ -46,6 +46,16 @@ public enum Shell {
                       stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
     }
 
+    /// Writes an executable script (a stub child) at `path`. Through `install`, in a process of its own: a file this
+    /// process had open for writing while another test's thread forked a child (which holds the descriptor until
+    /// it execs) could not be executed for a moment ("Text file busy").
+    public static func writeScript(_ text: String, to path: String) throws {
+        let draft = path + ".draft"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: draft))
+        defer { unlink(draft) }
+        try check("install", ["-m", "755", draft, path])
+    }
+
     /// Runs a tool that must succeed, returning its stdout.
     @discardableResult
     public static func check(_ executable: String, _ arguments: [String]) throws -> String {
