@@ -648,6 +648,78 @@ import TestSupport
         #expect(try raw.query("SELECT path FROM uploads WHERE id = 'inside'").first?["path"] == .text("uploads/inside"))
     }
 
+    /// A database whose step 6 ran as a release had it, before that step gained `uploads.source_url`,
+    /// `webhook_deliveries.job` and `schedule_base` (and its trigger filled the last two), is repaired by step 10:
+    /// before, the server crashed at the first upload row it read (a missing column is a precondition failure), and
+    /// again at every restart, or at the first delivery it claimed.
+    @Test func aStepSixRunBeforeItGainedItsColumnsIsRepaired() throws {
+        let path = try Media.scratch().appendingPathComponent("old.sqlite").path
+        let old = try Database(path: path)
+        for step in Migrations.steps.prefix(5) { try old.execute(step) }
+        try old.execute(Self.releasedStepSix)
+        try old.execute("PRAGMA user_version = 6")
+        try old.execute("""
+            INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('u', 'in.mov', 1, 'x', 'uploads/u', 1);
+            INSERT INTO jobs (id, state, settings, input_upload, created_at, updated_at, webhook_url, webhook_events)
+                VALUES ('j', 'queued', '{}', 'u', 1, 1, 'http://hooks.example/j', 'job.running,job.succeeded');
+            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+                VALUES ('msg_old', 'gone', 'job.failed', 'http://hooks.example/gone', 'job', 1, 1);
+            """)
+        let store = try SQLiteJobStore(path: path)
+        let upload = try #require(try store.upload(id: "u"))
+        #expect(upload.sourceURL == nil && upload.sha256 == "x")
+        let running = try #require(try store.claimNext(worker: "w", leaseSeconds: 20))
+        #expect(running.id == "j")
+        // The trigger made again: the delivery carries the job's row as the change left it; the one made before
+        // the repair has none (its job is read when it is sent).
+        let claimed = try store.claimDeliveries(limit: 10, claimSeconds: 30)
+        #expect(Set(claimed.map(\.id)).count == 2 && claimed.allSatisfy { $0.scheduleBase == 0 }, "\(claimed)")
+        let made = try #require(claimed.first { $0.jobID == "j" })
+        #expect(made.event == "job.running" && made.job?.state == .running && made.job?.lease == "w", "\(made)")
+        #expect(claimed.first { $0.id == "msg_old" }?.job == nil)
+        #expect(try Database(path: path).query("PRAGMA user_version").first?["user_version"].int == Migrations.steps.count)
+        #expect(try store.integrityCheck() == "ok")
+        // A database made by the steps as they are now goes through step 10 unchanged.
+        let fresh = try StoreFixture()
+        #expect(try fresh.store.upload(id: "none") == nil)
+    }
+
+    /// Step 6 as a release ran it (238f380), before it gained three columns.
+    private static let releasedStepSix = """
+        ALTER TABLE jobs ADD COLUMN webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_events TEXT;
+        ALTER TABLE jobs ADD COLUMN server_webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_disabled INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE webhook_deliveries (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            job_id TEXT NOT NULL,
+            event TEXT NOT NULL,
+            url TEXT NOT NULL,
+            scope TEXT NOT NULL CHECK (scope IN ('job', 'server')),
+            created_at REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed', 'disabled')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            claimed_until REAL,
+            last_status INTEGER,
+            last_error TEXT,
+            payload TEXT,
+            delivered_at REAL
+        );
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+        CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, seq);
+        CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
+        WHEN NEW.state <> OLD.state AND NEW.state <> 'queued'
+        BEGIN
+            INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+            SELECT 'msg_' || lower(hex(randomblob(16))), NEW.id, 'job.' || NEW.state, NEW.webhook_url, 'job',
+                NEW.updated_at, NEW.updated_at
+            WHERE NEW.webhook_url IS NOT NULL AND NEW.webhook_disabled = 0
+                AND instr(',' || NEW.webhook_events || ',', ',job.' || NEW.state || ',') > 0;
+        END;
+        """
+
     /// A database of the first schema, `old.sqlite` in `folder`, holding what `rows` inserts; its path.
     private func firstSchemaDatabase(in folder: URL, _ rows: String) throws -> String {
         let path = folder.appendingPathComponent("old.sqlite").path

@@ -64,6 +64,73 @@ import TestSupport
         #expect(Date().timeIntervalSince(started) > 2, "it waited for the other node")
     }
 
+    /// A database whose step 2 ran as a release had it, before that step gained `uploads.source_url`,
+    /// `webhook_deliveries.job` and `schedule_base`, is repaired by step 9: before, every upload row read crashed the
+    /// node (a missing column is a precondition failure), and step 8's trigger, which fills `job`, failed every state
+    /// change of a job with a webhook.
+    @Test func aStepTwoRunBeforeItGainedItsColumnsIsRepaired() throws {
+        let uri = try PostgresServer.shared().makeDatabase()
+        let old = try PostgresConnection(uri: uri)
+        try old.execute(PostgresMigrations.steps[0])
+        try old.execute(Self.releasedStepTwo)
+        try old.execute("""
+            CREATE TABLE transcoderd_schema (version INTEGER NOT NULL);
+            INSERT INTO transcoderd_schema (version) VALUES (1), (2);
+            INSERT INTO uploads (id, filename, size, sha256, path, created_at) VALUES ('u', 'in.mov', 1, 'x', 'uploads/u', 1);
+            INSERT INTO jobs (id, state, settings, input_upload, created_at, updated_at, webhook_url, webhook_events)
+                VALUES ('j', 'queued', '{}', 'u', 1, 1, 'http://hooks.example/j', 'job.running,job.succeeded');
+            """)
+        let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path)
+        #expect(try store.upload(id: "u")?.sourceURL == nil)
+        let running = try #require(try store.claimNext(worker: "w", leaseSeconds: 20))
+        #expect(running.id == "j")
+        let claimed = try store.claimDeliveries(limit: 10, claimSeconds: 30)
+        #expect(claimed.count == 1 && claimed.first?.event == "job.running" && claimed.first?.scheduleBase == 0
+                && claimed.first?.job?.state == .running, "\(claimed)")
+        #expect(try old.query("SELECT max(version) AS v FROM transcoderd_schema").first?["v"].int == PostgresMigrations.steps.count)
+    }
+
+    /// Step 2 as a release ran it (238f380), before it gained three columns.
+    private static let releasedStepTwo = """
+        ALTER TABLE jobs ADD COLUMN webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_events TEXT;
+        ALTER TABLE jobs ADD COLUMN server_webhook_url TEXT;
+        ALTER TABLE jobs ADD COLUMN webhook_disabled BOOLEAN NOT NULL DEFAULT false;
+        CREATE TABLE webhook_deliveries (
+            seq BIGSERIAL PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            job_id TEXT NOT NULL,
+            event TEXT NOT NULL,
+            url TEXT NOT NULL,
+            scope TEXT NOT NULL CHECK (scope IN ('job', 'server')),
+            created_at DOUBLE PRECISION NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed', 'disabled')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at DOUBLE PRECISION NOT NULL,
+            claimed_until DOUBLE PRECISION,
+            last_status INTEGER,
+            last_error TEXT,
+            payload TEXT,
+            delivered_at DOUBLE PRECISION
+        );
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+        CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, seq);
+        CREATE FUNCTION transcoderd_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.state IS DISTINCT FROM OLD.state AND NEW.state <> 'queued' THEN
+                IF NEW.webhook_url IS NOT NULL AND NOT NEW.webhook_disabled
+                    AND position(',job.' || NEW.state || ',' IN ',' || NEW.webhook_events || ',') > 0 THEN
+                    INSERT INTO webhook_deliveries (id, job_id, event, url, scope, created_at, next_attempt_at)
+                    VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), NEW.id, 'job.' || NEW.state, NEW.webhook_url,
+                            'job', NEW.updated_at, NEW.updated_at);
+                END IF;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
+            FOR EACH ROW EXECUTE FUNCTION transcoderd_webhooks();
+        """
+
     /// A node may run as a role that only reads and writes the tables, the schema migrated by its owner (as managed
     /// databases have it): an up-to-date schema takes no DDL. Every start ran `CREATE TABLE IF NOT EXISTS`, which
     /// needs the CREATE privilege on the schema even for a table that is there, and such a node refused to start.

@@ -214,6 +214,15 @@ enum PostgresMigrations {
             RETURN NULL;
         END $$;
         """,
+        // 9: step 2 as it is now, for a database step 2 made before it was last changed (it gained
+        // `uploads.source_url`, `webhook_deliveries.job` and `schedule_base` after a release had run it): without
+        // them every upload and delivery read failed, and step 8's trigger every state change of a job with a webhook.
+        """
+        ALTER TABLE uploads ADD COLUMN IF NOT EXISTS source_url TEXT;
+        ALTER TABLE webhook_deliveries ADD COLUMN IF NOT EXISTS job TEXT NOT NULL DEFAULT '{}';
+        ALTER TABLE webhook_deliveries ALTER COLUMN job DROP DEFAULT;
+        ALTER TABLE webhook_deliveries ADD COLUMN IF NOT EXISTS schedule_base INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, all in one transaction (a node that dies half-way leaves

@@ -106,6 +106,46 @@ enum Migrations {
         );
         CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
         CREATE INDEX webhook_deliveries_job ON webhook_deliveries (job_id, seq);
+        \(webhookTrigger)
+        """,
+        // For stores that grow: the job list filtered by state (newest first, without sorting every job of that
+        // state), retention by finish time, and unused uploads by age.
+        """
+        CREATE INDEX jobs_state_created ON jobs (state, created_at DESC, id DESC);
+        CREATE INDEX jobs_finished ON jobs (finished_at);
+        CREATE INDEX uploads_created ON uploads (created_at);
+        """,
+        // The store's identity, written into the data directory it works on (`DataDirectory.claim`): a start of a
+        // store on a folder another store's files are in refuses, instead of sweeping them all as strays.
+        """
+        CREATE TABLE store_identity (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), id TEXT NOT NULL);
+        INSERT INTO store_identity (singleton, id) VALUES (1, lower(hex(randomblob(16))));
+        """,
+        // The deliveries counted by state (`/metrics`, every scrape) from an index, not a scan of every row: rows
+        // keep their bodies and stay as long as their jobs, and the scan held the store's one connection.
+        """
+        CREATE INDEX webhook_deliveries_state ON webhook_deliveries (state);
+        """,
+        // 10: step 6 as it is now, for a database step 6 made before it was last changed (it gained
+        // `uploads.source_url`, `webhook_deliveries.job` and `schedule_base`, and a new trigger, after a release had
+        // run it): the columns missing are added first (`repairs`), then the trigger is made again.
+        """
+        DROP TRIGGER IF EXISTS jobs_webhooks;
+        \(webhookTrigger)
+        """,
+    ]
+
+    /// Columns a step adds first where they are missing (SQLite's ADD COLUMN has no IF NOT EXISTS): by step number,
+    /// table, column and its definition.
+    static let repairs: [Int: [(table: String, column: String, definition: String)]] = [
+        10: [("uploads", "source_url", "TEXT"),
+             ("webhook_deliveries", "job", "TEXT NOT NULL DEFAULT '{}'"),
+             ("webhook_deliveries", "schedule_base", "INTEGER NOT NULL DEFAULT 0")],
+    ]
+
+    /// Every state change a webhook wants adds a delivery row in the same transaction (the outbox), with the job row
+    /// as JSON.
+    private static let webhookTrigger = """
         CREATE TRIGGER jobs_webhooks AFTER UPDATE OF state ON jobs
         WHEN NEW.state <> OLD.state AND NEW.state <> 'queued'
         BEGIN
@@ -130,26 +170,7 @@ enum Migrations {
             ) AS target
             ORDER BY target.rank;
         END;
-        """,
-        // For stores that grow: the job list filtered by state (newest first, without sorting every job of that
-        // state), retention by finish time, and unused uploads by age.
         """
-        CREATE INDEX jobs_state_created ON jobs (state, created_at DESC, id DESC);
-        CREATE INDEX jobs_finished ON jobs (finished_at);
-        CREATE INDEX uploads_created ON uploads (created_at);
-        """,
-        // The store's identity, written into the data directory it works on (`DataDirectory.claim`): a start of a
-        // store on a folder another store's files are in refuses, instead of sweeping them all as strays.
-        """
-        CREATE TABLE store_identity (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), id TEXT NOT NULL);
-        INSERT INTO store_identity (singleton, id) VALUES (1, lower(hex(randomblob(16))));
-        """,
-        // The deliveries counted by state (`/metrics`, every scrape) from an index, not a scan of every row: rows
-        // keep their bodies and stay as long as their jobs, and the scan held the store's one connection.
-        """
-        CREATE INDEX webhook_deliveries_state ON webhook_deliveries (state);
-        """,
-    ]
 
     /// Applies the steps the database has not seen yet, each in its own transaction; returns the version it had.
     @discardableResult
@@ -161,6 +182,12 @@ enum Migrations {
         }
         for (index, step) in steps.enumerated().dropFirst(version) {
             try database.transaction { () throws(StoreError) in
+                for repair in repairs[index + 1] ?? [] {
+                    let present = try database.query("SELECT 1 FROM pragma_table_info('\(repair.table)') WHERE name = '\(repair.column)'")
+                    if present.isEmpty {
+                        try database.execute("ALTER TABLE \(repair.table) ADD COLUMN \(repair.column) \(repair.definition)")
+                    }
+                }
                 try database.execute(step)
                 try database.execute("PRAGMA user_version = \(index + 1)")
             }
