@@ -1016,7 +1016,9 @@ public final class TranscoderAPI: Sendable {
         if error.code == "invalid_text" {
             return HTTPError(.badRequest, "invalid_request", error.message)
         }
-        if error.code == "store_unavailable" {
+        if error.code == "store_unavailable" || error.code == "store_busy" {
+            // A database another program holds locked (an operator's sqlite3, a backup tool) is a moment's wait
+            // too: it was 500, "a bug", which clients do not retry.
             logger.warning("the job store is out of reach", ["error": .string(error.message)])
             return Self.storeUnavailable
         }

@@ -5,6 +5,33 @@ import TestSupport
 /// A data directory on a small tmpfs: a full disk refuses uploads with 507, fails a job with `no_space`, keeps the
 /// server serving, and everything works again once space is freed. Needs root (mount), as CI and the session have.
 @Suite struct DiskFullTests {
+    /// A database another program holds locked past the store's busy timeout (5 s; an operator's sqlite3, a backup
+    /// tool) is a store out of reach for now: 503 with Retry-After, which clients retry. It was 500 `store_error`,
+    /// "a bug". Once the lock goes, the same request succeeds.
+    @Test func aDatabaseLockedByAnotherProgramAnswers503() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let input = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.audioOnly)]).object["id"] as? String)
+        let held = try Media.scratch().appendingPathComponent("held").path
+        let locker = Process()
+        locker.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        locker.arguments = ["-c", """
+            import sqlite3, time, sys
+            c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+            c.execute('BEGIN EXCLUSIVE')
+            open(sys.argv[2], 'w').close()
+            time.sleep(9)
+            """, server.data.appendingPathComponent("transcoderd.sqlite").path, held]
+        try Shell.launch(locker)
+        defer { locker.waitUntilExit() }
+        #expect(eventually(20) { FileManager.default.fileExists(atPath: held) }, "the other program holds the lock")
+        let body = #"{"input": "\#(input)", "settings": {"container": "m4a"}}"#
+        let refused = try server.curl("/v1/jobs", ["-D", "-", "-H", "Content-Type: application/json", "-d", body])
+        #expect(refused.status == 503 && refused.body.contains("Retry-After: 2") && refused.body.contains("store_unavailable"), "\(refused)")
+        locker.waitUntilExit()
+        #expect(try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", body]).status == 201)
+    }
+
     @Test func aFullDiskIsReportedAndRecoveredFrom() throws {
         let mountPoint = try Media.scratch()
         try Shell.check("mount", ["-t", "tmpfs", "-o", "size=48m", "tmpfs", mountPoint.path])

@@ -90,7 +90,14 @@ final class Database {
     /// Builds a `StoreError` from a result code and the connection's message.
     func error(_ result: Int32, sql: String?) -> StoreError {
         let message = String(cString: sqlite3_errmsg(handle))
-        let code = result & 0xff == SQLITE_FULL ? "no_space" : (result & 0xff == SQLITE_CONSTRAINT ? "constraint" : "sqlite_error")
+        // Busy or locked past the busy timeout: another program holds the database (an operator's sqlite3, a backup
+        // tool), for now.
+        let code = switch result & 0xff {
+        case SQLITE_FULL: "no_space"
+        case SQLITE_CONSTRAINT: "constraint"
+        case SQLITE_BUSY, SQLITE_LOCKED: "store_busy"
+        default: "sqlite_error"
+        }
         return StoreError(code: code, message: "SQLite: \(message)", resultCode: result, sql: sql)
     }
 
