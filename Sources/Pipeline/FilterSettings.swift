@@ -159,7 +159,9 @@ public struct FilterSettings: Sendable, Equatable, Codable {
         // `hue` and `eq` take Y'CbCr only: RGB pictures are converted first as the rest of the pipeline reads them
         // (`toYUV`), not by the conversion FFmpeg would put in (BT.601, limited range, which a full-range source's
         // tags then misread: black came out grey, white light grey).
-        if let toYUV, video?.grayscale == true || adjusts { filters.append(toYUV) }
+        // Not after tone mapping, whose output is Y'CbCr already (BT.709, limited range): converted again, into
+        // the RGB source's own matrix and range, it came out crushed, black under 16.
+        if let toYUV, toneMapping == nil, video?.grayscale == true || adjusts { filters.append(toYUV) }
         if video?.grayscale == true { filters.append("hue=s=0") }
         if adjusts {
             filters.append("eq=brightness=\(brightness):contrast=\(contrast):saturation=\(saturation)")

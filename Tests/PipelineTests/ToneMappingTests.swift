@@ -168,6 +168,24 @@ import TestSupport
         #expect(red[0] > 215 && red[1] < 35 && red[2] < 35, "\(red)")
     }
 
+    /// An RGB HDR master (FFV1 in GBR, full range) mapped with a picture adjustment or grayscale comes out as it
+    /// does without: the conversion of RGB pictures to Y'CbCr that such filters need came after the mapping, whose
+    /// output is Y'CbCr already, and converted it again into the source's matrix and range; black fell under 16,
+    /// every patch darkened (white from 228 to about 200) and colours shifted.
+    @Test func anRGBSourceWithAPictureAdjustmentIsMappedOnce() throws {
+        let input = try Media.scratch().appendingPathComponent("rgb.mkv").path
+        try Shell.check("ffmpeg", ["-v", "error", "-i", try Media.hdrPatches(.pq), "-t", "1", "-vf", "format=gbrp10le", "-c:v", "ffv1",
+                                   "-color_trc", "smpte2084", "-color_primaries", "bt2020", "-colorspace", "rgb", "-color_range", "pc", input])
+        let plain = try patches(try transcode(input, "{}").path)
+        let adjusted = try patches(try transcode(input, #"{"filters": {"video": {"brightness": 0.0001}}}"#).path)
+        for (name, before, after) in [("white", plain.white, adjusted.white), ("grey", plain.grey, adjusted.grey), ("red", plain.red, adjusted.red)] {
+            #expect(zip(before, after).allSatisfy { abs($0 - $1) < 4 }, "\(name): \(before) without, \(after) with the adjustment")
+        }
+        let grey = try patches(try transcode(input, #"{"filters": {"video": {"grayscale": true}}}"#).path)
+        #expect(zip(plain.grey, grey.grey).allSatisfy { abs($0 - $1) < 4 } && grey.white.allSatisfy { $0 > 215 },
+                "grey stays grey, white white: \(grey)")
+    }
+
     @Test func anHDRSourceTaggedWithItsTransferOnlyIsTakenForBT2020() throws {
         let input = try Media.hdrPatches(.pq, transferOnly: true)
         let source = try #require(try Probe.read(input).video)
