@@ -100,6 +100,13 @@ final class TranscodePlan {
                 try addVideo(track: track, reader: reader, maxPixels: maxPixels, settings: settings, base: videoSettings,
                              output: output, directory: directory, pass: pass)
             case .copy:
+                // Only MP4 carries a Dolby Vision configuration here (FFmpeg writes `dvcC` in MP4 mode alone): copied
+                // into another file, a stream shown right only with it (profile 5) came out in the wrong colours.
+                if container != .mp4, let vision = DolbyVision(stream: reader.stream(track.index)), !vision.decodesToViewablePictures {
+                    throw MediaError(code: "copy_not_supported",
+                                     message: "video: \"copy\" of Dolby Vision profile \(vision.profile) keeps its configuration in MP4 only; "
+                                         + "set \"container\": \"mp4\".")
+                }
                 reader.addPassthroughOutput(track: track.index)
                 copies[track.index] = try output.addPassthroughInput(copying: reader.stream(track.index), key: "video")
             case .drop:

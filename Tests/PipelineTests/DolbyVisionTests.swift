@@ -36,6 +36,14 @@ import TestSupport
         let copy = try #require(try Probe.read(try run(input, #"{"video": "copy"}"#)).video)
         let vision = try #require(copy.side_data_list?.first { $0.dv_profile != nil }, "\(copy)")
         #expect(vision.dv_profile == 5 && vision.dv_bl_signal_compatibility_id == 0)
+        // Into a file that cannot carry the configuration (MOV: FFmpeg writes it in MP4 alone), refused: the copy
+        // succeeded, and every player showed it in the wrong colours.
+        let mov = try Media.scratch().appendingPathComponent("out.mov").path
+        let settings = try TranscodeSettings.parse(Data(#"{"container": "mov", "video": "copy"}"#.utf8))
+        #expect { try TranscodeSession(inputPath: input, outputPath: mov, settings: settings).run() } throws: {
+            ($0 as? MediaError)?.code == "copy_not_supported" && ($0 as? MediaError)?.message.contains("MP4 only") == true
+        }
+        #expect(!FileManager.default.fileExists(atPath: mov))
     }
 
     @Test func profileEightIsTranscodedFromItsHDR10BaseAndCopiedWithItsLightLevels() throws {
