@@ -96,10 +96,18 @@ struct RequestParser {
                 passedEmptyLine = true
                 return (.needMore, 2)
             }
+            // Its CR alone so far (a read that ended between the two): wait for the LF, which the line above
+            // passes over; taken as the head's start, the empty line was refused as a request line.
+            if scanned == 0, !passedEmptyLine, bytes.count == 1, bytes[0] == 13 { return (.needMore, 0) }
             // The request line is checked first, so an overlong target gets 414 rather than 431. The bytes scanned
-            // before held no line end (or it was found and checked).
+            // before held no LF (or it was found and checked). One ending with a bare LF (`printf … | nc`, whose
+            // head never ends with CRLF CRLF) is refused now, rather than held until the header timeout.
             if !requestLineChecked {
-                let lineEnd = search(crlf, in: bytes, from: max(0, scanned - 1))
+                let lineFeed = search(Self.lf, in: bytes, from: scanned)
+                if let lineFeed, lineFeed == 0 || bytes[lineFeed - 1] != 13 {
+                    throw HTTPError.malformed("The head's lines must end with CRLF, not a bare LF.")
+                }
+                let lineEnd = lineFeed.map { $0 - 1 }
                 if (lineEnd ?? bytes.count) > limits.targetBytes + 32 {
                     throw HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.",
                                     closeConnection: true)
@@ -409,6 +417,7 @@ struct RequestParser {
 
     private static let crlf: [UInt8] = [13, 10]
     private static let crlfcrlf: [UInt8] = [13, 10, 13, 10]
+    private static let lf: [UInt8] = [10]
     private var crlf: [UInt8] { Self.crlf }
     private var crlfcrlf: [UInt8] { Self.crlfcrlf }
 

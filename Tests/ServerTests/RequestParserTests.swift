@@ -118,6 +118,24 @@ import Testing
         #expect(head.segments == ["v1", "jobs"] && head.query["state"] == "running" && head.target == "/v1/jobs?state=running")
         #expect(try parse("GET HTTPS://x HTTP/1.1\r\nHost: x\r\n\r\n").heads.first?.target == "/")
         #expect(try parse("GET http://x?a=1 HTTP/1.1\r\nHost: x\r\n\r\n").heads.first?.target == "/?a=1")
+        // In any pieces: a read that ended between the empty line's CR and LF took the CR for the head's start, and
+        // the request was refused as having an empty request line.
+        for step in [1, 2, 3] {
+            let split = try parse("\r\nGET /v1/jobs HTTP/1.1\r\nHost: x\r\n\r\n", step: step)
+            #expect(split.heads.first?.segments == ["v1", "jobs"], "in pieces of \(step)")
+        }
+    }
+
+    /// A head whose lines end with a bare LF (`printf … | nc`) is refused as soon as its empty line comes: it never
+    /// ends with CRLF CRLF, and was held until the header timeout (an unasked 408 seconds later).
+    @Test(arguments: [1, 1000])
+    func aHeadOfBareLineFeedsIsRefusedAtOnce(step: Int) {
+        do {
+            let result = try parse("GET /healthz HTTP/1.1\nHost: x\n\n", step: step)
+            Issue.record("not refused: \(result.heads.count) heads")
+        } catch {
+            #expect(error.status.code == 400 && error.message.contains("bare LF"), "\(error.message)")
+        }
     }
 
     @Test func limitsGive431And414() {
