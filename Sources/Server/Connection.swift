@@ -544,6 +544,10 @@ final class Connection {
         }
         if head == nil {
             head = RequestHead(method: "-", target: "-", segments: [], query: [:], minorVersion: 1, headers: HTTPHeaders())
+            // Refused before its head was whole (malformed, too long, too slow): its time is from its first bytes
+            // (now, for bytes refused as they came), not from the previous answer or the accept, which put a kept
+            // connection's idle seconds into the log's duration and the latency histogram.
+            requestStarted = state.headStarted ?? ContinuousClock.now
         }
         respond(.error(error))
     }

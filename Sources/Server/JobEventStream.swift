@@ -17,7 +17,8 @@ final class JobEventStream: EventSource {
         var lastState: JobState?
         /// Where the latest state seen stands in the job's life (`order`), sent or not.
         var lastOrder = (claim: 0, step: -1)
-        var lastProgress = Date.distantPast
+        /// When the last progress event was sent (a clock that a change of the system's time does not move).
+        var lastProgress: ContinuousClock.Instant?
         var ended = false
         /// Set by `start`; until then, events are kept in `pending`.
         var send: (@Sendable (String?) -> Void)?
@@ -76,7 +77,8 @@ final class JobEventStream: EventSource {
         case .progress, .fetching:
             // Progress comes at the pipeline's (or the download's) pace: look whether one is due before encoding it.
             let due = { (state: State) in
-                !state.ended && state.lastState == .running && Date().timeIntervalSince(state.lastProgress) >= Self.progressInterval
+                !state.ended && state.lastState == .running
+                    && state.lastProgress.map { ($0.duration(to: .now)).inSeconds >= Self.progressInterval } ?? true
             }
             guard state.withLock({ due($0) }) else { return false }
             let report: ProgressReport
@@ -88,7 +90,7 @@ final class JobEventStream: EventSource {
             let text = Self.event("progress", JSON.encode(report))
             return state.withLock { state -> Bool in
                 guard due(state) else { return false }
-                state.lastProgress = Date()
+                state.lastProgress = ContinuousClock.now
                 emit(text, into: &state)
                 return true
             }

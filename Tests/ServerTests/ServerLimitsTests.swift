@@ -30,11 +30,15 @@ import TestSupport
         for child in stopped { kill(child, SIGSTOP) }
         defer { for child in stopped { kill(child, SIGCONT) } }
         let input = try Media.path(.audioOnly)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: input)[.size] as? Int)
         let held = Process()
         held.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         held.arguments = ["-s", "-o", "/dev/null", "-T", input, server.base + "/v1/uploads/held.m4a"]
         try held.run()
-        usleep(1_500_000) // the held upload is read and its probe waits on a stopped child
+        // The held upload is read (its body whole on disk) and its probe waits on a stopped child: a fixed 1.5 s
+        // was not always enough on a busy machine, and the request below took the probe thread first.
+        #expect(eventually(20) { server.hasWholeUploadBody(size: size) }, "the held upload's body arrived")
+        usleep(500_000)
         // A whole job request, then the client gives up.
         let gaveUp = try Shell.run("curl", ["-s", "--max-time", "2", "-F", "file=@" + input, "-F", #"settings={"container": "m4a"}"#,
                                             server.base + "/v1/jobs"])
@@ -113,6 +117,21 @@ import TestSupport
         #expect(unasked.isEmpty && !kept.hasBeenClosedByPeer, "\(unasked)")
         kept.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(kept.read(until: "}").hasPrefix("HTTP/1.1 200"))
+        // A request refused before its head is whole is timed from its first bytes, not from the answer before it:
+        // a kept connection's idle seconds went into the log's duration and the latency histogram.
+        usleep(2_000_000)
+        kept.send("BAD REQUEST\r\n\r\n")
+        let malformed = kept.read(until: "}")
+        #expect(malformed.hasPrefix("HTTP/1.1 400"), "\(malformed)")
+        let malformedID = malformed.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("x-request-id:") }?
+            .dropFirst(13).trimmingCharacters(in: .whitespaces) ?? "none"
+        var logged: Double?
+        #expect(eventually(3) {
+            let line = server.log.split(separator: "\n").first { $0.contains(#""request_id":"\#(malformedID)""#) }
+            logged = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["duration_ms"] as? Double
+            return logged != nil
+        }, "\(server.log.suffix(500))")
+        #expect((logged ?? .infinity) < 1000, "a malformed request after 2 s idle took \(logged ?? -1) ms")
         // Empty lines alone, one every 0.4 s, hold no connection: each was passed over and counted as activity, so
         // neither the head's timeout nor the idle one ever ended it (4096 of them filled the server for 2 bytes each).
         let idler = try RawClient(port: server.port)
@@ -382,28 +401,29 @@ import TestSupport
             }
             turnedAway.append(client)
         }
-        usleep(100_000)
+        // Each answered as it is accepted, and then held, lingering a second or two: counted before the reads below,
+        // which on a busy machine took longer than the second.
+        #expect(eventually(1) { openDescriptors() == before + 12 }, "lingering: \(openDescriptors()) descriptors, \(before) before")
         let turnedAwayAnswers = turnedAway.map { $0.read(until: "}", timeout: 3) }
         #expect(turnedAwayAnswers.allSatisfy { $0.hasPrefix("HTTP/1.1 503") && $0.contains("Retry-After: 1") && $0.hasSuffix("}}") },
                 "\(turnedAwayAnswers.map { $0.prefix(40) })")
         let endings = turnedAway.map(\.isClosedByPeer)
         #expect(endings.allSatisfy { $0 }, "a clean end of file after the answer, not a reset: \(endings)")
-        // Each lingers a second or two, then closes on its own (these clients never close).
-        #expect(openDescriptors() == before + 12, "lingering: \(openDescriptors()) descriptors, \(before) before")
+        // Then each closes on its own (these clients never close).
         #expect(eventually(5) { openDescriptors() == before }, "closed after lingering: \(openDescriptors()), \(before) before")
         turnedAway.removeAll()
         spares.removeAll()
         clients.removeAll()
 
-        let capped = try TestServer(["--idle-timeout", "1"])
-        // Idle keep-alive connections are closed after --idle-timeout (1 s, checked once a second): open before it,
-        // closed within two seconds; each looked at without waiting.
+        let capped = try TestServer(["--idle-timeout", "3"])
+        // Idle keep-alive connections are closed after --idle-timeout (3 s, checked once a second): open before it,
+        // closed within four seconds; each looked at without waiting.
         let idle = try RawClient(port: capped.port)
         idle.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(idle.read(until: "}", timeout: 3).hasPrefix("HTTP/1.1 200"))
-        usleep(500_000)
+        usleep(1_000_000)
         #expect(!idle.hasBeenClosedByPeer, "still open before the timeout")
-        #expect(eventually(5) { idle.hasBeenClosedByPeer }, "closed after the timeout")
+        #expect(eventually(8) { idle.hasBeenClosedByPeer }, "closed after the timeout")
         #expect(try capped.json("/healthz").status == 200)
         // A new connection that sends nothing has --header-timeout for its first request, not the idle minute.
         let quick = try TestServer(["--header-timeout", "1"])

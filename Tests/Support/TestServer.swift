@@ -109,6 +109,16 @@ public final class TestServer: @unchecked Sendable {
         }
     }
 
+    /// Whether an upload of `size` bytes being received (`uploads/.upload-*`) has its whole body on disk: its probe is
+    /// next.
+    public func hasWholeUploadBody(size: Int) -> Bool {
+        let uploads = data.appendingPathComponent("uploads")
+        return ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).contains { name in
+            name.hasPrefix(".upload-")
+                && (try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent(name).path)[.size] as? Int) == size
+        }
+    }
+
     /// The names of the server's threads by thread id (`http-0`, `handler-3`, `worker-0`, …).
     public var threadNames: [Int32: String] {
         let tasks = "/proc/\(serverPID ?? 0)/task"
