@@ -316,7 +316,8 @@ import TestSupport
         let asked = Date()
         try queue.cancel(id: job.id)
         #expect(waiter.wait(timeout: .now() + 10) == .success)
-        #expect(Date().timeIntervalSince(asked) < 1, "woken by the event, not by its timeout")
+        // Woken by the event (at once; 5 s for a busy machine), not by its 30 s timeout.
+        #expect(Date().timeIntervalSince(asked) < 5, "woken by the event, not by its timeout")
         #expect(ended.withLock { $0?.state } == .canceled)
         #expect(try queue.waitUntilFinished(id: "missing", timeout: 0.1) == nil)
         queue.stop(grace: 1)

@@ -489,7 +489,9 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         // From the cancellation to the transcode's stop: recording the end (an fsynced commit) is not part of it.
         let stopped = try #require(runner.ended.withLock { $0 })
         #expect(stopped >= asked, "the transcode was still running when the cancel was asked")
-        #expect(stopped.timeIntervalSince(asked) < 1.0, "the transcode stopped \(stopped.timeIntervalSince(asked)) s after the cancel")
+        // Within a second here; three for a busy machine, where x264 finishes its frames in flight as it is freed (a
+        // transcode that missed the cancel has more than ten seconds of work left).
+        #expect(stopped.timeIntervalSince(asked) < 3.0, "the transcode stopped \(stopped.timeIntervalSince(asked)) s after the cancel")
         queue.stop(grace: 1)
         #expect(fixture.outputFiles.isEmpty)
     }
@@ -526,14 +528,15 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         usleep(100_000) // the worker and the watchdog are both waiting
         for round in 0..<8 {
             runner.started.withLock { $0 = nil }
-            let queued = Date()
             let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings())
+            let queued = Date()
             queue.jobQueued()
             #expect(try eventually(5) { try fixture.store.job(id: job.id)?.state.isTerminal == true })
             // From the signal to the job's start (its runner called); an idle worker would have waited up to 30 s.
             let started = try #require(runner.started.withLock { $0 })
             let waited = started.timeIntervalSince(queued)
-            #expect(waited >= 0 && waited < 0.5, "job \(round) started \(waited) s after it was queued")
+            // Well under a second here: 3 s leaves a busy machine's fsynced claim its time, far from the 30 s poll.
+            #expect(waited >= 0 && waited < 3, "job \(round) started \(waited) s after it was queued")
             #expect(try fixture.store.job(id: job.id)?.errorCode == "test_failure")
             usleep(UInt32(50_000 + round * 40_000)) // let the watchdog's one-second waits fall anywhere
         }

@@ -37,12 +37,13 @@ import TestSupport
         return child
     }
 
-    /// Polls `/healthz` and the job while `body` runs; every answer must be a 200 within a second: a server that waited
-    /// on a dying child would stall for its lifetime (seconds); other suites' transcodes share the two cores, so a
-    /// tighter bound measures them (250 ms failed CI once at 299 ms).
+    /// Polls `/healthz` and the job while `body` runs; every answer must be a 200, and no two polls in a row may take
+    /// over a second, nor one over three: a server that waited on a dying child would stall for its lifetime
+    /// (seconds, every poll meanwhile); other suites' transcodes share the two cores, so a tighter bound measures them
+    /// (250 ms failed CI once at 299 ms, one poll in hundreds).
     private static func whilePolling(_ server: TestServer, job: String, _ body: () throws -> Void) throws {
         let stop = LockedValue(false)
-        let slowest = LockedValue(0.0)
+        let times = LockedValue<[Double]>([])
         let failures = LockedValue<[String]>([])
         let done = DispatchSemaphore(value: 0)
         let port = server.port
@@ -55,7 +56,7 @@ import TestSupport
                         return client.read(timeout: 5)
                     } ?? "no connection"
                     let seconds = Date().timeIntervalSince(started)
-                    slowest.withLock { $0 = max($0, seconds) }
+                    times.withLock { $0.append(seconds) }
                     if !answer.hasPrefix("HTTP/1.1 200") { failures.withLock { $0.append("\(path): \(answer.prefix(80))") } }
                 }
                 usleep(20_000)
@@ -66,7 +67,9 @@ import TestSupport
             stop.withLock { $0 = true }
             done.wait()
             #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
-            #expect(slowest.withLock { $0 } < 1, "the slowest poll took \(slowest.withLock { $0 }) s")
+            let polls = times.withLock { $0 }
+            let stalled = polls.contains { $0 >= 3 } || zip(polls, polls.dropFirst()).contains { $0 >= 1 && $1 >= 1 }
+            #expect(!polls.isEmpty && !stalled, "the slowest polls took \(polls.sorted().suffix(3)) s")
         }
         try body()
     }
@@ -305,8 +308,9 @@ import TestSupport
         let request = JobRequest(kind: .transcode, input: fifo, output: output, settings: .init())
         try child.send(try JSONEncoder().encode(request) + Data("\n".utf8))
         child.closeInput()
-        usleep(1_000_000) // it is blocked in a read of the pipe by now
-        #expect(Self.state(of: child.pid) == "S", "the child sleeps in a read")
+        // Blocked in a read of the pipe: it has the pipe open (after its SIGTERM handler is in place) and sleeps. A
+        // fixed second was not always enough for a child to load its libraries on a busy machine.
+        #expect(eventually(20) { Self.hasOpen(fifo, child.pid) && Self.state(of: child.pid) == "S" }, "the child sleeps in a read")
         #expect(getsid(child.pid) == child.pid, "it leads a session of its own: a Ctrl-C to ours does not reach it")
         // A SIGTERM from anyone but its parent (a service manager signalling every process) is not a cancel.
         try Shell.check("kill", ["-TERM", String(child.pid)])
@@ -324,7 +328,9 @@ import TestSupport
         if !answered { child.signal(SIGKILL) }
         #expect(answered, "the child did not stop")
         let termination = child.wait()
-        #expect(Date().timeIntervalSince(asked) < 1.0, "stopped \(Date().timeIntervalSince(asked)) s after SIGTERM")
+        // Within a second but for a busy machine's process teardown; one that missed the signal waits out the 5 s
+        // above and is killed.
+        #expect(Date().timeIntervalSince(asked) < 3.0, "stopped \(Date().timeIntervalSince(asked)) s after SIGTERM")
         #expect(termination == .exited(0))
         #expect(lines.withLock { $0 }.last?.contains(#""code":"canceled""#) == true, "\(lines.withLock { $0 })")
         #expect(Media.files(in: folder) == ["input.ts"], "no partial output: \(Media.files(in: folder))")
@@ -347,6 +353,13 @@ import TestSupport
         let result = try #require(answer?["result"] as? [String: Any], "\(last ?? "")")
         #expect(result["files"] == nil && (result["tracks"] as? [Any])?.isEmpty == false, "\(result.keys.sorted())")
         #expect(Media.files(in: URL(fileURLWithPath: output)).contains("master.m3u8"))
+    }
+
+    /// Whether the process has `path` open (a descriptor of its /proc links to it).
+    private static func hasOpen(_ path: String, _ pid: pid_t) -> Bool {
+        let folder = "/proc/\(pid)/fd"
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return descriptors.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\($0)")) == path }
     }
 
     /// A process's state letter from /proc (S: sleeping, R: running, T: stopped, Z: zombie).

@@ -139,7 +139,9 @@ import TestSupport
                     + "Upload-Offset: 0\r\nContent-Length: \(bytes.count)\r\n\r\n")
         let sent = bytes.count / 2
         client.send(bytes.prefix(sent))
-        Thread.sleep(forTimeInterval: 0.5)
+        // Killed once some of it is on disk (a fixed half second was not always enough on a busy machine).
+        let stored = data.appendingPathComponent("tus/\(path.split(separator: "/").last ?? "").bin").path
+        #expect(eventually(10) { ((try? FileManager.default.attributesOfItem(atPath: stored)[.size] as? Int) ?? 0) > 0 })
         kill(server.process.processIdentifier, SIGKILL)
         server.process.waitUntilExit()
         client.hangUp()
@@ -461,13 +463,7 @@ import TestSupport
         held.arguments = ["-s", "-o", "/dev/null", "-T", input, server.base + "/v1/uploads/held.m4a"]
         try held.run()
         // The held upload's body all received (its file whole), so its probe is next: it waits on a stopped child.
-        let uploads = server.data.appendingPathComponent("uploads")
-        #expect(eventually(20) {
-            ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).contains { name in
-                name.hasPrefix(".upload-")
-                    && (try? FileManager.default.attributesOfItem(atPath: uploads.appendingPathComponent(name).path)[.size] as? Int) == size
-            }
-        }, "the held upload's body arrived")
+        #expect(eventually(20) { server.hasWholeUploadBody(size: size) }, "the held upload's body arrived")
         usleep(500_000)
         let short = try patch(server, path, offset: 0, body: "abc", ["--max-time", "10"])
         #expect(short.status == 204, "\(short)")
@@ -844,8 +840,17 @@ import TestSupport
         let settings = Data(#"{"audio": {"bitRate": 64000}}"#.utf8).base64EncodedString()
         var jobsNamed = 0, refused = 0
         let folder = server.data.appendingPathComponent("tus")
-        // Mostly while the completion is seen under way (its bytes renamed aside, probed, recorded), once at once.
+        // Mostly while the completion is seen under way (its bytes renamed aside, probed, recorded), once at once;
+        // the first round with the probe held (the spare children stopped), so that one DELETE surely comes while
+        // a completion is under way: on a busy machine the others could all come after it.
         for (round, whileCompleting) in [true, true, true, true, false].enumerated() {
+            var stopped: [pid_t] = []
+            if round == 0 {
+                #expect(eventually(10) { !server.jobChildren.isEmpty })
+                stopped = server.jobChildren
+                for child in stopped { kill(child, SIGSTOP) }
+            }
+            defer { for child in stopped { kill(child, SIGCONT) } }
             let path = try #require(try create(server, Self.version + ["-H", "Upload-Length: \(bytes.count)",
                                                                      "-H", "Upload-Metadata: settings \(settings)"]).location)
             let id = String(path.split(separator: "/").last ?? "")
@@ -863,6 +868,8 @@ import TestSupport
                 while !FileManager.default.fileExists(atPath: completing) && Date() < deadline { usleep(2000) }
             }
             let deleted = try server.curl(path, ["-X", "DELETE"] + Self.version).status
+            for child in stopped { kill(child, SIGCONT) }
+            if round == 0 { #expect(deleted == 423, "the DELETE came while the completion's probe was held") }
             try #require(finished.wait(timeout: .now() + 30) == .success)
             let final = (try? String(contentsOf: answered, encoding: .utf8)) ?? ""
             let namesJob = final.lowercased().contains("transcoder-job:")
@@ -957,7 +964,7 @@ import TestSupport
     }
 
     @Test func deferredAndEmptyUploadsAndExpiry() throws {
-        let server = try TestServer(["--tus-expire-hours", "0.001"]) // 3.6 s
+        let server = try TestServer(["--tus-expire-hours", "0.002"]) // 7.2 s
         // Deferred length, set by a later PATCH.
         let deferred = try #require(try create(server, Self.version + ["-H", "Upload-Defer-Length: 1"]).location)
         #expect(try head(server, deferred).headers["upload-defer-length"] == "1")
@@ -975,10 +982,11 @@ import TestSupport
         #expect(refused.status == 422 && (refused.object["error"] as? [String: Any])?["code"] as? String == "upload_refused", "\(refused.object)")
         // Expiry counts from the last bytes: a PATCH pushes it back.
         let untouched = try #require(try create(server, Self.version + ["-H", "Upload-Length: 100"]).location)
-        Thread.sleep(forTimeInterval: 2)
+        // 4 s apart: a busy machine's requests before and after them have 3 s of the 7.2 s.
+        Thread.sleep(forTimeInterval: 4)
         #expect(try patch(server, deferred, offset: 3, body: "d").status == 204)
-        Thread.sleep(forTimeInterval: 2)
-        #expect(try head(server, deferred).status == 200, "4 s after its creation but 2 s after its last bytes, within the 3.6 s")
+        Thread.sleep(forTimeInterval: 4)
+        #expect(try head(server, deferred).status == 200, "8 s after its first bytes but 4 s after its last, within the 7.2 s")
         // An upload nobody touches again goes by the sweep alone (no request names it), both files.
         let folder = server.data.appendingPathComponent("tus")
         let untouchedID = String(untouched.split(separator: "/").last ?? "")

@@ -95,7 +95,7 @@ import TestSupport
         let peer = try OutboundPeer(secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         let text = peer.media.appendingPathComponent("notes.mp4")
         try Data("not media at all".utf8).write(to: text)
-        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--max-upload-bytes", "1000000", "--fetch-stall-timeout", "2"])
+        let server = try TestServer(["--allow-private-urls", "127.0.0.0/8", "--max-upload-bytes", "1000000", "--fetch-stall-timeout", "4"])
         // /trickle sends 100 bytes every half second: never silent for the stall timeout, but far under 1 KiB a second.
         // /silent sends its head and no byte of its body: the other stall. /error-stall answers 503 and stops
         // partway through its body: the answer is the status, without waiting for the rest (it was read, and stalled).
@@ -105,10 +105,11 @@ import TestSupport
             let answer = try fetch(server, peer.base + path)
             #expect(answer.status == 422, "\(path): \(answer.object)")
             #expect(code(answer) == expected, "\(path): \(answer.object)")
-            if expected == "stalled" { #expect(Date().timeIntervalSince(started) < 10, "\(path): the stall timeout, not the total one") }
+            if expected == "stalled" { #expect(Date().timeIntervalSince(started) < 12, "\(path): the stall timeout, not the total one") }
             if path == "/error-stall" {
                 #expect(((answer.object["error"] as? [String: Any])?["message"] as? String)?.contains("503") == true)
-                #expect(Date().timeIntervalSince(started) < 1.8, "answered without waiting out the 2 s stall")
+                // A round trip, a curl process started on a busy machine included, in under 3.5 s.
+                #expect(Date().timeIntervalSince(started) < 3.5, "answered without waiting out the 4 s stall")
             }
             if path == "/silent" { #expect(((answer.object["error"] as? [String: Any])?["message"] as? String)?.contains("No bytes arrived") == true) }
             let left = try uploadsFolder(server)
@@ -131,8 +132,9 @@ import TestSupport
             }.start()
         }
         #expect(eventually(10) { peer.requests().filter { $0["path"] as? String == "/stall" }.count == 2 })
+        let song = try Media.path(.audioOnly)
         let started = Date()
-        let upload = try server.json("/v1/uploads/", ["-T", try Media.path(.audioOnly)])
+        let upload = try server.json("/v1/uploads/", ["-T", song])
         #expect(upload.status == 201 && Date().timeIntervalSince(started) < 10, "\(upload.object), \(Date().timeIntervalSince(started)) s")
         #expect(try server.json("/v1/jobs").status == 200)
         hanging.wait()
