@@ -76,6 +76,7 @@ final class OutputContainer {
             stream.pointee.sample_aspect_ratio = encoderContext.pointee.sample_aspect_ratio
             stream.pointee.avg_frame_rate = encoderContext.pointee.framerate
         }
+        try encoder.hdrMetadata?.attach(to: stream)
         return Int(stream.pointee.index)
     }
 

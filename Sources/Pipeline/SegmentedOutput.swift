@@ -100,6 +100,7 @@ final class SegmentedOutput: PacketSink {
             stream.pointee.sample_aspect_ratio = codecContext.pointee.sample_aspect_ratio
             stream.pointee.avg_frame_rate = codecContext.pointee.framerate
         }
+        try encoder.hdrMetadata?.attach(to: stream)
         do {
             try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
         } catch {

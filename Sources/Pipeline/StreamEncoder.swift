@@ -4,11 +4,14 @@ import CFFmpeg
 final class StreamEncoder {
     private(set) var context: UnsafeMutablePointer<AVCodecContext>?
     let name: String
+    /// What the output stream states besides the encoder's parameters: a kept HDR source's metadata.
+    private(set) var hdrMetadata: HDRMetadata?
     private var flushed = false
 
     /// Opens libx264 with the resolved video settings; `globalHeader` when the container wants SPS/PPS out of band.
     init(video settings: VideoEncoding, globalHeader: Bool) throws(MediaError) {
         name = "H.264"
+        hdrMetadata = settings.hdrMetadata
         guard let codec = avcodec_find_encoder_by_name("libx264") else {
             throw MediaError(code: "encoder_unavailable", message: "libx264 is not available in this FFmpeg build.")
         }

@@ -31,6 +31,8 @@ struct StreamParameters: Codable, Equatable {
     var initialPadding: Int32
     var timeBase: [Int32]
     var frameRate: [Int32]
+    /// A kept HDR source's metadata (absent from older manifests: none).
+    var hdrMetadata: HDRMetadata?
 
     /// The parameters of an opened encoder.
     init(encoder: StreamEncoder) throws(MediaError) {
@@ -67,6 +69,7 @@ struct StreamParameters: Codable, Equatable {
         initialPadding = value.initial_padding
         timeBase = [encoder.timeBase.num, encoder.timeBase.den]
         frameRate = [context.framerate.num, context.framerate.den]
+        hdrMetadata = encoder.hdrMetadata
     }
 
     var rationalTimeBase: AVRational { AVRational(num: timeBase[0], den: timeBase[1]) }
@@ -117,5 +120,6 @@ struct StreamParameters: Codable, Equatable {
             stream.pointee.sample_aspect_ratio = AVRational(num: sampleAspectRatio[0], den: sampleAspectRatio[1])
             stream.pointee.avg_frame_rate = AVRational(num: frameRate[0], den: frameRate[1])
         }
+        try hdrMetadata?.attach(to: stream)
     }
 }

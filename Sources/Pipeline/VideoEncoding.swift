@@ -53,6 +53,8 @@ struct VideoEncoding {
     var keyFramesForcedOnly = false
     /// Pictures the caller marks I become IDRs (a checkpoint segment's first), with x264's own key frames in between.
     var forcedKeyFramesAreIDR = false
+    /// The source's HDR10 metadata, when its HDR is kept (not tone-mapped) and the output is tagged HDR.
+    var hdrMetadata: HDRMetadata?
     /// x264 threads; 0: its own choice for the machine (see `FFmpeg.threadCount`). A ladder shares the cores
     /// between its encoders.
     var threads: Int32 = 0
@@ -144,6 +146,7 @@ struct VideoEncoding {
             frameRate: frameRate, timeBase: timeBase,
             colors: (toneMapped ? ColorTags.bt709 : ColorTags(source: parameters, assumingHeight: geometry.height).madeYCbCr(from: parameters))
                 .overridden(by: settings.color))
+        if !toneMapped && encoding.colors.isHDR { encoding.hdrMetadata = HDRMetadata(stream: stream) }
         if let limit {
             encoding.averageBitRate = min(encoding.averageBitRate, limit.maxRate)
             encoding.maxBitRate = limit.maxRate

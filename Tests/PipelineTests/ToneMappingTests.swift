@@ -246,6 +246,39 @@ import TestSupport
         #expect(white.allSatisfy { (130...165).contains($0) }, "PQ's code values for 203 cd/m², read as if SDR: \(white)")
     }
 
+    /// HDR kept carries the source's HDR10 metadata (MaxCLL, the mastering display) into the file, a checkpointed
+    /// one's and a ladder's init segments: a copy kept it, an encode dropped it, and players guessed the peak (a film
+    /// mastered at 4,000 cd/m² clipped). Tone-mapped to SDR, none is stated.
+    @Test func keptHDRCarriesItsLightLevels() throws {
+        let source = try Media.scratch().appendingPathComponent("hdr10.mp4").path
+        try MP4Boxes.adding([MP4Boxes.contentLightLevel(maxCLL: 700, maxFALL: 300), MP4Boxes.masteringDisplay(maxLuminance: 1000)],
+                            toVideoSampleEntryOf: try Media.hdrPatches(.pq), into: source)
+        func stated(_ video: Probe.Stream) -> Bool {
+            let sideData = video.side_data_list ?? []
+            return sideData.contains { $0.max_content == 700 } && sideData.contains { $0.max_luminance == "10000000/10000" }
+        }
+        let keep = try TranscodeSettings.parse(Data(#"{"video": {"color": {"hdr": "keep"}}}"#.utf8))
+        let kept = try #require(try transcode(source, #"{"video": {"color": {"hdr": "keep"}}}"#).probe.video)
+        #expect(stated(kept), "\(kept.side_data_list ?? [])")
+        let mapped = try #require(try transcode(source, "{}").probe.video)
+        #expect(mapped.side_data_list?.isEmpty ?? true, "\(mapped.side_data_list ?? [])")
+        // From a checkpoint, the file is put together from the manifest's parameters.
+        let folder = try Media.scratch()
+        let output = folder.appendingPathComponent("out.mp4").path
+        let session = TranscodeSession(inputPath: source, outputPath: output, settings: keep)
+        session.checkpointDirectory = folder.appendingPathComponent("checkpoint").path
+        _ = try session.run()
+        let checkpointed = try #require(try Probe.read(output).video)
+        #expect(stated(checkpointed), "\(checkpointed.side_data_list ?? [])")
+        let ladder = try Media.scratch().appendingPathComponent("ladder").path
+        let settings = try TranscodeSettings.parse(Data("""
+            {"container": "hls", "video": {"color": {"hdr": "keep"}}, "renditions": [{"video": {"height": 180}}]}
+            """.utf8))
+        _ = try TranscodeSession(inputPath: source, outputDirectory: ladder, settings: settings).run()
+        let rung = try #require(try Probe.read(ladder + "/180p/init.mp4").video)
+        #expect(stated(rung), "\(rung.side_data_list ?? [])")
+    }
+
     @Test func aLadderAndItsPictures() throws {
         let source = try Media.hdrPatches(.pq)
         func ladder(_ color: String) throws -> String {
