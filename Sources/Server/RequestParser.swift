@@ -99,29 +99,32 @@ struct RequestParser {
             // Its CR alone so far (a read that ended between the two): wait for the LF, which the line above
             // passes over; taken as the head's start, the empty line was refused as a request line.
             if scanned == 0, !passedEmptyLine, bytes.count == 1, bytes[0] == 13 { return (.needMore, 0) }
-            // The request line is checked first, so an overlong target gets 414 rather than 431. The bytes scanned
-            // before held no LF (or it was found and checked). One ending with a bare LF (`printf … | nc`, whose
-            // head never ends with CRLF CRLF) is refused now, rather than held until the header timeout.
-            if !requestLineChecked {
-                let lineFeed = search(Self.lf, in: bytes, from: scanned)
-                if let lineFeed, lineFeed == 0 || bytes[lineFeed - 1] != 13 {
+            // One pass over the bytes new since the last call (those before held no line end past the last one
+            // looked at). Each LF must follow a CR: a head whose lines end with a bare LF (`printf … | nc`) never ends
+            // with CRLF CRLF, and is refused now rather than held until the header timeout. The first ends the request
+            // line, checked first so that an overlong target gets 414 rather than 431; one right after a CRLF ends
+            // the head.
+            var from = scanned
+            while let lineFeed = search(Self.lf, in: bytes, from: from) {
+                guard lineFeed > 0, bytes[lineFeed - 1] == 13 else {
                     throw HTTPError.malformed("The head's lines must end with CRLF, not a bare LF.")
                 }
-                let lineEnd = lineFeed.map { $0 - 1 }
-                if (lineEnd ?? bytes.count) > limits.targetBytes + 32 {
-                    throw HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.",
-                                    closeConnection: true)
+                if !requestLineChecked {
+                    if lineFeed - 1 > limits.targetBytes + 32 { throw Self.uriTooLong(limits) }
+                    requestLineChecked = true
                 }
-                requestLineChecked = lineEnd != nil
+                if lineFeed >= 3, bytes[lineFeed - 2] == 10, bytes[lineFeed - 3] == 13 {
+                    let end = lineFeed - 3
+                    if end + 4 > limits.headerBytes { throw Self.headersTooLarge(limits) }
+                    let head = try parseHead(UnsafeRawBufferPointer(rebasing: bytes[0..<end]))
+                    return (.head(head), end + 4)
+                }
+                from = lineFeed + 1
             }
-            guard let end = search(crlfcrlf, in: bytes, from: max(0, scanned - 3)) else {
-                if bytes.count > limits.headerBytes { throw Self.headersTooLarge(limits) }
-                state = .head(scanned: bytes.count)
-                return (.needMore, 0)
-            }
-            if end + 4 > limits.headerBytes { throw Self.headersTooLarge(limits) }
-            let head = try parseHead(UnsafeRawBufferPointer(rebasing: bytes[0..<end]))
-            return (.head(head), end + 4)
+            if !requestLineChecked, bytes.count > limits.targetBytes + 32 { throw Self.uriTooLong(limits) }
+            if bytes.count > limits.headerBytes { throw Self.headersTooLarge(limits) }
+            state = .head(scanned: bytes.count)
+            return (.needMore, 0)
         case .fixed(let remaining):
             if remaining == 0 {
                 state = .done
@@ -181,6 +184,10 @@ struct RequestParser {
         }
     }
 
+    private static func uriTooLong(_ limits: Limits) -> HTTPError {
+        HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.", closeConnection: true)
+    }
+
     private static func headersTooLarge(_ limits: Limits) -> HTTPError {
         HTTPError(.headersTooLarge, "headers_too_large", "The request header section is larger than \(limits.headerBytes) bytes.",
                   closeConnection: true)
@@ -201,7 +208,7 @@ struct RequestParser {
         }
         let method = String(decoding: parts[0], as: UTF8.self)
         guard parts[1].count <= limits.targetBytes else {
-            throw HTTPError(.uriTooLong, "uri_too_long", "The request target is longer than \(limits.targetBytes) bytes.", closeConnection: true)
+            throw Self.uriTooLong(limits)
         }
         guard !parts[1].isEmpty, parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw HTTPError.malformed("The request target has spaces, control characters or non-ASCII bytes.")
@@ -416,10 +423,8 @@ struct RequestParser {
     }
 
     private static let crlf: [UInt8] = [13, 10]
-    private static let crlfcrlf: [UInt8] = [13, 10, 13, 10]
     private static let lf: [UInt8] = [10]
     private var crlf: [UInt8] { Self.crlf }
-    private var crlfcrlf: [UInt8] { Self.crlfcrlf }
 
     /// Index of the first occurrence of `pattern` in `bytes` at or after `start`.
     /// `find`, counted in `bytesSearched`.

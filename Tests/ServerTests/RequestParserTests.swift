@@ -126,15 +126,18 @@ import Testing
         }
     }
 
-    /// A head whose lines end with a bare LF (`printf … | nc`) is refused as soon as its empty line comes: it never
-    /// ends with CRLF CRLF, and was held until the header timeout (an unasked 408 seconds later).
+    /// A head whose lines end with a bare LF (`printf … | nc`; all of them, or the header lines only) is refused as
+    /// soon as such a line ends: it never ends with CRLF CRLF, and was held until the header timeout (an unasked
+    /// 408 seconds later).
     @Test(arguments: [1, 1000])
     func aHeadOfBareLineFeedsIsRefusedAtOnce(step: Int) {
-        do {
-            let result = try parse("GET /healthz HTTP/1.1\nHost: x\n\n", step: step)
-            Issue.record("not refused: \(result.heads.count) heads")
-        } catch {
-            #expect(error.status.code == 400 && error.message.contains("bare LF"), "\(error.message)")
+        for text in ["GET /healthz HTTP/1.1\nHost: x\n\n", "GET /healthz HTTP/1.1\r\nHost: x\n\n"] {
+            do {
+                let result = try parse(text, step: step)
+                Issue.record("\(text.debugDescription) not refused: \(result.heads.count) heads")
+            } catch {
+                #expect(error.status.code == 400 && error.message.contains("bare LF"), "\(text.debugDescription): \(error.message)")
+            }
         }
     }
 
