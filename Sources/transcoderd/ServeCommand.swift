@@ -104,8 +104,9 @@ enum ServeCommand {
             // On a failure to start; a stop by signal stops it within the grace, below.
             defer { dispatcher.stop(timeout: 0) }
             // What was written before the loops answer anything is what a crash left (a tenth of a second for a file
-            // system's coarse clock): the first pass leaves alone what requests write from here, as later ones do.
-            let started = Date().timeIntervalSince1970 - 0.1
+            // system's coarse clock): the first pass leaves alone what requests write from here, as later ones do. On
+            // a shared data folder other nodes' requests write meanwhile too: their last 5 s are left, as by later passes.
+            let started = Date().timeIntervalSince1970 - (queue.store.isShared ? 5 : 0.1)
             do {
                 try server.start()
             } catch {
