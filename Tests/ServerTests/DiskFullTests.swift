@@ -12,22 +12,30 @@ import TestSupport
         let server = try TestServer()
         defer { server.stop() }
         let input = try #require(try server.json("/v1/uploads/", ["-T", try Media.path(.audioOnly)]).object["id"] as? String)
-        let held = try Media.scratch().appendingPathComponent("held").path
+        let scratch = try Media.scratch()
+        let held = scratch.appendingPathComponent("held").path, release = scratch.appendingPathComponent("release").path
         let locker = Process()
         locker.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        // Held until told to let go (at most a minute): the request may first wait behind the server's own claims.
         locker.arguments = ["-c", """
-            import sqlite3, time, sys
+            import sqlite3, time, sys, os
             c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
             c.execute('BEGIN EXCLUSIVE')
             open(sys.argv[2], 'w').close()
-            time.sleep(9)
-            """, server.data.appendingPathComponent("transcoderd.sqlite").path, held]
+            for _ in range(600):
+                if os.path.exists(sys.argv[3]): break
+                time.sleep(0.1)
+            """, server.data.appendingPathComponent("transcoderd.sqlite").path, held, release]
         try Shell.launch(locker)
-        defer { locker.waitUntilExit() }
+        defer {
+            _ = FileManager.default.createFile(atPath: release, contents: nil)
+            locker.waitUntilExit()
+        }
         #expect(eventually(20) { FileManager.default.fileExists(atPath: held) }, "the other program holds the lock")
         let body = #"{"input": "\#(input)", "settings": {"container": "m4a"}}"#
         let refused = try server.curl("/v1/jobs", ["-D", "-", "-H", "Content-Type: application/json", "-d", body])
         #expect(refused.status == 503 && refused.body.contains("Retry-After: 2") && refused.body.contains("store_unavailable"), "\(refused)")
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
         locker.waitUntilExit()
         #expect(try server.json("/v1/jobs", ["-H", "Content-Type: application/json", "-d", body]).status == 201)
     }

@@ -95,7 +95,7 @@ final class Database {
         let code = switch result & 0xff {
         case SQLITE_FULL: "no_space"
         case SQLITE_CONSTRAINT: "constraint"
-        case SQLITE_BUSY, SQLITE_LOCKED: "store_busy"
+        case SQLITE_BUSY: "store_busy"
         default: "sqlite_error"
         }
         return StoreError(code: code, message: "SQLite: \(message)", resultCode: result, sql: sql)
