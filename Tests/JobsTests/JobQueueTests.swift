@@ -477,7 +477,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
     @Test func cancelingARunningJobStopsItWithinASecondAndRemovesItsOutput() throws {
         let fixture = try StoreFixture()
         let upload = try fixture.upload(try Media.path(.long))
-        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(video: .encode(VideoSettings(preset: "slow"))))
+        let job = try fixture.store.createJob(input: upload.id, settings: TranscodeSettings(video: .encode(VideoSettings(preset: "veryslow"))))
         let runner = TimedRunner(TranscodeRunner())
         let queue = queue(fixture, runner: runner)
         try queue.start()
@@ -489,8 +489,8 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         // From the cancellation to the transcode's stop: recording the end (an fsynced commit) is not part of it.
         let stopped = try #require(runner.ended.withLock { $0 })
         #expect(stopped >= asked, "the transcode was still running when the cancel was asked")
-        // Within a second here; three for a busy machine, where x264 finishes its frames in flight as it is freed (a
-        // transcode that missed the cancel has more than ten seconds of work left).
+        // Within a second here; three for a busy machine, where x264 finishes its frames in flight as it is freed (at
+        // veryslow a transcode that missed the cancel has about ten seconds of work left).
         #expect(stopped.timeIntervalSince(asked) < 3.0, "the transcode stopped \(stopped.timeIntervalSince(asked)) s after the cancel")
         queue.stop(grace: 1)
         #expect(fixture.outputFiles.isEmpty)

@@ -666,6 +666,12 @@ import TestSupport
                 VALUES ('msg_old', 'gone', 'job.failed', 'http://hooks.example/gone', 'job', 1, 1);
             """)
         let store = try SQLiteJobStore(path: path)
+        // Looked at first: without them the reads below stop the test process (a missing column is a precondition
+        // failure), rather than fail.
+        let columns = try Database(path: path).query("""
+            SELECT name FROM pragma_table_info('uploads') UNION ALL SELECT name FROM pragma_table_info('webhook_deliveries')
+            """).compactMap { $0["name"].string }
+        try #require(["source_url", "job", "schedule_base"].allSatisfy(columns.contains), "\(columns)")
         let upload = try #require(try store.upload(id: "u"))
         #expect(upload.sourceURL == nil && upload.sha256 == "x")
         let running = try #require(try store.claimNext(worker: "w", leaseSeconds: 20))

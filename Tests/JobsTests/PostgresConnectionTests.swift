@@ -81,6 +81,12 @@ import TestSupport
                 VALUES ('j', 'queued', '{}', 'u', 1, 1, 'http://hooks.example/j', 'job.running,job.succeeded');
             """)
         let store = try PostgresJobStore(uri: uri, root: try Media.scratch().path)
+        // Looked at first: without them the reads below stop the test process (a missing column is a precondition
+        // failure), rather than fail.
+        let columns = try old.query("""
+            SELECT column_name::text AS name FROM information_schema.columns WHERE table_name IN ('uploads', 'webhook_deliveries')
+            """).compactMap { $0["name"].string }
+        try #require(["source_url", "job", "schedule_base"].allSatisfy(columns.contains), "\(columns)")
         #expect(try store.upload(id: "u")?.sourceURL == nil)
         let running = try #require(try store.claimNext(worker: "w", leaseSeconds: 20))
         #expect(running.id == "j")

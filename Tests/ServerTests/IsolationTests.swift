@@ -37,39 +37,51 @@ import TestSupport
         return child
     }
 
-    /// Polls `/healthz` and the job while `body` runs; every answer must be a 200, and no two polls in a row may take
-    /// over a second, nor one over three: a server that waited on a dying child would stall for its lifetime
-    /// (seconds, every poll meanwhile); other suites' transcodes share the two cores, so a tighter bound measures them
-    /// (250 ms failed CI once at 299 ms, one poll in hundreds).
+    /// Polls `/healthz` and the job from two threads while `body` runs; every answer must be a 200, and the server
+    /// must never be slow to both at once for a second (nor to one for three): a server that waited on a dying child
+    /// would stall for its lifetime, every request meanwhile. One thread alone slow is the test's own (other suites'
+    /// transcodes share the two cores: 250 ms failed CI once at 299 ms, one poll in hundreds).
     private static func whilePolling(_ server: TestServer, job: String, _ body: () throws -> Void) throws {
         let stop = LockedValue(false)
-        let times = LockedValue<[Double]>([])
+        // Each poll's start and length, by poller.
+        let polls = LockedValue<[[(start: Date, seconds: Double)]]>([[], []])
         let failures = LockedValue<[String]>([])
-        let done = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
         let port = server.port
-        NamedThread.start("poller") {
-            while !stop.withLock({ $0 }) {
-                for path in ["/healthz", "/v1/jobs/\(job)"] {
-                    let started = Date()
-                    let answer = (try? RawClient(port: port)).map { client in
-                        client.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                        return client.read(timeout: 5)
-                    } ?? "no connection"
-                    let seconds = Date().timeIntervalSince(started)
-                    times.withLock { $0.append(seconds) }
-                    if !answer.hasPrefix("HTTP/1.1 200") { failures.withLock { $0.append("\(path): \(answer.prefix(80))") } }
+        for poller in 0..<2 {
+            done.enter()
+            NamedThread.start("poller-\(poller)") {
+                if poller == 1 { usleep(10_000) }
+                while !stop.withLock({ $0 }) {
+                    for path in ["/healthz", "/v1/jobs/\(job)"] {
+                        let started = Date()
+                        let answer = (try? RawClient(port: port)).map { client in
+                            client.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                            return client.read(timeout: 5)
+                        } ?? "no connection"
+                        polls.withLock { $0[poller].append((started, Date().timeIntervalSince(started))) }
+                        if !answer.hasPrefix("HTTP/1.1 200") { failures.withLock { $0.append("\(path): \(answer.prefix(80))") } }
+                    }
+                    usleep(20_000)
                 }
-                usleep(20_000)
+                done.leave()
             }
-            done.signal()
         }
         defer {
             stop.withLock { $0 = true }
             done.wait()
             #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(3))")
-            let polls = times.withLock { $0 }
-            let stalled = polls.contains { $0 >= 3 } || zip(polls, polls.dropFirst()).contains { $0 >= 1 && $1 >= 1 }
-            #expect(!polls.isEmpty && !stalled, "the slowest polls took \(polls.sorted().suffix(3)) s")
+            let (first, second) = polls.withLock { ($0[0], $0[1]) }
+            let slow = { (polls: [(start: Date, seconds: Double)]) in polls.filter { $0.seconds >= 1 } }
+            // Slow to both at once: a slow poll of each whose times overlap.
+            let both = slow(first).contains { one in
+                slow(second).contains { other in
+                    one.start < other.start.addingTimeInterval(other.seconds) && other.start < one.start.addingTimeInterval(one.seconds)
+                }
+            }
+            let longest = (first + second).map(\.seconds).max() ?? 0
+            #expect(!first.isEmpty && !second.isEmpty && !both && longest < 3,
+                    "slow to both pollers at once: \(both), the slowest poll \(longest) s")
         }
         try body()
     }
@@ -314,7 +326,7 @@ import TestSupport
         #expect(getsid(child.pid) == child.pid, "it leads a session of its own: a Ctrl-C to ours does not reach it")
         // A SIGTERM from anyone but its parent (a service manager signalling every process) is not a cancel.
         try Shell.check("kill", ["-TERM", String(child.pid)])
-        usleep(1_500_000) // longer than a real stop may take (below)
+        usleep(3_000_000) // as long as a real stop may take (below)
         #expect(child.isRunning && Self.state(of: child.pid) == "S", "a stranger's SIGTERM changes nothing")
         let asked = Date()
         child.signal(SIGTERM)

@@ -132,6 +132,21 @@ import TestSupport
             return logged != nil
         }, "\(server.log.suffix(500))")
         #expect((logged ?? .infinity) < 1000, "a malformed request after 2 s idle took \(logged ?? -1) ms")
+        // One whose head came in two parts a second apart took that second.
+        let split = try RawClient(port: server.port)
+        split.send("GET /x")
+        usleep(1_000_000)
+        split.send(" BAD\r\n\r\n")
+        let splitAnswer = split.read(until: "}")
+        let splitID = splitAnswer.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("x-request-id:") }?
+            .dropFirst(13).trimmingCharacters(in: .whitespaces) ?? "none"
+        var splitLogged: Double?
+        #expect(eventually(3) {
+            let line = server.log.split(separator: "\n").first { $0.contains(#""request_id":"\#(splitID)""#) }
+            splitLogged = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["duration_ms"] as? Double
+            return splitLogged != nil
+        }, "\(splitAnswer)")
+        #expect((splitLogged ?? 0) >= 900, "a head sent over a second took \(splitLogged ?? -1) ms")
         // Empty lines alone, one every 0.4 s, hold no connection: each was passed over and counted as activity, so
         // neither the head's timeout nor the idle one ever ended it (4096 of them filled the server for 2 bytes each).
         let idler = try RawClient(port: server.port)
@@ -404,6 +419,8 @@ import TestSupport
         // Each answered as it is accepted, and then held, lingering a second or two: counted before the reads below,
         // which on a busy machine took longer than the second.
         #expect(eventually(1) { openDescriptors() == before + 12 }, "lingering: \(openDescriptors()) descriptors, \(before) before")
+        usleep(300_000)
+        #expect(openDescriptors() == before + 12, "still lingering a moment on: \(openDescriptors()) descriptors, \(before) before")
         let turnedAwayAnswers = turnedAway.map { $0.read(until: "}", timeout: 3) }
         #expect(turnedAwayAnswers.allSatisfy { $0.hasPrefix("HTTP/1.1 503") && $0.contains("Retry-After: 1") && $0.hasSuffix("}}") },
                 "\(turnedAwayAnswers.map { $0.prefix(40) })")
