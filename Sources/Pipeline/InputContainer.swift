@@ -77,6 +77,13 @@ final class InputContainer {
         return flags & AVFMT_TS_DISCONT != 0
     }
 
+    /// Whether the declared duration is a guess from the first and last timestamps of a clock that may jump
+    /// (MPEG-TS, MPEG-PS, FLV): a jump back of minutes (recordings joined, a broadcast's clock reset) reads as a
+    /// wrap of 2^33 ticks, 26 hours, a jump forward as its length. Not a length a limit can judge.
+    var durationIsFromJumpyClock: Bool {
+        allowsTimestampJumps && context?.pointee.duration_estimation_method == AVFMT_DURATION_FROM_PTS
+    }
+
     var streamCount: Int { Int(context?.pointee.nb_streams ?? 0) }
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> {

@@ -20,8 +20,10 @@ public struct MediaLimits: Sendable, Equatable, Codable {
         self.maxFrameBytes = maxFrameBytes
     }
 
-    /// Throws `input_too_large` / `input_too_long` when a track or the file is over a limit.
-    func check(_ track: Track, bytesPerPixel: Double) throws(MediaError) {
+    /// Throws `input_too_large` / `input_too_long` when a track or the file is over a limit; its declared duration
+    /// only when it can be judged (`judgesDeclaredDuration`: not a guess from a clock that may jump; `checkRead`
+    /// holds the limit as the media is read).
+    func check(_ track: Track, bytesPerPixel: Double, judgesDeclaredDuration: Bool = true) throws(MediaError) {
         if track.mediaType == .video, let width = track.width, let height = track.height {
             guard width <= maxDimension, height <= maxDimension else {
                 throw MediaError(code: "input_too_large",
@@ -34,7 +36,7 @@ public struct MediaLimits: Sendable, Equatable, Codable {
             }
         }
         if track.mediaType == .audio, let rate = track.sampleRate { try Self.check(sampleRate: rate) }
-        if let duration = track.duration { try checkDeclared(duration: duration) }
+        if judgesDeclaredDuration, let duration = track.duration { try checkDeclared(duration: duration) }
     }
 
     /// Throws `input_too_large` when audio is sampled faster than `maxSampleRate` (a stream can change its rate

@@ -77,10 +77,13 @@ final class TranscodePlan {
                                  message: "thumbnails: they are taken from the encoded video, and the output has none (the input has no video, or it is copied or dropped).")
             }
         }
+        // A duration guessed from a clock that may jump (MPEG-TS joined from two recordings: "lasts 95147 s" for
+        // 6 s) is left to `checkRead`, which holds the limit as the media is read.
+        let judgesDuration = !reader.container.durationIsFromJumpyClock
         for track in [videoTrack, audioTrack].compactMap({ $0 }) {
-            try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)))
+            try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)), judgesDeclaredDuration: judgesDuration)
         }
-        if let duration = reader.duration { try limits.checkDeclared(duration: duration) }
+        if judgesDuration, let duration = reader.duration { try limits.checkDeclared(duration: duration) }
         let selected = [videoTrack, audioTrack].compactMap { $0?.index }
         // Every pass follows the clocks of the same tracks, so that the passes of a checkpointed transcode agree.
         reader.followClocks(of: selected)

@@ -28,6 +28,26 @@ import TestSupport
         }
     }
 
+    /// MPEG-TS joined from two recordings whose clock goes back five minutes between them: FFmpeg guesses its length
+    /// from the first and last timestamps as a wrap of the clock, a day, and the job failed with `input_too_long`
+    /// ("lasts 95147 s" for 4 s). The limit holds as the media is read.
+    @Test func aTransportStreamJoinedAcrossAClockResetIsNotCalledTooLong() throws {
+        let folder = try Media.scratch()
+        let parts = ["300", "0"].map { folder.appendingPathComponent("part-\($0).ts").path }
+        for (offset, part) in zip(["300", "0"], parts) {
+            try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-f", "lavfi", "-i", "sine=f=440:d=2",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-output_ts_offset", offset, part])
+        }
+        let joined = folder.appendingPathComponent("joined.ts")
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: parts[0]))
+        bytes.append(try Data(contentsOf: URL(fileURLWithPath: parts[1])))
+        try bytes.write(to: joined)
+        #expect((try MediaReader(path: joined.path).duration ?? 0) > 3600, "FFmpeg's guess is the clock's wrap")
+        let (_, probe) = try transcode(joined.path, limits: MediaLimits(maxDuration: 60))
+        #expect((3.5...4.5).contains(probe.format.durationSeconds), "\(probe.format.durationSeconds) s")
+        #expect { try transcode(joined.path, limits: MediaLimits(maxDuration: 2)) } throws: { ($0 as? MediaError)?.code == "input_too_long" }
+    }
+
     @Test func aMatroskaFileThatStartsAtFiveSecondsIsComplete() throws {
         // Its header says 13 s: the end of a timeline from zero. Read as a length, the file was "cut short" at 8 s.
         let (result, probe) = try transcode(try Media.path(.offsetStart))
