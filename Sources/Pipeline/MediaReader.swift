@@ -105,7 +105,8 @@ public final class MediaReader {
     /// AC-4 or MPEG-H, failed the job though a track it knows came next); copied, among those whose header gives
     /// their shape when there are any.
     /// An audio track the container says lasts no time is passed over (`declaresNoDuration`); one the probe found
-    /// no channels for is taken only if it carries a packet (`carriesPackets`, asked only then): an MPEG-TS programme declares an audio stream that never comes (a recording whose sound was never
+    /// no channels for is taken only if it carries a packet (`carriesPackets`, asked only then; a video track without
+    /// a size likewise): an MPEG-TS programme declares an audio stream that never comes (a recording whose sound was never
     /// sent), and taking it failed the job for want of decodable audio though the video was whole. (`ffmpeg` leaves
     /// out every audio track its probe found no channels for, which loses sound that merely starts late.)
     private func mainTrack(of type: Track.MediaType, copying: Bool, eligible: (Track) -> Bool = { _ in true }) -> Track? {
@@ -119,8 +120,16 @@ public final class MediaReader {
             guard let chosen = candidates.first(where: { container.stream($0.index).pointee.disposition & AV_DISPOSITION_DEFAULT != 0 })
                     ?? candidates.first else { return nil }
             let stream = container.stream(chosen.index).pointee
-            guard type == .audio, Self.declaresNoDuration(stream)
-                    || (stream.codecpar.pointee.ch_layout.nb_channels == 0 && !carriesPackets(chosen.index)) else { return chosen }
+            let parameters = stream.codecpar.pointee
+            let passedOver = switch type {
+            case .audio: Self.declaresNoDuration(stream) || (parameters.ch_layout.nb_channels == 0 && !carriesPackets(chosen.index))
+            // A picture size the probe never learnt, or a Matroska track said to last no time, and no packet: a
+            // programme's video that never comes (a radio recording in MPEG-TS). Taken, it failed the job ("has no
+            // picture size") though the sound was whole.
+            case .video: (parameters.width == 0 || parameters.height == 0 || Self.declaresNoDuration(stream)) && !carriesPackets(chosen.index)
+            default: false
+            }
+            guard passedOver else { return chosen }
             all.removeAll { $0.index == chosen.index }
             preferred.removeAll { $0.index == chosen.index }
         }
@@ -141,7 +150,7 @@ public final class MediaReader {
     /// Whether track `index` has a packet in the file: read from the start by a container of its own, every other
     /// stream discarded, for at most `scanLimit` bytes (past them it is taken to have some, as before the scan: a
     /// track without any then fails the job as it did). True when the file cannot be opened again (the transcode
-    /// then says why). Asked only of the audio track chosen when the probe found no channels for it.
+    /// then says why). Asked only of the track chosen when the probe found no channels or size for it.
     private func carriesPackets(_ index: Int) -> Bool {
         if let known = packetsFound[index] { return known }
         var found = true

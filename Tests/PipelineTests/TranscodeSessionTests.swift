@@ -835,6 +835,18 @@ import TestSupport
         }
     }
 
+    /// Its video likewise: a programme that declares a video stream which never carries a packet (a radio recording)
+    /// gives the sound alone. The job failed with "The input's video has no picture size".
+    @Test func aDeclaredVideoStreamWithoutPacketsIsLeftOut() throws {
+        let folder = try Media.scratch()
+        let input = try Self.transportStream(audio: 1, emptied: [0x100], in: folder, name: "radio.ts")
+        let declared = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=codec_type,width", "-of", "csv=p=0", input])
+        try #require(declared.split(separator: "\n").contains("video,0"), "the programme still declares the video: \(declared)")
+        let run = try transcode(input)
+        #expect(run.probe.video == nil && run.result.tracks.map(\.mediaType) == [.audio])
+        #expect((2.5...3.5).contains(run.probe.format.durationSeconds), "\(run.probe.format.durationSeconds) s")
+    }
+
     /// The file is read looking for a packet only when the track chosen has no channels said: beside a working
     /// audio track, an empty one (a DVB recording's declared AC-3 or audio description) costs nothing; the scan
     /// read the whole file for it, in every pass, before any progress.
