@@ -8,7 +8,7 @@ final class InputContainer {
     /// Demuxers an upload may use; playlists (`hls`, `concat`, `dash`) are absent on purpose.
     static let allowedDemuxers = [
         "mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska", "webm", "avi", "mpegts", "flv", "mpeg", "wav",
-        "mp3", "aac", "ogg", "flac", "png_pipe", "jpeg_pipe",
+        "mp3", "aac", "ogg", "flac", "png_pipe", "jpeg_pipe", "h264", "hevc",
     ]
 
     private(set) var context: UnsafeMutablePointer<AVFormatContext>?
@@ -47,6 +47,14 @@ final class InputContainer {
                 let reason = result == tc_averror(EISDIR) ? "is a folder, not a file" : "cannot be read (\(FFmpeg.errorText(result)))"
                 throw MediaError(code: "input_unreadable", message: "The input \(path) \(reason).", averror: result)
             }
+            // A format FFmpeg knows but the list leaves out (MXF, ASF, AIFF, …) is refused by name: "not a media
+            // file" sent its owner looking for a broken file.
+            if result == tc_averror(EINVAL), let format = Self.probedFormat(of: path) {
+                throw MediaError(code: "unsupported_format",
+                                 message: "The input is \(format), which is not an accepted container; accepted: MP4, QuickTime, 3GP, "
+                                     + "Matroska, WebM, AVI, MPEG-TS, MPEG-PS, FLV, Ogg, WAV, MP3, AAC, FLAC, raw H.264 or HEVC, PNG and JPEG.",
+                                 averror: result)
+            }
             throw MediaError(
                 code: "unsupported_format",
                 message: "The input is not a media file we can read (\(FFmpeg.errorText(result))).",
@@ -64,6 +72,30 @@ final class InputContainer {
             close()
             if cancellation?.isCanceled == true { throw MediaError.canceled }
             throw MediaError.ffmpeg(info, "Reading the input's stream information", code: "unreadable_input")
+        }
+    }
+
+    /// The format FFmpeg sees in the file's first MiB ("MXF (Material eXchange Format)"), nil when it sees none: the
+    /// bytes are only compared with each format's signature, no demuxer opens them.
+    private static func probedFormat(of path: String) -> String? {
+        guard let file = fopen(path, "rb") else { return nil }
+        defer { fclose(file) }
+        let size = 1 << 20, padding = Int(AVPROBE_PADDING_SIZE)
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: size + padding)
+        defer { buffer.deallocate() }
+        buffer.initialize(repeating: 0, count: size + padding)
+        let count = fread(buffer, 1, size, file)
+        guard count > 0 else { return nil }
+        return "".withCString { name -> String? in
+            var probe = AVProbeData()
+            probe.buf = buffer
+            probe.buf_size = Int32(count)
+            probe.filename = name
+            var score: Int32 = 0
+            guard let format = av_probe_input_format3(&probe, 1, &score), score >= AVPROBE_SCORE_MAX / 4,
+                  let short = format.pointee.name else { return nil }
+            let long = format.pointee.long_name.map { String(cString: $0) }
+            return long.map { "\($0) (\(String(cString: short)))" } ?? String(cString: short)
         }
     }
 

@@ -101,6 +101,23 @@ import TestSupport
         #expect(Media.files(in: folder).count == 2)
     }
 
+    /// A format FFmpeg knows but the list of demuxers leaves out is refused by its name: it was "not a media file
+    /// we can read (Invalid argument)", which sent its owner looking for a broken file. A raw H.264 stream (the
+    /// service's own `h264` output) is read; it was refused as not media.
+    @Test func aKnownFormatOutsideTheListIsNamedAndRawH264IsRead() throws {
+        let folder = try Media.scratch()
+        let mxf = folder.appendingPathComponent("clip.mxf").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=1", "-c:v", "mpeg2video", mxf])
+        let error = try #require(try failure(mxf, folder: folder))
+        #expect(error.code == "unsupported_format" && error.message.contains("(mxf)") && error.message.contains("not an accepted container"),
+                "\(error)")
+        let raw = folder.appendingPathComponent("clip.h264").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=1", "-c:v", "libx264", "-preset", "ultrafast",
+                          "-pix_fmt", "yuv420p", "-f", "h264", raw])
+        let reader = try MediaReader(path: raw)
+        #expect(reader.mainVideoTrack?.codec == "h264" && reader.mainVideoTrack?.width == 320, "\(reader.tracks)")
+    }
+
     @Test func randomBytesAreRefused() throws {
         let folder = try Media.scratch()
         let input = try Media.randomBytes(200_000, into: folder)
