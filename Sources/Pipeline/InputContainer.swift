@@ -201,6 +201,23 @@ final class InputContainer {
     /// The error that ended reading (FFmpeg's), or 0.
     private(set) var readFailure: Int32 = 0
 
+    /// The largest sample any stream's index states, in bytes, when it is larger than the whole file: an index
+    /// damaged so (an MP4 `stsz` entry of a gigabyte) has the demuxer ask for that much memory, and fail.
+    var impossibleSample: (bytes: Int64, fileBytes: Int64)? {
+        guard let context, let pb = context.pointee.pb else { return nil }
+        let fileBytes = avio_size(pb)
+        guard fileBytes > 0 else { return nil }
+        var largest: Int64 = 0
+        for index in 0..<streamCount {
+            let stream = self.stream(index)
+            for entry in 0..<avformat_index_get_entries_count(stream) {
+                // A 30-bit field, signed in C: a size past 2^29 reads negative; its 30 bits are the size.
+                if let item = avformat_index_get_entry(stream, entry) { largest = max(largest, Int64(item.pointee.size) & 0x3FFF_FFFF) }
+            }
+        }
+        return largest > fileBytes ? (largest, fileBytes) : nil
+    }
+
     /// How far into the file reading has got, in bytes.
     var bytesRead: Int64 {
         guard let pb = context?.pointee.pb else { return 0 }

@@ -254,8 +254,14 @@ public final class MediaReader {
                 // finish its output as if the file had ended there.
                 if cancellation?.isCanceled == true { throw MediaError.canceled }
                 // Nor is a read the memory limit refused: taken for the end, the job failed as a file cut short
-                // ("upload the complete file"), not as short of memory.
+                // ("upload the complete file"), not as short of memory. The demuxer gives the same answer for a
+                // sample its index says is larger than the file (a damaged MP4 `stsz`), whatever the memory: that
+                // file is damaged, and its job was told to raise its memory limit.
                 if container.readFailure == tc_averror(ENOMEM) {
+                    if let (bytes, fileBytes) = container.impossibleSample {
+                        throw MediaError(code: "unreadable_input",
+                                         message: "The file's index states a sample of \(bytes) bytes, more than the whole file (\(fileBytes) bytes): the file is damaged.")
+                    }
                     throw MediaError(code: "out_of_memory", message: "Reading the input failed: \(FFmpeg.errorText(container.readFailure)).")
                 }
                 reachedEnd = true

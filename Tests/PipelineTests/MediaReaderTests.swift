@@ -118,6 +118,22 @@ import TestSupport
         #expect(reader.mainVideoTrack?.codec == "h264" && reader.mainVideoTrack?.width == 320, "\(reader.tracks)")
     }
 
+    /// An MP4 whose sample-size table states a gigabyte for one sample is damaged, and said so: the demuxer's
+    /// failure to hold it read as a memory shortage, and the job was told to raise its memory limit.
+    @Test func aSampleLargerThanTheFileIsDamageNotAMemoryShortage() throws {
+        let folder = try Media.scratch()
+        let clip = folder.appendingPathComponent("clip.mp4").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", clip])
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: clip))
+        let table = try #require(bytes.firstRange(of: Data("stsz".utf8))).lowerBound
+        // Its third entry (after the version, the common size and the count).
+        bytes.replaceSubrange(table + 16 + 8 ..< table + 16 + 12, with: [0x3D, 0x00, 0x01, 0x64])
+        let damaged = folder.appendingPathComponent("damaged.mp4").path
+        try bytes.write(to: URL(fileURLWithPath: damaged))
+        let error = try #require(try failure(damaged, folder: folder))
+        #expect(error.code == "unreadable_input" && error.message.contains("1023410532 bytes") && error.message.contains("damaged"), "\(error)")
+    }
+
     @Test func randomBytesAreRefused() throws {
         let folder = try Media.scratch()
         let input = try Media.randomBytes(200_000, into: folder)
