@@ -1,4 +1,5 @@
 import CFFmpeg
+import Glibc
 
 /// Owns an input `AVFormatContext` opened for reading; closed with `avformat_close_input`.
 ///
@@ -8,7 +9,7 @@ final class InputContainer {
     /// Demuxers an upload may use; playlists (`hls`, `concat`, `dash`) are absent on purpose.
     static let allowedDemuxers = [
         "mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska", "webm", "avi", "mpegts", "flv", "mpeg", "wav",
-        "mp3", "aac", "ogg", "flac", "png_pipe", "jpeg_pipe", "h264", "hevc",
+        "mp3", "aac", "ogg", "flac", "png_pipe", "jpeg_pipe",
     ]
 
     private(set) var context: UnsafeMutablePointer<AVFormatContext>?
@@ -52,7 +53,7 @@ final class InputContainer {
             if result == tc_averror(EINVAL), let format = Self.probedFormat(of: path) {
                 throw MediaError(code: "unsupported_format",
                                  message: "The input is \(format), which is not an accepted container; accepted: MP4, QuickTime, 3GP, "
-                                     + "Matroska, WebM, AVI, MPEG-TS, MPEG-PS, FLV, Ogg, WAV, MP3, AAC, FLAC, raw H.264 or HEVC, PNG and JPEG.",
+                                     + "Matroska, WebM, AVI, MPEG-TS, MPEG-PS, FLV, Ogg, WAV, MP3, AAC, FLAC, PNG and JPEG.",
                                  averror: result)
             }
             throw MediaError(
@@ -76,9 +77,11 @@ final class InputContainer {
     }
 
     /// The format FFmpeg sees in the file's first MiB ("MXF (Material eXchange Format)"), nil when it sees none: the
-    /// bytes are only compared with each format's signature, no demuxer opens them.
+    /// bytes are only compared with each format's signature, no demuxer opens them. A regular file only: a named
+    /// pipe opened again would wait for a writer for ever, or give the bytes after those FFmpeg read.
     private static func probedFormat(of path: String) -> String? {
-        guard let file = fopen(path, "rb") else { return nil }
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, let file = fopen(path, "rb") else { return nil }
         defer { fclose(file) }
         let size = 1 << 20, padding = Int(AVPROBE_PADDING_SIZE)
         let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: size + padding)
@@ -110,10 +113,17 @@ final class InputContainer {
     }
 
     /// Whether the declared duration is a guess from the first and last timestamps of a clock that may jump
-    /// (MPEG-TS, MPEG-PS, FLV): a jump back of minutes (recordings joined, a broadcast's clock reset) reads as a
-    /// wrap of 2^33 ticks, 26 hours, a jump forward as its length. Not a length a limit can judge.
-    var durationIsFromJumpyClock: Bool {
-        allowsTimestampJumps && context?.pointee.duration_estimation_method == AVFMT_DURATION_FROM_PTS
+    /// (MPEG-TS, MPEG-PS, FLV) that the file's size cannot hold: a jump back of minutes (recordings joined, a
+    /// broadcast's clock reset) reads as a wrap of 2^33 ticks, 26 hours, a jump forward as its length. Fewer than 16
+    /// kb a second with video, 2 kb without (below any real stream), is taken for such a guess: not a length a limit
+    /// can judge. A real long file is judged as any other.
+    var durationIsImplausible: Bool {
+        guard allowsTimestampJumps, let context, context.pointee.duration_estimation_method == AVFMT_DURATION_FROM_PTS,
+              let duration, duration > 0, let pb = context.pointee.pb else { return false }
+        let bytes = avio_size(pb)
+        guard bytes > 0 else { return false }
+        let hasVideo = (0..<streamCount).contains { stream($0).pointee.codecpar.pointee.codec_type == AVMEDIA_TYPE_VIDEO }
+        return Double(bytes) * 8 / duration < (hasVideo ? 16_000 : 2_000)
     }
 
     var streamCount: Int { Int(context?.pointee.nb_streams ?? 0) }

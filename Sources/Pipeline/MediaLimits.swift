@@ -60,6 +60,6 @@ public struct MediaLimits: Sendable, Equatable, Codable {
     func checkRead(seconds: Double) throws(MediaError) {
         guard seconds > maxDuration + 1 else { return }
         throw MediaError(code: "input_too_long",
-                         message: "The input holds more than \(Int(maxDuration)) s of media, more than it declares; the longest accepted is \(Int(maxDuration)) s.")
+                         message: "The input holds more than \(Int(maxDuration)) s of media; the longest accepted is \(Int(maxDuration)) s.")
     }
 }

@@ -258,10 +258,7 @@ public final class MediaReader {
                 // sample its index says is larger than the file (a damaged MP4 `stsz`), whatever the memory: that
                 // file is damaged, and its job was told to raise its memory limit.
                 if container.readFailure == tc_averror(ENOMEM) {
-                    if let (bytes, fileBytes) = container.impossibleSample {
-                        throw MediaError(code: "unreadable_input",
-                                         message: "The file's index states a sample of \(bytes) bytes, more than the whole file (\(fileBytes) bytes): the file is damaged.")
-                    }
+                    if let damage = damagedIndex { throw damage }
                     throw MediaError(code: "out_of_memory", message: "Reading the input failed: \(FFmpeg.errorText(container.readFailure)).")
                 }
                 reachedEnd = true
@@ -346,11 +343,22 @@ public final class MediaReader {
         }
     }
 
-    /// Throws `input_truncated` when media read up to `read` (seconds, the file's clock) falls short of `declaredEnd`.
+    /// The failure of a file whose index states a sample larger than the whole file (a damaged MP4 `stsz` entry):
+    /// the demuxer cannot hold it (ENOMEM), or reads past the end and stops as if the file were cut short. Nil for an
+    /// index that holds.
+    private var damagedIndex: MediaError? {
+        guard let (bytes, fileBytes) = container.impossibleSample else { return nil }
+        return MediaError(code: "unreadable_input",
+                          message: "The file's index states a sample of \(bytes) bytes, more than the whole file (\(fileBytes) bytes): the file is damaged.")
+    }
+
+    /// Throws `input_truncated` when media read up to `read` (seconds, the file's clock) falls short of `declaredEnd`
+    /// (`unreadable_input` when the file's index is damaged: not a file to upload again).
     private func checkReached(_ declaredEnd: Double, read: Double?) throws(MediaError) {
         let read = read ?? container.startTime
         let declared = declaredEnd - container.startTime
         guard declaredEnd - read > Self.truncationTolerance(declared: declared) else { return }
+        if let damage = damagedIndex { throw damage }
         let have = max(0, read - container.startTime)
         throw MediaError(
             code: "input_truncated",

@@ -77,9 +77,9 @@ final class TranscodePlan {
                                  message: "thumbnails: they are taken from the encoded video, and the output has none (the input has no video, or it is copied or dropped).")
             }
         }
-        // A duration guessed from a clock that may jump (MPEG-TS joined from two recordings: "lasts 95147 s" for
-        // 6 s) is left to `checkRead`, which holds the limit as the media is read.
-        let judgesDuration = !reader.container.durationIsFromJumpyClock
+        // A duration guessed from a clock that may jump, which the file's size cannot hold (MPEG-TS joined from two
+        // recordings: "lasts 95147 s" for 6 s), is left to `checkRead`, which holds the limit as the media is read.
+        let judgesDuration = !reader.container.durationIsImplausible
         for track in [videoTrack, audioTrack].compactMap({ $0 }) {
             try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)), judgesDeclaredDuration: judgesDuration)
         }

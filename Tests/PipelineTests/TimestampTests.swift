@@ -46,6 +46,10 @@ import TestSupport
         let (_, probe) = try transcode(joined.path, limits: MediaLimits(maxDuration: 60))
         #expect((3.5...4.5).contains(probe.format.durationSeconds), "\(probe.format.durationSeconds) s")
         #expect { try transcode(joined.path, limits: MediaLimits(maxDuration: 2)) } throws: { ($0 as? MediaError)?.code == "input_too_long" }
+        // A plain one longer than the limit is still refused by its declared length, before anything is decoded.
+        #expect { try transcode(parts[1], limits: MediaLimits(maxDuration: 1)) } throws: {
+            ($0 as? MediaError)?.code == "input_too_long" && ($0 as? MediaError)?.message.contains("lasts 2 s") == true
+        }
     }
 
     @Test func aMatroskaFileThatStartsAtFiveSecondsIsComplete() throws {
