@@ -88,15 +88,13 @@ public struct URLFetcher: Sendable {
         return OutboundError(code: full ? "no_space" : "storage_error", message: "\(what) failed: \(String(cString: strerror(code))).")
     }
 
-    /// An absolute http or https URL with a host, at most 2048 bytes, no space or control character in it, its
-    /// port (if given) 1 to 65535: what may be fetched or posted to. What libcurl refuses must be refused here:
-    /// a webhook URL with a line break or port 99999 was accepted, and each delivery then failed with `invalid_url`
-    /// through its whole retry schedule (41.6 hours); an input URL so failed its job only once it ran.
-    public static func isFetchable(_ url: String) -> Bool { fetchable(url) != nil }
-
-    /// `url` as it is fetched or posted to, when it may be (`isFetchable`): as given when it is ASCII, else in its
-    /// ASCII form (the host in IDNA, `xn--…`; the rest percent-encoded), which libcurl reads without a locale. Given
-    /// as it was, a host such as `éxample.com` was accepted and every fetch or delivery failed as `invalid_url`.
+    /// `url` as it is fetched or posted to, when it may be: an absolute http or https URL with a host, at most 2048
+    /// bytes, no space or control character in it, its port (if given) 1 to 65535. What libcurl refuses must be
+    /// refused here: a webhook URL with a line break or port 99999 was accepted, and each delivery then failed with
+    /// `invalid_url` through its whole retry schedule (41.6 hours); an input URL so failed its job only once it ran.
+    /// As given when it is ASCII, else in its ASCII form (the host in IDNA, `xn--…`; the rest percent-encoded), which
+    /// libcurl reads without a locale. Given as it was, a host such as `éxample.com` was accepted and every fetch or
+    /// delivery failed as `invalid_url`.
     public static func fetchable(_ url: String) -> String? {
         if url.utf8.allSatisfy({ $0 < 0x80 }) { return isASCIIFetchable(url) ? url : nil }
         guard url.utf8.count <= 2048, let ascii = asciiForm(url), isASCIIFetchable(ascii) else { return nil }
