@@ -25,16 +25,22 @@ import TestSupport
 
     private func state(_ server: TestServer, _ id: String) throws -> String? { try server.json("/v1/jobs/\(id)").object["state"] as? String }
 
+    /// A job whose webhook (the peer's `/hooks/<hook>`) wants `job.running` and `job.succeeded`, run to success.
+    private func succeededJob(hook: String) throws -> (peer: OutboundPeer, server: TestServer, id: String) {
+        let peer = try OutboundPeer(secret: Self.secret)
+        let server = try start(peer)
+        let input = try upload(server)
+        let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/\#(hook)", "events": ["job.running", "job.succeeded"]}}"#)
+        #expect(try eventually(60) { try state(server, id) == "succeeded" })
+        return (peer, server, id)
+    }
+
     /// An event its URL refuses outright (400 to `job.running` from a receiver that takes how jobs end only) holds
     /// back none of the job's later ones: `job.succeeded` waited behind its retries, 41.6 hours at full scale (25
     /// minutes here). Once a later one is delivered, the refused one is not sent again (late, it would take the
     /// job back for a receiver that follows the state).
     @Test func anEventItsURLRefusesHoldsBackNoneAfterIt() throws {
-        let peer = try OutboundPeer(secret: Self.secret)
-        let server = try start(peer)
-        let input = try upload(server)
-        let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/picky", "events": ["job.running", "job.succeeded"]}}"#)
-        #expect(try eventually(60) { try state(server, id) == "succeeded" })
+        let (peer, server, id) = try succeededJob(hook: "picky")
         #expect(eventually(20) { peer.deliveries(job: id).contains { $0["type"] as? String == "job.succeeded" && $0["answered"] as? Int == 200 } },
                 "\(peer.deliveries(job: id))")
         var list: [[String: Any]] = []
@@ -51,11 +57,7 @@ import TestSupport
     /// later) holds back the job's later events until it ends: `job.succeeded` went out meanwhile, and the retry's
     /// success then reached the receiver after it (`job.running` after `job.succeeded`).
     @Test func anEventBeingSentAgainHoldsBackTheLaterOnes() throws {
-        let peer = try OutboundPeer(secret: Self.secret)
-        let server = try start(peer)
-        let input = try upload(server)
-        let id = try job(server, #"{"input": "\#(input)", "webhook": {"url": "\#(peer.base)/hooks/deploying", "events": ["job.running", "job.succeeded"]}}"#)
-        #expect(try eventually(60) { try state(server, id) == "succeeded" })
+        let (peer, server, id) = try succeededJob(hook: "deploying")
         // The peer records the retry of job.running when it answers it, 8 s after it came (the job ends well within).
         #expect(eventually(30) { peer.deliveries(job: id).filter { $0["answered"] as? Int == 200 }.count == 2 }, "\(peer.deliveries(job: id))")
         let answered = peer.deliveries(job: id).filter { $0["answered"] as? Int == 200 }.compactMap { $0["type"] as? String }
