@@ -12,7 +12,9 @@ import TestSupport
     @Test func aDownAddressBesideARefusedOneIsAConnectionFailure() throws {
         // Both of `localhost`'s addresses, whatever the hosts file says (this machine's names it 127.0.0.1 alone,
         // and the refused one was then never tried), ::1 first.
-        let port = OutboundPeer.freePort()
+        let reserved = try ReservedPort()
+        let port = reserved.port
+        defer { reserved.release() }
         let url = "http://localhost:\(port)/"
         var request = OutboundRequest(url: url)
         request.resolving = ["localhost:\(port):[::1],127.0.0.1"]

@@ -191,8 +191,10 @@ import TestSupport
     }
 
     @Test func aDeliveryOwedWhenTheServerIsKilledIsSentAfterItRestarts() throws {
-        // The receiver is not there yet: the delivery fails and waits for its retry (5 s on the real schedule).
-        let port = OutboundPeer.freePort()
+        // The receiver is not there yet (its port held, connections to it refused): the delivery fails and waits
+        // for its retry (5 s on the real schedule).
+        let reserved = try ReservedPort()
+        let port = reserved.port
         let data = try Media.scratch().appendingPathComponent("data")
         var server = try TestServer(["--webhook-secret", Self.secret, "--allow-private-urls", "127.0.0.0/8"], data: data)
         let input = try upload(server)
@@ -209,6 +211,7 @@ import TestSupport
         server.process.waitUntilExit()
         _ = server.stop()
         let peer = try OutboundPeer(secret: Self.secret, port: port)
+        reserved.release()
         #expect(peer.deliveries(job: id).isEmpty)
         server = try TestServer(["--webhook-secret", Self.secret, "--allow-private-urls", "127.0.0.0/8", "--webhook-retry-scale", "0.01"], data: data)
         #expect(eventually(30) { peer.deliveries(job: id).count == 1 }, "\(server.log)")

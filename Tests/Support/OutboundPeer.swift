@@ -46,23 +46,6 @@ public final class OutboundPeer: @unchecked Sendable {
     /// The webhook deliveries received for `job`, oldest first.
     public func deliveries(job: String) -> [[String: Any]] { requests().filter { $0["job"] as? String == job } }
 
-    /// A port nothing listens on now (bound, then let go).
-    public static func freePort() -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(descriptor, raw, length)
-                return getsockname(descriptor, raw, &length)
-            }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     deinit {
         kill(process.processIdentifier, SIGKILL)
         runningServers.withLock { $0.removeAll { $0 == process.processIdentifier } }
