@@ -178,7 +178,8 @@ public struct FilterSettings: Sendable, Equatable, Codable {
         return filters.isEmpty ? nil : filters.joined(separator: ",")
     }
 
-    /// The audio filter chain for input at `sampleRate`, or nil when nothing is asked.
+    /// The audio filter chain for input at `sampleRate`, before the mix to the output's channels, or nil when
+    /// nothing is asked (loudness is measured after the mix: `loudnessChain`).
     func audioChain(sampleRate: Int) -> String? {
         var filters: [String] = []
         if let volume = audio?.volume, volume != 1 { filters.append("volume=\(volume)") }
@@ -187,7 +188,12 @@ public struct FilterSettings: Sendable, Equatable, Codable {
             filters.append("asetrate=\(Int((Double(sampleRate) * pitch).rounded())),aresample=\(sampleRate),atempo=\(1 / pitch)")
         }
         if tempo != 1 { filters.append("atempo=\(tempo)") }
-        if audio?.normalize == true { filters.append("loudnorm=I=-16:TP=-1.5:LRA=11") }
         return filters.isEmpty ? nil : filters.joined(separator: ",")
+    }
+
+    /// The loudness normalisation's chain (EBU R128, -16 LUFS), for the audio as the output holds it (mixed to its
+    /// channels: 5.1 measured before a mix down to stereo came out 4 dB quieter than asked), or nil when not asked.
+    var loudnessChain: String? {
+        audio?.normalize == true ? "loudnorm=I=-16:TP=-1.5:LRA=11" : nil
     }
 }

@@ -451,6 +451,14 @@ private final class AudioPath {
     private var filterStart: Int64?
     /// Whether the graph's first output has been placed at `filterStart`.
     private var filterOutputPlaced = false
+    /// Loudness normalisation, after the mix (`FilterSettings.loudnessChain`): its graph, made for the converter's
+    /// first frame, and a second converter that cuts what it gives into the encoder's frames again.
+    private var loudness: FilterGraph?
+    private let reframer: AudioConverter?
+    /// Where the mixed audio starts on the output timeline (1/sampleRate units): the normalised audio's first frame
+    /// is placed there, the rest follow on.
+    private var loudnessStart: Int64?
+    private var loudnessOutputPlaced = false
 
     init(track: Track, timeBase: AVRational, encoding: AudioEncoding, filters: FilterSettings?, limits: MediaLimits,
          output: any TranscodeOutput) throws(MediaError) {
@@ -462,6 +470,8 @@ private final class AudioPath {
         self.limits = limits
         input = try output.addInput(audio: encoding)
         converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.tracksStartAtZero)
+        reframer = filters?.loudnessChain == nil
+            ? nil : try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.tracksStartAtZero)
     }
     func append(_ frame: Frame) throws(MediaError) {
         let value = frame.pointer.pointee
@@ -473,7 +483,7 @@ private final class AudioPath {
             try limits.checkRead(seconds: Double(timestamp) / Double(input.encoder.timeBase.den) * Double(input.encoder.timeBase.num))
         }
         guard let chain = filterSettings?.audioChain(sampleRate: Int(value.sample_rate)) else {
-            return try converter.push(frame, at: timestamp, emit: encode)
+            return try converter.push(frame, at: timestamp, emit: mixed)
         }
         let shape = (value.sample_rate, value.format, value.ch_layout.nb_channels)
         if let built = filterInput, built != shape || filterLayout?.matches(value.ch_layout) != true {
@@ -525,7 +535,9 @@ private final class AudioPath {
 
     func finish() throws(MediaError) {
         try finishFilters()
-        try converter.finish(emit: encode)
+        try converter.finish(emit: mixed)
+        try loudness?.finish(placeNormalised)
+        try reframer?.finish(emit: encode)
     }
 
     private func finishFilters() throws(MediaError) {
@@ -537,7 +549,27 @@ private final class AudioPath {
     private func place(_ filtered: Frame) throws(MediaError) {
         let timestamp = filterOutputPlaced ? nil : filterStart
         filterOutputPlaced = true
-        try converter.push(filtered, at: timestamp, emit: encode)
+        try converter.push(filtered, at: timestamp, emit: mixed)
+    }
+
+    /// Takes a frame of the mixed audio: to the encoder, or through the loudness normalisation first.
+    private func mixed(_ frame: Frame) throws(MediaError) {
+        guard reframer != nil, let chain = filterSettings?.loudnessChain else { return try encode(frame) }
+        if loudness == nil {
+            loudness = try FilterGraph(audio: frame.pointer.pointee, chain: chain)
+            loudnessStart = frame.pointer.pointee.pts
+        }
+        try loudness?.push(frame)
+        try loudness?.drain(placeNormalised)
+    }
+
+    /// Takes one frame of the normalised audio (at the normalisation's own rate): the first is placed where the
+    /// mixed audio starts, the rest follow on, as the graph's output has no holes.
+    private func placeNormalised(_ normalised: Frame) throws(MediaError) {
+        guard let reframer else { return }
+        let timestamp = loudnessOutputPlaced ? nil : loudnessStart
+        loudnessOutputPlaced = true
+        try reframer.push(normalised, at: timestamp, emit: encode)
     }
 
     private func encode(_ frame: Frame) throws(MediaError) {

@@ -149,7 +149,8 @@ public struct TranscodeSettings: Sendable, Equatable, Codable {
     private var filtersAudioBesideTempo: Bool {
         var sound = filters?.audio
         sound?.tempo = nil
-        return FilterSettings(audio: sound).audioChain(sampleRate: 48_000) != nil
+        let filters = FilterSettings(audio: sound)
+        return filters.audioChain(sampleRate: 48_000) != nil || filters.loudnessChain != nil
     }
 
     /// Every check of settings as they come in (the API, the command line): `checkCopiedTrackFilters`, and settings
