@@ -7,8 +7,9 @@ import Locks
 /// write lines that read as the server's (a forged `{"level":"error",...}`), or flood it. Handed on as text, its
 /// owner logs each line as a field of a line of its own.
 ///
-/// Bounded: a line is cut at `maxLineBytes`; past `maxBytes` from one child the rest is read and dropped (one line
-/// says so). Control characters (C0, DEL, C1, and the bidirectional overrides and isolates) are shown escaped
+/// Bounded: a line is cut at `maxLineBytes`; past `maxBytes` (its line ends counted) or `maxLines` from one child the
+/// rest is read and dropped (one line says so); blank lines are counted, not handed on (a child writing nothing but
+/// line ends passed the byte bound uncounted, and filled the log with empty warnings, 1.5 million in 20 s). Control characters (C0, DEL, C1, and the bidirectional overrides and isolates) are shown escaped
 /// (`\x1b`, `\u{202e}`), so a terminal reading a text log cannot be redrawn by them. The reading ends at end of file,
 /// or `drainSeconds` after the owner says the child has ended (a process that left the child's group could hold the
 /// pipe open for ever).
@@ -17,6 +18,8 @@ final class ChildErrorOutput: Sendable {
     static let maxLineBytes = 4096
     /// Bytes handed on from one child; past them the rest is dropped.
     static let maxBytes = 256 * 1024
+    /// Lines handed on from one child; past them the rest is dropped.
+    static let maxLines = 1000
     /// Seconds the reading goes on after the child ended.
     static let drainSeconds = 1.0
 
@@ -47,8 +50,9 @@ final class ChildErrorOutput: Sendable {
         private var pending: [UInt8] = []
         /// Dropping the rest of a line that was cut.
         private var skipping = false
-        /// Bytes handed on so far.
+        /// Bytes and lines read so far.
         private var total = 0
+        private var count = 0
         private var dropping = false
 
         /// The whole lines `bytes` completes, cut and escaped.
@@ -62,7 +66,7 @@ final class ChildErrorOutput: Sendable {
                 } else {
                     let part = rest[rest.startIndex..<newline], room = Self.room(pending)
                     pending += part.prefix(room)
-                    found.append(emit(pending, cut: part.count > room))
+                    if let line = emit(pending, cut: part.count > room) { found.append(line) }
                     pending = []
                 }
                 rest = rest[(newline + 1)...]
@@ -71,7 +75,7 @@ final class ChildErrorOutput: Sendable {
             guard !skipping else { return found }
             pending += rest.prefix(Self.room(pending) + 1)
             if pending.count > ChildErrorOutput.maxLineBytes {
-                found.append(emit(Array(pending.prefix(ChildErrorOutput.maxLineBytes)), cut: true))
+                if let line = emit(Array(pending.prefix(ChildErrorOutput.maxLineBytes)), cut: true) { found.append(line) }
                 pending = []
                 skipping = true
             }
@@ -87,14 +91,19 @@ final class ChildErrorOutput: Sendable {
 
         private static func room(_ pending: [UInt8]) -> Int { max(0, ChildErrorOutput.maxLineBytes - pending.count) }
 
-        private mutating func emit(_ bytes: [UInt8], cut: Bool) -> String {
+        /// The line to hand on, or nil for a blank one.
+        private mutating func emit(_ bytes: [UInt8], cut: Bool) -> String? {
             var line = bytes
-            if line.last == UInt8(ascii: "\r") { line.removeLast() }
-            total += line.count
-            if total > ChildErrorOutput.maxBytes {
+            total += line.count + 1
+            count += 1
+            if total > ChildErrorOutput.maxBytes || count > ChildErrorOutput.maxLines {
                 dropping = true
-                return "(more than \(ChildErrorOutput.maxBytes) bytes: the rest is dropped)"
+                return total > ChildErrorOutput.maxBytes
+                    ? "(more than \(ChildErrorOutput.maxBytes) bytes: the rest is dropped)"
+                    : "(more than \(ChildErrorOutput.maxLines) lines: the rest is dropped)"
             }
+            if line.last == UInt8(ascii: "\r") { line.removeLast() }
+            guard line.contains(where: { ![UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")].contains($0) }) else { return nil }
             var text = ""
             for scalar in String(decoding: line, as: UTF8.self).unicodeScalars {
                 let value = scalar.value

@@ -94,6 +94,39 @@ import TestSupport
         #expect(last.wait(timeout: 10) { !$0.isEmpty } && last.withLock { $0 } == ["no newline"], "\(last.withLock { $0 })")
     }
 
+    /// Line ends count towards a child's bound, and so do lines: a child writing nothing but line ends passed the
+    /// byte bound uncounted, each handed on as an empty line (1.5 million warnings in the server's log in 20 s);
+    /// blank lines are not handed on, and past 1000 lines the rest is dropped.
+    @Test func blankAndShortLinesCountTowardsAChildsBound() throws {
+        func handedOn(_ script: String) throws -> [String] {
+            let lines = LockedValue<[String]>([])
+            let child = try ChildProcess(executable: "/usr/bin/python3", arguments: ["-c", script]) { line, _ in
+                lines.withLock { $0.append(line) }
+                lines.notifyAll()
+            }
+            #expect(child.readLine() == "done")
+            #expect(child.wait() == .exited(0))
+            _ = lines.wait(timeout: 10) { $0.last?.hasPrefix("(more than") == true }
+            return lines.withLock { $0 }
+        }
+        let blank = try handedOn("""
+        import sys
+        sys.stderr.buffer.write(b"\\n" * 1000000 + b"\\r\\n" * 10 + b"late\\n")
+        sys.stderr.flush()
+        print("done", flush=True)
+        """)
+        // Counts first: a failure's comparison of a million lines would take minutes.
+        #expect(blank.count == 1 && blank.first == "(more than 1000 lines: the rest is dropped)", "\(blank.count) lines: \(blank.prefix(3))")
+        let short = try handedOn("""
+        import sys
+        sys.stderr.buffer.write(b"\\n".join(b"line-%d" % i for i in range(5000)) + b"\\n")
+        sys.stderr.flush()
+        print("done", flush=True)
+        """)
+        #expect(short.count == 1001 && short == (0..<1000).map { "line-\($0)" } + ["(more than 1000 lines: the rest is dropped)"],
+                "\(short.count) lines: \(short.suffix(2))")
+    }
+
     /// A process that left the child's group (`setsid`) and holds its standard error open does not keep the
     /// parent's reader for ever: it stops a moment after the child was reaped.
     @Test func theStandardErrorReaderStopsAfterTheChildEvenIfAnotherProcessHoldsThePipe() throws {
