@@ -16,6 +16,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
 #include <linux/sockios.h>
 #include <unistd.h>
 
@@ -87,6 +89,27 @@ int tc_try_userfaultfd(void) {
     if (descriptor < 0 && errno == EINVAL) descriptor = syscall(SYS_userfaultfd, O_CLOEXEC);
     if (descriptor < 0) return -1;
     close((int)descriptor);
+    return 0;
+}
+
+int tc_try_shared_memory_segment(void) {
+    int segment = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    if (segment < 0) return -1;
+    shmctl(segment, IPC_RMID, NULL);
+    return 0;
+}
+
+int tc_try_memfd(void) {
+    long descriptor = syscall(SYS_memfd_create, "transcoderd-check", 1); // MFD_CLOEXEC
+    if (descriptor < 0) return -1;
+    close((int)descriptor);
+    return 0;
+}
+
+int tc_try_shared_mapping(void) {
+    void *mapping = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mapping == MAP_FAILED) return -1;
+    munmap(mapping, 4096);
     return 0;
 }
 

@@ -26,7 +26,10 @@ public enum Sandbox {
     /// `fchown`, the `f…xattr` calls), which Landlock never checks: a descriptor opened to read is enough for its
     /// owner, and the server owns every upload (a watermark shared by many jobs made unreadable for all). And
     /// `openat2`, whose flags the filter cannot read (see `refusedWithFlags`). The pipeline changes no file's mode,
-    /// owner, times or attributes, and opens with `openat`. More with some arguments only: `refusedWithArguments`.
+    /// owner, times or attributes, and opens with `openat`. And memory outside the data limit (RLIMIT_DATA counts
+    /// private mappings only): System V shared memory, whose segments outlive the job and the server, nobody's to
+    /// free (two jobs left 512 MiB), its semaphores and message queues with it, and `memfd_create` (a shared
+    /// anonymous mapping: `refusedWithFlags`). More with some arguments only: `refusedWithArguments`.
     static let refused = ["socket", "connect", "bind", "listen", "accept", "accept4", "execve", "execveat", "ptrace",
                           "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kill", "tgkill", "tkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
@@ -38,7 +41,9 @@ public enum Sandbox {
                           "swapon", "swapoff", "acct",
                           "chmod", "fchmodat", "chown", "lchown", "fchownat", "truncate", "utime", "utimes",
                           "futimesat", "setxattr", "lsetxattr", "removexattr", "lremovexattr",
-                          "fchmod", "fchown", "fsetxattr", "fremovexattr", "openat2"]
+                          "fchmod", "fchown", "fsetxattr", "fremovexattr", "openat2",
+                          "shmget", "shmat", "shmctl", "semget", "semop", "semtimedop", "semctl",
+                          "msgget", "msgsnd", "msgrcv", "msgctl", "memfd_create"]
 
     /// Calls refused when a flags argument, masked, has a value: opening to read only and truncate (`O_TRUNC` with
     /// `O_RDONLY`), which Landlock before its ABI 3 (Debian 12's kernel has 2) lets through on a file it may read:
@@ -47,12 +52,14 @@ public enum Sandbox {
     /// all: with `O_TRUNC` it emptied the file as well. And `clone` (see `cloneRules`) with
     /// `CLONE_PARENT`, which makes the new process a child of the server: after the job it stayed a zombie there
     /// (the server reaps only its own children), as many as a job made, until no child could start; or with a new
-    /// namespace, as `unshare` is refused.
+    /// namespace, as `unshare` is refused. And `mmap` shared and anonymous (`MAP_SHARED`, or `MAP_SHARED_VALIDATE`,
+    /// with `MAP_ANONYMOUS`): memory the data limit does not count (a child limited to 64 MiB held 256).
     static let refusedWithFlags: [(name: String, index: UInt32, mask: UInt64, value: UInt64)] = [
         ("open", 1, UInt64(O_ACCMODE | O_TRUNC), UInt64(O_RDONLY | O_TRUNC)),
         ("openat", 2, UInt64(O_ACCMODE | O_TRUNC), UInt64(O_RDONLY | O_TRUNC)),
         ("open", 1, UInt64(O_ACCMODE), 3),
         ("openat", 2, UInt64(O_ACCMODE), 3),
+        ("mmap", 3, 0x21, 0x21), // MAP_SHARED (1, also in MAP_SHARED_VALIDATE's 3) | MAP_ANONYMOUS (0x20)
     ] + cloneRules
 
     /// `clone`'s flags are its first argument everywhere but on s390x (where the rules would refuse threads at
@@ -374,7 +381,9 @@ public enum Sandbox {
                 "clone(CLONE_PARENT)": outcome(tc_try_clone(UInt(cloneFlags["CLONE_PARENT"]!))),
                 "clone(CLONE_NEWUSER)": outcome(tc_try_clone(UInt(cloneFlags["CLONE_NEWUSER"]!))),
                 "clone3": tc_try_clone3() >= 0 ? "allowed" : errno == ENOSYS ? "ENOSYS" : String(cString: strerror(errno)),
-                "socket(AF_UNIX)": socketOutcome(AF_UNIX), "socketpair(AF_UNIX)": pairOutcome]
+                "socket(AF_UNIX)": socketOutcome(AF_UNIX), "socketpair(AF_UNIX)": pairOutcome,
+                "shmget": outcome(tc_try_shared_memory_segment()), "memfd_create": outcome(tc_try_memfd()),
+                "mmap(shared, anonymous)": outcome(tc_try_shared_mapping())]
     }
 
     /// Reads this process's data size (heap and anonymous mappings: what RLIMIT_DATA limits) from

@@ -236,11 +236,15 @@ import TestSupport
                                  "fchmod(read-only descriptor)": "EPERM", "fchown(read-only descriptor)": "EPERM",
                                  "fsetxattr(read-only descriptor)": "EPERM", "openat2(in its folder)": "EPERM",
                                  "open(read-only, truncating)": "EPERM", "open(access mode 3, truncating)": "EPERM",
-                                 "clone(CLONE_PARENT)": "EPERM", "clone(CLONE_NEWUSER)": "EPERM", "clone3": "ENOSYS"],
+                                 "clone(CLONE_PARENT)": "EPERM", "clone(CLONE_NEWUSER)": "EPERM", "clone3": "ENOSYS",
+                                 "shmget": "EPERM", "memfd_create": "EPERM", "mmap(shared, anonymous)": "EPERM"],
                 "\(report.tried ?? [:])")
         // The filter's refusals, not the machine's: outside the sandbox (this process) the kernel allows them here.
         let unconfined = Sandbox.tryRefusedCalls()
         #expect(unconfined["userfaultfd"] == "allowed" && unconfined["keyctl(session keyring)"] == "allowed", "\(unconfined)")
+        for call in ["shmget", "memfd_create", "mmap(shared, anonymous)"] {
+            #expect(unconfined[call] == "allowed", "\(call): \(unconfined)")
+        }
         // The kernel's own answer to flags it refuses: the filter never let the calls reach it.
         for call in ["clone(CLONE_PARENT)", "clone(CLONE_NEWUSER)", "clone3"] {
             #expect(unconfined[call] == String(cString: strerror(EINVAL)), "\(call): \(unconfined)")

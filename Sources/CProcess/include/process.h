@@ -40,6 +40,13 @@ int tc_try_userfaultfd(void);
 /// but EPERM), -1 (errno EPERM) when refused. For the sandbox check.
 int tc_try_keyctl(void);
 
+/// Memory a process can take outside its data limit (RLIMIT_DATA counts private mappings only), each made and
+/// given back at once: a System V shared memory segment (shmget), a memfd (memfd_create), and a shared anonymous
+/// mapping (mmap). 0 when allowed, -1 (errno set) when refused. For the sandbox check.
+int tc_try_shared_memory_segment(void);
+int tc_try_memfd(void);
+int tc_try_shared_mapping(void);
+
 /// utimensat of `path` leaving both times as they are (UTIME_OMIT): 0 when allowed, -1 (errno set) when refused.
 /// For the sandbox check.
 int tc_touch_nothing(const char *path);
