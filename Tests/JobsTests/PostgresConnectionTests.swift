@@ -433,5 +433,24 @@ import TestSupport
             do { _ = try store.rows("SELECT 1", []) } catch { failures.append(error.description) }
         }
         #expect(failures.isEmpty, "\(failures)")
+        // With the one connection busy, a call waits for it: it failed at once on the slot the database refused
+        // (15 % of a node's reads under three clients, lease renewals among them).
+        let slow = LockedValue<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        NamedThread.start("slow query") {
+            do { _ = try store.rows("SELECT pg_sleep(2)", []) } catch { slow.withLock { $0 = "\(error)" } }
+            done.signal()
+        }
+        let activity = "SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND query LIKE 'SELECT pg_sleep%' AND state = 'active'"
+        let running = eventually(10) {
+            (try? Shell.check("psql", ["-X", "-q", "-t", "-A", "-h", server.directory, "-U", "postgres", "-d", "postgres", "-c", activity]))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+        }
+        try #require(running, "the slow query holds the connection")
+        var waited: String?
+        do { _ = try store.rows("SELECT 1", []) } catch { waited = error.description }
+        #expect(waited == nil, "a call while the one connection was busy: \(waited ?? "")")
+        done.wait()
+        #expect(slow.withLock { $0 } == nil)
     }
 }

@@ -32,57 +32,60 @@ final class PostgresPool: Sendable {
     }
 
     /// Runs `body` on a connection of slot `index`, or else of a free slot, from the next one round-robin: a
-    /// connected one first, then one free to connect, waiting for a busy one only when none is free.
-    /// Taken round-robin alone, a lease renewal waited behind a slow query (a metrics scrape's counts, a long
-    /// listing: up to the 60 s statement timeout) on its slot while others idled, and the lease ran out under a
-    /// healthy job, which another node then ran again. A free slot that was not connected was taken like one that
-    /// was: after a database restart, a call that landed on one still waiting out its backoff failed at once (for up
-    /// to 5 s) while another slot was connected again, lease renewals among them; and one the database refused (at
-    /// its connection limit) failed every other call while one connection served.
+    /// connected one first, then one free to connect (one connect tried per call), else the first connected one to
+    /// be let go. Taken round-robin alone, a lease renewal waited behind a slow query (a metrics scrape's counts, a
+    /// long listing: up to the 60 s statement timeout) on its slot while others idled, and the lease ran out under a
+    /// healthy job, which another node then ran again. A slot that cannot connect (waiting out its backoff after a
+    /// database restart, or refused at the database's or the role's connection limit) fails a call only when no
+    /// other slot has a connection, busy or free: it failed every call that found the connected ones busy (15 % of
+    /// reads at a role's limit of 3 with three clients, a job's lease renewals four times in a row while the
+    /// database was up).
     func with<T: Sendable>(slot index: Int? = nil, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
         if let index {
-            return try slots[index % slots.count].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
-        }
-        let first = Int(UInt(bitPattern: next.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(slots.count))
-        var waiting: Int?
-        for connectedOnly in [true, false] {
-            for offset in 0..<slots.count {
-                let position = (first + offset) % slots.count
-                let free = try slots[position].withLockIfAvailable { (slot: inout Slot) throws(StoreError) -> T? in
-                    guard connectedOnly ? slot.connection?.isConnected == true : slot.isUsable else { return nil }
-                    return try use(&slot, body)
-                }
-                switch free {
-                case .some(.some(let value)): return value
-                case .some(.none): waiting = waiting ?? position
-                case .none: continue
-                }
+            return try slots[index % slots.count].withLock { (slot: inout Slot) throws(StoreError) -> T in
+                try body(try connection(in: &slot))
             }
         }
-        // None free can serve: one free but waiting out its backoff fails at once, as before (waiting behind a busy
-        // one could mean a 60 s query).
-        if let waiting {
-            return try slots[waiting].withLock { (slot: inout Slot) throws(StoreError) -> T in try use(&slot, body) }
-        }
-        // None free: the first to be let go is taken, looked for every millisecond or so (up to 10 ms apart). Waiting
-        // on one chosen in turn, a lease renewal could wait out that slot's 60 s statement while another slot was let
-        // go a moment later, and the lease ran out under a healthy job.
+        let first = Int(UInt(bitPattern: next.wrappingAdd(1, ordering: .relaxed).oldValue) % UInt(slots.count))
+        /// Why a connect failed, or a slot could not try one (this call tries at most one connect: with the database
+        /// away each could take the connect timeout).
+        var failure: StoreError?
         var pause: UInt32 = 200
+        var connectedOnly = true
         while true {
+            var busy = false
             for offset in 0..<slots.count {
                 let position = (first + offset) % slots.count
-                let taken = try slots[position].withLockIfAvailable { (slot: inout Slot) throws(StoreError) -> T in
-                    try use(&slot, body)
+                let taken = try slots[position].withLockIfAvailable { (slot: inout Slot) throws(StoreError) -> T? in
+                    if let connection = slot.connection, connection.isConnected { return try body(connection) }
+                    guard !connectedOnly, failure == nil, slot.isUsable else { return nil }
+                    let connection: PostgresConnection
+                    do throws(StoreError) {
+                        connection = try self.connection(in: &slot)
+                    } catch {
+                        failure = error
+                        return nil
+                    }
+                    return try body(connection)
                 }
-                if let taken { return taken }
+                switch taken {
+                case .some(.some(let value)): return value
+                case .some(.none): continue
+                case .none: busy = true
+                }
+            }
+            if connectedOnly {
+                connectedOnly = false
+                continue
+            }
+            // None taken: wait for a busy slot to be let go (looked for every millisecond or so, up to 10 ms apart),
+            // unless none is busy (none has a connection: the database is away).
+            guard busy else {
+                throw failure ?? StoreError(code: "store_unavailable", message: "PostgreSQL at \(displayURI) is unreachable; trying again shortly.")
             }
             usleep(pause)
             pause = min(pause * 2, 10_000)
         }
-    }
-
-    private func use<T>(_ slot: inout Slot, _ body: (PostgresConnection) throws(StoreError) -> T) throws(StoreError) -> T {
-        try body(try connection(in: &slot))
     }
 
     private func connection(in slot: inout Slot) throws(StoreError) -> PostgresConnection {
