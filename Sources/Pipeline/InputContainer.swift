@@ -126,6 +126,14 @@ final class InputContainer {
         return Double(bytes) * 8 / duration < (hasVideo ? 16_000 : 2_000)
     }
 
+    /// Whether the declared duration is FFmpeg's estimate from the file's size and the bit rate of its first few
+    /// seconds (raw ADTS AAC, an MP3 without a Xing header): a quiet start makes it hours long (a 570 s AAC whose
+    /// first 30 s were silent "lasted 26670 s"), a loud one too short. Not a length a limit can judge, nor one to
+    /// report for a file this process wrote (it knows how long that is).
+    var durationIsEstimatedFromBitRate: Bool {
+        context?.pointee.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE
+    }
+
     var streamCount: Int { Int(context?.pointee.nb_streams ?? 0) }
 
     func stream(_ index: Int) -> UnsafeMutablePointer<AVStream> {

@@ -78,8 +78,9 @@ final class TranscodePlan {
             }
         }
         // A duration guessed from a clock that may jump, which the file's size cannot hold (MPEG-TS joined from two
-        // recordings: "lasts 95147 s" for 6 s), is left to `checkRead`, which holds the limit as the media is read.
-        let judgesDuration = !reader.container.durationIsImplausible
+        // recordings: "lasts 95147 s" for 6 s), or estimated from the bit rate of the first seconds (raw AAC with a
+        // quiet start: "lasts 26670 s" for 570), is left to `checkRead`, which holds the limit as the media is read.
+        let judgesDuration = !reader.container.durationIsImplausible && !reader.container.durationIsEstimatedFromBitRate
         for track in [videoTrack, audioTrack].compactMap({ $0 }) {
             try limits.check(track, bytesPerPixel: Self.bytesPerPixel(reader.stream(track.index)), judgesDeclaredDuration: judgesDuration)
         }

@@ -130,7 +130,14 @@ public final class TranscodeSession {
         } else {
             let written = written ?? (try? MediaReader(path: outputPath))
             tracks = written?.tracks ?? []
-            duration = written?.duration ?? output.writtenSeconds
+            if written?.container.durationIsEstimatedFromBitRate == true {
+                // A raw AAC output's length as FFmpeg estimates it from its first seconds' bit rate (5.74 s for 8.03
+                // of beeps and silence): what was written is known.
+                duration = output.writtenSeconds
+                for index in tracks.indices { tracks[index].duration = duration }
+            } else {
+                duration = written?.duration ?? output.writtenSeconds
+            }
             if let outputDirectory {
                 files = OutputFile.list(directory: outputDirectory,
                                         mainType: settings.container.mimeType(hasVideo: tracks.contains { $0.mediaType == .video }))

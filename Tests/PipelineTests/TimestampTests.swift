@@ -52,6 +52,29 @@ import TestSupport
         }
     }
 
+    /// Raw AAC (ADTS) has no length of its own: FFmpeg estimates one from the bit rate of its first seconds, which
+    /// a quiet start makes far too long. The job failed with `input_too_long` (a 570 s file "lasted 26670 s"), and an
+    /// AAC output's result gave the estimate of what it had just written. The limit holds as the media is read; the
+    /// result says what was written.
+    @Test func aLengthEstimatedFromTheBitRateIsNotJudgedNorReported() throws {
+        let folder = try Media.scratch()
+        let input = folder.appendingPathComponent("quiet-start.aac").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "anullsrc=r=48000:cl=stereo:d=8", "-f", "lavfi", "-i", "anoisesrc=c=white:a=0.5:r=48000:d=4",
+                          "-filter_complex", "[1]aformat=channel_layouts=stereo[n];[0][n]concat=n=2:v=0:a=1", "-c:a", "aac", "-b:a", "320k", input])
+        let declared = try MediaReader(path: input).duration ?? 0
+        #expect(declared > 60, "FFmpeg's estimate from the silent start: \(declared) s")
+        let (_, probe) = try transcode(input, limits: MediaLimits(maxDuration: 60))
+        #expect(abs(probe.format.durationSeconds - 12) < 0.2, "\(probe.format.durationSeconds) s")
+        #expect { try transcode(input, limits: MediaLimits(maxDuration: 5)) } throws: { ($0 as? MediaError)?.code == "input_too_long" }
+        // The same sound written as raw AAC: its length is what was written, not an estimate of it.
+        let output = folder.appendingPathComponent("out.aac").path
+        let result = try TranscodeSession(inputPath: input, outputPath: output,
+                                          settings: try TranscodeSettings.parse(Data(#"{"container": "aac"}"#.utf8))).run()
+        #expect((try MediaReader(path: output).duration ?? 0) > 60, "FFmpeg's estimate of the output")
+        #expect(abs(result.duration - 12) < 0.2 && result.tracks.allSatisfy { abs(($0.duration ?? 0) - 12) < 0.2 },
+                "\(result.duration) s, tracks \(result.tracks.map(\.duration))")
+    }
+
     @Test func aMatroskaFileThatStartsAtFiveSecondsIsComplete() throws {
         // Its header says 13 s: the end of a timeline from zero. Read as a length, the file was "cut short" at 8 s.
         let (result, probe) = try transcode(try Media.path(.offsetStart))
