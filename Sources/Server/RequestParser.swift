@@ -140,6 +140,8 @@ struct RequestParser {
                 state = .chunkSize(scanned: bytes.count)
                 return (.needMore, 0)
             }
+            // However the line arrived: found whole in one read, a longer one passed.
+            if lineEnd > 1024 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
             let line = bytes[0..<lineEnd]
             let sizeEnd = line.firstIndex { $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") } ?? lineEnd
             let digits = bytes[0..<sizeEnd]

@@ -83,6 +83,17 @@ import Testing
         }
     }
 
+    /// A chunk-size line is at most 1 KiB however it arrives: found whole in one read, a 60,000-byte one passed,
+    /// refused only when it came in pieces.
+    @Test(arguments: [1000, 100_000])
+    func aChunkSizeLineIsBoundedInAnyPieces(step: Int) throws {
+        let text = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        let long = "5;a=" + String(repeating: "b", count: 2000) + "\r\nhello\r\n0\r\n\r\n"
+        #expect(throws: HTTPError.self) { _ = try parse(text + long, step: step) }
+        let fits = "5;a=" + String(repeating: "b", count: 1000) + "\r\nhello\r\n0\r\n\r\n"
+        #expect(try parse(text + fits, step: step).body == "hello")
+    }
+
     @Test func percentEncodedSegmentsStayInside() throws {
         let head = try #require(try parse("GET /v1/jobs/..%2F..%2Fetc%2Fpasswd HTTP/1.1\r\nHost: x\r\n\r\n").heads.first)
         #expect(head.segments == ["v1", "jobs", "../../etc/passwd"])
