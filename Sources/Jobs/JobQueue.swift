@@ -1176,7 +1176,8 @@ public final class JobQueue: Sendable {
             }
             chore("tus", every: min(60, configuration.tusExpiryHours * 900), last: &lastTusSweep, now: now,
                   failing: "the resumable upload sweep failed") { () throws(StoreError) in
-                let expired = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours).sweep(at: wall.timeIntervalSince1970)
+                let expired = TusUploads(directory: directory, expiryHours: configuration.tusExpiryHours)
+                    .sweep(at: wall.timeIntervalSince1970) { stopping }
                 if !expired.isEmpty { logger.info("expired resumable uploads deleted", ["count": .int(expired.count)]) }
             }
             if let hours = configuration.retentionHours {

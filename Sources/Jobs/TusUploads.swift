@@ -250,7 +250,7 @@ public struct TusUploads: Sendable {
     public func isExpired(_ upload: TusUpload, at time: Double) -> Bool { expiresAt(upload) <= time }
 
     /// Removes its files (missing ones are fine), unless a PATCH or a completion holds the upload now: then false.
-    /// `names`: the folder's listing when the caller has one (a sweep), else it is read.
+    /// `names`: the upload's names in the folder's listing when the caller has one (a sweep), else it is read.
     @discardableResult
     public func delete(_ id: String, names listed: [String]? = nil) -> Bool {
         guard Self.isValidID(id) else { return true }
@@ -280,16 +280,20 @@ public struct TusUploads: Sendable {
         return true
     }
 
-    /// Deletes the uploads that expired by `time`; returns their ids. Files without a description (a crash between
-    /// the two creations) go once they are as old.
+    /// Deletes the uploads that expired by `time`, until `stop` says so; returns their ids. Files without a
+    /// description (a crash between the two creations) go once they are as old.
     @discardableResult
-    public func sweep(at time: Double) -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+    public func sweep(at time: Double, until stop: () -> Bool = { false }) -> [String] {
+        // The listing grouped by upload once (an upload has several files: data, description): each upload's names
+        // looked for in the whole listing made a sweep of 40,000 bodiless uploads take 9 minutes, and a stop wait
+        // for it.
+        let byID = Dictionary(grouping: (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []) {
+            String($0.prefix { $0 != "." })
+        }
         var removed: [String] = []
-        var seen = Set<String>() // an upload has several files (data, description): each id is looked at once
-        for name in names {
-            let id = String(name.prefix { $0 != "." })
-            guard Self.isValidID(id), seen.insert(id).inserted else { continue }
+        for (id, names) in byID {
+            guard Self.isValidID(id) else { continue }
+            if stop() { break }
             // Not readable (now, or for good: damaged) is judged as files without a description are, by the newest of
             // them: a description unreadable for good (restored under another owner) kept its files for ever.
             let found = try? readUpload(id)
@@ -297,7 +301,7 @@ public struct TusUploads: Sendable {
                 guard isExpired(upload, at: time) else { continue }
             } else {
                 // By its newest file (its bytes, when they are still arriving), not whichever was listed first.
-                let newest = names.filter { $0.hasPrefix(id + ".") }.compactMap { name -> Double? in
+                let newest = names.compactMap { name -> Double? in
                     var status = stat()
                     guard stat(folder.appendingPathComponent(name).path, &status) == 0 else { return nil }
                     return Double(status.st_mtim.tv_sec)
