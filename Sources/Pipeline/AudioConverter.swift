@@ -219,9 +219,10 @@ final class AudioConverter {
             try FFmpeg.check(result, "Configuring the audio resampler", code: "unsupported_audio")
             if let matrix {
                 try FFmpeg.check(swr_set_matrix(resampler, matrix, inputLayout.nb_channels), doing, code: "unsupported_audio")
-            } else if inputLayout.nb_channels > outputLayout.nb_channels {
-                // Mixing down adds channels together (5.1 to stereo: L + 0.707 C + 0.707 Ls): loud surround sound
-                // would go past full scale and clip in every player. The mix is scaled so that no output can.
+            } else if av_channel_layout_compare(&inputLayout, &outputLayout) != 0 {
+                // Mixing adds channels together (5.1 to stereo: L + 0.707 C + 0.707 Ls; quad to 4.0 both backs into
+                // its one back channel): loud sound would go past full scale and clip in every player. The mix is
+                // scaled so that no output can (a mix that adds nothing is left as it is).
                 try FFmpeg.setOption(UnsafeMutableRawPointer(resampler), "rematrix_maxval", "1.0")
             }
             return swr_init(resampler)
@@ -276,16 +277,15 @@ final class AudioConverter {
         return mix(left: left, right: right, outputs: outputs)
     }
 
-    /// A matrix (one row per output channel, a weight per input channel) from a left and a right mix, each scaled so
-    /// its weights cannot add up past full scale (a custom matrix has none of the resampler's own guard against
-    /// clipping, `rematrix_maxval`). A mono output takes both sides' average; outputs past the first two (a 5.1's
-    /// centre and surrounds) stay silent.
+    /// A matrix (one row per output channel, a weight per input channel) from a left and a right mix, scaled alike
+    /// so that neither side's weights add up past full scale (a custom matrix has none of the resampler's own guard
+    /// against clipping, `rematrix_maxval`; each side scaled on its own moved a centre towards the side with fewer
+    /// channels: FL+FC came out 5 dB louder on the right). A mono output takes both sides' average; outputs past the
+    /// first two (a 5.1's centre and surrounds) stay silent.
     private static func mix(left: [Double], right: [Double], outputs: Int) -> [Double] {
-        func capped(_ weights: [Double]) -> [Double] {
-            let total = weights.reduce(0) { $0 + abs($1) }
-            return total > 1 ? weights.map { $0 / total } : weights
-        }
-        let (left, right) = (capped(left), capped(right))
+        let total = max(left.reduce(0) { $0 + abs($1) }, right.reduce(0) { $0 + abs($1) })
+        let scale = total > 1 ? 1 / total : 1
+        let (left, right) = (left.map { $0 * scale }, right.map { $0 * scale })
         let inputs = left.count
         var matrix = [Double](repeating: 0, count: inputs * outputs)
         for index in 0..<inputs {

@@ -109,6 +109,15 @@ import TestSupport
         #expect(try Probe.read(output).audio?.channels == 2)
         let peak = try Self.peak(output)
         #expect(peak <= 0.5, "the stereo mix peaks at \(peak) dBFS") // AAC's own ripple may add a few tenths
+        // A mix into as many channels adds some together too: quad into four channels (4.0) puts both back channels
+        // into its one back centre, which peaked at +2.3 dBFS (loud tones on each, -0.9 dBFS).
+        let quad = try Media.scratch().appendingPathComponent("quad.wav").path
+        try Media.ffmpeg(["-f", "lavfi", "-i", "aevalsrc=0.9*sin(2*PI*250*t)|0.9*sin(2*PI*350*t)|0.9*sin(2*PI*450*t)|0.9*sin(2*PI*550*t):c=quad:s=48000:d=3",
+                          "-c:a", "pcm_f32le", quad])
+        let mixed = try transcode(quad, #"{"audio": {"channels": 4, "bitRate": 384000}}"#)
+        #expect(try Probe.read(mixed).audio?.channels == 4)
+        let quadPeak = try Self.peak(mixed)
+        #expect(quadPeak <= 0.5, "the four-channel mix peaks at \(quadPeak) dBFS")
     }
 
     /// The highest sample of a file's first audio track, dBFS, as decoded to floats (ffmpeg's astats: volumedetect

@@ -109,24 +109,35 @@ import TestSupport
         #expect(refused?.message.hasPrefix("filters.audio.pitch: FFmpeg cannot change the pitch of more than 8 unlabelled channels") == true,
                 "\(String(describing: refused))")
         // A WAV whose channel mask is the back pair alone (0x30), written here: FFmpeg's own tools refuse to make one.
-        let back = folder.appendingPathComponent("back.wav").path
-        var wav = Data()
-        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { wav.append(contentsOf: $0) } }
-        let frames = 96_000
-        wav.append(contentsOf: Array("RIFF".utf8)); put(UInt32(4 + 48 + 8 + frames * 4)); wav.append(contentsOf: Array("WAVE".utf8))
-        wav.append(contentsOf: Array("fmt ".utf8)); put(UInt32(40)); put(UInt16(0xFFFE)); put(UInt16(2)); put(UInt32(48_000))
-        put(UInt32(192_000)); put(UInt16(4)); put(UInt16(16)); put(UInt16(22)); put(UInt16(16)); put(UInt32(0x30))
-        wav.append(contentsOf: [0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71])
-        wav.append(contentsOf: Array("data".utf8)); put(UInt32(frames * 4))
-        for index in 0..<frames {
-            let sample = Int16(8000 * sin(2 * Double.pi * 500 * Double(index) / 48_000))
-            put(sample); put(sample)
+        /// A two-channel WAV with channel `mask`, a tone on the channels `loud` says.
+        func twoChannelWAV(_ name: String, mask: UInt32, loud: (Bool, Bool)) throws -> String {
+            var wav = Data()
+            func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { wav.append(contentsOf: $0) } }
+            let frames = 96_000
+            wav.append(contentsOf: Array("RIFF".utf8)); put(UInt32(4 + 48 + 8 + frames * 4)); wav.append(contentsOf: Array("WAVE".utf8))
+            wav.append(contentsOf: Array("fmt ".utf8)); put(UInt32(40)); put(UInt16(0xFFFE)); put(UInt16(2)); put(UInt32(48_000))
+            put(UInt32(192_000)); put(UInt16(4)); put(UInt16(16)); put(UInt16(22)); put(UInt16(16)); put(mask)
+            wav.append(contentsOf: [0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71])
+            wav.append(contentsOf: Array("data".utf8)); put(UInt32(frames * 4))
+            for index in 0..<frames {
+                let sample = Int16(8000 * sin(2 * Double.pi * 500 * Double(index) / 48_000))
+                put(loud.0 ? sample : 0); put(loud.1 ? sample : 0)
+            }
+            let path = folder.appendingPathComponent(name).path
+            try wav.write(to: URL(fileURLWithPath: path))
+            return path
         }
-        try wav.write(to: URL(fileURLWithPath: back))
+        let back = try twoChannelWAV("back.wav", mask: 0x30, loud: (true, true))
         let layout = try Shell.check("ffprobe", ["-v", "error", "-show_entries", "stream=channel_layout", "-of", "csv=p=0", back])
         #expect(layout.contains("BL+BR"), "\(layout)")
         let pair = try transcode(back, name: "back.m4a")
         #expect(try level(pair.output, "c0") > -40 && (try level(pair.output, "c1")) > -40)
+        // A front left and a centre (0x5), the sound on the centre: in the middle, both sides alike. Each side's mix
+        // scaled on its own put it 5 dB louder on the right (the left's weights, with the front left's, were cut
+        // more).
+        let centre = try transcode(try twoChannelWAV("centre.wav", mask: 0x5, loud: (false, true)), name: "centre.m4a")
+        let centreLeft = try level(centre.output, "c0"), centreRight = try level(centre.output, "c1")
+        #expect(centreLeft > -40 && abs(centreLeft - centreRight) < 1, "the centre at left \(centreLeft) dB, right \(centreRight) dB")
     }
 
     /// A broadcast whose sound changes layout with the same number of channels (quad, then 4.0: the side pair becomes
