@@ -55,12 +55,13 @@ final class OutputContainer {
     /// Whether the container can hold `codec` (for stream copy). Not what FFmpeg's own answer lets through and its
     /// muxer then refuses as it writes the header ("Experimental feature", "Invalid argument": the job failed as an
     /// FFmpeg error, not as a copy to encode instead): FLAC and TrueHD in MP4 (experimental), and VP9, AV1, FLAC, Opus,
-    /// TrueHD and MPEG-H 3D Audio in QuickTime (MP4 only).
+    /// TrueHD and MPEG-H 3D Audio in QuickTime (MP4 only). Nor Vorbis in MP4, which FFmpeg writes but nothing plays.
     func accepts(_ codec: AVCodecID) -> Bool {
         let format = context!.pointee.oformat
         guard avformat_query_codec(format, codec, FF_COMPLIANCE_NORMAL) == 1 else { return false }
         switch String(cString: format!.pointee.name) {
-        case "mp4": return ![AV_CODEC_ID_FLAC, AV_CODEC_ID_TRUEHD].contains(codec)
+        // Vorbis in MP4 has only FFmpeg's own object type, which no browser or Apple player plays.
+        case "mp4": return ![AV_CODEC_ID_FLAC, AV_CODEC_ID_TRUEHD, AV_CODEC_ID_VORBIS].contains(codec)
         case "mov": return ![AV_CODEC_ID_VP9, AV_CODEC_ID_AV1, AV_CODEC_ID_FLAC, AV_CODEC_ID_OPUS, AV_CODEC_ID_TRUEHD,
                              AV_CODEC_ID_MPEGH_3D_AUDIO].contains(codec)
         default: return true
