@@ -64,7 +64,9 @@ extension JobMessage {
     /// The message with every number within what a real transcode or probe can give: a child is trusted with nothing
     /// (one taken over by a hostile file writes what it likes), and an answer of `framesEncoded` 2^63 − 1 trapped
     /// the server's sum of frames encoded, ending the whole server; a track lasting 1e300 s would have trapped the
-    /// API's count of thumbnails. Strings and the output's files are checked where they are used.
+    /// API's count of thumbnails. A track's names are cut at `maxNameLength` and the tracks at `maxTracks`: one
+    /// codec name of 12 MiB was stored with its upload and repeated in every listing of the jobs made from it (63 MB,
+    /// the server at 504 MB). Other strings and the output's files are checked where they are used.
     public func bounded() -> JobMessage {
         var message = self
         message.progress = progress.map(Self.bounded)
@@ -72,16 +74,22 @@ extension JobMessage {
         message.result = result.map { result in
             var result = result
             result.size = Self.clamp(result.size, Self.maxCount)
-            result.tracks = result.tracks.map(Self.bounded)
+            result.tracks = result.tracks.prefix(Self.maxTracks).map(Self.bounded)
             result.duration = Self.seconds(result.duration)
             result.framesEncoded = Self.clamp(result.framesEncoded, Self.maxCount)
             result.elapsed = Self.seconds(result.elapsed)
             result.resumedFrom = result.resumedFrom.map(Self.seconds)
             return result
         }
-        message.tracks = tracks.map { $0.map(Self.bounded) }
+        message.tracks = tracks.map { $0.prefix(Self.maxTracks).map(Self.bounded) }
         return message
     }
+
+    /// Tracks a file may have, as the reader gives them: more than any real file (a disc's 40 subtitle tracks).
+    static let maxTracks = 1024
+    /// Characters of a track's names (codec, profile, layout, pixel format, HDR): FFmpeg's longest is a layout of
+    /// named channels, about 4 each.
+    static let maxNameLength = 256
 
     /// Counts and sizes: 2^48 (a quarter of a petabyte, nine years of frames at a million a second).
     static let maxCount = 1 << 48
@@ -120,6 +128,12 @@ extension JobMessage {
         track.dolbyVisionProfile = track.dolbyVisionProfile.map { clamp($0, 255) }
         // Read as a number by the geometry (`Track.sampleAspectValue`): "inf:1" trapped its size's conversion.
         track.sampleAspectRatio = track.sampleAspectRatio.flatMap(ratio)
+        func name(_ text: String) -> String { text.count <= maxNameLength ? text : String(text.prefix(maxNameLength)) }
+        track.codec = name(track.codec)
+        track.profile = track.profile.map(name)
+        track.channelLayout = track.channelLayout.map(name)
+        track.pixelFormat = track.pixelFormat.map(name)
+        track.hdr = track.hdr.map(name)
         return track
     }
 

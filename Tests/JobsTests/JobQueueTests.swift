@@ -158,7 +158,8 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
 
     /// A child's numbers are bounded as they arrive (a stub child stands in for one taken over by a hostile file):
     /// two answers of `framesEncoded` 2^63 − 1 trapped the server's sum of frames encoded, ending the whole server,
-    /// and a probe's track lasting 1e300 s would have trapped the API's count of thumbnails.
+    /// and a probe's track lasting 1e300 s would have trapped the API's count of thumbnails. Its names and tracks
+    /// too: a codec name of 12 MiB was stored with the upload and repeated in every job listing.
     @Test func aChildsNumbersAreBoundedAsTheyArrive() throws {
         let fixture = try StoreFixture()
         let huge = Track(index: 0, mediaType: .video, codec: "h264", width: Int.max, height: 1080, sampleAspectRatio: "inf:1", rotation: -90,
@@ -168,7 +169,11 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         let progress = TranscodeProgress(presentationTime: -1e300, duration: 1e300, framesEncoded: Int.min, elapsed: 1)
         let lines = [JobMessage(progress: progress, dataBytes: Int.max), JobMessage(result: result)]
             .map { String(decoding: try! JSONEncoder().encode($0), as: UTF8.self) }
-        let probeAnswer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: [huge])), as: UTF8.self)
+        var named = huge
+        named.codec = String(repeating: "c", count: 100_000)
+        named.channelLayout = String(repeating: "l", count: 100_000)
+        let many = (1...2000).map { Track(index: $0, mediaType: .subtitle, codec: "subrip") }
+        let probeAnswer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: [named] + many)), as: UTF8.self)
         let stub = fixture.directory.root.deletingLastPathComponent().appendingPathComponent("huge.sh").path
         let script = """
             #!/bin/sh
@@ -180,7 +185,10 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
             """
         try Shell.writeScript(script, to: stub)
         let runner = ChildProcessRunner(executable: stub)
-        let probed = try #require(try runner.probe(path: "/dev/null").first)
+        let tracks = try runner.probe(path: "/dev/null")
+        #expect(tracks.count == 1024, "\(tracks.count) tracks")
+        let probed = try #require(tracks.first)
+        #expect(probed.codec.count == 256 && probed.channelLayout?.count == 256, "\(probed.codec.count) \(probed.channelLayout?.count ?? 0)")
         #expect(probed.width == 1 << 20 && probed.rotation == 270 && probed.frameRate == 1e6 && (probed.duration ?? .infinity) < 1e12
                 && probed.sampleAspectRatio == nil, "\(probed)")
         let upload = try fixture.upload(try Media.path(.audioOnly))
