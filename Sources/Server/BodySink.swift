@@ -177,10 +177,15 @@ final class FileSink: BodySink {
         return answer
     }
 
-    /// The response for a failed upload write: 507 for a full disk, 500 otherwise.
+    /// The response for a failed upload write: 507 for a full disk, 503 with Retry-After for a server out of file
+    /// descriptors (a moment's load: it was a 500 `storage_error`), 500 otherwise.
     static func httpError(_ error: IOError) -> HTTPError {
         if error.errnoCode == ENOSPC || error.errnoCode == EDQUOT {
             return HTTPError(.insufficientStorage, "no_space", "The server's disk is full; the upload was discarded.")
+        }
+        if error.errnoCode == EMFILE || error.errnoCode == ENFILE {
+            return HTTPError(.serviceUnavailable, "server_busy", "The server has too many files open to take the upload now; try again shortly.",
+                             headers: HTTPHeaders([("Retry-After", "2")]))
         }
         return HTTPError(.internalServerError, "storage_error", "Writing the upload failed: \(error).")
     }

@@ -18,6 +18,18 @@ import TestSupport
 
     /// Partial uploads a process that died left: all of them without an age (a lone server's start), only those
     /// untouched for longer with one (shared storage, where other nodes' uploads and fetches in progress are).
+    /// An upload's file that cannot be made or written says why in its status: a full disk 507, a server out of
+    /// file descriptors 503 with Retry-After (a moment's load, tried again: it was a 500 `storage_error`).
+    @Test func aFailedUploadWriteIsAnsweredByItsCause() {
+        let full = FileSink.httpError(IOError(errnoCode: ENOSPC, reason: "writing"))
+        #expect(full.status.code == 507 && full.code == "no_space")
+        for code in [EMFILE, ENFILE] {
+            let busy = FileSink.httpError(IOError(errnoCode: code, reason: "creating the upload file"))
+            #expect(busy.status.code == 503 && busy.code == "server_busy" && busy.headers["Retry-After"] == "2", "\(busy)")
+        }
+        #expect(FileSink.httpError(IOError(errnoCode: EIO, reason: "writing")).status.code == 500)
+    }
+
     @Test func leftoverPartialUploadsAreRemovedByAge() throws {
         let folder = try Media.scratch()
         func file(_ name: String, secondsAgo: Double) throws {
