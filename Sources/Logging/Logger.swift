@@ -178,7 +178,18 @@ public enum LogValue: Sendable, ExpressibleByStringLiteral, ExpressibleByInteger
 
     var text: String {
         switch self {
-        case .string(let value): value.utf8.contains(0x20) ? "\"" + value + "\"" : value
+        case .string(let value):
+            // Quoted, escaped as in JSON, when it holds a space, a quote, a backslash or a control character: a
+            // libpq message's line breaks went out as they were, one record over three lines.
+            if !value.isEmpty, !value.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                value
+            } else {
+                { () -> String in
+                    var quoted = ""
+                    Logger.appendQuoted(value, to: &quoted)
+                    return quoted
+                }()
+            }
         case .int(let value): String(value)
         case .double(let value): String(value)
         }
