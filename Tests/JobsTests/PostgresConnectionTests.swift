@@ -319,6 +319,20 @@ import TestSupport
         #expect(stored.map(\.id) == [job.id] && job.state == .queued, "\(stored.map(\.id)) against \(job.id)")
     }
 
+    /// An upload's row whose insert committed but whose answer was lost is stored, as a job's is: the store said
+    /// `store_unavailable`, the server removed the upload's file, and the row stayed without it.
+    @Test func anUploadWhoseAnswerWasLostWithTheLinkIsStored() throws {
+        let server = try PostgresServer.shared()
+        let uri = try server.makeDatabase()
+        let root = try Media.scratch()
+        let direct = try PostgresJobStore(uri: uri, root: root.path, connections: 1)
+        let proxy = try PostgresCutProxy(server: server, trigger: "INSERT INTO uploads")
+        let store = try PostgresJobStore(uri: proxy.proxied(uri, server: server), root: root.path, connections: 2)
+        let id = try Self.uploadRow(in: store, root: root)
+        #expect(proxy.hasCut, "the answer to the insert was lost")
+        #expect(try direct.upload(id: id)?.id == id)
+    }
+
     /// A look for a job whose insert lost its answer stops at the first look that fails: the store is away, and
     /// each look would hold the request as long again (30 s more in a partition).
     @Test func theLookForALostAnswersJobStopsAtAFailingLook() {

@@ -65,10 +65,17 @@ public final class PostgresJobStore: JobStore, RowRunning {
     // MARK: Uploads
 
     public func insert(_ upload: Upload) throws(StoreError) {
-        try query("INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at, source_url) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  [.text(upload.id), .text(upload.filename), upload.contentType.sqlValue, .integer(Int64(upload.size)),
-                   .text(upload.sha256), .text(rows.stored(upload.path)), .text(JobRows.json(upload.tracks)), .real(upload.createdAt),
-                 upload.sourceURL.map(SQLValue.text) ?? .null])
+        do throws(StoreError) {
+            try query("INSERT INTO uploads (id, filename, content_type, size, sha256, path, tracks, created_at, source_url) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      [.text(upload.id), .text(upload.filename), upload.contentType.sqlValue, .integer(Int64(upload.size)),
+                       .text(upload.sha256), .text(rows.stored(upload.path)), .text(JobRows.json(upload.tracks)), .real(upload.createdAt),
+                       upload.sourceURL.map(SQLValue.text) ?? .null])
+        } catch where error.code == "store_unavailable" {
+            // Committed with its answer lost (as `createJob`): told it failed, the server removed the file, and the
+            // row stayed, an upload whose bytes were gone (200 to GET, `input_missing` for every job made from it).
+            if Self.madeDespite(lookingUp: { () throws(StoreError) in try self.upload(id: upload.id) }) != nil { return }
+            throw error
+        }
     }
 
     public func completeFetch(_ upload: Upload) throws(StoreError) {
