@@ -978,8 +978,10 @@ public final class JobQueue: Sendable {
                 // One whose lease is lost or given up winds down unheard: its streams follow the job's new attempt.
                 if own { events.publish(job.id, .progress(progress)) }
                 // While a checkpoint is checked the time is 0, and not saved (the claim zeroed the store's; the
-                // first time past the checkpoint is saved as the attempt goes on).
-                if progress.verifying == nil && lastSaved.map({ now - $0 >= .seconds(configuration.progressSaveInterval) }) ?? true {
+                // first time past the checkpoint is saved as the attempt goes on). Nor once the attempt is no longer
+                // this node's: its writes are refused, and cut off from the store each waited out the connect
+                // timeout, holding the worker for as long as the partition lasted.
+                if own, progress.verifying == nil && lastSaved.map({ now - $0 >= .seconds(configuration.progressSaveInterval) }) ?? true {
                     lastSaved = now
                     do throws(StoreError) {
                         try store.saveProgress(lease, time: progress.presentationTime, duration: progress.duration)
