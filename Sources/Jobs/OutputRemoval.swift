@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// Removes what a job's output is: a folder with everything in it, or (from before outputs were folders) one file.
 public enum OutputRemoval {
@@ -7,13 +8,68 @@ public enum OutputRemoval {
         var info = stat()
         guard lstat(path, &info) == 0 else { return errno == ENOENT ? nil : String(cString: strerror(errno)) }
         if info.st_mode & S_IFMT == S_IFDIR {
-            do {
-                try FileManager.default.removeItem(atPath: path)
-            } catch {
-                return error.localizedDescription
-            }
-            return nil
+            if let problem = emptyFolder(path) { return problem }
+            return rmdir(path) == 0 || errno == ENOENT ? nil : String(cString: strerror(errno))
         }
         return unlink(path) == 0 || errno == ENOENT ? nil : String(cString: strerror(errno))
+    }
+
+    /// Removes everything in the folder at `path`, each name relative to its own folder's descriptor, one folder
+    /// open at a time: by full paths, a tree nested past PATH_MAX (a child taken over by a hostile file made 3,000
+    /// levels with `mkdirat`) could not be removed ("The file name is invalid"), its files kept on disk for good, and
+    /// depth-first recursion would take a stack frame per level. Links are removed, never followed.
+    static func emptyFolder(_ path: String) -> String? {
+        var folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard folder >= 0 else { return String(cString: strerror(errno)) }
+        /// The names of the folders gone down into, from `path`.
+        var descended: [String] = []
+        while true {
+            // The folder's files go; the first folder in it is gone down into.
+            var subfolder: String?
+            guard let listing = fdopendir(dup(folder)) else {
+                close(folder)
+                return String(cString: strerror(errno))
+            }
+            while let entry = readdir(listing) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name == "." || name == ".." { continue }
+                if unlinkat(folder, name, 0) == 0 || errno == ENOENT { continue }
+                guard errno == EISDIR else {
+                    let problem = "\(name): \(String(cString: strerror(errno)))"
+                    closedir(listing)
+                    close(folder)
+                    return problem
+                }
+                subfolder = name
+                break
+            }
+            closedir(listing)
+            if let subfolder {
+                let inner = openat(folder, subfolder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                guard inner >= 0 else {
+                    let problem = "\(subfolder): \(String(cString: strerror(errno)))"
+                    close(folder)
+                    return problem
+                }
+                close(folder)
+                folder = inner
+                descended.append(subfolder)
+                continue
+            }
+            // Empty: back up, and remove it from there.
+            guard let name = descended.popLast() else {
+                close(folder)
+                return nil
+            }
+            let outer = openat(folder, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            close(folder)
+            guard outer >= 0 else { return String(cString: strerror(errno)) }
+            folder = outer
+            if unlinkat(folder, name, AT_REMOVEDIR) != 0 && errno != ENOENT {
+                let problem = "\(name): \(String(cString: strerror(errno)))"
+                close(folder)
+                return problem
+            }
+        }
     }
 }
