@@ -52,7 +52,9 @@ public enum JSONValue: Sendable, Equatable, Codable {
         } catch {
             throw SettingsError(key: "", message: "the settings are not valid JSON")
         }
-        if let key = duplicateKey(in: utf8(data)) { throw SettingsError(key: key, message: Self.givenTwice) }
+        let text = utf8(data)
+        if hasTrailingComma(text) { throw SettingsError(key: "", message: "the settings are not valid JSON (a comma before a closing bracket)") }
+        if let key = duplicateKey(in: text) { throw SettingsError(key: key, message: Self.givenTwice) }
         return value
     }
 
@@ -74,8 +76,37 @@ public enum JSONValue: Sendable, Equatable, Codable {
     /// The message of a key given twice.
     public static let givenTwice = "given twice in one object; give each key once"
 
+    /// Whether `data` (JSON the decoder took) has a comma right before a `}` or `]`: JSON has none there, and the
+    /// decoder lets it pass (`{"input": "x",}`), where a stricter parser in front refuses the request.
+    static func hasTrailingComma(_ data: Data) -> Bool {
+        let bytes = [UInt8](data)
+        var position = 0
+        var afterComma = false
+        while position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: "\""):
+                var end = position + 1
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1 }
+                position = end
+                afterComma = false
+            case UInt8(ascii: ","):
+                afterComma = true
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if afterComma { return true }
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"):
+                break
+            default:
+                afterComma = false
+            }
+            position += 1
+        }
+        return false
+    }
+
     /// Where the first key given twice in one object of `data` (valid JSON) is, named as settings name keys
-    /// (`video.width`, `renditions[1].video`); nil when no object repeats a key. Keys are compared as written.
+    /// (`video.width`, `renditions[1].video`); nil when no object repeats a key. Keys are compared as the decoder
+    /// reads them, escapes decoded: `"url"` and `"\u0075rl"` are one key (compared as written, the decoder kept the
+    /// first and Python or JavaScript in front of it the last).
     static func duplicateKey(in data: Data) -> String? {
         struct Level {
             let isObject: Bool
@@ -105,7 +136,11 @@ public enum JSONValue: Sendable, Equatable, Codable {
                 var end = position + 1
                 while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1 }
                 if expectingKey, !levels.isEmpty {
-                    let raw = Array(bytes[(position + 1)..<min(end, bytes.count)])
+                    var raw = Array(bytes[(position + 1)..<min(end, bytes.count)])
+                    if raw.contains(UInt8(ascii: "\\")),
+                       let decoded = try? JSONDecoder().decode(String.self, from: Data([UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")])) {
+                        raw = Array(decoded.utf8)
+                    }
                     let name = String(decoding: raw, as: UTF8.self)
                     guard levels[levels.count - 1].keys.insert(raw).inserted else {
                         var path = ""

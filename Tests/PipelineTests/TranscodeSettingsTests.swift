@@ -122,6 +122,16 @@ import Testing
             #expect(JSONValue.duplicateKey(in: Data(json.utf8)) == nil, "\(json)")
         }
         #expect(JSONValue.duplicateKey(in: Data(#"{"x": [1, {"y": {"z": 1, "z": 2}}]}"#.utf8)) == "x[1].y.z")
+        // Compared as read, escapes decoded: "\u0077idth" is "width" (the decoder kept the first, 64, where Python
+        // in front of it read the last, 4000); an escaped quote stays a key of its own.
+        #expect(error(#"{"video": {"width": 64, "\u0077idth": 4000}}"#) == "video.width: \(JSONValue.givenTwice)")
+        #expect(JSONValue.duplicateKey(in: Data(#"{"webhook": {"url": "a", "\u0075rl": "b"}}"#.utf8)) == "webhook.url")
+        #expect(JSONValue.duplicateKey(in: Data(#"{"a\"": 1, "a": 2, "\\": 3, "\/": 4, "/": 5}"#.utf8)) == "/")
+        // A comma before a closing bracket is no JSON, though the decoder takes it; inside a string it is text.
+        for json in [#"{"container": "mp4",}"#, #"{"renditions": [{"video": {}},], "container": "hls"}"#, "{\"a\": [1 ,\n ]}"] {
+            #expect(throws: SettingsError.self, "\(json)") { try JSONValue.parse(Data(json.utf8)) }
+        }
+        #expect(throws: Never.self) { try JSONValue.parse(Data(#"{"a": ",}", "b": [",]"]}"#.utf8)) }
         // UTF-16 and UTF-32, which the decoder reads too, are looked at as the text they are: a code unit holding
         // the byte of a quote or a backslash (小 is 0F 5C in UTF-16LE) is no quote or backslash.
         let wide = #"{"filters": {"video": {"grayscale": true}}, "b": "小", "c": "", "a": "≜"}"#
