@@ -45,10 +45,13 @@ public struct Response: Sendable {
         json(encoded: JSON.encode(value), status: status, headers: headers)
     }
 
-    /// A JSON response from bytes already encoded (a cached rendering).
+    /// A JSON response from bytes already encoded (a cached rendering). Not to be stored by a cache unless the
+    /// caller says otherwise: a job's state, a listing, an error change from one request to the next, and with no
+    /// word a shared cache's default freshness (Varnish's 120 s) served a job as running long after it ended.
     public static func json(encoded data: Data, status: HTTPStatus = .ok, headers: HTTPHeaders = HTTPHeaders()) -> Response {
         var headers = headers
         headers.set("Content-Type", "application/json")
+        if headers["Cache-Control"] == nil { headers.set("Cache-Control", "no-store") }
         return Response(status, headers: headers, body: .data(data))
     }
 

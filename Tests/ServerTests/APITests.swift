@@ -362,6 +362,12 @@ import TestSupport
         let done = try waitForState(id, ["succeeded", "failed"])
         #expect(done["state"] as? String == "succeeded", "\(done)")
         #expect(done["priority"] as? Int == 3 && done["attempts"] as? Int == 1)
+        // A job's state, a listing and an error are not to be stored by a cache (with no word, a shared cache's
+        // default freshness served a job as running after it ended).
+        for path in ["/v1/jobs/\(id)", "/v1/jobs", "/v1/jobs/nope"] {
+            let head = try Shell.run("curl", ["-s", "-D", "-", "-o", "/dev/null", try server.base + path]).stdout
+            #expect(head.contains("Cache-Control: no-store\r\n"), "\(path): \(head)")
+        }
         let progress = try #require(done["progress"] as? [String: Any])
         #expect(progress["fraction"] as? Double == 1)
         // Once finished, the rates are the transcode's averages (not the 0 of "unknown").
