@@ -231,6 +231,8 @@ struct RequestParser {
         switch version {
         case "HTTP/1.1": minor = 1
         case "HTTP/1.0": minor = 0
+        // A later 1.x is served as 1.1, the highest this server speaks (RFC 9112 §2.3); it was refused.
+        case _ where version.count == 8 && version.hasPrefix("HTTP/1.") && version.last!.isASCII && version.last!.isNumber: minor = 1
         default:
             if version.hasPrefix("HTTP/") && version.count == 8 {
                 // A client's choice of version is its mistake, answered with a 4xx (RFC 9110 would allow 505).

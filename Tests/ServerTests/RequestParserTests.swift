@@ -159,6 +159,13 @@ import Testing
         #expect(error(longTarget)?.status.code == 414)
     }
 
+    /// A later HTTP/1.x is answered as 1.1 (RFC 9112 §2.3): it was refused with 400.
+    @Test func aLaterMinorVersionIsServedAsOnePointOne() throws {
+        let head = try #require(try parse("GET /healthz HTTP/1.2\r\nHost: x\r\n\r\n").heads.first)
+        #expect(head.minorVersion == 1 && head.keepAlive)
+        #expect(throws: HTTPError.self) { _ = try parse("GET / HTTP/1.x\r\nHost: x\r\n\r\n") }
+    }
+
     @Test func http10ClosesUnlessAskedToKeepAlive() throws {
         #expect(try parse("GET / HTTP/1.0\r\n\r\n").heads.first?.keepAlive == false)
         #expect(try parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").heads.first?.keepAlive == true)
