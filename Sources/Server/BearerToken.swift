@@ -93,8 +93,13 @@ public struct BearerToken: Sendable {
         }
         if let presented, Self.constantTimeEquals(presented, token) { return nil }
         if presented == nil, reading, hasSession(head) { return nil }
-        return HTTPError(.unauthorized, "unauthorized", "Send Authorization: Bearer <token>.",
-                         headers: HTTPHeaders([("WWW-Authenticate", "Bearer")]))
+        // A token given and wrong is said to be (RFC 6750 §3), so a client tells it from one it forgot to send.
+        guard presented != nil else {
+            return HTTPError(.unauthorized, "unauthorized", "Send Authorization: Bearer <token>.",
+                             headers: HTTPHeaders([("WWW-Authenticate", "Bearer")]))
+        }
+        return HTTPError(.unauthorized, "unauthorized", "The token sent is not this server's.",
+                         headers: HTTPHeaders([("WWW-Authenticate", #"Bearer error="invalid_token""#)]))
     }
 
     /// Compares every byte whatever the first difference, so timing says nothing about the token.
