@@ -87,8 +87,8 @@ extension JobMessage {
 
     /// Tracks a file may have, as the reader gives them: more than any real file (a disc's 40 subtitle tracks).
     static let maxTracks = 1024
-    /// Characters of a track's names (codec, profile, layout, pixel format, HDR): FFmpeg's longest is a layout of
-    /// named channels, about 4 each.
+    /// Unicode scalars of a track's names (codec, profile, layout, pixel format, HDR): FFmpeg's longest is a layout
+    /// of named channels, about 4 each.
     static let maxNameLength = 256
 
     /// Counts and sizes: 2^48 (a quarter of a petabyte, nine years of frames at a million a second).
@@ -128,7 +128,11 @@ extension JobMessage {
         track.dolbyVisionProfile = track.dolbyVisionProfile.map { clamp($0, 255) }
         // Read as a number by the geometry (`Track.sampleAspectValue`): "inf:1" trapped its size's conversion.
         track.sampleAspectRatio = track.sampleAspectRatio.flatMap(ratio)
-        func name(_ text: String) -> String { text.count <= maxNameLength ? text : String(text.prefix(maxNameLength)) }
+        // Counted in Unicode scalars: a character may hold any number of them (a letter and a million combining
+        // marks is one), and counted as characters the cut let 2 MB through.
+        func name(_ text: String) -> String {
+            text.unicodeScalars.count <= maxNameLength ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(maxNameLength)))
+        }
         track.codec = name(track.codec)
         track.profile = track.profile.map(name)
         track.channelLayout = track.channelLayout.map(name)

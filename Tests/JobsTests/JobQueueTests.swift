@@ -172,6 +172,7 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         var named = huge
         named.codec = String(repeating: "c", count: 100_000)
         named.channelLayout = String(repeating: "l", count: 100_000)
+        named.profile = "p" + String(repeating: "\u{301}", count: 100_000) // one character of 100,001 scalars
         let many = (1...2000).map { Track(index: $0, mediaType: .subtitle, codec: "subrip") }
         let probeAnswer = String(decoding: try JSONEncoder().encode(JobMessage(tracks: [named] + many)), as: UTF8.self)
         let stub = fixture.directory.root.deletingLastPathComponent().appendingPathComponent("huge.sh").path
@@ -188,7 +189,8 @@ final class CrashingWithFilesRunner: JobRunner, @unchecked Sendable {
         let tracks = try runner.probe(path: "/dev/null")
         #expect(tracks.count == 1024, "\(tracks.count) tracks")
         let probed = try #require(tracks.first)
-        #expect(probed.codec.count == 256 && probed.channelLayout?.count == 256, "\(probed.codec.count) \(probed.channelLayout?.count ?? 0)")
+        #expect(probed.codec.count == 256 && probed.channelLayout?.count == 256 && probed.profile?.unicodeScalars.count == 256,
+                "\(probed.codec.count) \(probed.channelLayout?.count ?? 0) \(probed.profile?.unicodeScalars.count ?? 0)")
         #expect(probed.width == 1 << 20 && probed.rotation == 270 && probed.frameRate == 1e6 && (probed.duration ?? .infinity) < 1e12
                 && probed.sampleAspectRatio == nil, "\(probed)")
         let upload = try fixture.upload(try Media.path(.audioOnly))
