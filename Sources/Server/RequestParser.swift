@@ -136,7 +136,8 @@ struct RequestParser {
             return (.body(0..<take), take)
         case .chunkSize(let scanned):
             guard let lineEnd = search(crlf, in: bytes, from: max(0, scanned - 1)) else {
-                if bytes.count > 1024 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
+                // 1024 bytes and the CR of the line's end, its LF still to come.
+                if bytes.count > 1025 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
                 state = .chunkSize(scanned: bytes.count)
                 return (.needMore, 0)
             }

@@ -92,6 +92,10 @@ import Testing
         #expect(throws: HTTPError.self) { _ = try parse(text + long, step: step) }
         let fits = "5;a=" + String(repeating: "b", count: 1000) + "\r\nhello\r\n0\r\n\r\n"
         #expect(try parse(text + fits, step: step).body == "hello")
+        // Exactly 1024 bytes, whichever read its CR and LF come in.
+        let whole = "5;a=" + String(repeating: "b", count: 1020) + "\r\nhello\r\n0\r\n\r\n"
+        #expect(try parse(text + whole, step: step).body == "hello")
+        #expect(try parse(text + whole, step: text.utf8.count + 1025).body == "hello", "a read ending between CR and LF")
     }
 
     @Test func percentEncodedSegmentsStayInside() throws {
