@@ -41,7 +41,7 @@ let package = Package(
         .executableTarget(name: "JobsBench", dependencies: ["Jobs", "Pipeline"], path: "bench/JobsBench"),
         .target(name: "TestSupport", dependencies: ["Pipeline", "Jobs", "Locks", "Logging"], path: "Tests/Support"),
         .testTarget(name: "PipelineTests", dependencies: ["Pipeline", "Locks", "TestSupport"]),
-        .testTarget(name: "JobsTests", dependencies: ["Jobs", "Locks", "Logging", "TestSupport"]),
+        .testTarget(name: "JobsTests", dependencies: ["Jobs", "Locks", "Logging", "TestSupport", "CProcess"]),
         .testTarget(name: "ServerTests", dependencies: ["Server", "transcoderd", "Isolation", "Locks", "Logging", "TestSupport"]),
         .testTarget(name: "OutboundTests", dependencies: ["Outbound", "Webhooks", "Crypto", "Jobs", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["transcoderd", "Jobs", "Locks", "TestSupport"]),

@@ -17,10 +17,18 @@ public enum OutputRemoval {
     /// Removes everything in the folder at `path`, each name relative to its own folder's descriptor, one folder
     /// open at a time: by full paths, a tree nested past PATH_MAX (a child taken over by a hostile file made 3,000
     /// levels with `mkdirat`) could not be removed ("The file name is invalid"), its files kept on disk for good, and
-    /// depth-first recursion would take a stack frame per level. Links are removed, never followed.
+    /// depth-first recursion would take a stack frame per level. Links are removed, never followed. A folder the
+    /// child left unreadable or unwritable (mode 0300, 0500: the server's own, as every file a child makes) is given
+    /// back its owner's rights first: it stopped the removal, and the whole output stayed.
     static func emptyFolder(_ path: String) -> String? {
         var folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if folder < 0, errno == EACCES, chmod(path, 0o700) == 0 {
+            folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        }
         guard folder >= 0 else { return String(cString: strerror(errno)) }
+        // Writable, so that what is in it can be removed.
+        var status = stat()
+        if fstat(folder, &status) == 0, status.st_mode & 0o700 != 0o700 { fchmod(folder, 0o700) }
         /// The names of the folders gone down into, from `path`.
         var descended: [String] = []
         while true {
@@ -45,7 +53,11 @@ public enum OutputRemoval {
             }
             closedir(listing)
             if let subfolder {
-                let inner = openat(folder, subfolder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                var inner = openat(folder, subfolder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if inner < 0, errno == EACCES, fchmodat(folder, subfolder, 0o700, 0) == 0 {
+                    inner = openat(folder, subfolder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                }
+                if inner >= 0, fstat(inner, &status) == 0, status.st_mode & 0o700 != 0o700 { fchmod(inner, 0o700) }
                 guard inner >= 0 else {
                     let problem = "\(subfolder): \(String(cString: strerror(errno)))"
                     close(folder)

@@ -1,6 +1,8 @@
+import CProcess
 import Foundation
 import Glibc
 @testable import Jobs
+import Locks
 import Testing
 import TestSupport
 
@@ -34,5 +36,33 @@ import TestSupport
         #expect(OutputRemoval.remove(output) == nil)
         #expect(access(output, F_OK) != 0, "the output is gone")
         #expect(try String(contentsOfFile: outside, encoding: .utf8) == "keep", "the link's target stays")
+    }
+
+    /// Folders the child left unreadable (0300, a megabyte inside), unwritable (0500) or closed (000) are given back
+    /// their owner's rights and removed: the first stopped the removal, and the whole output stayed on disk (the
+    /// server runs as the user every file of its children belongs to). Run on a thread without capabilities
+    /// (they are a thread's own), as the suite runs as root, where modes bind nobody.
+    @Test func foldersTheChildLeftClosedAreRemovedAllTheSame() throws {
+        let output = try Media.scratch().appendingPathComponent("output").path
+        #expect(mkdir(output, 0o755) == 0)
+        for (name, mode) in [("unreadable", 0o300), ("unwritable", 0o500), ("closed", 0o000)] {
+            let folder = output + "/" + name
+            #expect(mkdir(folder, 0o700) == 0)
+            try Data(count: 1 << 20).write(to: URL(fileURLWithPath: folder + "/blob"))
+            #expect(chmod(folder, mode_t(mode)) == 0)
+        }
+        try Data("main".utf8).write(to: URL(fileURLWithPath: output + "/output.m4a"))
+        let outcome = LockedValue<(dropped: Int32, problem: String?)?>(nil)
+        NamedThread.start("without capabilities") {
+            let dropped = tc_drop_capabilities(0)
+            let problem = OutputRemoval.remove(output)
+            outcome.withLock { $0 = (dropped, problem) }
+            outcome.notifyAll()
+        }
+        #expect(outcome.wait(timeout: 30) { $0 != nil })
+        let result = try #require(outcome.withLock { $0 })
+        try #require(result.dropped == 0, "capabilities dropped on the thread")
+        #expect(result.problem == nil, "\(result.problem ?? "")")
+        #expect(access(output, F_OK) != 0, "the output is gone")
     }
 }
