@@ -305,7 +305,15 @@ final class TranscodePlan {
             }
         }
         var encodings: [(VideoSettings, VideoEncoding)] = []
-        for rung in rungs { encodings.append((rung, try resolve(rung))) }
+        for (index, rung) in rungs.enumerated() {
+            do throws(MediaError) {
+                encodings.append((rung, try resolve(rung)))
+            } catch where error.code == "invalid_settings" && error.message.hasPrefix("video.") {
+                // The rung's key, as its settings are named: there is no `video.level` in a ladder of listed rungs.
+                guard case .list = settings.renditions ?? .auto else { throw error }
+                throw MediaError(code: error.code, message: "renditions[\(index)]." + error.message)
+            }
+        }
         return encodings
     }
 

@@ -553,6 +553,20 @@ import TestSupport
         #expect(Media.files(in: scratch).isEmpty)
     }
 
+    /// A rung's setting the source cannot meet is named as the rung's: a level too small for the rung's pictures
+    /// (an 854×480 rung at level 3 and 30 fps, which intake cannot judge: the rate is not known there) failed
+    /// naming `video.level`, a key the settings did not have.
+    @Test func aRungsSettingTheSourceCannotMeetIsNamedAsTheRungs() throws {
+        let scratch = try Media.scratch()
+        let session = TranscodeSession(
+            inputPath: try Media.path(.standard), outputDirectory: scratch.appendingPathComponent("out").path,
+            settings: try TranscodeSettings.parse(Data(#"{"container": "hls", "renditions": [{"video": {"height": 234}}, {"video": {"height": 360, "level": "2"}}]}"#.utf8)))
+        let error = #expect(throws: MediaError.self) { try session.run() }
+        #expect(error?.code == "invalid_settings" && error?.message.hasPrefix("renditions[1].video.level: level 2 ") == true,
+                "\(String(describing: error))")
+        #expect(Media.files(in: scratch).isEmpty)
+    }
+
     /// Rungs accepted at intake (60 pictures at 30 fps and 120 at 60: both 2 s) run on a 30 fps source, whose
     /// rate the rung asking 60 keeps: its interval stays 2 s, not 120 pictures of 30 (4 s, refused as misaligned).
     @Test func aRungAskingMoreThanTheSourcesRateKeepsItsKeyFrameSeconds() throws {
