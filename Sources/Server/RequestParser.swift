@@ -135,14 +135,14 @@ struct RequestParser {
             state = .fixed(remaining: remaining - Int64(take))
             return (.body(0..<take), take)
         case .chunkSize(let scanned):
-            guard let lineEnd = search(crlf, in: bytes, from: max(0, scanned - 1)) else {
-                // 1024 bytes and the CR of the line's end, its LF still to come.
-                if bytes.count > 1025 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
+            let found = search(crlf, in: bytes, from: max(0, scanned - 1))
+            // At most 1024 bytes however the line arrives: found whole in one read (a longer one passed), or not yet
+            // whole (its CR may have come without its LF).
+            if (found ?? bytes.count - 1) > 1024 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
+            guard let lineEnd = found else {
                 state = .chunkSize(scanned: bytes.count)
                 return (.needMore, 0)
             }
-            // However the line arrived: found whole in one read, a longer one passed.
-            if lineEnd > 1024 { throw HTTPError.malformed("A chunk-size line is longer than 1024 bytes.") }
             let line = bytes[0..<lineEnd]
             let sizeEnd = line.firstIndex { $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") } ?? lineEnd
             let digits = bytes[0..<sizeEnd]
