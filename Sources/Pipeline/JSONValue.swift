@@ -76,6 +76,14 @@ public enum JSONValue: Sendable, Equatable, Codable {
     /// The message of a key given twice.
     public static let givenTwice = "given twice in one object; give each key once"
 
+    /// Where the string opened by the quote at `start` closes: its closing quote's index (escapes passed over), or
+    /// the end of `bytes`.
+    private static func stringEnd(in bytes: [UInt8], from start: Int) -> Int {
+        var end = start + 1
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1 }
+        return end
+    }
+
     /// Whether `data` (JSON the decoder took) has a comma right before a `}` or `]`: JSON has none there, and the
     /// decoder lets it pass (`{"input": "x",}`), where a stricter parser in front refuses the request.
     static func hasTrailingComma(_ data: Data) -> Bool {
@@ -85,9 +93,7 @@ public enum JSONValue: Sendable, Equatable, Codable {
         while position < bytes.count {
             switch bytes[position] {
             case UInt8(ascii: "\""):
-                var end = position + 1
-                while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1 }
-                position = end
+                position = stringEnd(in: bytes, from: position)
                 afterComma = false
             case UInt8(ascii: ","):
                 afterComma = true
@@ -133,8 +139,7 @@ public enum JSONValue: Sendable, Equatable, Codable {
                 guard !levels.isEmpty else { break }
                 if levels[levels.count - 1].isObject { expectingKey = true } else { levels[levels.count - 1].index += 1 }
             case UInt8(ascii: "\""):
-                var end = position + 1
-                while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1 }
+                let end = stringEnd(in: bytes, from: position)
                 if expectingKey, !levels.isEmpty {
                     var raw = Array(bytes[(position + 1)..<min(end, bytes.count)])
                     if raw.contains(UInt8(ascii: "\\")),
