@@ -460,10 +460,11 @@ private final class AudioPath {
     private var filterStart: Int64?
     /// Whether the graph's first output has been placed at `filterStart`.
     private var filterOutputPlaced = false
-    /// Loudness normalisation, after the mix (`FilterSettings.loudnessChain`): its graph, made for the converter's
-    /// first frame, and a second converter that cuts what it gives into the encoder's frames again.
+    /// Loudness normalisation, after the mix, when asked: its chain (`FilterSettings.loudnessChain`) and a second
+    /// converter that cuts what it gives into the encoder's frames again; its graph, made for the converter's first
+    /// frame.
+    private let normalisation: (chain: String, reframer: AudioConverter)?
     private var loudness: FilterGraph?
-    private let reframer: AudioConverter?
     /// Where the mixed audio starts on the output timeline (1/sampleRate units): the normalised audio's first frame
     /// is placed there, the rest follow on.
     private var loudnessStart: Int64?
@@ -479,8 +480,11 @@ private final class AudioPath {
         self.limits = limits
         input = try output.addInput(audio: encoding)
         converter = try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.tracksStartAtZero)
-        reframer = filters?.loudnessChain == nil
-            ? nil : try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.tracksStartAtZero)
+        if let chain = filters?.loudnessChain {
+            normalisation = (chain, try AudioConverter(encoding: encoding, frameSize: input.encoder.frameSize, fillsFromZero: output.tracksStartAtZero))
+        } else {
+            normalisation = nil
+        }
     }
     func append(_ frame: Frame) throws(MediaError) {
         let value = frame.pointer.pointee
@@ -546,7 +550,7 @@ private final class AudioPath {
         try finishFilters()
         try converter.finish(emit: mixed)
         try loudness?.finish(placeNormalised)
-        try reframer?.finish(emit: encode)
+        try normalisation?.reframer.finish(emit: encode)
     }
 
     private func finishFilters() throws(MediaError) {
@@ -563,9 +567,9 @@ private final class AudioPath {
 
     /// Takes a frame of the mixed audio: to the encoder, or through the loudness normalisation first.
     private func mixed(_ frame: Frame) throws(MediaError) {
-        guard reframer != nil, let chain = filterSettings?.loudnessChain else { return try encode(frame) }
+        guard let normalisation else { return try encode(frame) }
         if loudness == nil {
-            loudness = try FilterGraph(audio: frame.pointer.pointee, chain: chain)
+            loudness = try FilterGraph(audio: frame.pointer.pointee, chain: normalisation.chain)
             loudnessStart = frame.pointer.pointee.pts
         }
         try loudness?.push(frame)
@@ -575,10 +579,10 @@ private final class AudioPath {
     /// Takes one frame of the normalised audio (at the normalisation's own rate): the first is placed where the
     /// mixed audio starts, the rest follow on, as the graph's output has no holes.
     private func placeNormalised(_ normalised: Frame) throws(MediaError) {
-        guard let reframer else { return }
+        guard let normalisation else { return }
         let timestamp = loudnessOutputPlaced ? nil : loudnessStart
         loudnessOutputPlaced = true
-        try reframer.push(normalised, at: timestamp, emit: encode)
+        try normalisation.reframer.push(normalised, at: timestamp, emit: encode)
     }
 
     private func encode(_ frame: Frame) throws(MediaError) {
