@@ -21,14 +21,8 @@ public enum OutputRemoval {
     /// child left unreadable or unwritable (mode 0300, 0500: the server's own, as every file a child makes) is given
     /// back its owner's rights first: it stopped the removal, and the whole output stayed.
     static func emptyFolder(_ path: String) -> String? {
-        var folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        if folder < 0, errno == EACCES, chmod(path, 0o700) == 0 {
-            folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        }
+        var folder = openOwned(AT_FDCWD, path)
         guard folder >= 0 else { return String(cString: strerror(errno)) }
-        // Writable, so that what is in it can be removed.
-        var status = stat()
-        if fstat(folder, &status) == 0, status.st_mode & 0o700 != 0o700 { fchmod(folder, 0o700) }
         /// The names of the folders gone down into, from `path`.
         var descended: [String] = []
         while true {
@@ -53,11 +47,7 @@ public enum OutputRemoval {
             }
             closedir(listing)
             if let subfolder {
-                var inner = openat(folder, subfolder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                if inner < 0, errno == EACCES, fchmodat(folder, subfolder, 0o700, 0) == 0 {
-                    inner = openat(folder, subfolder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                }
-                if inner >= 0, fstat(inner, &status) == 0, status.st_mode & 0o700 != 0o700 { fchmod(inner, 0o700) }
+                let inner = openOwned(folder, subfolder)
                 guard inner >= 0 else {
                     let problem = "\(subfolder): \(String(cString: strerror(errno)))"
                     close(folder)
@@ -83,5 +73,16 @@ public enum OutputRemoval {
                 return problem
             }
         }
+    }
+
+    /// The folder `name` in `parent` (a descriptor, or AT_FDCWD for a path) opened to be emptied, its owner's rights
+    /// given back first when it cannot be read and when it cannot be written; -1 (errno set) when it cannot be opened.
+    private static func openOwned(_ parent: Int32, _ name: String) -> Int32 {
+        let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+        var folder = openat(parent, name, flags)
+        if folder < 0, errno == EACCES, fchmodat(parent, name, 0o700, 0) == 0 { folder = openat(parent, name, flags) }
+        var status = stat()
+        if folder >= 0, fstat(folder, &status) == 0, status.st_mode & 0o700 != 0o700 { fchmod(folder, 0o700) }
+        return folder
     }
 }
