@@ -9,8 +9,9 @@ import Locks
 ///
 /// Bounded: a line is cut at `maxLineBytes`; past `maxBytes` (its line ends counted) or `maxLines` from one child the
 /// rest is read and dropped (one line says so); blank lines are counted, not handed on (a child writing nothing but
-/// line ends passed the byte bound uncounted, and filled the log with empty warnings, 1.5 million in 20 s). Control characters (C0, DEL, C1, and the bidirectional overrides and isolates) are shown escaped
-/// (`\x1b`, `\u{202e}`), so a terminal reading a text log cannot be redrawn by them. The reading ends at end of file,
+/// line ends passed the byte bound uncounted, and filled the log with empty warnings, 1.5 million in 20 s). Control
+/// characters (C0, DEL, C1, and the bidirectional overrides and isolates) are shown escaped (`\x1b`, `\u{202e}`),
+/// so a terminal reading a text log cannot be redrawn by them. The reading ends at end of file,
 /// or `drainSeconds` after the owner says the child has ended (a process that left the child's group could hold the
 /// pipe open for ever).
 final class ChildErrorOutput: Sendable {
@@ -103,7 +104,7 @@ final class ChildErrorOutput: Sendable {
                     : "(more than \(ChildErrorOutput.maxLines) lines: the rest is dropped)"
             }
             if line.last == UInt8(ascii: "\r") { line.removeLast() }
-            guard line.contains(where: { ![UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")].contains($0) }) else { return nil }
+            guard line.contains(where: { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") && $0 != UInt8(ascii: "\r") }) else { return nil }
             var text = ""
             for scalar in String(decoding: line, as: UTF8.self).unicodeScalars {
                 let value = scalar.value

@@ -181,17 +181,14 @@ public enum LogValue: Sendable, ExpressibleByStringLiteral, ExpressibleByInteger
         case .string(let value):
             // Quoted, escaped as in JSON, when it holds a space, a quote, a backslash or a control character: a
             // libpq message's line breaks went out as they were, one record over three lines.
-            if !value.isEmpty, !value.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                value
-            } else {
-                { () -> String in
-                    var quoted = ""
-                    Logger.appendQuoted(value, to: &quoted)
-                    return quoted
-                }()
+            guard value.isEmpty || value.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return value
             }
-        case .int(let value): String(value)
-        case .double(let value): String(value)
+            var quoted = ""
+            Logger.appendQuoted(value, to: &quoted)
+            return quoted
+        case .int(let value): return String(value)
+        case .double(let value): return String(value)
         }
     }
 
